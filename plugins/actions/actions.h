@@ -1,0 +1,6 @@
+#pragma once
+#include "registry.h"
+
+namespace amon::actions {
+void register_actions(Registry& r);
+}

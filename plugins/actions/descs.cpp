@@ -1,0 +1,54 @@
+// Declarations of the built-in actions. Their runtime is in the sibling
+// files (one per action family); the language and linter read these.
+#include "actions.h"
+
+#include <string>
+
+namespace amon::actions {
+
+namespace {
+constexpr int64_t kSecond = 1'000'000'000;
+constexpr int64_t kDay = 86400 * kSecond;
+}  // namespace
+
+void register_actions(Registry& r) {
+  using VT = ValueType;
+  const std::vector<VT> all{VT::Mac, VT::Addr, VT::Port, VT::Bytes, VT::Name, VT::Text};
+  r.add_action({"keep", "leave the field as it is", all, {}, /*protects=*/false});
+  r.add_action({"zero", "overwrite with zero bytes (length kept)", all, {}});
+  r.add_action({"drop", "do not deliver the packet to this consumer", all, {}});
+  r.add_action({"timestamp",
+                "write the packet's arrival time into the 12 MAC bytes (see doc/language.md for the layout)",
+                {VT::Mac},
+                {}});
+  r.add_action({"hash",
+                "keyed hash (SipHash) of the value, length kept; MACs stay unicast/multicast and become "
+                "locally administered",
+                {VT::Mac, VT::Addr, VT::Name, VT::Text},
+                {{"key", ParamKind::Key, true, 0, 0, 0, {}, "", "key declared with `key NAME = ...`"}}});
+  r.add_action({"cryptopan",
+                "prefix-preserving Crypto-PAn (AES-128) on IPv4 and IPv6",
+                {VT::Addr},
+                {{"key", ParamKind::Key, true, 0, 0, 0, {}, "", "32-byte key declared with `key NAME = ...`"},
+                 {"rotate", ParamKind::Duration, false, -1, 60 * kSecond, 366 * kDay, {}, "none",
+                  "derive a new key every period (HKDF over the epoch number, see doc/cryptopan.md)"}}});
+  r.add_action({"prefix",
+                "keep the first N bits of IPv4 addresses (v6=M for IPv6), zero the rest",
+                {VT::Addr},
+                {{"bits", ParamKind::Int, true, 0, 0, 32, {}, "", "IPv4 bits kept"},
+                 {"v6", ParamKind::Int, false, -1, 0, 128, {}, "48", "IPv6 bits kept"}},
+                true, false});
+  r.add_action({"cut", "remove the bytes and fix every length field", {VT::Bytes}, {}, true, true});
+  r.add_action({"redact", "replace with a fixed filler of the same length ('x', dots kept in names)",
+                {VT::Name, VT::Text, VT::Bytes},
+                {}});
+  r.add_action({"zanon",
+                "z-anonymity: hide the value unless at least z distinct users were seen with it in the last dt",
+                {VT::Addr, VT::Name, VT::Text},
+                {{"z", ParamKind::Int, true, 0, 2, 64, {}, "", "distinct users needed to release a value"},
+                 {"dt", ParamKind::Duration, true, 1, kSecond, 7 * kDay, {}, "", "window"},
+                 {"fallback", ParamKind::ActionOrIdent, false, 2, 0, 0, {"sld", "redact", "zero"}, "redact/zero",
+                  "what a consumer sees when the value is hidden: sld, redact, zero, prefix(N), hash(key=K)"}}});
+}
+
+}  // namespace amon::actions

@@ -1,0 +1,43 @@
+// The one place where every built-in plugin is registered.
+#include <mutex>
+
+#include "actions.h"
+#include "l2l4.h"
+#include "registry.h"
+
+namespace amon {
+
+static void register_settings(Registry& r) {
+  r.add_setting({"identifier",
+                 "who counts as one user for z-anonymity: the client address, or its prefix (IPv6 clients "
+                 "often change the low 64 bits)",
+                 "ip.client | ip.client/N | eth.src",
+                 {"ip.client", "ip.src", "eth.src"}});
+  r.add_setting({"clients", "address ranges of the monitored users; their end of a flow is ip.client",
+                 "{ CIDR, ... }", {}});
+  r.add_setting({"on_error",
+                 "what to do with a packet that cannot be decoded far enough to apply a protecting rule: "
+                 "drop it, or cut it after the last header that could be anonymized",
+                 "drop | cut", {"drop", "cut"}});
+  r.add_setting({"on_unknown",
+                 "non-IP frames (ARP, LLDP, unknown EtherTypes): drop, keep, or cut to the Ethernet header; "
+                 "default drop when the policy protects addresses, else keep",
+                 "drop | keep | cut", {"drop", "keep", "cut"}});
+  r.add_setting({"payload_default", "action for payload when no rule names it (default keep())",
+                 "keep() | cut() | zero() | ...", {}});
+}
+
+void register_l7_fields(Registry& r);
+
+void register_builtin_plugins() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    Registry& r = Registry::instance();
+    register_settings(r);
+    l2l4::register_fields(r);
+    register_l7_fields(r);
+    actions::register_actions(r);
+  });
+}
+
+}  // namespace amon

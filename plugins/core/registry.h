@@ -1,0 +1,168 @@
+// The plugin registry: the one place where fields, actions and policy settings
+// are declared. The policy language, the linter and the engine know protocols
+// only through it, so adding a field touches plugins/ alone.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <deque>
+#include <vector>
+
+namespace amon {
+
+// What kind of bytes a field holds; actions declare which kinds they accept.
+enum class ValueType : uint8_t {
+  Mac,    // 6 bytes
+  Addr,   // IPv4 or IPv6 address (family known per occurrence)
+  Port,   // 16-bit transport port
+  Bytes,  // opaque payload bytes
+  Name,   // domain name (DNS wire labels or dotted text)
+  Text,   // printable header text (HTTP header values, URIs)
+};
+std::string_view to_string(ValueType t);
+
+// Privacy role of a field: drives the linter's warnings.
+enum class FieldRole : uint8_t {
+  Identifier,       // points at one user (client address, MAC)
+  QuasiIdentifier,  // identifies in combination (names, server addresses, UAs)
+  Content,          // payload
+  Other,
+};
+std::string_view to_string(FieldRole r);
+
+using FieldId = uint16_t;
+inline constexpr FieldId kNoField = 0xffff;
+
+struct FieldDesc {
+  std::string name;         // "ip.client"
+  ValueType type;
+  std::string protocol;     // protocol that carries it: "eth", "ip", "dns", ...
+  FieldRole role;
+  // z-anonymity value class: fields with the same class are one quasi-identifier
+  // ("domain" for dns.qname, tls.sni, http.host). Empty: zanon not applicable.
+  std::string value_class;
+  std::string doc;
+  // Fields a privacy officer expects protected together with this one; the
+  // linter warns when this field is protected and one of these is left clear.
+  std::vector<std::string> related;
+  FieldId id = kNoField;    // assigned by the registry
+};
+
+enum class ParamKind : uint8_t {
+  Int,       // 24
+  Duration,  // 500ms 30s 15m 1h 2d, stored in nanoseconds
+  String,    // "text"
+  Key,       // name of a `key` declaration
+  Action,    // nested action call: fallback=prefix(24)
+  Ident,     // bare identifier: fallback=sld
+  Regex,     // /.../flags
+  ActionOrIdent,  // either an identifier naming a keyword or an action call
+};
+std::string_view to_string(ParamKind k);
+
+struct ParamDesc {
+  std::string name;
+  ParamKind kind;
+  bool required = false;
+  int positional = -1;  // index when it may be given without name= (prefix(24))
+  int64_t min = INT64_MIN, max = INT64_MAX;  // Int and Duration bounds (Duration in ns)
+  std::vector<std::string> choices;          // Ident values allowed (empty: any)
+  std::string default_text;                  // for docs
+  std::string doc;
+};
+
+struct KeyMaterial {
+  std::string name;
+  std::string origin;              // "file keys/k.hex" or "env AMON_KEY"
+  std::vector<uint8_t> bytes;      // 32 bytes for CryptoPAn keys
+};
+
+struct ActionDesc;
+struct ActionCall;
+
+// One argument value after the language's checks.
+struct ArgValue {
+  ParamKind kind = ParamKind::Int;
+  int64_t i = 0;                                 // Int; Duration in ns
+  std::string s;                                 // String, Ident, Regex source
+  std::string regex_flags;                       // Regex: "i" etc.
+  std::shared_ptr<const KeyMaterial> key;        // Key
+  std::shared_ptr<const ActionCall> action;      // Action (nested call)
+};
+
+struct SourceLoc {
+  std::string file;
+  int line = 0, col = 0, end_col = 0;
+};
+
+struct ActionCall {
+  const ActionDesc* desc = nullptr;
+  std::vector<std::pair<std::string, ArgValue>> args;  // by parameter name, defaults not filled
+  SourceLoc loc;
+  const ArgValue* arg(std::string_view name) const;
+  int64_t int_or(std::string_view name, int64_t dflt) const;
+};
+
+struct ActionDesc {
+  std::string name;
+  std::string doc;
+  std::vector<ValueType> applies_to;
+  std::vector<ParamDesc> params;
+  bool protects = true;        // hides information (everything but keep)
+  bool changes_length = false; // cut(): may only be applied to trailing content
+  // Checks that depend on the field (e.g. prefix width vs address width).
+  // Returns an error message, or empty when fine.
+  std::function<std::string(const ActionCall&, const FieldDesc&)> validate;
+};
+
+struct SettingDesc {
+  std::string name;
+  std::string doc;
+  std::string value_form;               // "ip.client | ip.client/64", "{ CIDR, ... }", "drop | cut"
+  std::vector<std::string> choices;     // for identifier-valued settings
+};
+
+// Registry of everything the language can name. Filled once at start-up by
+// register_builtin_plugins(); read-only afterwards, so lookups need no lock.
+class Registry {
+ public:
+  static Registry& instance();
+
+  FieldId add_field(FieldDesc d);
+  void add_action(ActionDesc d);
+  void add_setting(SettingDesc d);
+
+  const FieldDesc* field(std::string_view name) const;
+  const FieldDesc& field(FieldId id) const { return fields_[id]; }
+  const ActionDesc* action(std::string_view name) const;
+  const SettingDesc* setting(std::string_view name) const;
+
+  const std::deque<FieldDesc>& fields() const { return fields_; }
+  const std::deque<ActionDesc>& actions() const { return actions_; }
+  const std::deque<SettingDesc>& settings() const { return settings_; }
+
+  // Closest known names for a "did you mean" hint (empty when nothing is close).
+  std::string suggest_field(std::string_view name) const;
+  std::string suggest_action(std::string_view name) const;
+  std::string suggest_setting(std::string_view name) const;
+
+ private:
+  // deques: descriptors are handed out by pointer and must never move.
+  std::deque<FieldDesc> fields_;
+  std::deque<ActionDesc> actions_;
+  std::deque<SettingDesc> settings_;
+};
+
+// Registers every built-in plugin (idempotent). Called by the CLI, the tests
+// and the fuzzers before they parse a policy.
+void register_builtin_plugins();
+
+// Damerau-free Levenshtein distance, for suggestions.
+size_t edit_distance(std::string_view a, std::string_view b);
+std::string closest(std::string_view name, const std::vector<std::string_view>& candidates);
+
+}  // namespace amon

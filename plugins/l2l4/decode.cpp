@@ -1,0 +1,223 @@
+#include <cstring>
+
+#include "l2l4.h"
+
+namespace amon {
+
+namespace {
+
+inline uint16_t rd16(const uint8_t* p) { return uint16_t(p[0] << 8 | p[1]); }
+
+constexpr uint16_t kEthIpv4 = 0x0800, kEthIpv6 = 0x86dd, kEthVlan = 0x8100, kEthQinq = 0x88a8,
+                   kEthQinqOld = 0x9100, kEthMpls = 0x8847, kEthMplsMc = 0x8848, kEthPppoeSess = 0x8864;
+constexpr int kMaxVlan = 4, kMaxMpls = 8, kMaxV6Ext = 8;
+
+// UDP ports of tunnels that carry whole frames or IP packets: VXLAN, Geneve,
+// GTP-U, Teredo. Their payload holds other users' addresses, so a consumer
+// that protects addresses must not get it in clear.
+inline bool is_udp_tunnel_port(uint16_t p) { return p == 4789 || p == 6081 || p == 2152 || p == 3544; }
+
+void decode_l4(const uint8_t* p, uint32_t cap, Decoded& d) {
+  const uint32_t ip_end = d.l3_off + d.l3_len;
+  const uint32_t off = d.l4_off;
+  d.payload_off = off;
+  d.payload_len = ip_end > off ? ip_end - off : 0;
+  d.good_until = off;
+  if (d.flags & kFlagLaterFragment) {  // continuation data only: all of it is payload
+    d.status = DecodeStatus::Ok;
+    return;
+  }
+  auto need = [&](uint32_t n) -> bool {
+    if (off + n > ip_end) {
+      d.status = DecodeStatus::Malformed;
+      return false;
+    }
+    if (off + n > cap) {
+      d.status = DecodeStatus::Truncated;
+      return false;
+    }
+    return true;
+  };
+  switch (d.l4_proto) {
+    case kProtoTcp: {
+      if (!need(20)) return;
+      uint32_t hl = (p[off + 12] >> 4) * 4u;
+      if (hl < 20) { d.status = DecodeStatus::Malformed; return; }
+      if (!need(hl)) return;
+      d.l4_hdr_len = uint16_t(hl);
+      d.sport = rd16(p + off);
+      d.dport = rd16(p + off + 2);
+      d.tcp_flags = p[off + 13];
+      break;
+    }
+    case kProtoUdp: {
+      if (!need(8)) return;
+      uint16_t ulen = rd16(p + off + 4);
+      // A UDP length larger than the IP payload, or below the header, is
+      // impossible; a smaller one leaves trailing bytes that are still ours
+      // to protect, so the payload keeps running to the IP end.
+      if (ulen < 8 || ulen > d.l3_len - (off - d.l3_off)) { d.status = DecodeStatus::Malformed; return; }
+      d.l4_hdr_len = 8;
+      d.sport = rd16(p + off);
+      d.dport = rd16(p + off + 2);
+      if (is_udp_tunnel_port(d.sport) || is_udp_tunnel_port(d.dport)) d.flags |= kFlagTunnel;
+      break;
+    }
+    case kProtoIcmp:
+    case kProtoIcmpv6: {
+      if (!need(8)) return;
+      d.l4_hdr_len = 8;
+      uint8_t type = p[off], code = p[off + 1];
+      d.sport = uint16_t(type << 8 | code);
+      d.dport = rd16(p + off + 4);  // echo identifier
+      bool err = d.l4_proto == kProtoIcmp ? (type == 3 || type == 4 || type == 5 || type == 11 || type == 12)
+                                          : (type < 128);
+      if (err) d.flags |= kFlagIcmpError;
+      break;
+    }
+    case kProtoIpIp:
+    case kProtoIpv6:
+    case kProtoGre:
+      d.flags |= kFlagTunnel;
+      d.status = DecodeStatus::Ok;
+      return;
+    default:
+      d.status = DecodeStatus::Ok;
+      return;
+  }
+  d.payload_off = off + d.l4_hdr_len;
+  d.payload_len = ip_end > d.payload_off ? ip_end - d.payload_off : 0;
+  d.good_until = d.payload_off;
+  d.status = DecodeStatus::Ok;
+}
+
+void decode_ipv4(const uint8_t* p, uint32_t cap, Decoded& d) {
+  const uint32_t o = d.l3_off;
+  d.ip_version = 4;
+  d.good_until = o;
+  if (o + 20 > cap) { d.status = DecodeStatus::Truncated; return; }
+  if ((p[o] >> 4) != 4) { d.status = DecodeStatus::Malformed; return; }
+  uint32_t ihl = (p[o] & 0xf) * 4u;
+  uint32_t tot = rd16(p + o + 2);
+  if (ihl < 20 || tot < ihl) { d.status = DecodeStatus::Malformed; return; }
+  // The wire frame must hold the datagram; Ethernet padding after it is fine.
+  if (o + tot > d.wire_len) { d.status = DecodeStatus::Malformed; return; }
+  if (o + ihl > cap) { d.status = DecodeStatus::Truncated; return; }
+  d.l3_hdr_len = uint16_t(ihl);
+  d.l3_len = tot;
+  d.l4_proto = p[o + 9];
+  uint16_t frag = rd16(p + o + 6);
+  if (frag & 0x3fff) {
+    d.flags |= kFlagFragment;
+    if (frag & 0x1fff) d.flags |= kFlagLaterFragment;
+  }
+  d.l4_off = o + ihl;
+  decode_l4(p, cap, d);
+}
+
+bool v6_ext(uint8_t nh) { return nh == 0 || nh == 43 || nh == 44 || nh == 60 || nh == kProtoAh || nh == 135 || nh == 139 || nh == 140; }
+
+void decode_ipv6(const uint8_t* p, uint32_t cap, Decoded& d) {
+  const uint32_t o = d.l3_off;
+  d.ip_version = 6;
+  d.good_until = o;
+  if (o + 40 > cap) { d.status = DecodeStatus::Truncated; return; }
+  if ((p[o] >> 4) != 6) { d.status = DecodeStatus::Malformed; return; }
+  uint32_t plen = rd16(p + o + 4);
+  // Jumbograms (payload length 0 with a hop-by-hop jumbo option) do not occur
+  // on Ethernet; a zero length with data after it is treated as malformed.
+  d.l3_len = 40 + plen;
+  if (o + d.l3_len > d.wire_len) { d.status = DecodeStatus::Malformed; return; }
+  uint8_t nh = p[o + 6];
+  uint32_t off = o + 40;
+  const uint32_t end = o + d.l3_len;
+  for (int i = 0; i < kMaxV6Ext && v6_ext(nh); ++i) {
+    if (off + 8 > end) { d.status = DecodeStatus::Malformed; return; }
+    if (off + 8 > cap) { d.status = DecodeStatus::Truncated; return; }
+    uint32_t len;
+    if (nh == 44) {  // fragment header: fixed 8 bytes
+      len = 8;
+      d.ipv6_frag_hdr_off = uint16_t(off);
+      uint16_t fo = rd16(p + off + 2);
+      d.flags |= kFlagFragment;
+      if (fo & 0xfff8) d.flags |= kFlagLaterFragment;
+    } else if (nh == kProtoAh) {
+      len = (p[off + 1] + 2u) * 4u;
+    } else {
+      len = (p[off + 1] + 1u) * 8u;
+      if (nh == 43) {
+        uint8_t rtype = p[off + 2];
+        // Type 0 (deprecated) and segment routing (4) list addresses of the
+        // path: identifiers outside the fixed header.
+        if (rtype == 0 || rtype == 4) {
+          d.flags |= kFlagV6Routing;
+          d.ipv6_rh_off = uint16_t(off);
+        }
+      }
+    }
+    if (off + len > end) { d.status = DecodeStatus::Malformed; return; }
+    if (off + len > cap) { d.status = DecodeStatus::Truncated; return; }
+    nh = p[off];
+    off += len;
+    if (d.flags & kFlagLaterFragment) break;  // the rest belongs to the fragment's data
+  }
+  if (v6_ext(nh) && !(d.flags & kFlagLaterFragment)) { d.status = DecodeStatus::Malformed; return; }
+  d.l3_hdr_len = uint16_t(off - o);
+  d.l4_proto = nh;
+  d.l4_off = off;
+  decode_l4(p, cap, d);
+}
+
+}  // namespace
+
+void decode(const uint8_t* p, uint32_t cap, uint32_t wire_len, Decoded& d) {
+  d = Decoded{};
+  d.cap_len = cap;
+  d.wire_len = wire_len < cap ? cap : wire_len;
+  if (cap < 14) { d.status = DecodeStatus::Truncated; return; }
+  uint32_t off = 12;
+  uint16_t et = rd16(p + off);
+  off += 2;
+  d.good_until = 14;
+  while (et == kEthVlan || et == kEthQinq || et == kEthQinqOld) {
+    if (d.n_vlan == kMaxVlan) { d.status = DecodeStatus::Malformed; return; }
+    if (off + 4 > cap) { d.status = DecodeStatus::Truncated; return; }
+    et = rd16(p + off + 2);
+    off += 4;
+    ++d.n_vlan;
+    d.good_until = off;
+  }
+  if (et == kEthPppoeSess) {
+    if (off + 8 > cap) { d.status = DecodeStatus::Truncated; d.ethertype = et; return; }
+    d.pppoe_off = uint16_t(off);
+    uint16_t ppp = rd16(p + off + 6);
+    off += 8;
+    d.good_until = off;
+    if (ppp == 0x0021) et = kEthIpv4;
+    else if (ppp == 0x0057) et = kEthIpv6;
+    else { d.ethertype = kEthPppoeSess; d.l3_off = uint16_t(off); d.status = DecodeStatus::NotIp; return; }
+  } else if (et == kEthMpls || et == kEthMplsMc) {
+    for (;;) {
+      if (d.n_mpls == kMaxMpls) { d.status = DecodeStatus::Malformed; return; }
+      if (off + 4 > cap) { d.status = DecodeStatus::Truncated; return; }
+      bool bos = p[off + 2] & 1;
+      off += 4;
+      ++d.n_mpls;
+      if (bos) break;
+    }
+    d.good_until = off;
+    // MPLS does not say what it carries; the first nibble does for IP.
+    if (off >= cap) { d.status = DecodeStatus::Truncated; return; }
+    uint8_t v = p[off] >> 4;
+    if (v == 4) et = kEthIpv4;
+    else if (v == 6) et = kEthIpv6;
+    else { d.ethertype = kEthMpls; d.l3_off = uint16_t(off); d.status = DecodeStatus::NotIp; return; }
+  }
+  d.ethertype = et;
+  d.l3_off = uint16_t(off);
+  if (et == kEthIpv4) decode_ipv4(p, cap, d);
+  else if (et == kEthIpv6) decode_ipv6(p, cap, d);
+  else { d.status = DecodeStatus::NotIp; d.good_until = off; }
+}
+
+}  // namespace amon
