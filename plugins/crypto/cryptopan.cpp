@@ -1,0 +1,320 @@
+#include "cryptopan.h"
+
+#include <openssl/core_names.h>
+#include <openssl/evp.h>
+#include <openssl/kdf.h>
+#include <openssl/params.h>
+
+#include <bit>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <stdexcept>
+
+namespace amon {
+
+namespace {
+
+static_assert(std::endian::native == std::endian::little || std::endian::native == std::endian::big);
+
+inline uint64_t load_be64(const uint8_t* p) {
+    uint64_t v;
+    std::memcpy(&v, p, 8);
+    if constexpr (std::endian::native == std::endian::little) v = __builtin_bswap64(v);
+    return v;
+}
+
+inline void store_be64(uint8_t* p, uint64_t v) {
+    if constexpr (std::endian::native == std::endian::little) v = __builtin_bswap64(v);
+    std::memcpy(p, &v, 8);
+}
+
+// Mask of the first `p` bits of a 64-bit word, valid for p in [0, 64]. The
+// explicit p == 0 case avoids the undefined full-width shift (dnscap #188).
+inline uint64_t prefix_mask64(unsigned p) { return p == 0 ? 0 : ~uint64_t{0} << (64 - p); }
+
+[[noreturn]] void openssl_fail(const char* what) {
+    throw std::runtime_error(std::string("CryptoPAn: OpenSSL ") + what + " failed");
+}
+
+// Fetched once: EVP_aes_128_ecb() would make every EVP_EncryptInit_ex do an
+// implicit provider lookup, which matters for per-epoch rekeying.
+EVP_CIPHER* aes128_ecb() {
+    static EVP_CIPHER* cipher = EVP_CIPHER_fetch(nullptr, "AES-128-ECB", nullptr);
+    if (!cipher) openssl_fail("EVP_CIPHER_fetch(AES-128-ECB)");
+    return cipher;
+}
+
+}  // namespace
+
+CryptoPAn::CryptoPAn(std::span<const uint8_t, 32> key)
+    : in_buf_(new uint8_t[128 * 16]), out_buf_(new uint8_t[128 * 16]) {
+    ctx_ = EVP_CIPHER_CTX_new();
+    if (!ctx_) openssl_fail("EVP_CIPHER_CTX_new");
+    rekey(key);
+}
+
+CryptoPAn::~CryptoPAn() { EVP_CIPHER_CTX_free(ctx_); }
+
+CryptoPAn::CryptoPAn(CryptoPAn&& o) noexcept
+    : ctx_(o.ctx_), pad_hi_(o.pad_hi_), pad_lo_(o.pad_lo_),
+      in_buf_(std::move(o.in_buf_)), out_buf_(std::move(o.out_buf_)) {
+    o.ctx_ = nullptr;
+}
+
+CryptoPAn& CryptoPAn::operator=(CryptoPAn&& o) noexcept {
+    if (this != &o) {
+        EVP_CIPHER_CTX_free(ctx_);
+        ctx_ = o.ctx_;
+        o.ctx_ = nullptr;
+        pad_hi_ = o.pad_hi_;
+        pad_lo_ = o.pad_lo_;
+        in_buf_ = std::move(o.in_buf_);
+        out_buf_ = std::move(o.out_buf_);
+    }
+    return *this;
+}
+
+void CryptoPAn::rekey(std::span<const uint8_t, 32> key) {
+    if (EVP_EncryptInit_ex2(ctx_, aes128_ecb(), key.data(), nullptr, nullptr) != 1)
+        openssl_fail("EVP_EncryptInit_ex2");
+    // ECB over whole blocks: padding would only add a block we never read.
+    EVP_CIPHER_CTX_set_padding(ctx_, 0);
+    uint8_t pad[16];
+    encrypt_blocks(key.data() + 16, pad, 1);
+    pad_hi_ = load_be64(pad);
+    pad_lo_ = load_be64(pad + 8);
+}
+
+void CryptoPAn::encrypt_blocks(const uint8_t* in, uint8_t* out, size_t nblocks) {
+    int outl = 0;
+    const int inl = static_cast<int>(nblocks * 16);
+    if (EVP_EncryptUpdate(ctx_, out, &outl, in, inl) != 1 || outl != inl)
+        openssl_fail("EVP_EncryptUpdate");
+}
+
+uint32_t CryptoPAn::anon_v4(uint32_t addr) {
+    // Block p = first p address bits, then pad bits p..127. Only the top 32 bits
+    // depend on the address, so the low 96 bits are the pad in every block.
+    const uint64_t a = uint64_t{addr} << 32;
+    uint8_t* in = in_buf_.get();
+    for (unsigned p = 0; p < 32; ++p) {
+        const uint64_t m = prefix_mask64(p);
+        store_be64(in + 16 * p, (a & m) | (pad_hi_ & ~m));
+        store_be64(in + 16 * p + 8, pad_lo_);
+    }
+    uint8_t* out = out_buf_.get();
+    encrypt_blocks(in, out, 32);
+    uint32_t otp = 0;
+    for (unsigned p = 0; p < 32; ++p) otp |= (uint32_t{out[16 * p]} >> 7) << (31 - p);
+    return addr ^ otp;
+}
+
+void CryptoPAn::anon_v6(const uint8_t in_addr[16], uint8_t out_addr[16]) {
+    const uint64_t a_hi = load_be64(in_addr);
+    const uint64_t a_lo = load_be64(in_addr + 8);
+    uint8_t* in = in_buf_.get();
+    for (unsigned p = 0; p < 64; ++p) {
+        const uint64_t m = prefix_mask64(p);
+        store_be64(in + 16 * p, (a_hi & m) | (pad_hi_ & ~m));
+        store_be64(in + 16 * p + 8, pad_lo_);
+    }
+    for (unsigned p = 64; p < 128; ++p) {
+        const uint64_t m = prefix_mask64(p - 64);
+        store_be64(in + 16 * p, a_hi);
+        store_be64(in + 16 * p + 8, (a_lo & m) | (pad_lo_ & ~m));
+    }
+    uint8_t* out = out_buf_.get();
+    encrypt_blocks(in, out, 128);
+    uint64_t otp_hi = 0, otp_lo = 0;
+    for (unsigned p = 0; p < 64; ++p) otp_hi |= (uint64_t{out[16 * p]} >> 7) << (63 - p);
+    for (unsigned p = 0; p < 64; ++p) otp_lo |= (uint64_t{out[16 * (64 + p)]} >> 7) << (63 - p);
+    store_be64(out_addr, a_hi ^ otp_hi);
+    store_be64(out_addr + 8, a_lo ^ otp_lo);
+}
+
+CryptoPAnKey CryptoPAn::derive_epoch_key(std::span<const uint8_t, 32> base_key, uint64_t epoch) {
+    static constexpr char kLabel[] = "amon-cryptopan-epoch";
+    uint8_t info[sizeof(kLabel) - 1 + 8];
+    std::memcpy(info, kLabel, sizeof(kLabel) - 1);
+    store_be64(info + sizeof(kLabel) - 1, epoch);
+
+    EVP_KDF* kdf = EVP_KDF_fetch(nullptr, "HKDF", nullptr);
+    if (!kdf) openssl_fail("EVP_KDF_fetch(HKDF)");
+    EVP_KDF_CTX* kctx = EVP_KDF_CTX_new(kdf);
+    EVP_KDF_free(kdf);
+    if (!kctx) openssl_fail("EVP_KDF_CTX_new");
+
+    char digest[] = "SHA256";
+    OSSL_PARAM params[] = {
+        OSSL_PARAM_construct_utf8_string(OSSL_KDF_PARAM_DIGEST, digest, 0),
+        OSSL_PARAM_construct_octet_string(OSSL_KDF_PARAM_KEY, const_cast<uint8_t*>(base_key.data()),
+                                          base_key.size()),
+        OSSL_PARAM_construct_octet_string(OSSL_KDF_PARAM_INFO, info, sizeof(info)),
+        OSSL_PARAM_construct_end(),
+    };
+    CryptoPAnKey out{};
+    const int rc = EVP_KDF_derive(kctx, out.data(), out.size(), params);
+    EVP_KDF_CTX_free(kctx);
+    if (rc != 1) openssl_fail("EVP_KDF_derive(HKDF)");
+    return out;
+}
+
+// ---------------------------------------------------------------- key files
+
+namespace {
+
+inline bool is_key_space(char c) {
+    return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f';
+}
+
+inline int hex_value(char c) {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+}
+
+}  // namespace
+
+KeyParseResult parse_key_hex(std::string_view text) {
+    KeyParseResult r;
+    size_t digits = 0;
+    for (size_t i = 0; i < text.size(); ++i) {
+        const char c = text[i];
+        if (is_key_space(c)) continue;
+        const int v = hex_value(c);
+        if (v < 0) {
+            // The offending byte is not a key digit, so reporting it leaks nothing.
+            char buf[96];
+            std::snprintf(buf, sizeof buf, "invalid character 0x%02x at offset %zu (expected hex digit)",
+                          static_cast<unsigned char>(c), i);
+            r.error = buf;
+            r.key = {};
+            return r;
+        }
+        if (digits < 64) {
+            uint8_t& b = r.key[digits / 2];
+            b = static_cast<uint8_t>(digits % 2 == 0 ? v << 4 : b | v);
+        }
+        ++digits;
+    }
+    if (digits != 64) {
+        r.error = "key has " + std::to_string(digits) + " hex digits, expected 64";
+        r.key = {};
+    }
+    return r;
+}
+
+KeyParseResult read_key_file(const std::string& path) {
+    constexpr size_t kMax = 4096;
+    KeyParseResult r;
+    std::ifstream f(path, std::ios::binary);
+    if (!f) {
+        r.error = "cannot open key file '" + path + "'";
+        return r;
+    }
+    std::string text(kMax + 1, '\0');
+    f.read(text.data(), static_cast<std::streamsize>(text.size()));
+    if (f.bad()) {
+        r.error = "cannot read key file '" + path + "'";
+        return r;
+    }
+    text.resize(static_cast<size_t>(f.gcount()));
+    if (text.size() > kMax) {
+        r.error = "key file '" + path + "' is larger than 4096 bytes";
+        return r;
+    }
+    r = parse_key_hex(text);
+    if (!r.ok()) r.error = "key file '" + path + "': " + r.error;
+    return r;
+}
+
+// ---------------------------------------------------------------- cache
+
+namespace {
+
+size_t checked_sets(size_t entries, const char* what) {
+    if (entries < 2 || (entries & (entries - 1)) != 0)
+        throw std::invalid_argument(std::string("CryptoPAnCache: ") + what +
+                                    " entries must be a power of two >= 2");
+    return entries / 2;
+}
+
+// Fibonacci hashing: the multiply spreads addresses that differ only in low
+// bits (one subnet) across sets; sets.size() is a power of two.
+inline size_t set_index4(uint32_t addr, size_t nsets) {
+    return static_cast<size_t>((uint64_t{addr} * 0x9E3779B97F4A7C15ull) >> 32) & (nsets - 1);
+}
+
+inline size_t set_index6(const uint8_t a[16], size_t nsets) {
+    uint64_t hi, lo;
+    std::memcpy(&hi, a, 8);
+    std::memcpy(&lo, a + 8, 8);
+    const uint64_t h = (hi * 0x9E3779B97F4A7C15ull) ^ (lo * 0xC2B2AE3D27D4EB4Full);
+    return static_cast<size_t>(h ^ (h >> 29)) & (nsets - 1);
+}
+
+}  // namespace
+
+CryptoPAnCache::CryptoPAnCache(std::span<const uint8_t, 32> key, size_t v4_entries, size_t v6_entries)
+    : pan_(key) {
+    const size_t n4 = checked_sets(v4_entries, "v4");
+    const size_t n6 = checked_sets(v6_entries, "v6");
+    v4_store_.reset(new Set4[n4]);
+    v6_store_.reset(new Set6[n6]);
+    v4_sets_ = {v4_store_.get(), n4};
+    v6_sets_ = {v6_store_.get(), n6};
+    clear();
+}
+
+void CryptoPAnCache::clear() {
+    for (auto& s : v4_sets_) s = Set4{};
+    for (auto& s : v6_sets_) s = Set6{};
+}
+
+void CryptoPAnCache::rekey(std::span<const uint8_t, 32> key) {
+    pan_.rekey(key);
+    clear();
+}
+
+uint32_t CryptoPAnCache::anon_v4_cached(uint32_t addr) {
+    Set4& s = v4_sets_[set_index4(addr, v4_sets_.size())];
+    for (unsigned w = 0; w < 2; ++w) {
+        if ((s.valid >> w & 1) && s.addr[w] == addr) {
+            ++hits_;
+            s.victim = static_cast<uint8_t>(w ^ 1);
+            return s.anon[w];
+        }
+    }
+    ++misses_;
+    const unsigned w = s.victim;
+    const uint32_t anon = pan_.anon_v4(addr);
+    s.addr[w] = addr;
+    s.anon[w] = anon;
+    s.valid |= static_cast<uint8_t>(1u << w);
+    s.victim = static_cast<uint8_t>(w ^ 1);
+    return anon;
+}
+
+void CryptoPAnCache::anon_v6_cached(const uint8_t in[16], uint8_t out[16]) {
+    Set6& s = v6_sets_[set_index6(in, v6_sets_.size())];
+    for (unsigned w = 0; w < 2; ++w) {
+        if ((s.valid >> w & 1) && std::memcmp(s.addr[w], in, 16) == 0) {
+            ++hits_;
+            s.victim = static_cast<uint8_t>(w ^ 1);
+            std::memmove(out, s.anon[w], 16);
+            return;
+        }
+    }
+    ++misses_;
+    const unsigned w = s.victim;
+    // Copy the input first: the caller may pass the same buffer as in and out.
+    std::memcpy(s.addr[w], in, 16);
+    pan_.anon_v6(s.addr[w], s.anon[w]);
+    s.valid |= static_cast<uint8_t>(1u << w);
+    s.victim = static_cast<uint8_t>(w ^ 1);
+    std::memcpy(out, s.anon[w], 16);
+}
+
+}  // namespace amon

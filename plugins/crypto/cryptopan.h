@@ -1,0 +1,119 @@
+// Crypto-PAn prefix-preserving address anonymization (Fan, Xu, Ammar, Moon 2004).
+//
+// IPv4 output is bit-identical to the reference "Crypto-PAn 1.0" (sample.cpp);
+// IPv6 is the "natural" 128-bit extension shared by yacryptopan, Yawning/cryptopan,
+// node-cryptopan, libanon and others (see doc/cryptopan.md), NOT the per-word
+// variants of alpha-MON, nfdump or libtrace.
+//
+// Threading: CryptoPAn and CryptoPAnCache own an OpenSSL cipher context and
+// scratch buffers and are NOT thread-safe. Create one object per worker thread
+// (all objects built from the same key produce the same mapping).
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+
+// Forward declarations keep OpenSSL headers out of every plugin that anonymizes.
+struct evp_cipher_ctx_st;
+
+namespace amon {
+
+using CryptoPAnKey = std::array<uint8_t, 32>;
+
+class CryptoPAn {
+public:
+    // key[0..16) is the AES-128 key, key[16..32) is encrypted once to form the pad.
+    explicit CryptoPAn(std::span<const uint8_t, 32> key);
+    ~CryptoPAn();
+    CryptoPAn(const CryptoPAn&) = delete;
+    CryptoPAn& operator=(const CryptoPAn&) = delete;
+    CryptoPAn(CryptoPAn&&) noexcept;
+    CryptoPAn& operator=(CryptoPAn&&) noexcept;
+
+    // Re-keys in place (key rotation) without reallocating the context.
+    void rekey(std::span<const uint8_t, 32> key);
+
+    // Address and result in host byte order (192.0.2.1 == 0xC0000201).
+    uint32_t anon_v4(uint32_t host_order_addr);
+    // Network byte order, 16 bytes each; in and out may alias.
+    void anon_v6(const uint8_t in[16], uint8_t out[16]);
+
+    // Derives the key for rotation epoch `epoch` from a base key with
+    // HKDF-SHA256 (RFC 5869, empty salt, info = "amon-cryptopan-epoch" ||
+    // big-endian uint64 epoch, 32 bytes out). Throws std::runtime_error if
+    // OpenSSL's KDF is unavailable.
+    static CryptoPAnKey derive_epoch_key(std::span<const uint8_t, 32> base_key, uint64_t epoch);
+
+private:
+    void encrypt_blocks(const uint8_t* in, uint8_t* out, size_t nblocks);
+
+    evp_cipher_ctx_st* ctx_ = nullptr;
+    // Pad as two big-endian 64-bit halves: blocks are built with word operations.
+    uint64_t pad_hi_ = 0, pad_lo_ = 0;
+    // 128 blocks in and out: one EVP_EncryptUpdate per address lets AES-NI
+    // pipeline the independent blocks instead of paying a call per bit.
+    std::unique_ptr<uint8_t[]> in_buf_, out_buf_;
+};
+
+// Key text: exactly 64 hex digits (either case); ASCII whitespace anywhere is
+// ignored so a key can be wrapped or end with a newline. Anything else
+// ("0x" prefix, comments, base64, a 32-char passphrase) is rejected: a key
+// that silently parsed into something else would anonymize with the wrong key.
+struct KeyParseResult {
+    CryptoPAnKey key{};
+    std::string error;  // empty on success
+    bool ok() const { return error.empty(); }
+};
+KeyParseResult parse_key_hex(std::string_view text);
+// Reads and parses a key file; files larger than 4 KiB are rejected unread.
+KeyParseResult read_key_file(const std::string& path);
+
+// Fixed-size 2-way set-associative cache in front of a CryptoPAn. Memory is
+// allocated once in the constructor; lookups never allocate. A slot's validity
+// is an explicit flag, so 0.0.0.0 and :: are cacheable like any other address.
+class CryptoPAnCache {
+public:
+    // v4_entries / v6_entries: total entries, powers of two >= 2 (std::invalid_argument otherwise).
+    CryptoPAnCache(std::span<const uint8_t, 32> key, size_t v4_entries, size_t v6_entries);
+
+    uint32_t anon_v4_cached(uint32_t host_order_addr);
+    void anon_v6_cached(const uint8_t in[16], uint8_t out[16]);
+
+    // Key rotation: new key, every entry invalidated, counters kept.
+    void rekey(std::span<const uint8_t, 32> key);
+    void clear();
+
+    uint64_t hits() const { return hits_; }
+    uint64_t misses() const { return misses_; }
+    size_t v4_entries() const { return v4_sets_.size() * 2; }
+    size_t v6_entries() const { return v6_sets_.size() * 2; }
+    CryptoPAn& uncached() { return pan_; }
+
+private:
+    struct Set4 {
+        uint32_t addr[2];
+        uint32_t anon[2];
+        uint8_t valid;  // bit i: way i holds an entry
+        uint8_t victim; // way to replace next (the least recently used one)
+    };
+    struct Set6 {
+        uint8_t addr[2][16];
+        uint8_t anon[2][16];
+        uint8_t valid;
+        uint8_t victim;
+    };
+
+    CryptoPAn pan_;
+    std::unique_ptr<Set4[]> v4_store_;
+    std::unique_ptr<Set6[]> v6_store_;
+    std::span<Set4> v4_sets_;
+    std::span<Set6> v6_sets_;
+    uint64_t hits_ = 0, misses_ = 0;
+};
+
+}  // namespace amon
