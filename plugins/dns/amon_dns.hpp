@@ -1,0 +1,187 @@
+// DNS message parser and length-preserving name rewriter over byte spans.
+// No allocation, no exceptions; every read is bounds-checked. See README.md.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <string_view>
+#include <type_traits>
+
+#include "amon_names.hpp"
+
+namespace amon::dns {
+
+enum class Status : uint8_t { Ok, Truncated, Malformed };
+
+enum class Error : uint8_t {
+  None,
+  TooLong,           // message > 65535 bytes
+  ShortHeader,       // < 12 bytes
+  CountsTooLarge,    // section counts cannot fit in the message
+  PastEnd,           // data ended inside a name/RR (Truncated)
+  LabelType,         // 0x40/0x80 label types (extended/binary labels)
+  NameTooLong,       // > 255 octets
+  BadPointer,        // loop, forward, out of bounds, or not at a known label
+  RdataLength,       // rdata overrun, or a name-bearing rdata of the wrong size
+  BadOpt,            // second OPT, OPT owner not root, option overrun, bad ECS
+  Capacity,          // a fixed-capacity table of ParseResult is full
+};
+
+enum class Section : uint8_t { Question, Answer, Authority, Additional };
+
+enum class NameRole : uint8_t {
+  Qname,
+  AnswerOwner,
+  AuthorityOwner,
+  AdditionalOwner,
+  Cname,
+  Ns,
+  Ptr,
+  Mx,
+  Srv,
+  SoaMname,
+  SoaRname,
+  Dname,
+  RdataOther,  // names inside other rdata: RP, AFSDB, RT, KX, MINFO, MB/MD/MF/MG/MR, NAPTR, RRSIG signer, NSEC next
+};
+const char* role_name(NameRole r);
+
+struct Header {
+  uint16_t id, flags, qdcount, ancount, nscount, arcount;
+  bool qr() const { return flags & 0x8000; }
+  uint8_t opcode() const { return (flags >> 11) & 0xf; }
+  uint8_t rcode() const { return flags & 0xf; }
+};
+
+// Label content bytes (the length byte sits at off-1). Unique per message:
+// a label reached through several compression pointers appears once.
+struct LabelSpan { uint16_t off; uint8_t len; };
+
+struct NameRef {
+  NameRole role;
+  Section section;
+  uint16_t rr_type;      // qtype for questions, RR type otherwise
+  uint16_t rr_index;     // index into ParseResult::rrs (questions: 0xffff)
+  uint16_t off;          // where the name starts (linear encoding)
+  uint16_t wire_len;     // linear bytes it occupies there (up to pointer or root)
+  uint16_t first_ref;    // label_refs[first_ref .. first_ref+n_labels) -> labels[]
+  uint8_t n_labels;      // left to right; 0 for the root
+  bool compressed;
+  uint16_t text_off, text_len;  // lowercased presentation form in ParseResult::text, no trailing dot; root = ""
+};
+
+struct RR {
+  Section section;
+  uint16_t type, klass;
+  uint16_t owner;        // index into names[]
+  uint16_t rdata_off, rdata_len;
+};
+
+struct AddrRef {
+  Section section;
+  uint8_t family;        // 4 or 6
+  uint16_t rr_index;
+  uint16_t off;          // 4 or 16 address bytes at off
+};
+
+struct Ecs {
+  bool present;
+  uint16_t opt_off;      // start of the option (its OPTION-CODE)
+  uint16_t opt_len;      // 4 + OPTION-LENGTH
+  uint16_t family;       // 1 = IPv4, 2 = IPv6
+  uint8_t source_prefix, scope_prefix;
+  uint16_t addr_off, addr_len;   // ceil(source_prefix/8) address bytes
+  uint16_t opt_rr_rdlen_off;     // OPT RR's RDLENGTH field (for strip)
+};
+
+struct ParseResult {
+  static constexpr unsigned kMaxNames = 1024, kMaxLabels = 2048, kMaxLabelRefs = 8192,
+                            kMaxRRs = 1024, kMaxAddrs = 512, kTextCap = 32768;
+  Status status;
+  Error error;
+  uint16_t error_off;     // where parsing stopped
+  uint16_t msg_len;
+  uint16_t trailing;      // bytes after the last RR (kept, not interpreted)
+  bool overflow;          // a capacity was exceeded (status is Malformed)
+  Header hdr;
+  uint16_t n_names, n_labels, n_label_refs, n_rrs, n_addrs;
+  uint32_t text_len;
+  Ecs ecs;
+  NameRef names[kMaxNames];
+  LabelSpan labels[kMaxLabels];
+  uint16_t label_refs[kMaxLabelRefs];
+  RR rrs[kMaxRRs];
+  AddrRef addrs[kMaxAddrs];
+  char text[kTextCap];
+  // Label dedup table, generation-stamped so a reused ParseResult needs no clearing.
+  uint32_t gen;
+  uint32_t slot_gen[4096];
+  uint16_t slot_off[4096], slot_idx[4096];
+
+  std::string_view name_text(unsigned i) const { return {text + names[i].text_off, names[i].text_len}; }
+  const LabelSpan& name_label(unsigned i, unsigned k) const { return labels[label_refs[names[i].first_ref + k]]; }
+};
+
+// Parse one DNS message (a UDP payload, or one TCP message without its
+// 2-byte length prefix). Truncated = the data ends inside the structure the
+// header announces (e.g. a first IP fragment); counts that cannot fit at all
+// are Malformed. Compression pointers must point strictly before the name
+// (or run) that uses them and at the start of a label already parsed.
+Status parse(const uint8_t* msg, size_t len, ParseResult& out);
+
+// A TCP stream chunk holds length-prefixed messages; several per segment,
+// the last possibly partial.
+struct TcpMessage { uint32_t off; uint16_t len; };  // off: first byte after the prefix
+struct TcpSplit {
+  static constexpr unsigned kMax = 256;
+  uint16_t n;
+  TcpMessage msgs[kMax];
+  uint32_t consumed;   // bytes of complete messages (incl. prefixes)
+  uint32_t partial_off;  // == consumed when partial
+  uint32_t need;       // bytes the partial message needs in total (prefix + body); 0 = unknown (< 2 bytes)
+  bool partial;
+  bool overflow;
+};
+// Ok: ends exactly on a boundary. Truncated: a partial message remains
+// (consumed/need tell where and how much). Malformed: a length < 12 or
+// more than kMax messages (overflow).
+Status split_tcp(const uint8_t* data, size_t len, TcpSplit& out);
+
+// ---- rewriting ----
+struct NameView {
+  unsigned index;      // into ParseResult::names
+  NameRole role;
+  Section section;
+  uint16_t rr_type;
+  std::string_view text;
+};
+using DecideFn = names::Decision (*)(void* ctx, const NameView& name);
+
+// One decision per label span per message: each name's decision is expanded
+// to its labels; a span shared by several names (compression) gets the most
+// protective action (Redact > Mask > Keep; MaskLeftOf counts as Mask for the
+// labels it masks). Mask seeds are per label, chained from the right
+// (names::label_seed) over the ORIGINAL bytes, so two names sharing a suffix
+// with the same Decision::seed agree on it by construction; if their seeds
+// differ, the first name in message order sets the span's seed.
+// Returns the number of label spans rewritten, or -1 if pr.status != Ok.
+// msg must be the buffer pr was parsed from (same length).
+int rewrite_names(uint8_t* msg, size_t len, const ParseResult& pr, DecideFn fn, void* ctx);
+
+template <class F>
+int rewrite_names(uint8_t* msg, size_t len, const ParseResult& pr, F&& f) {
+  using FT = std::remove_reference_t<F>;
+  return rewrite_names(
+      msg, len, pr,
+      [](void* c, const NameView& v) -> names::Decision { return (*static_cast<FT*>(c))(v); },
+      const_cast<void*>(static_cast<const void*>(&f)));
+}
+
+// ECS: zero the address bytes and (optionally) the source prefix length,
+// keeping every length. Returns false if there is no ECS option.
+bool ecs_zero(uint8_t* msg, size_t len, const ParseResult& pr, bool zero_prefix);
+// Remove the ECS option, shrinking the OPT RR and the message (UDP only: the
+// caller fixes IP/UDP lengths). Refused (returns 0) when any parsed label lies
+// after the option, since pointers to it would move. Returns the new length.
+size_t ecs_strip(uint8_t* msg, size_t len, const ParseResult& pr);
+
+}  // namespace amon::dns

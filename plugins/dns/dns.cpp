@@ -1,0 +1,435 @@
+#include "amon_dns.hpp"
+
+#include <cstring>
+
+namespace amon::dns {
+
+const char* role_name(NameRole r) {
+  switch (r) {
+    case NameRole::Qname: return "qname";
+    case NameRole::AnswerOwner: return "answer_owner";
+    case NameRole::AuthorityOwner: return "authority_owner";
+    case NameRole::AdditionalOwner: return "additional_owner";
+    case NameRole::Cname: return "cname";
+    case NameRole::Ns: return "ns";
+    case NameRole::Ptr: return "ptr";
+    case NameRole::Mx: return "mx";
+    case NameRole::Srv: return "srv";
+    case NameRole::SoaMname: return "soa_mname";
+    case NameRole::SoaRname: return "soa_rname";
+    case NameRole::Dname: return "dname";
+    case NameRole::RdataOther: return "rdata_other";
+  }
+  return "?";
+}
+
+namespace {
+
+inline uint16_t rd16(const uint8_t* p) { return uint16_t(p[0] << 8 | p[1]); }
+
+struct Parser {
+  const uint8_t* m;
+  uint32_t len;
+  ParseResult& r;
+
+  Status fail(Status s, Error e, uint32_t off) {
+    r.status = s;
+    r.error = e;
+    r.error_off = uint16_t(off > 0xffff ? 0xffff : off);
+    if (e == Error::Capacity) r.overflow = true;
+    return s;
+  }
+
+  // Returns label index, kMaxLabels on capacity overflow, 0xffff if absent and !insert.
+  uint16_t find_label(uint16_t off, uint8_t llen, bool insert) {
+    uint32_t h = (uint32_t(off) * 2654435761u) >> 20;  // 12 bits
+    for (;;) {
+      if (r.slot_gen[h] != r.gen) {
+        if (!insert) return 0xffff;
+        if (r.n_labels >= ParseResult::kMaxLabels) return ParseResult::kMaxLabels;
+        r.slot_gen[h] = r.gen;
+        r.slot_off[h] = off;
+        r.slot_idx[h] = r.n_labels;
+        r.labels[r.n_labels] = {off, llen};
+        return r.n_labels++;
+      }
+      if (r.slot_off[h] == off) return r.slot_idx[h];
+      h = (h + 1) & 4095;
+    }
+  }
+
+  bool put_text(char c) {
+    if (r.text_len >= ParseResult::kTextCap) return false;
+    r.text[r.text_len++] = c;
+    return true;
+  }
+
+  // Parse a name starting at pos; linear bytes must stay below `limit`.
+  // On success *next = first byte after the linear encoding.
+  Status name(uint32_t pos, uint32_t limit, NameRole role, Section sec, uint16_t type,
+              uint16_t rr_index, uint32_t* next, uint16_t* name_index) {
+    if (r.n_names >= ParseResult::kMaxNames) return fail(Status::Malformed, Error::Capacity, pos);
+    NameRef& n = r.names[r.n_names];
+    n.role = role;
+    n.section = sec;
+    n.rr_type = type;
+    n.rr_index = rr_index;
+    n.off = uint16_t(pos);
+    n.first_ref = r.n_label_refs;
+    n.n_labels = 0;
+    n.compressed = false;
+    n.text_off = uint16_t(r.text_len);
+    const uint32_t text_start = r.text_len;
+    uint32_t p = pos, run_start = pos, wire = 0, end_linear = 0;
+    bool jumped = false;
+    for (;;) {
+      // Bytes of a jumped run must lie before the name itself: a pointer
+      // names a prior occurrence, and this keeps jumped labels from
+      // overlapping labels parsed later.
+      const uint32_t lim = jumped ? pos : limit;
+      if (p >= lim) {
+        if (jumped) return fail(Status::Malformed, Error::BadPointer, p);
+        return p >= len ? fail(Status::Truncated, Error::PastEnd, p) : fail(Status::Malformed, Error::RdataLength, p);
+      }
+      const uint8_t b = m[p];
+      if (b == 0) {
+        if (!jumped) end_linear = p + 1;
+        break;
+      }
+      if ((b & 0xc0) == 0xc0) {
+        if (p + 1 >= lim) {
+          if (jumped) return fail(Status::Malformed, Error::BadPointer, p);
+          return p + 1 >= len ? fail(Status::Truncated, Error::PastEnd, p) : fail(Status::Malformed, Error::RdataLength, p);
+        }
+        const uint32_t target = uint32_t(b & 0x3f) << 8 | m[p + 1];
+        // Strictly decreasing targets: no loop can be built, no forward or
+        // out-of-bounds pointer survives.
+        if (target >= run_start) return fail(Status::Malformed, Error::BadPointer, p);
+        // Must land on a label already parsed (or the root byte is refused
+        // too): otherwise a crafted pointer into the middle of a label would
+        // make two label spans overlap and masking one would corrupt the other.
+        if (target + 1 > 0xffff || find_label(uint16_t(target + 1), 0, false) == 0xffff)
+          return fail(Status::Malformed, Error::BadPointer, p);
+        if (!jumped) end_linear = p + 2;
+        jumped = true;
+        n.compressed = true;
+        run_start = target;
+        p = target;
+        continue;
+      }
+      if (b & 0xc0) return fail(Status::Malformed, Error::LabelType, p);
+      if (p + 1 + b > lim) {
+        if (jumped) return fail(Status::Malformed, Error::BadPointer, p);
+        return p + 1 + b > len ? fail(Status::Truncated, Error::PastEnd, p) : fail(Status::Malformed, Error::RdataLength, p);
+      }
+      wire += 1u + b;
+      if (wire + 1 > 255) return fail(Status::Malformed, Error::NameTooLong, p);
+      const uint16_t li = find_label(uint16_t(p + 1), b, !jumped);
+      if (li == ParseResult::kMaxLabels || r.n_label_refs >= ParseResult::kMaxLabelRefs)
+        return fail(Status::Malformed, Error::Capacity, p);
+      if (li == 0xffff) return fail(Status::Malformed, Error::BadPointer, p);  // unreachable: checked at jump
+      r.label_refs[r.n_label_refs++] = li;
+      ++n.n_labels;
+      if (r.text_len != text_start && !put_text('.')) return fail(Status::Malformed, Error::Capacity, p);
+      for (uint32_t i = 0; i < b; ++i) {
+        const uint8_t c = m[p + 1 + i];
+        bool ok;
+        if (c == '.' || c == '\\') {
+          ok = put_text('\\') && put_text(char(c));
+        } else if (c <= 0x20 || c >= 0x7f) {
+          ok = put_text('\\') && put_text(char('0' + c / 100)) && put_text(char('0' + c / 10 % 10)) &&
+               put_text(char('0' + c % 10));
+        } else {
+          ok = put_text((c >= 'A' && c <= 'Z') ? char(c + 32) : char(c));
+        }
+        if (!ok) return fail(Status::Malformed, Error::Capacity, p);
+      }
+      p += 1u + b;
+    }
+    n.wire_len = uint16_t(end_linear - pos);
+    n.text_len = uint16_t(r.text_len - text_start);
+    *next = end_linear;
+    *name_index = r.n_names++;
+    return Status::Ok;
+  }
+
+  struct RdataLayout {
+    uint16_t type;
+    uint8_t prefix;     // fixed bytes before the first name
+    uint8_t n_names;
+    int8_t tail;        // exact bytes after the names, or -1 for "any"
+    NameRole role1, role2;
+  };
+
+  static const RdataLayout* layout(uint16_t type) {
+    static constexpr RdataLayout kLayouts[] = {
+        {2, 0, 1, 0, NameRole::Ns, NameRole::Ns},
+        {3, 0, 1, 0, NameRole::RdataOther, NameRole::RdataOther},   // MD
+        {4, 0, 1, 0, NameRole::RdataOther, NameRole::RdataOther},   // MF
+        {5, 0, 1, 0, NameRole::Cname, NameRole::Cname},
+        {6, 0, 2, 20, NameRole::SoaMname, NameRole::SoaRname},
+        {7, 0, 1, 0, NameRole::RdataOther, NameRole::RdataOther},   // MB
+        {8, 0, 1, 0, NameRole::RdataOther, NameRole::RdataOther},   // MG
+        {9, 0, 1, 0, NameRole::RdataOther, NameRole::RdataOther},   // MR
+        {12, 0, 1, 0, NameRole::Ptr, NameRole::Ptr},
+        {14, 0, 2, 0, NameRole::RdataOther, NameRole::RdataOther},  // MINFO
+        {15, 2, 1, 0, NameRole::Mx, NameRole::Mx},
+        {17, 0, 2, 0, NameRole::RdataOther, NameRole::RdataOther},  // RP
+        {18, 2, 1, 0, NameRole::RdataOther, NameRole::RdataOther},  // AFSDB
+        {21, 2, 1, 0, NameRole::RdataOther, NameRole::RdataOther},  // RT
+        {33, 6, 1, 0, NameRole::Srv, NameRole::Srv},
+        {36, 2, 1, 0, NameRole::RdataOther, NameRole::RdataOther},  // KX
+        {39, 0, 1, 0, NameRole::Dname, NameRole::Dname},
+        {46, 18, 1, -1, NameRole::RdataOther, NameRole::RdataOther},  // RRSIG signer
+        {47, 0, 1, -1, NameRole::RdataOther, NameRole::RdataOther},   // NSEC next
+    };
+    for (const auto& l : kLayouts)
+      if (l.type == type) return &l;
+    return nullptr;
+  }
+
+  Status rdata_names(uint32_t off, uint32_t rdlen, uint16_t type, Section sec, uint16_t rr_index) {
+    const uint32_t end = off + rdlen;
+    uint32_t p = off;
+    uint16_t idx;
+    if (type == 35) {  // NAPTR: order, pref, flags, services, regexp, replacement
+      p += 4;
+      for (int i = 0; i < 3; ++i) {
+        if (p >= end) return fail(Status::Malformed, Error::RdataLength, p);
+        p += 1u + m[p];
+      }
+      if (p >= end) return fail(Status::Malformed, Error::RdataLength, p);
+      uint32_t next;
+      if (Status s = name(p, end, NameRole::RdataOther, sec, type, rr_index, &next, &idx); s != Status::Ok)
+        return s == Status::Truncated ? fail(Status::Malformed, Error::RdataLength, p) : s;
+      return next == end ? Status::Ok : fail(Status::Malformed, Error::RdataLength, next);
+    }
+    const RdataLayout* l = layout(type);
+    if (!l) return Status::Ok;
+    p += l->prefix;
+    for (int i = 0; i < l->n_names; ++i) {
+      if (p >= end) return fail(Status::Malformed, Error::RdataLength, p);
+      uint32_t next;
+      // The rdata is fully inside the message, so running out is a lie in
+      // RDLENGTH, not a short capture.
+      if (Status s = name(p, end, i == 0 ? l->role1 : l->role2, sec, type, rr_index, &next, &idx); s != Status::Ok)
+        return s == Status::Truncated ? fail(Status::Malformed, Error::RdataLength, p) : s;
+      p = next;
+    }
+    if (l->tail >= 0 && p + uint32_t(l->tail) != end) return fail(Status::Malformed, Error::RdataLength, p);
+    if (p > end) return fail(Status::Malformed, Error::RdataLength, p);
+    return Status::Ok;
+  }
+
+  Status opt(uint32_t rr_off, uint32_t rdlen_off, uint32_t off, uint32_t rdlen) {
+    const uint32_t end = off + rdlen;
+    uint32_t p = off;
+    while (p < end) {
+      if (p + 4 > end) return fail(Status::Malformed, Error::BadOpt, p);
+      const uint16_t code = rd16(m + p), olen = rd16(m + p + 2);
+      if (p + 4 + olen > end) return fail(Status::Malformed, Error::BadOpt, p);
+      if (code == 8) {
+        if (r.ecs.present || olen < 4) return fail(Status::Malformed, Error::BadOpt, p);
+        const uint16_t fam = rd16(m + p + 4);
+        const uint8_t src = m[p + 6], scope = m[p + 7];
+        const uint32_t alen = olen - 4u;
+        const uint32_t maxbits = fam == 1 ? 32 : fam == 2 ? 128 : 0;
+        // RFC 7871: exactly ceil(source/8) address bytes. Anything else is
+        // refused so no address byte escapes the zero/strip helpers.
+        if (maxbits == 0 || src > maxbits || scope > maxbits || alen != (src + 7u) / 8u)
+          return fail(Status::Malformed, Error::BadOpt, p);
+        r.ecs = {true, uint16_t(p), uint16_t(4 + olen), fam, src, scope, uint16_t(p + 8), uint16_t(alen),
+                 uint16_t(rdlen_off)};
+      }
+      p += 4u + olen;
+    }
+    (void)rr_off;
+    return Status::Ok;
+  }
+
+  Status run() {
+    if (len > 0xffff) return fail(Status::Malformed, Error::TooLong, 0);
+    if (len < 12) return fail(Status::Truncated, Error::ShortHeader, len);
+    Header& h = r.hdr;
+    h.id = rd16(m);
+    h.flags = rd16(m + 2);
+    h.qdcount = rd16(m + 4);
+    h.ancount = rd16(m + 6);
+    h.nscount = rd16(m + 8);
+    h.arcount = rd16(m + 10);
+    const uint32_t min_body = uint32_t(h.qdcount) * 5 + (uint32_t(h.ancount) + h.nscount + h.arcount) * 11;
+    // Counts the bytes cannot hold even at minimum RR size are a lie, not a
+    // short capture: Malformed. (A first IP fragment with plausible counts
+    // that runs out later is Truncated.)
+    if (min_body > len - 12) return fail(Status::Malformed, Error::CountsTooLarge, 4);
+    uint32_t p = 12;
+    uint16_t idx;
+    for (uint32_t q = 0; q < h.qdcount; ++q) {
+      uint32_t next;
+      if (Status s = name(p, len, NameRole::Qname, Section::Question, 0, 0xffff, &next, &idx); s != Status::Ok) return s;
+      if (next + 4 > len) return fail(Status::Truncated, Error::PastEnd, next);
+      r.names[idx].rr_type = rd16(m + next);
+      p = next + 4;
+    }
+    bool have_opt = false;
+    const uint16_t counts[3] = {h.ancount, h.nscount, h.arcount};
+    static constexpr NameRole owner_role[3] = {NameRole::AnswerOwner, NameRole::AuthorityOwner, NameRole::AdditionalOwner};
+    static constexpr Section sections[3] = {Section::Answer, Section::Authority, Section::Additional};
+    for (int s = 0; s < 3; ++s) {
+      for (uint32_t i = 0; i < counts[s]; ++i) {
+        if (r.n_rrs >= ParseResult::kMaxRRs) return fail(Status::Malformed, Error::Capacity, p);
+        const uint16_t rr_index = r.n_rrs;
+        const uint32_t rr_off = p;
+        uint32_t next;
+        if (Status st = name(p, len, owner_role[s], sections[s], 0, rr_index, &next, &idx); st != Status::Ok) return st;
+        if (next + 10 > len) return fail(Status::Truncated, Error::PastEnd, next);
+        const uint16_t type = rd16(m + next), klass = rd16(m + next + 2), rdlen = rd16(m + next + 8);
+        const uint32_t rd = next + 10;
+        if (rd + rdlen > len) return fail(Status::Truncated, Error::PastEnd, rd);
+        r.names[idx].rr_type = type;
+        r.rrs[r.n_rrs++] = {sections[s], type, klass, idx, uint16_t(rd), rdlen};
+        if (type == 41) {
+          if (have_opt || sections[s] != Section::Additional || r.names[idx].n_labels != 0)
+            return fail(Status::Malformed, Error::BadOpt, rr_off);
+          have_opt = true;
+          if (Status st = opt(rr_off, next + 8, rd, rdlen); st != Status::Ok) return st;
+        } else if ((type == 1 || type == 28) && (klass & 0x7fff) == 1) {
+          const uint16_t want = type == 1 ? 4 : 16;
+          if (rdlen != want) return fail(Status::Malformed, Error::RdataLength, rd);
+          if (r.n_addrs >= ParseResult::kMaxAddrs) return fail(Status::Malformed, Error::Capacity, rd);
+          r.addrs[r.n_addrs++] = {sections[s], uint8_t(type == 1 ? 4 : 6), rr_index, uint16_t(rd)};
+        } else if ((klass & 0x7fff) == 1 || type == 6 || type == 2 || type == 5 || type == 12) {
+          // Name-bearing layouts are class-independent for the classic
+          // types; others only trusted in IN (CH/HS reuse type numbers).
+          if (Status st = rdata_names(rd, rdlen, type, sections[s], rr_index); st != Status::Ok) return st;
+        }
+        p = rd + rdlen;
+      }
+    }
+    r.trailing = uint16_t(len - p);
+    r.status = Status::Ok;
+    return Status::Ok;
+  }
+};
+
+}  // namespace
+
+Status parse(const uint8_t* msg, size_t len, ParseResult& out) {
+  out.status = Status::Malformed;
+  out.error = Error::None;
+  out.error_off = 0;
+  out.msg_len = uint16_t(len > 0xffff ? 0xffff : len);
+  out.trailing = 0;
+  out.overflow = false;
+  out.hdr = {};
+  out.n_names = out.n_labels = out.n_label_refs = out.n_rrs = out.n_addrs = 0;
+  out.text_len = 0;
+  out.ecs = {};
+  if (++out.gen == 0) {
+    std::memset(out.slot_gen, 0, sizeof out.slot_gen);
+    out.gen = 1;
+  }
+  Parser p{msg, uint32_t(len > 0x10000 ? 0x10000 : len), out};
+  if (len > 0xffff) return p.fail(Status::Malformed, Error::TooLong, 0);
+  return p.run();
+}
+
+Status split_tcp(const uint8_t* data, size_t len, TcpSplit& out) {
+  out.n = 0;
+  out.consumed = 0;
+  out.partial = false;
+  out.partial_off = 0;
+  out.need = 0;
+  out.overflow = false;
+  size_t p = 0;
+  while (p < len) {
+    if (len - p < 2) {
+      out.partial = true;
+      out.partial_off = uint32_t(p);
+      return Status::Truncated;
+    }
+    const uint16_t mlen = rd16(data + p);
+    if (mlen < 12) return Status::Malformed;
+    if (len - p - 2 < mlen) {
+      out.partial = true;
+      out.partial_off = uint32_t(p);
+      out.need = 2u + mlen;
+      return Status::Truncated;
+    }
+    if (out.n >= TcpSplit::kMax) {
+      out.overflow = true;
+      return Status::Malformed;
+    }
+    out.msgs[out.n++] = {uint32_t(p + 2), mlen};
+    p += 2u + mlen;
+    out.consumed = uint32_t(p);
+  }
+  return Status::Ok;
+}
+
+int rewrite_names(uint8_t* msg, size_t len, const ParseResult& pr, DecideFn fn, void* ctx) {
+  if (pr.status != Status::Ok || len != pr.msg_len) return -1;
+  // Actions per unique label span: 0 keep, 1 mask, 2 redact.
+  uint8_t act[ParseResult::kMaxLabels];
+  uint64_t seed[ParseResult::kMaxLabels];
+  std::memset(act, 0, pr.n_labels);
+  for (unsigned i = 0; i < pr.n_names; ++i) {
+    const NameRef& n = pr.names[i];
+    if (n.n_labels == 0) continue;
+    const NameView v{i, n.role, n.section, n.rr_type, pr.name_text(i)};
+    const names::Decision d = fn(ctx, v);
+    if (d.action == names::Action::Keep) continue;
+    if (d.action == names::Action::Redact) {
+      for (unsigned k = 0; k < n.n_labels; ++k) act[pr.label_refs[n.first_ref + k]] = 2;
+      continue;
+    }
+    const unsigned keep = d.action == names::Action::MaskLeftOf ? d.keep_labels : 0;
+    if (keep >= n.n_labels) continue;
+    uint64_t right = 0;
+    for (unsigned k = n.n_labels; k-- > 0;) {
+      const uint16_t li = pr.label_refs[n.first_ref + k];
+      const LabelSpan& l = pr.labels[li];
+      right = names::label_seed(d.seed, reinterpret_cast<const char*>(msg + l.off), l.len, right);
+      if (k + keep < n.n_labels && act[li] == 0) {
+        act[li] = 1;
+        seed[li] = right;
+      }
+    }
+  }
+  int changed = 0;
+  for (unsigned li = 0; li < pr.n_labels; ++li) {
+    const LabelSpan& l = pr.labels[li];
+    if (act[li] == 1) {
+      names::mask_label(reinterpret_cast<char*>(msg + l.off), l.len, seed[li]);
+      ++changed;
+    } else if (act[li] == 2) {
+      std::memset(msg + l.off, 'x', l.len);
+      ++changed;
+    }
+  }
+  return changed;
+}
+
+bool ecs_zero(uint8_t* msg, size_t len, const ParseResult& pr, bool zero_prefix) {
+  if (pr.status != Status::Ok || !pr.ecs.present || len != pr.msg_len) return false;
+  std::memset(msg + pr.ecs.addr_off, 0, pr.ecs.addr_len);
+  if (zero_prefix) {
+    msg[pr.ecs.opt_off + 6] = 0;
+    msg[pr.ecs.opt_off + 7] = 0;
+  }
+  return true;
+}
+
+size_t ecs_strip(uint8_t* msg, size_t len, const ParseResult& pr) {
+  if (pr.status != Status::Ok || !pr.ecs.present || len != pr.msg_len) return 0;
+  const Ecs& e = pr.ecs;
+  for (unsigned i = 0; i < pr.n_labels; ++i)
+    if (pr.labels[i].off > e.opt_off) return 0;
+  const uint16_t rdlen = rd16(msg + e.opt_rr_rdlen_off) - e.opt_len;
+  msg[e.opt_rr_rdlen_off] = uint8_t(rdlen >> 8);
+  msg[e.opt_rr_rdlen_off + 1] = uint8_t(rdlen);
+  std::memmove(msg + e.opt_off, msg + e.opt_off + e.opt_len, len - e.opt_off - e.opt_len);
+  return len - e.opt_len;
+}
+
+}  // namespace amon::dns

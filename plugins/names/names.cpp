@@ -1,0 +1,181 @@
+#include "amon_names.hpp"
+
+#include <libpsl.h>
+
+#include <cstring>
+
+namespace amon::names {
+namespace {
+
+inline uint64_t rotl(uint64_t x, int b) { return (x << b) | (x >> (64 - b)); }
+
+struct Sip {
+  uint64_t v0, v1, v2, v3;
+  uint64_t tail = 0;
+  unsigned ntail = 0;
+  uint64_t total = 0;
+  explicit Sip(uint64_t key) {
+    // Second key half derived from the first: the contract is a 64-bit seed.
+    const uint64_t k0 = key, k1 = key ^ 0x9e3779b97f4a7c15ull;
+    v0 = 0x736f6d6570736575ull ^ k0;
+    v1 = 0x646f72616e646f6dull ^ k1;
+    v2 = 0x6c7967656e657261ull ^ k0;
+    v3 = 0x7465646279746573ull ^ k1;
+  }
+  inline void round() {
+    v0 += v1; v1 = rotl(v1, 13); v1 ^= v0; v0 = rotl(v0, 32);
+    v2 += v3; v3 = rotl(v3, 16); v3 ^= v2;
+    v0 += v3; v3 = rotl(v3, 21); v3 ^= v0;
+    v2 += v1; v1 = rotl(v1, 17); v1 ^= v2; v2 = rotl(v2, 32);
+  }
+  inline void word(uint64_t m) {
+    v3 ^= m; round(); round(); v0 ^= m;
+  }
+  inline void byte(uint8_t b) {
+    tail |= uint64_t(b) << (8 * ntail);
+    ++total;
+    if (++ntail == 8) { word(tail); tail = 0; ntail = 0; }
+  }
+  uint64_t finish() {
+    word(tail | (total << 56));
+    v2 ^= 0xff;
+    round(); round(); round(); round();
+    return v0 ^ v1 ^ v2 ^ v3;
+  }
+};
+
+inline char lower(char c) { return (c >= 'A' && c <= 'Z') ? char(c + 32) : c; }
+inline bool is_upper(char c) { return c >= 'A' && c <= 'Z'; }
+inline bool is_digit(char c) { return c >= '0' && c <= '9'; }
+
+// splitmix64: a cheap stream from a PRF output; the secrecy is in the seed.
+struct Rng {
+  uint64_t s;
+  inline uint64_t next() {
+    uint64_t z = (s += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+  }
+  // Lemire's multiply-shift: unbiased enough for n <= 36 with 64-bit input.
+  inline unsigned below(unsigned n) { return unsigned((unsigned __int128)next() * n >> 64); }
+};
+
+}  // namespace
+
+uint64_t siphash64(uint64_t key, const void* data, size_t len) {
+  Sip s(key);
+  const auto* p = static_cast<const uint8_t*>(data);
+  for (size_t i = 0; i < len; ++i) s.byte(p[i]);
+  return s.finish();
+}
+
+uint64_t label_seed(uint64_t key, const char* label, size_t len, uint64_t right_seed) {
+  Sip s(key);
+  for (size_t i = 0; i < len; ++i) s.byte(uint8_t(lower(label[i])));
+  // Length-separate the label from the chained seed so "ab"+X != "a"+Y.
+  s.byte(0xff);
+  for (int i = 0; i < 8; ++i) s.byte(uint8_t(right_seed >> (8 * i)));
+  return s.finish();
+}
+
+void mask_label(char* p, size_t len, uint64_t seed) {
+  if (len == 0) return;
+  Rng r{seed};
+  bool changed = false;
+  for (size_t i = 0; i < len; ++i) {
+    const char c = p[i];
+    char out;
+    if (is_digit(c)) {
+      out = char('0' + r.below(10));
+    } else if (c == '-' && i != 0 && i + 1 != len) {
+      out = '-';
+    } else {
+      out = char('a' + r.below(26));
+      if (is_upper(c)) out = char(out - 32);
+    }
+    changed |= out != c;
+    p[i] = out;
+  }
+  if (!changed) {
+    // Position 0 is never an interior hyphen, so it can always be bumped
+    // within its class.
+    char& c = p[0];
+    if (is_digit(c)) c = char('0' + (c - '0' + 1) % 10);
+    else if (is_upper(c)) c = char('A' + (c - 'A' + 1) % 26);
+    else c = char('a' + (c - 'a' + 1) % 26);
+  }
+}
+
+void redact(char* p, size_t len) {
+  for (size_t i = 0; i < len; ++i)
+    if (p[i] != '.') p[i] = 'x';
+}
+
+void keyed_fill(char* p, size_t len, uint64_t seed) {
+  static constexpr char kAlnum[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
+  Rng r{seed};
+  for (size_t i = 0; i < len; ++i) p[i] = kAlnum[r.below(62)];
+}
+
+unsigned count_labels(std::string_view name) {
+  if (!name.empty() && name.back() == '.') name.remove_suffix(1);
+  if (name.empty()) return 0;
+  unsigned n = 1;
+  for (char c : name) n += c == '.';
+  return n;
+}
+
+unsigned registrable_label_count(std::string_view name) {
+  if (!name.empty() && name.back() == '.') name.remove_suffix(1);
+  if (name.empty()) return 0;
+  if (name.size() > 253) return 0;
+  char buf[256];
+  for (size_t i = 0; i < name.size(); ++i) {
+    // libpsl wants lowercase; an embedded NUL would silently shorten the name.
+    if (name[i] == '\0') return 0;
+    buf[i] = lower(name[i]);
+  }
+  buf[name.size()] = '\0';
+  const char* reg = psl_registrable_domain(psl_builtin(), buf);
+  if (reg == nullptr) return count_labels(name);
+  return count_labels(std::string_view(reg));
+}
+
+void apply_to_text(char* p, size_t len, const Decision& d) {
+  if (d.action == Action::Keep || len == 0) return;
+  if (d.action == Action::Redact) { redact(p, len); return; }
+  size_t stop = len;
+  if (p[stop - 1] == '.') --stop;
+  // Walk right-to-left so each label's seed chains from its right neighbour
+  // (computed from that neighbour's original bytes before it was masked).
+  unsigned idx_from_right = 0;
+  uint64_t right = 0;
+  for (;;) {
+    size_t start = stop;
+    while (start > 0 && p[start - 1] != '.') --start;
+    const size_t n = stop - start;
+    right = label_seed(d.seed, p + start, n, right);
+    const bool keep = d.action == Action::MaskLeftOf && idx_from_right < d.keep_labels;
+    if (!keep) mask_label(p + start, n, right);
+    ++idx_from_right;
+    if (start == 0) break;
+    stop = start - 1;
+  }
+}
+
+void apply_to_labels(char* const* labels, const uint8_t* lens, unsigned n, const Decision& d) {
+  if (d.action == Action::Keep) return;
+  if (d.action == Action::Redact) {
+    for (unsigned i = 0; i < n; ++i) std::memset(labels[i], 'x', lens[i]);
+    return;
+  }
+  uint64_t seeds[128];
+  if (n > 128) n = 128;  // > 127 labels cannot occur in a 255-octet name
+  uint64_t right = 0;
+  for (unsigned i = n; i-- > 0;) seeds[i] = right = label_seed(d.seed, labels[i], lens[i], right);
+  const unsigned keep = d.action == Action::MaskLeftOf ? d.keep_labels : 0;
+  for (unsigned i = 0; i + keep < n; ++i) mask_label(labels[i], lens[i], seeds[i]);
+}
+
+}  // namespace amon::names

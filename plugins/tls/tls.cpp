@@ -1,0 +1,263 @@
+#include "amon_tls.hpp"
+
+#include <cstring>
+
+namespace amon::tls {
+namespace {
+
+inline uint16_t rd16(const uint8_t* p) { return uint16_t(p[0] << 8 | p[1]); }
+
+struct Parser {
+  const uint8_t* buf;
+  size_t len;
+  ClientHello& c;
+  const uint8_t* h = nullptr;  // contiguous handshake body (after the 4-byte header)
+  uint32_t hlen = 0;
+
+  Status fail(Status s, Error e) {
+    c.status = s;
+    c.error = e;
+    if (e == Error::Capacity) c.overflow = true;
+    return s;
+  }
+
+  // Map a logical handshake offset (counting the 4-byte header) to a span.
+  Span span(uint32_t logical, uint32_t n) const {
+    for (unsigned i = 0; i < c.n_frags; ++i) {
+      const auto& f = c.frags[i];
+      if (logical >= f.logical && logical < f.logical + f.len)
+        return {f.phys + (logical - f.logical), n, logical + n <= f.logical + f.len};
+    }
+    // Zero-length field at the very end of the message.
+    const auto& f = c.frags[c.n_frags - 1];
+    return {f.phys + f.len, n, true};
+  }
+  Span bspan(uint32_t body_off, uint32_t n) const { return span(body_off + 4, n); }
+
+  Status records() {
+    size_t p = 0;
+    uint32_t have = 0;           // handshake bytes gathered
+    uint32_t want = 0;           // 4 + hs_len once known
+    uint8_t hdr[4];
+    for (;;) {
+      if (want && have >= want) break;
+      if (len - p < 5) {
+        // Another record header is needed; at least one byte of body more.
+        c.need = uint32_t(p + 5 + (want ? want - have : 4 - have));
+        return fail(Status::Truncated, Error::NeedMore);
+      }
+      const uint8_t type = buf[p];
+      const uint16_t ver = rd16(buf + p + 1), rlen = rd16(buf + p + 3);
+      if (type != 22) return fail(Status::Malformed, Error::NotHandshake);
+      if ((ver >> 8) != 3 || (ver & 0xff) > 4) return fail(Status::Malformed, Error::RecordVersion);
+      if (rlen == 0 || rlen > 16384) return fail(Status::Malformed, Error::RecordLength);
+      if (c.n_records == 0) c.record_version = ver;
+      ++c.n_records;
+      const uint32_t body = uint32_t(p + 5);
+      const uint32_t avail = uint32_t(len - body < rlen ? len - body : rlen);
+      // Only the bytes this message still needs belong to it.
+      uint32_t take = avail;
+      if (want && take > want - have) take = want - have;
+      if (c.n_frags >= ClientHello::kMaxFrags) return fail(Status::Malformed, Error::Capacity);
+      if (take) c.frags[c.n_frags++] = {body, have, take};
+      for (uint32_t i = 0; have + i < 4 && i < take; ++i) hdr[have + i] = buf[body + i];
+      have += take;
+      if (!want && have >= 4) {
+        if (hdr[0] != 1) return fail(Status::Malformed, Error::NotClientHello);
+        const uint32_t hs = uint32_t(hdr[1]) << 16 | uint32_t(hdr[2]) << 8 | hdr[3];
+        if (hs > ClientHello::kMaxHello) return fail(Status::Malformed, Error::HelloTooLarge);
+        c.hs_len = hs;
+        want = 4 + hs;
+        if (have > want) {  // the first record carried more than the hello
+          c.frags[c.n_frags - 1].len -= have - want;
+          have = want;
+        }
+      }
+      if (avail < rlen) {
+        c.need = uint32_t(body + rlen);
+        if (want && have + (rlen - avail) < want) c.need += 5 + (want - have - (rlen - avail));
+        // Record incomplete: if it would also complete the hello, need is exact.
+        if (!want || have < want) return fail(Status::Truncated, Error::NeedMore);
+      }
+      p = body + rlen;
+      c.consumed = uint32_t(p);
+    }
+    if (c.n_frags == 1) {
+      h = buf + c.frags[0].phys + 4;
+    } else {
+      uint8_t* s = c.scratch;
+      for (unsigned i = 0; i < c.n_frags; ++i) std::memcpy(s + c.frags[i].logical, buf + c.frags[i].phys, c.frags[i].len);
+      h = s + 4;
+    }
+    hlen = c.hs_len;
+    return Status::Ok;
+  }
+
+  bool put_text(char ch) {
+    if (c.text_len >= ClientHello::kTextCap) return false;
+    c.text[c.text_len++] = ch;
+    return true;
+  }
+
+  Status sni(uint32_t off, uint32_t n) {
+    if (n < 2) return fail(Status::Malformed, Error::SniList);
+    const uint32_t list = rd16(h + off);
+    if (list + 2 != n || list < 3) return fail(Status::Malformed, Error::SniList);
+    uint32_t p = off + 2;
+    const uint32_t end = off + n;
+    while (p < end) {
+      if (p + 3 > end) return fail(Status::Malformed, Error::SniList);
+      const uint8_t nt = h[p];
+      const uint16_t nl = rd16(h + p + 1);
+      if (p + 3 + nl > end || nl == 0) return fail(Status::Malformed, Error::SniList);
+      if (c.n_sni >= ClientHello::kMaxSni) return fail(Status::Malformed, Error::Capacity);
+      ServerName& s = c.sni[c.n_sni++];
+      s.name_type = nt;
+      s.span = bspan(p + 3, nl);
+      s.text_off = uint16_t(c.text_len);
+      for (uint32_t i = 0; i < nl; ++i) {
+        uint8_t ch = h[p + 3 + i];
+        if (ch >= 'A' && ch <= 'Z') ch = uint8_t(ch + 32);
+        // Non-printable bytes would make the text ambiguous for decisions;
+        // the rewrite works on the wire bytes, not on this copy.
+        if (ch < 0x21 || ch > 0x7e) ch = '?';
+        if (!put_text(char(ch))) return fail(Status::Malformed, Error::Capacity);
+      }
+      s.text_len = uint16_t(c.text_len - s.text_off);
+      p += 3u + nl;
+    }
+    return Status::Ok;
+  }
+
+  Status hello() {
+    uint32_t p = 0;
+    if (hlen < 2 + 32 + 1) return fail(Status::Malformed, Error::VectorLength);
+    c.legacy_version = rd16(h);
+    c.random = bspan(2, 32);
+    p = 34;
+    const uint8_t sid = h[p];
+    if (sid > 32 || p + 1 + sid > hlen) return fail(Status::Malformed, Error::VectorLength);
+    c.session_id = bspan(p + 1, sid);
+    p += 1u + sid;
+    if (p + 2 > hlen) return fail(Status::Malformed, Error::VectorLength);
+    const uint16_t cs = rd16(h + p);
+    if (cs < 2 || (cs & 1) || p + 2 + cs > hlen) return fail(Status::Malformed, Error::VectorLength);
+    c.cipher_suites = bspan(p + 2, cs);
+    for (uint32_t i = 0; i < cs; i += 2) c.has_grease |= is_grease(rd16(h + p + 2 + i));
+    p += 2u + cs;
+    if (p + 1 > hlen) return fail(Status::Malformed, Error::VectorLength);
+    const uint8_t cm = h[p];
+    if (cm < 1 || p + 1 + cm > hlen) return fail(Status::Malformed, Error::VectorLength);
+    c.compression_methods = bspan(p + 1, cm);
+    p += 1u + cm;
+    if (p == hlen) return Status::Ok;  // no extensions (SSL 3.0 / old TLS)
+    if (p + 2 > hlen) return fail(Status::Malformed, Error::VectorLength);
+    const uint16_t el = rd16(h + p);
+    if (p + 2 + el != hlen) return fail(Status::Malformed, Error::VectorLength);
+    c.extensions = bspan(p + 2, el);
+    p += 2;
+    while (p < hlen) {
+      if (p + 4 > hlen) return fail(Status::Malformed, Error::VectorLength);
+      const uint16_t type = rd16(h + p), n = rd16(h + p + 2);
+      if (p + 4 + n > hlen) return fail(Status::Malformed, Error::VectorLength);
+      for (unsigned i = 0; i < c.n_ext; ++i)
+        if (c.ext[i].type == type) return fail(Status::Malformed, Error::DuplicateExtension);
+      if (c.n_ext >= ClientHello::kMaxExt) return fail(Status::Malformed, Error::Capacity);
+      const uint32_t body = p + 4;
+      c.ext[c.n_ext++] = {type, is_grease(type), bspan(body, n)};
+      c.has_grease |= is_grease(type);
+      switch (type) {
+        case 0:
+          if (Status s = sni(body, n); s != Status::Ok) return s;
+          break;
+        case 43: {  // supported_versions (ClientHello form: 1-byte list length)
+          if (n < 1 || h[body] + 1u != n || (h[body] & 1)) return fail(Status::Malformed, Error::VectorLength);
+          for (uint32_t i = 1; i < n; i += 2) {
+            const uint16_t v = rd16(h + body + i);
+            if (!is_grease(v) && v > c.max_supported_version) c.max_supported_version = v;
+          }
+          break;
+        }
+        case 0xfe0d:
+          if (n < 1) return fail(Status::Malformed, Error::VectorLength);
+          c.has_ech = true;
+          c.ech_type = h[body];
+          c.ech = bspan(body, n);
+          break;
+        case 0xffce:
+          c.has_esni = true;
+          c.esni = bspan(body, n);
+          break;
+        default:
+          break;
+      }
+      p = body + n;
+    }
+    return Status::Ok;
+  }
+};
+
+}  // namespace
+
+Status parse_client_hello(const uint8_t* buf, size_t len, ClientHello& out) {
+  out.status = Status::Malformed;
+  out.error = Error::None;
+  out.need = 0;
+  out.consumed = 0;
+  out.record_version = out.legacy_version = out.max_supported_version = 0;
+  out.hs_len = 0;
+  out.n_records = 0;
+  out.overflow = out.has_grease = out.has_ech = out.has_esni = false;
+  out.ech_type = 0;
+  out.random = out.session_id = out.cipher_suites = out.compression_methods = out.extensions = out.ech = out.esni = {};
+  out.n_ext = 0;
+  out.n_sni = 0;
+  out.text_len = 0;
+  out.n_frags = 0;
+  Parser p{buf, len, out};
+  if (Status s = p.records(); s != Status::Ok) return s;
+  if (Status s = p.hello(); s != Status::Ok) return s;
+  out.status = Status::Ok;
+  return Status::Ok;
+}
+
+bool rewrite_sni(uint8_t* buf, size_t len, const ClientHello& ch, unsigned i, const names::Decision& d) {
+  if (ch.status != Status::Ok || i >= ch.n_sni || ch.sni[i].span.off + ch.sni[i].span.len > len) return false;
+  const Span& s = ch.sni[i].span;
+  if (s.contiguous) {
+    names::apply_to_text(reinterpret_cast<char*>(buf + s.off), s.len, d);
+    return true;
+  }
+  // Straddles records: gather, rewrite, scatter. HostNames are <= 255 in
+  // practice; longer split ones are redacted byte by byte instead.
+  char tmp[1024];
+  const bool fits = s.len <= sizeof tmp;
+  uint32_t logical = 0;
+  for (unsigned f = 0; f < ch.n_frags; ++f)
+    if (s.off >= ch.frags[f].phys && s.off < ch.frags[f].phys + ch.frags[f].len)
+      logical = ch.frags[f].logical + (s.off - ch.frags[f].phys);
+  for (int pass = 0; pass < 2; ++pass) {
+    uint32_t done = 0;
+    for (unsigned f = 0; f < ch.n_frags && done < s.len; ++f) {
+      const auto& fr = ch.frags[f];
+      const uint32_t a = logical + done;
+      if (a < fr.logical || a >= fr.logical + fr.len) continue;
+      uint32_t n = fr.logical + fr.len - a;
+      if (n > s.len - done) n = s.len - done;
+      uint8_t* p = buf + fr.phys + (a - fr.logical);
+      if (!fits) {
+        if (pass == 0) for (uint32_t k = 0; k < n; ++k) if (p[k] != '.') p[k] = 'x';
+      } else if (pass == 0) {
+        std::memcpy(tmp + done, p, n);
+      } else {
+        std::memcpy(p, tmp + done, n);
+      }
+      done += n;
+    }
+    if (!fits) return true;
+    if (pass == 0) names::apply_to_text(tmp, s.len, d);
+  }
+  return true;
+}
+
+}  // namespace amon::tls
