@@ -1,0 +1,438 @@
+// The shared z-anonymity store. Layout, invariants and the proof that losing
+// state only hides more are in doc/zanon.md; the comments here point at them.
+#include "zanon.h"
+
+#include <immintrin.h>
+#include <sys/mman.h>
+#include <sys/random.h>
+
+#include <algorithm>
+#include <bit>
+#include <cstring>
+#include <new>
+#include <stdexcept>
+#include <thread>
+
+namespace amon::zanon {
+
+namespace {
+
+constexpr unsigned kSlots = 8;  // entries per bucket: one 32-byte tag row
+constexpr uint8_t kFingerprint = 0xFF;
+
+// Fixed part of an entry; users[zmax] and times[zmax] follow it. Users and
+// times are two arrays so the "is this user here" and "how many are recent"
+// scans each read contiguous words.
+struct EntryHead {
+  uint64_t h_hi;  // upper half of the value hash: recomputes both bucket choices for relocation
+  uint16_t cls;
+  uint16_t kind;
+  uint8_t len;  // 0..kInlineBytes, or kFingerprint
+  uint8_t n;    // users stored (<= zmax)
+  uint8_t pad[2];
+  uint8_t key[Store::kInlineBytes];  // the value, or h.lo of its fingerprint
+};
+static_assert(sizeof(EntryHead) == 80);
+
+// Test-and-test-and-set lock on std::atomic: a shard is held for a few dozen
+// nanoseconds, so spinning beats sleeping, and std::atomic (unlike the inline
+// asm in rte_spinlock) is visible to ThreadSanitizer.
+struct SpinGuard {
+  std::atomic<uint32_t>& l;
+  explicit SpinGuard(std::atomic<uint32_t>& lock) : l(lock) {
+    for (;;) {
+      if (!l.exchange(1, std::memory_order_acquire)) return;
+      while (l.load(std::memory_order_relaxed)) _mm_pause();
+    }
+  }
+  ~SpinGuard() { l.store(0, std::memory_order_release); }
+};
+
+// Counters are written only under the shard lock, so a plain load+store (no
+// locked RMW) suffices; atomics only so stats() can read them concurrently.
+inline void bump(std::atomic<uint64_t>& c, uint64_t by = 1) {
+  c.store(c.load(std::memory_order_relaxed) + by, std::memory_order_relaxed);
+}
+
+struct alignas(64) Shard {
+  std::atomic<uint32_t> lock{0};
+  std::atomic<uint64_t> tracked{0}, observations{0}, released{0}, hidden{0}, inserts{0},
+      fingerprinted{0}, evictions{0}, expirations{0}, relocations{0};
+};
+
+inline uint32_t fastrange(uint32_t x, uint32_t n) { return uint32_t((uint64_t(x) * n) >> 32); }
+
+// Users stored with a time after t - dt. A window that starts before time 0
+// holds every stored user.
+inline uint32_t count_after(const uint64_t* times, uint32_t n, uint64_t t, uint64_t dt) {
+  if (t < dt) return n;
+  const uint64_t lo = t - dt;
+  uint32_t c = 0;
+  for (uint32_t i = 0; i < n; ++i) c += times[i] > lo;
+  return c;
+}
+
+}  // namespace
+
+struct Store::Impl {
+  uint32_t zmax = 0;
+  size_t stride = 0;  // bytes per entry body
+  uint32_t nshards = 0, shard_mask = 0, bps = 0;
+  size_t nb = 0;  // buckets
+  uint64_t span = 0;  // max_dt + max_reorder, saturated
+  std::array<uint8_t, 16> key{};
+
+  uint8_t* mem = nullptr;
+  size_t mem_bytes = 0;
+  uint32_t* tags = nullptr;  // nb * kSlots; 0 = free
+  uint64_t* last = nullptr;  // nb * kSlots; newest user time of the entry
+  uint8_t* bodies = nullptr;
+  std::unique_ptr<Shard[]> shards;
+  std::atomic<size_t> sweep_cursor{0};
+  std::atomic<uint64_t> sweeps{0};
+
+  EntryHead* head(size_t slot) const { return reinterpret_cast<EntryHead*>(bodies + slot * stride); }
+  uint64_t* users(size_t slot) const {
+    return reinterpret_cast<uint64_t*>(bodies + slot * stride + sizeof(EntryHead));
+  }
+  uint64_t* times(size_t slot) const { return users(slot) + zmax; }
+
+  bool expired(uint64_t newest, uint64_t now) const { return now > span && newest <= now - span; }
+
+  uint32_t shard_of(const Hash128& h) const { return uint32_t(h.lo) & shard_mask; }
+  static uint32_t tag_of(const Hash128& h) { return uint32_t(h.lo >> 32) | 1u; }
+  // The two candidate buckets, both inside the value's shard so one lock covers
+  // lookup, insertion and relocation.
+  void buckets(uint32_t shard, uint64_t h_hi, size_t& b1, size_t& b2) const {
+    uint32_t l1 = fastrange(uint32_t(h_hi), bps);
+    uint32_t l2 = fastrange(uint32_t(h_hi >> 32), bps);
+    if (l2 == l1) l2 = (l1 + 1 == bps) ? 0 : l1 + 1;
+    b1 = size_t(shard) * bps + l1;
+    b2 = size_t(shard) * bps + l2;
+  }
+
+  bool matches(size_t slot, const Key& k) const {
+    const EntryHead* e = head(slot);
+    if (e->h_hi != k.h.hi || e->cls != k.scope.cls || e->kind != k.scope.kind) return false;
+    if (k.bytes.size() > kInlineBytes) {
+      uint64_t lo;
+      std::memcpy(&lo, e->key, 8);
+      return e->len == kFingerprint && lo == k.h.lo;
+    }
+    return e->len == k.bytes.size() && std::memcmp(e->key, k.bytes.data(), k.bytes.size()) == 0;
+  }
+
+  ptrdiff_t find_in(size_t b, uint32_t tag, const Key& k) const {
+    const uint32_t* row = tags + b * kSlots;
+    unsigned m = 0;
+    for (unsigned i = 0; i < kSlots; ++i) m |= unsigned(row[i] == tag) << i;
+    while (m) {
+      unsigned i = std::countr_zero(m);
+      m &= m - 1;
+      if (matches(b * kSlots + i, k)) return ptrdiff_t(b * kSlots + i);
+    }
+    return -1;
+  }
+
+  ptrdiff_t find(const Key& k, uint32_t shard) const {
+    size_t b1, b2;
+    buckets(shard, k.h.hi, b1, b2);
+    const uint32_t tag = tag_of(k.h);
+    ptrdiff_t s = find_in(b1, tag, k);
+    return s >= 0 ? s : find_in(b2, tag, k);
+  }
+
+  unsigned free_in(size_t b) const {
+    unsigned c = 0;
+    for (unsigned i = 0; i < kSlots; ++i) c += tags[b * kSlots + i] == 0;
+    return c;
+  }
+  ptrdiff_t first_free(size_t b) const {
+    for (unsigned i = 0; i < kSlots; ++i)
+      if (tags[b * kSlots + i] == 0) return ptrdiff_t(b * kSlots + i);
+    return -1;
+  }
+
+  // Moves one occupant of b1/b2 to a free slot in its other bucket; returns the
+  // slot it vacated, or -1. Keeps the table usable near full load without
+  // dropping live state (two-choice placement alone starts overflowing
+  // buckets well before the table is full).
+  ptrdiff_t relocate(uint32_t shard, size_t b1, size_t b2) {
+    for (size_t b : {b1, b2}) {
+      for (unsigned i = 0; i < kSlots; ++i) {
+        const size_t slot = b * kSlots + i;
+        size_t o1, o2;
+        buckets(shard, head(slot)->h_hi, o1, o2);
+        const size_t alt = (o1 == b) ? o2 : o1;
+        const ptrdiff_t dst = first_free(alt);
+        if (dst < 0) continue;
+        std::memcpy(bodies + size_t(dst) * stride, bodies + slot * stride, stride);
+        tags[dst] = tags[slot];
+        last[dst] = last[slot];
+        tags[slot] = 0;
+        return ptrdiff_t(slot);
+      }
+    }
+    return -1;
+  }
+
+  // Finds room for a new value in its bucket pair: a free slot (in the emptier
+  // bucket), else an expired entry, else a relocation, else the least recently
+  // observed entry of the pair is evicted. Eviction can only hide more: see
+  // doc/zanon.md, "Why losing state only hides more".
+  size_t place(uint32_t shard, size_t b1, size_t b2, uint64_t t) {
+    Shard& s = shards[shard];
+    const unsigned f1 = free_in(b1), f2 = free_in(b2);
+    if (f1 | f2) {
+      bump(s.tracked);
+      return size_t(first_free(f1 >= f2 ? b1 : b2));
+    }
+    size_t oldest = b1 * kSlots;
+    for (size_t b : {b1, b2})
+      for (unsigned i = 0; i < kSlots; ++i)
+        if (last[b * kSlots + i] < last[oldest]) oldest = b * kSlots + i;
+    if (expired(last[oldest], t)) {
+      bump(s.expirations);
+      return oldest;
+    }
+    // Relocation pays 16 entry reads; skip it when the shard is nearly full and
+    // the search would mostly fail.
+    if (s.tracked.load(std::memory_order_relaxed) * 20 < uint64_t(bps) * kSlots * 19) {
+      const ptrdiff_t v = relocate(shard, b1, b2);
+      if (v >= 0) {
+        bump(s.relocations);
+        return size_t(v);
+      }
+    }
+    bump(s.evictions);
+    return oldest;
+  }
+
+  void fill(size_t slot, const Key& k, uint64_t t) {
+    EntryHead* e = head(slot);
+    e->h_hi = k.h.hi;
+    e->cls = k.scope.cls;
+    e->kind = k.scope.kind;
+    e->n = 0;
+    if (k.bytes.size() > kInlineBytes) {
+      e->len = kFingerprint;
+      std::memcpy(e->key, &k.h.lo, 8);
+    } else {
+      e->len = uint8_t(k.bytes.size());
+      if (!k.bytes.empty()) std::memcpy(e->key, k.bytes.data(), k.bytes.size());
+    }
+    tags[slot] = tag_of(k.h);
+    last[slot] = t;
+  }
+
+  // Keeps the zmax users with the newest last-seen times (the invariant in
+  // doc/zanon.md): a known user's time only moves forward; a new user enters
+  // while there is room, else replaces the oldest if it is newer than it.
+  void add_user(size_t slot, uint64_t user, uint64_t t) {
+    EntryHead* e = head(slot);
+    uint64_t* us = users(slot);
+    uint64_t* ts = times(slot);
+    const uint32_t n = e->n;
+    int idx = -1;
+    for (uint32_t i = 0; i < n; ++i)
+      if (us[i] == user) idx = int(i);
+    if (idx >= 0) {
+      ts[idx] = std::max(ts[idx], t);
+    } else if (n < zmax) {
+      us[n] = user;
+      ts[n] = t;
+      e->n = uint8_t(n + 1);
+    } else {
+      uint32_t m = 0;
+      for (uint32_t i = 1; i < n; ++i)
+        if (ts[i] < ts[m]) m = i;
+      if (t > ts[m]) {
+        us[m] = user;
+        ts[m] = t;
+      }
+    }
+    last[slot] = std::max(last[slot], t);
+  }
+};
+
+Store::Store(const Config& cfg) : cfg_(cfg), impl_(std::make_unique<Impl>()) {
+  if (cfg.zmax < 1 || cfg.zmax > kMaxZ) throw std::invalid_argument("zanon: zmax must be in 1..64");
+  if (cfg.max_values < 1) throw std::invalid_argument("zanon: max_values must be >= 1");
+  if (cfg.shards && !std::has_single_bit(cfg.shards))
+    throw std::invalid_argument("zanon: shards must be a power of two");
+  Impl& m = *impl_;
+  m.zmax = cfg.zmax;
+  m.stride = sizeof(EntryHead) + 16 * size_t(cfg.zmax);
+  m.span = cfg.max_dt_ns + cfg.max_reorder_ns;
+  if (m.span < cfg.max_dt_ns) m.span = UINT64_MAX;
+
+  m.key = cfg.key;
+  if (std::all_of(m.key.begin(), m.key.end(), [](uint8_t b) { return b == 0; })) {
+    if (getrandom(m.key.data(), m.key.size(), 0) != ssize_t(m.key.size()))
+      throw std::runtime_error("zanon: getrandom failed");
+  }
+
+  // 1/8 slack over max_values: with relocation the pair-of-buckets table fills
+  // to well above 90% before it has to evict.
+  const size_t slots = cfg.max_values + cfg.max_values / 8;
+  const size_t nb0 = std::max<size_t>(2, (slots + kSlots - 1) / kSlots);
+  uint32_t ns = cfg.shards;
+  if (!ns) {
+    unsigned hw = std::max(1u, std::thread::hardware_concurrency());
+    ns = std::bit_ceil(std::max(64u, 64u * hw));
+  }
+  while (ns > 1 && size_t(ns) * 2 > nb0) ns /= 2;
+  m.nshards = ns;
+  m.shard_mask = ns - 1;
+  m.bps = uint32_t((nb0 + ns - 1) / ns);
+  m.nb = size_t(m.bps) * ns;
+
+  const size_t nslots = m.nb * kSlots;
+  const size_t tag_bytes = (nslots * 4 + 63) & ~size_t{63};
+  const size_t last_bytes = (nslots * 8 + 63) & ~size_t{63};
+  m.mem_bytes = tag_bytes + last_bytes + nslots * m.stride;
+  void* p = mmap(nullptr, m.mem_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED) throw std::bad_alloc();
+  madvise(p, m.mem_bytes, MADV_HUGEPAGE);  // a hint; the table is probed at random
+  m.mem = static_cast<uint8_t*>(p);
+  m.tags = reinterpret_cast<uint32_t*>(m.mem);
+  m.last = reinterpret_cast<uint64_t*>(m.mem + tag_bytes);
+  m.bodies = m.mem + tag_bytes + last_bytes;
+  m.shards = std::make_unique<Shard[]>(ns);
+}
+
+Store::~Store() {
+  if (impl_ && impl_->mem) munmap(impl_->mem, impl_->mem_bytes);
+}
+
+namespace {
+template <typename Id>
+Id register_name(std::mutex& mu, std::vector<std::string>& names, std::string_view name) {
+  std::lock_guard g(mu);
+  for (size_t i = 0; i < names.size(); ++i)
+    if (names[i] == name) return Id(i);
+  if (names.size() > 0xFFFF) throw std::length_error("zanon: too many names");
+  names.emplace_back(name);
+  return Id(names.size() - 1);
+}
+std::string name_of(std::mutex& mu, const std::vector<std::string>& names, size_t id) {
+  std::lock_guard g(mu);
+  return id < names.size() ? names[id] : std::string();
+}
+}  // namespace
+
+ClassId Store::class_id(std::string_view name) { return register_name<ClassId>(names_mu_, classes_, name); }
+KindId Store::kind_id(std::string_view name) { return register_name<KindId>(names_mu_, kinds_, name); }
+std::string Store::class_name(ClassId id) const { return name_of(names_mu_, classes_, id); }
+std::string Store::kind_name(KindId id) const { return name_of(names_mu_, kinds_, id); }
+
+Key Store::key(Scope scope, std::span<const uint8_t> value) const noexcept {
+  const uint64_t prefix = uint64_t(scope.cls) | uint64_t(scope.kind) << 16;
+  return Key{scope, value, siphash128(impl_->key.data(), prefix, value.data(), value.size())};
+}
+
+Key Store::key(Scope scope, std::string_view value) const noexcept {
+  return key(scope, std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(value.data()), value.size()));
+}
+
+size_t Store::observe(const Key& k, uint64_t user, uint64_t t_ns, std::span<const ZParams> consumers,
+                      std::span<bool> released_out) noexcept {
+  Impl& m = *impl_;
+  const uint32_t sh = m.shard_of(k.h);
+  Shard& s = m.shards[sh];
+  size_t nrel = 0;
+  SpinGuard g(s.lock);
+  ptrdiff_t slot = m.find(k, sh);
+  if (slot >= 0) {
+    if (m.expired(m.last[slot], t_ns)) {
+      // Nothing stored can count for this or any later in-order observation.
+      m.head(size_t(slot))->n = 0;
+      m.last[slot] = t_ns;
+      bump(s.expirations);
+    }
+  } else {
+    size_t b1, b2;
+    m.buckets(sh, k.h.hi, b1, b2);
+    slot = ptrdiff_t(m.place(sh, b1, b2, t_ns));
+    m.fill(size_t(slot), k, t_ns);
+    bump(s.inserts);
+    if (k.bytes.size() > kInlineBytes) bump(s.fingerprinted);
+  }
+  m.add_user(size_t(slot), user, t_ns);
+  const uint32_t n = m.head(size_t(slot))->n;
+  const uint64_t* ts = m.times(size_t(slot));
+  for (size_t i = 0; i < consumers.size(); ++i) {
+    const ZParams& c = consumers[i];
+    // z > zmax: the store does not keep enough users to know; fail closed.
+    const bool rel = c.z <= m.zmax && count_after(ts, n, t_ns, c.dt_ns) >= c.z;
+    released_out[i] = rel;
+    nrel += rel;
+  }
+  bump(s.observations);
+  bump(s.released, nrel);
+  bump(s.hidden, consumers.size() - nrel);
+  return nrel;
+}
+
+bool Store::observe(const Key& k, uint64_t user, uint64_t t_ns, ZParams consumer) noexcept {
+  bool out = false;
+  observe(k, user, t_ns, std::span<const ZParams>(&consumer, 1), std::span<bool>(&out, 1));
+  return out;
+}
+
+uint32_t Store::count_recent(const Key& k, uint64_t t_ns, uint64_t dt_ns) const noexcept {
+  Impl& m = *impl_;
+  const uint32_t sh = m.shard_of(k.h);
+  SpinGuard g(m.shards[sh].lock);
+  const ptrdiff_t slot = m.find(k, sh);
+  if (slot < 0) return 0;
+  return count_after(m.times(size_t(slot)), m.head(size_t(slot))->n, t_ns, dt_ns);
+}
+
+size_t Store::sweep(uint64_t now_ns, size_t budget) noexcept {
+  Impl& m = *impl_;
+  m.sweeps.fetch_add(1, std::memory_order_relaxed);
+  budget = std::min(budget, m.nb);
+  const size_t start = m.sweep_cursor.fetch_add(budget, std::memory_order_relaxed);
+  size_t reclaimed = 0;
+  for (size_t i = 0; i < budget; ++i) {
+    const size_t b = (start + i) % m.nb;
+    Shard& s = m.shards[b / m.bps];
+    SpinGuard g(s.lock);
+    for (unsigned j = 0; j < kSlots; ++j) {
+      const size_t slot = b * kSlots + j;
+      if (m.tags[slot] && m.expired(m.last[slot], now_ns)) {
+        m.tags[slot] = 0;
+        bump(s.tracked, uint64_t(-1));
+        bump(s.expirations);
+        ++reclaimed;
+      }
+    }
+  }
+  return reclaimed;
+}
+
+Stats Store::stats() const noexcept {
+  const Impl& m = *impl_;
+  Stats st;
+  for (uint32_t i = 0; i < m.nshards; ++i) {
+    const Shard& s = m.shards[i];
+    auto rd = [](const std::atomic<uint64_t>& a) { return a.load(std::memory_order_relaxed); };
+    st.values_tracked += rd(s.tracked);
+    st.observations += rd(s.observations);
+    st.released += rd(s.released);
+    st.hidden += rd(s.hidden);
+    st.inserts += rd(s.inserts);
+    st.fingerprinted += rd(s.fingerprinted);
+    st.evictions += rd(s.evictions);
+    st.expirations += rd(s.expirations);
+    st.relocations += rd(s.relocations);
+  }
+  st.capacity = m.nb * kSlots;
+  st.table_bytes = m.mem_bytes + sizeof(Shard) * m.nshards;
+  st.bytes_per_entry = st.table_bytes / st.capacity;
+  st.sweeps = m.sweeps.load(std::memory_order_relaxed);
+  return st;
+}
+
+}  // namespace amon::zanon

@@ -1,0 +1,201 @@
+// bench_zanon: throughput and memory of the shared z-anonymity store.
+//
+//   bench_zanon [--values 1000000] [--users 100000] [--ops 20000000] [--z 10]
+//               [--zipf 1.0] [--threads 1,2] [--hot 1024]
+//
+// Zipf workload: value ranks drawn from Zipf(s) over --values names, users
+// uniform over --users, one consumer (z, dt = 1 h), timestamps 100 ns apart.
+// Each thread replays its own slice of a pre-drawn sample so the generator
+// costs nothing inside the timed loop. "with hashing" includes Store::key()
+// (SipHash of the name) as the engine pays it; "prepared" reuses Keys.
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "zanon.h"
+
+using namespace amon::zanon;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+struct Args {
+  size_t values = 1000000, users = 100000, ops = 20000000, hot = 1024;
+  uint32_t z = 10;
+  double zipf = 1.0;
+  std::vector<unsigned> threads{1, 2};
+};
+
+uint64_t mix(uint64_t z) {
+  z += 0x9E3779B97F4A7C15ULL;
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+  return z ^ (z >> 31);
+}
+
+size_t rss_bytes() {
+  std::ifstream f("/proc/self/statm");
+  size_t pages = 0, resident = 0;
+  f >> pages >> resident;
+  return resident * 4096;
+}
+
+Args parse(int argc, char** argv) {
+  Args a;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    const std::string k = argv[i];
+    const char* v = argv[i + 1];
+    if (k == "--values") a.values = std::strtoull(v, nullptr, 10);
+    else if (k == "--users") a.users = std::strtoull(v, nullptr, 10);
+    else if (k == "--ops") a.ops = std::strtoull(v, nullptr, 10);
+    else if (k == "--hot") a.hot = std::strtoull(v, nullptr, 10);
+    else if (k == "--z") a.z = uint32_t(std::strtoul(v, nullptr, 10));
+    else if (k == "--zipf") a.zipf = std::strtod(v, nullptr);
+    else if (k == "--threads") {
+      a.threads.clear();
+      for (const char* p = v; *p;) {
+        a.threads.push_back(unsigned(std::strtoul(p, const_cast<char**>(&p), 10)));
+        if (*p == ',') ++p;
+      }
+    } else {
+      std::fprintf(stderr, "unknown option %s\n", k.c_str());
+      std::exit(2);
+    }
+  }
+  if (argc % 2 == 0) {
+    std::fprintf(stderr, "usage: bench_zanon [--values N] [--users N] [--ops N] [--z N] [--zipf S] [--threads 1,2] [--hot N]\n");
+    std::exit(2);
+  }
+  return a;
+}
+
+constexpr uint64_t kDt = 3600ULL * 1000000000ULL;
+
+Config config_for(size_t values, uint32_t z) {
+  Config c;
+  c.max_values = values;
+  c.zmax = z;
+  c.max_dt_ns = kDt;
+  return c;
+}
+
+// Runs `threads` workers over disjoint slices of `sample`; returns obs/s.
+template <typename Op>
+double run(unsigned threads, size_t ops_per_thread, Op op) {
+  std::atomic<unsigned> ready{0};
+  std::atomic<bool> go{false};
+  std::vector<double> secs(threads);
+  std::vector<std::thread> ts;
+  for (unsigned id = 0; id < threads; ++id)
+    ts.emplace_back([&, id] {
+      ready.fetch_add(1);
+      while (!go.load(std::memory_order_acquire)) std::this_thread::yield();
+      const auto t0 = Clock::now();
+      op(id, ops_per_thread);
+      secs[id] = std::chrono::duration<double>(Clock::now() - t0).count();
+    });
+  while (ready.load() != threads) std::this_thread::yield();
+  go.store(true, std::memory_order_release);
+  for (auto& t : ts) t.join();
+  return double(ops_per_thread) * threads / *std::max_element(secs.begin(), secs.end());
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const Args a = parse(argc, argv);
+  std::printf("bench_zanon: %zu values, %zu users, z=%u, Zipf s=%.2f, %zu ops per thread, %u hardware threads\n",
+              a.values, a.users, a.z, a.zipf, a.ops, std::thread::hardware_concurrency());
+
+  std::vector<std::string> names(a.values);
+  for (size_t i = 0; i < a.values; ++i)
+    names[i] = "host" + std::to_string(i) + ".d" + std::to_string(mix(i) % 9973) + ".example.com";
+
+  // Zipf ranks by inverse CDF, drawn once.
+  std::vector<double> cdf(a.values);
+  double acc = 0;
+  for (size_t i = 0; i < a.values; ++i) cdf[i] = acc += 1.0 / std::pow(double(i + 1), a.zipf);
+  const size_t nsample = size_t(1) << 22;
+  std::vector<uint32_t> sample(nsample);
+  std::mt19937_64 rng(7);
+  std::uniform_real_distribution<double> ud(0, acc);
+  for (auto& s : sample) s = uint32_t(std::lower_bound(cdf.begin(), cdf.end(), ud(rng)) - cdf.begin());
+  // Ranks spread over the name list so popular names are not neighbours.
+  for (auto& s : sample) s = uint32_t(mix(s) % a.values);
+
+  const ZParams consumer{a.z, kDt};
+  const unsigned maxthreads = *std::max_element(a.threads.begin(), a.threads.end());
+
+  // --- Zipf workload, with hashing (the engine's cost per field) ---
+  std::printf("\n[zipf] observe with Store::key() hashing, fresh store per run, warm-up pass first\n");
+  for (unsigned th : a.threads) {
+    Store store(config_for(a.values, a.z));
+    const Scope sc{store.class_id("domain"), store.kind_id("ip.client")};
+    std::atomic<uint64_t> released{0};
+    auto op = [&](unsigned id, size_t n) {
+      uint64_t rel = 0;
+      const size_t off = size_t(id) * (nsample / maxthreads);
+      for (size_t i = 0; i < n; ++i) {
+        const uint32_t v = sample[(off + i) & (nsample - 1)];
+        const uint64_t user = mix(i * 31 + id) % a.users;
+        const uint64_t t = (i * maxthreads + id) * 100;
+        rel += store.observe(store.key(sc, names[v]), mix(user ^ 0xabc), t, consumer);
+      }
+      released.fetch_add(rel);
+    };
+    run(th, std::min(a.ops, nsample), op);  // warm-up: populate the table
+    released = 0;
+    const double rate = run(th, a.ops, op);
+    const Stats st = store.stats();
+    std::printf("  threads=%u  %.2f M obs/s total, %.2f M obs/s per thread  (tracked %lu, released %.1f%%, evictions %lu)\n",
+                th, rate / 1e6, rate / th / 1e6, (unsigned long)st.values_tracked,
+                100.0 * double(released.load()) / double(a.ops * th), (unsigned long)st.evictions);
+  }
+
+  // --- Hot table: few values, prepared keys (the store's own cost) ---
+  std::printf("\n[hot] %zu values, prepared keys, users uniform\n", a.hot);
+  for (unsigned th : a.threads) {
+    Store store(config_for(std::max<size_t>(a.hot, 1024), a.z));
+    const Scope sc{store.class_id("domain"), store.kind_id("ip.client")};
+    std::vector<Key> keys;
+    for (size_t i = 0; i < a.hot; ++i) keys.push_back(store.key(sc, names[i % a.values]));
+    auto op = [&](unsigned id, size_t n) {
+      uint64_t rel = 0;
+      for (size_t i = 0; i < n; ++i) {
+        const Key& k = keys[sample[(i * 7 + id) & (nsample - 1)] % a.hot];
+        rel += store.observe(k, mix(i % a.users), (i * maxthreads + id) * 100, consumer);
+      }
+      if (rel == ~uint64_t(0)) std::printf("-");  // keep the loop's result alive
+    };
+    run(th, std::min(a.ops, nsample), op);
+    const double rate = run(th, a.ops, op);
+    std::printf("  threads=%u  %.2f M obs/s total, %.2f M obs/s per thread\n", th, rate / 1e6, rate / th / 1e6);
+  }
+
+  // --- Memory ---
+  std::printf("\n[memory] %zu distinct values each seen once, then the table's size\n", a.values);
+  for (uint32_t z : {a.z, Store::kMaxZ}) {
+    const size_t rss0 = rss_bytes();
+    Store store(config_for(a.values, z));
+    const Scope sc{0, 0};
+    for (size_t i = 0; i < a.values; ++i) store.observe(store.key(sc, names[i]), mix(i), i, ZParams{z, kDt});
+    const Stats st = store.stats();
+    const size_t rss = rss_bytes() - rss0;
+    std::printf("  zmax=%-2u table %.1f MiB for capacity %lu; %lu tracked (%lu evictions, %lu relocations)\n", z,
+                double(st.table_bytes) / (1 << 20), (unsigned long)st.capacity, (unsigned long)st.values_tracked,
+                (unsigned long)st.evictions, (unsigned long)st.relocations);
+    std::printf("          %.0f B per tracked value (table bytes / tracked), %lu B per entry slot, RSS +%.1f MiB\n",
+                double(st.table_bytes) / double(st.values_tracked), (unsigned long)st.bytes_per_entry,
+                double(rss) / (1 << 20));
+  }
+  return 0;
+}

@@ -1,0 +1,313 @@
+// Named cases for the z-anonymity store: each pins one rule of the definition
+// or one defect of the original alpha-MON store that must not come back.
+#include <catch2/catch.hpp>
+#include <openssl/core_names.h>
+#include <openssl/evp.h>
+#include <openssl/params.h>
+
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "sld.h"
+#include "zanon.h"
+
+using namespace amon::zanon;
+
+namespace {
+
+constexpr uint64_t kSec = 1000000000ULL;
+
+Config small_config(uint32_t zmax = 10, uint64_t max_dt = 3600 * kSec) {
+  Config c;
+  c.max_values = 1024;
+  c.zmax = zmax;
+  c.max_dt_ns = max_dt;
+  c.max_reorder_ns = kSec;
+  c.key = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16};
+  return c;
+}
+
+// Distinct, opaque user ids as the engine would pass them (keyed hashes).
+uint64_t user(uint64_t i) {
+  uint64_t z = i + 0x9E3779B97F4A7C15ULL;
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+  return z ^ (z >> 31);
+}
+
+}  // namespace
+
+TEST_CASE("exactly z users spread over more than dt stay hidden (alpha-MON defect 1)") {
+  Store s(small_config());
+  const Scope sc{s.class_id("domain"), s.kind_id("ip.client")};
+  const Key k = s.key(sc, "rare.example.org");
+  const ZParams p{3, 10 * kSec};
+  // Three distinct users, but never three inside one 10 s window: the original
+  // code pruned only above z and released here.
+  CHECK_FALSE(s.observe(k, user(1), 0 * kSec, p));
+  CHECK_FALSE(s.observe(k, user(2), 6 * kSec, p));
+  CHECK_FALSE(s.observe(k, user(3), 12 * kSec, p));  // window (2 s, 12 s]: users 2, 3
+  CHECK(s.count_recent(k, 12 * kSec, p.dt_ns) == 2);
+  CHECK(s.observe(k, user(4), 13 * kSec, p));  // users 2, 3, 4 in (3 s, 13 s]
+  CHECK_FALSE(s.observe(k, user(5), 30 * kSec, p));  // (20 s, 30 s]: user 5 alone
+}
+
+TEST_CASE("the z-th distinct user releases, and its own occurrence counts") {
+  Store s(small_config());
+  const Key k = s.key(Scope{s.class_id("domain"), 0}, "private.com");
+  const ZParams p{3, 60 * kSec};
+  CHECK_FALSE(s.observe(k, user(1), 1 * kSec, p));
+  CHECK_FALSE(s.observe(k, user(1), 2 * kSec, p));
+  CHECK_FALSE(s.observe(k, user(2), 3 * kSec, p));
+  CHECK_FALSE(s.observe(k, user(2), 4 * kSec, p));
+  CHECK(s.observe(k, user(3), 5 * kSec, p));
+  CHECK(s.observe(k, user(1), 6 * kSec, p));
+}
+
+TEST_CASE("a repeating user never counts twice") {
+  Store s(small_config());
+  const Key k = s.key(Scope{}, "one-user.example");
+  for (int i = 0; i < 1000; ++i) CHECK_FALSE(s.observe(k, user(7), uint64_t(i) * 1000, ZParams{2, kSec}));
+  CHECK(s.count_recent(k, 1000 * 1000, kSec) == 1);
+}
+
+TEST_CASE("the window is (t - dt, t]: a user exactly dt ago no longer counts") {
+  Store s(small_config());
+  const Key a = s.key(Scope{}, "a.example"), b = s.key(Scope{}, "b.example");
+  const ZParams p{2, 10};
+  s.observe(a, user(1), 100, p);
+  CHECK_FALSE(s.observe(a, user(2), 110, p));  // user 1 at 100 == 110 - 10: outside
+  s.observe(b, user(1), 100, p);
+  CHECK(s.observe(b, user(2), 109, p));
+}
+
+TEST_CASE("expiry re-hides a released value") {
+  Store s(small_config(10, 100 * kSec));
+  const Key k = s.key(Scope{}, "popular-then-not.example");
+  const ZParams p{3, 100 * kSec};
+  s.observe(k, user(1), 1 * kSec, p);
+  s.observe(k, user(2), 2 * kSec, p);
+  CHECK(s.observe(k, user(3), 3 * kSec, p));
+  CHECK(s.observe(k, user(1), 50 * kSec, p));
+  CHECK_FALSE(s.observe(k, user(1), 103 * kSec + 1, p));  // users 2 and 3 left the window
+  CHECK(s.count_recent(k, 103 * kSec + 1, p.dt_ns) == 1);
+  // Long after max_dt the entry is reclaimed on access; still one user.
+  CHECK_FALSE(s.observe(k, user(2), 1000 * kSec, p));
+  CHECK(s.count_recent(k, 1000 * kSec, p.dt_ns) == 1);
+  CHECK(s.stats().expirations >= 1);
+}
+
+TEST_CASE("consumers with different z and dt share one store") {
+  Store s(small_config(10, 3600 * kSec));
+  const Key k = s.key(Scope{s.class_id("domain"), s.kind_id("ip.client")}, "shared.example");
+  const ZParams consumers[] = {{2, 3600 * kSec}, {5, 3600 * kSec}, {2, 10 * kSec}};
+  bool out[3];
+  CHECK(s.observe(k, user(1), 0, consumers, out) == 0);
+  CHECK(s.observe(k, user(2), 100 * kSec, consumers, out) == 1);
+  CHECK((out[0] && !out[1] && !out[2]));  // third consumer: user 1 is 100 s old
+  s.observe(k, user(3), 101 * kSec, consumers, out);
+  CHECK((out[0] && !out[1] && out[2]));
+  s.observe(k, user(4), 102 * kSec, consumers, out);
+  CHECK(s.observe(k, user(5), 103 * kSec, consumers, out) == 3);
+  // A short-dt consumer does not prune what a long-dt consumer still needs
+  // (alpha-MON defect 2: one consumer's dt pruned another's counts).
+  CHECK(s.count_recent(k, 103 * kSec, 3600 * kSec) == 5);
+  CHECK(s.count_recent(k, 103 * kSec, 10 * kSec) == 4);
+  const Stats st = s.stats();
+  CHECK(st.observations == 5);
+  CHECK(st.released + st.hidden == 15);
+}
+
+TEST_CASE("a consumer asking for z above zmax is always hidden") {
+  Store s(small_config(4));
+  const Key k = s.key(Scope{}, "crowded.example");
+  bool last = true;
+  for (int i = 0; i < 100; ++i) last = s.observe(k, user(uint64_t(i)), uint64_t(i), ZParams{5, kSec});
+  CHECK_FALSE(last);
+  CHECK(s.observe(k, user(1000), 200, ZParams{4, kSec}));
+  CHECK(s.count_recent(k, 200, kSec) == 4);  // capped at zmax
+}
+
+TEST_CASE("only the zmax newest users are kept, which is enough for every z <= zmax") {
+  Store s(small_config(3));
+  const Key k = s.key(Scope{}, "keep-newest.example");
+  // Users 1..5 at times 10..50; only 30, 40, 50 stay. With dt = 25 at t = 50
+  // the window (25, 50] holds three users: released for z = 3.
+  for (uint64_t i = 1; i <= 5; ++i) s.observe(k, user(i), i * 10, ZParams{3, 1000});
+  CHECK(s.observe(k, user(5), 50, ZParams{3, 25}));
+  CHECK_FALSE(s.observe(k, user(5), 50, ZParams{3, 15}));  // (35, 50]: users 4, 5
+  // An old user returning updates its time and pushes out the oldest kept one.
+  CHECK(s.observe(k, user(1), 60, ZParams{3, 25}));  // (35, 60]: 4, 5, 1
+}
+
+TEST_CASE("out-of-order timestamps: a user's time never moves back, decisions use their own t") {
+  Store s(small_config());
+  const Key k = s.key(Scope{}, "late-packet.example");
+  const ZParams p{2, 100};
+  s.observe(k, user(1), 1000, p);
+  // An older packet of the same user (another worker's batch): user 1 stays
+  // at 1000, so a later check at 1090 still sees it.
+  CHECK_FALSE(s.observe(k, user(1), 950, p));
+  CHECK(s.observe(k, user(2), 1090, p));
+  // A packet stamped before user 2's time counts user 2: it was processed
+  // first (arrival order is the upper end of the window, see doc/zanon.md).
+  CHECK(s.observe(k, user(3), 1050, ZParams{3, 100}));
+  CHECK(s.count_recent(k, 1099, 100) == 3);
+  CHECK(s.count_recent(k, 1100, 100) == 2);  // user 1 at 1000 falls out
+}
+
+TEST_CASE("values are keyed by class, identifier kind and exact bytes") {
+  Store s(small_config());
+  const ClassId domain = s.class_id("domain"), ua = s.class_id("user-agent");
+  const KindId client = s.kind_id("ip.client"), resolver = s.kind_id("ip.resolver");
+  CHECK(s.class_id("domain") == domain);
+  CHECK(domain != ua);
+  CHECK(s.class_name(ua) == "user-agent");
+  CHECK(s.kind_name(resolver) == "ip.resolver");
+  const ZParams p{2, kSec};
+  s.observe(s.key(Scope{domain, client}, "x.example"), user(1), 10, p);
+  CHECK_FALSE(s.observe(s.key(Scope{ua, client}, "x.example"), user(2), 11, p));
+  CHECK_FALSE(s.observe(s.key(Scope{domain, resolver}, "x.example"), user(3), 12, p));
+  CHECK_FALSE(s.observe(s.key(Scope{domain, client}, "x.example."), user(4), 13, p));
+  // Bytes, not C strings: values with embedded zeros differ (alpha-MON defect
+  // 5 merged 10.0.0.1 and 10.0.0.2 at the first zero byte).
+  const uint8_t a1[4] = {10, 0, 0, 1}, a2[4] = {10, 0, 0, 2};
+  const Scope srv{s.class_id("server-addr"), client};
+  s.observe(s.key(srv, std::span<const uint8_t>(a1)), user(1), 20, p);
+  CHECK_FALSE(s.observe(s.key(srv, std::span<const uint8_t>(a2)), user(2), 21, p));
+  CHECK(s.observe(s.key(Scope{domain, client}, "x.example"), user(5), 14, p));
+}
+
+TEST_CASE("long values are tracked by fingerprint and still kept apart") {
+  Store s(small_config());
+  const std::string base(Store::kInlineBytes, 'M');
+  const std::string ua1 = base + "ozilla/5.0 (X11; Linux x86_64) one";
+  const std::string ua2 = base + "ozilla/5.0 (X11; Linux x86_64) two";
+  const Scope sc{s.class_id("user-agent"), 0};
+  const ZParams p{2, kSec};
+  s.observe(s.key(sc, ua1), user(1), 1, p);
+  CHECK_FALSE(s.observe(s.key(sc, ua2), user(2), 2, p));
+  CHECK(s.observe(s.key(sc, ua1), user(3), 3, p));
+  CHECK(s.stats().fingerprinted == 2);
+  // The boundary: exactly kInlineBytes is stored inline.
+  s.observe(s.key(sc, base), user(1), 4, p);
+  CHECK(s.stats().fingerprinted == 2);
+  CHECK(s.count_recent(s.key(sc, base), 4, p.dt_ns) == 1);
+}
+
+TEST_CASE("sweep reclaims only entries older than max_dt + max_reorder") {
+  Config c = small_config(10, 100);
+  c.max_reorder_ns = 50;
+  Store s(c);
+  for (int i = 0; i < 100; ++i) s.observe(s.key(Scope{}, "v" + std::to_string(i)), user(1), uint64_t(i), ZParams{2, 100});
+  CHECK(s.stats().values_tracked == 100);
+  const size_t all = s.stats().capacity / 8;
+  // now = 199: entries with newest <= 49 are past the reclaim horizon.
+  CHECK(s.sweep(199, all) == 50);
+  CHECK(s.stats().values_tracked == 50);
+  CHECK(s.count_recent(s.key(Scope{}, "v50"), 199, 1000) == 1);
+  CHECK(s.count_recent(s.key(Scope{}, "v49"), 199, 1000) == 0);
+  CHECK(s.sweep(10000, all) == 50);
+  const Stats st = s.stats();
+  CHECK(st.values_tracked == 0);
+  CHECK(st.expirations == 100);
+  CHECK(st.sweeps == 2);
+}
+
+TEST_CASE("a full table evicts the least recently observed value") {
+  Config c = small_config(10);
+  c.max_values = 16;
+  Store s(c);
+  const Key hot = s.key(Scope{}, "hot.example");
+  uint64_t t = 0;
+  for (int i = 0; i < 3; ++i) s.observe(hot, user(uint64_t(i)), ++t, ZParams{3, kSec});
+  for (int i = 0; i < 500; ++i) {
+    s.observe(s.key(Scope{}, "cold" + std::to_string(i)), user(99), ++t, ZParams{3, kSec});
+    s.observe(hot, user(uint64_t(i % 3)), ++t, ZParams{3, kSec});
+  }
+  const Stats st = s.stats();
+  CHECK(st.evictions > 400);
+  CHECK(st.values_tracked <= st.capacity);
+  CHECK(s.count_recent(hot, t, kSec) == 3);
+  CHECK(s.count_recent(s.key(Scope{}, "cold0"), t, kSec) == 0);
+}
+
+TEST_CASE("memory: at z = 10 an entry stays under 512 B and 1M values under 512 MB") {
+  Config c = small_config(10);
+  c.max_values = 1000000;
+  Store s(c);  // the mapping is lazy: constructing it costs no RSS
+  const Stats st = s.stats();
+  CHECK(st.capacity >= 1000000);
+  CHECK(st.bytes_per_entry <= 512);
+  CHECK(st.table_bytes <= 512ULL << 20);
+  CHECK(st.table_bytes / 1000000 <= 512);
+}
+
+TEST_CASE("bad configurations are refused") {
+  Config c = small_config();
+  c.zmax = 0;
+  CHECK_THROWS(Store(c));
+  c.zmax = Store::kMaxZ + 1;
+  CHECK_THROWS(Store(c));
+  c = small_config();
+  c.shards = 48;
+  CHECK_THROWS(Store(c));
+}
+
+TEST_CASE("SipHash-2-4-128 matches OpenSSL's SIPHASH") {
+  uint8_t key[16];
+  for (int i = 0; i < 16; ++i) key[i] = uint8_t(i);
+  std::mt19937_64 rng(42);
+  EVP_MAC* mac = EVP_MAC_fetch(nullptr, "SIPHASH", nullptr);
+  REQUIRE(mac);
+  for (size_t len = 0; len < 80; ++len) {
+    std::vector<uint8_t> msg(8 + len);
+    for (auto& b : msg) b = uint8_t(rng());
+    uint64_t prefix;
+    std::memcpy(&prefix, msg.data(), 8);
+    const Hash128 h = siphash128(key, prefix, msg.data() + 8, len);
+
+    EVP_MAC_CTX* ctx = EVP_MAC_CTX_new(mac);
+    size_t outlen = 16;
+    OSSL_PARAM params[] = {OSSL_PARAM_construct_size_t(OSSL_MAC_PARAM_SIZE, &outlen), OSSL_PARAM_construct_end()};
+    REQUIRE(EVP_MAC_init(ctx, key, 16, params) == 1);
+    REQUIRE(EVP_MAC_update(ctx, msg.data(), msg.size()) == 1);
+    uint8_t ref[16];
+    size_t got = 0;
+    REQUIRE(EVP_MAC_final(ctx, ref, &got, sizeof ref) == 1);
+    REQUIRE(got == 16);
+    EVP_MAC_CTX_free(ctx);
+    uint8_t mine[16];
+    std::memcpy(mine, &h.lo, 8);
+    std::memcpy(mine + 8, &h.hi, 8);
+    INFO("message length " << msg.size());
+    CHECK(std::memcmp(mine, ref, 16) == 0);
+  }
+  EVP_MAC_free(mac);
+}
+
+TEST_CASE("registrable_domain follows the public suffix list") {
+  CHECK(registrable_domain("a.b.example.co.uk") == "example.co.uk");
+  CHECK(registrable_domain("WWW.Example.COM.") == "example.com");
+  CHECK(registrable_domain("example.com") == "example.com");
+  CHECK(registrable_domain("mail.google.com") == "google.com");
+  CHECK(registrable_domain("x.y.city.kawasaki.jp") == "city.kawasaki.jp");  // an exception rule
+  CHECK(registrable_domain("co.uk").empty());
+  CHECK(registrable_domain("com").empty());
+  CHECK(registrable_domain("com.").empty());
+  CHECK(registrable_domain("").empty());
+  CHECK(registrable_domain(".").empty());
+  CHECK(registrable_domain("a..example.com").empty());
+  CHECK(registrable_domain("10.0.0.1").empty());
+  CHECK(registrable_domain(std::string_view("evil\0.example.com", 17)).empty());
+  CHECK(registrable_domain(std::string(300, 'a') + ".com").empty());
+  // The non-allocating form returns a suffix of the lowercased name.
+  char scratch[256];
+  const std::string_view r = registrable_domain("Deep.Sub.Example.Org", scratch);
+  CHECK(r == "example.org");
+  CHECK(r.data() == scratch + 9);
+  char tiny[4];
+  CHECK(registrable_domain("example.org", tiny).empty());
+}
