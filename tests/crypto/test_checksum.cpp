@@ -155,7 +155,7 @@ TEST_CASE("Full L4 checksums verify and match DPDK", "[checksum]") {
     for (int iter = 0; iter < 1000; ++iter) {
         alignas(8) uint8_t pkt[40 + 1500];
         for (auto& b : pkt) b = static_cast<uint8_t>(rng());
-        const size_t l4_len = 8 + rng() % 1500;
+        const size_t l4_len = 8 + rng() % (1500 - 8 + 1);
         const uint8_t nh = std::array<uint8_t, 3>{6, 17, 58}[rng() % 3];
         pkt[0] = 0x60;
         put16(pkt + 4, static_cast<uint16_t>(l4_len));
@@ -228,7 +228,7 @@ TEST_CASE("RFC 1624 incremental update equals full recompute", "[checksum][incre
     for (int iter = 0; iter < 5000; ++iter) {
         alignas(8) uint8_t pkt[40 + 600];
         for (auto& b : pkt) b = static_cast<uint8_t>(rng());
-        const size_t l4_len = 8 + rng() % 600;
+        const size_t l4_len = 8 + rng() % (600 - 8 + 1);
         const uint8_t nh = (iter & 1) ? 17 : 58;
         const size_t off = nh == 17 ? 6 : 2;
         auto full = [&] { return l4_checksum_v6(pkt + 8, pkt + 24, nh, {pkt + 40, l4_len}, off); };
