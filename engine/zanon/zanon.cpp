@@ -363,8 +363,9 @@ size_t Store::observe(const Key& k, uint64_t user, uint64_t t_ns, std::span<cons
   const uint64_t* ts = m.times(size_t(slot));
   for (size_t i = 0; i < consumers.size(); ++i) {
     const ZParams& c = consumers[i];
-    // z > zmax: the store does not keep enough users to know; fail closed.
-    const bool rel = c.z <= m.zmax && count_after(ts, n, t_ns, c.dt_ns) >= c.z;
+    // At most zmax users are stored, so a consumer with z > zmax is always
+    // hidden: the store cannot know, and fails closed.
+    const bool rel = count_after(ts, n, t_ns, c.dt_ns) >= c.z;
     released_out[i] = rel;
     nrel += rel;
   }

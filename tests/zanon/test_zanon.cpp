@@ -158,6 +158,26 @@ TEST_CASE("out-of-order timestamps: a user's time never moves back, decisions us
   CHECK(s.count_recent(k, 1100, 100) == 2);  // user 1 at 1000 falls out
 }
 
+TEST_CASE("reclaim waits max_dt + max_reorder, so a late packet within the slack is exact") {
+  Config c = small_config(10, 100);
+  c.max_reorder_ns = 10;
+  Store s(c);
+  const Key k = s.key(Scope{}, "edge.example");
+  s.observe(k, user(1), 1000, ZParams{3, 100});
+  // 1109 - 110 = 999 < 1000: user 1 must survive this access ...
+  s.observe(k, user(2), 1109, ZParams{3, 100});
+  CHECK(s.stats().expirations == 0);
+  // ... because a packet 10 ns late still has user 1 in (999, 1099].
+  CHECK(s.observe(k, user(3), 1099, ZParams{3, 100}));
+
+  const Key e = s.key(Scope{}, "edge2.example");
+  s.observe(e, user(1), 1000, ZParams{3, 100});
+  // 1110 - 110 = 1000: now no in-slack packet (t >= 1100) can count user 1.
+  s.observe(e, user(2), 1110, ZParams{3, 100});
+  CHECK(s.stats().expirations == 1);
+  CHECK(s.count_recent(e, 1100, 1000) == 1);
+}
+
 TEST_CASE("values are keyed by class, identifier kind and exact bytes") {
   Store s(small_config());
   const ClassId domain = s.class_id("domain"), ua = s.class_id("user-agent");

@@ -146,7 +146,12 @@ void run_scenario(uint64_t seed, uint64_t events, ScenarioOpts opt, Totals& tot)
   Stream s(seed ^ 0x5bd1e995, zmax);
   auto uni = [&](uint64_t lo, uint64_t hi) { return s.uni(lo, hi); };
 
-  const uint64_t scale = uint64_t(std::pow(10.0, double(uni(3, 7))));  // dt around 1 us .. 10 ms
+  // Grid scenarios put every time, dt and lag on multiples of `scale`, so
+  // occurrences land exactly on window edges and reclaim horizons (off-by-one
+  // territory; scale 1 makes that the nanosecond); the others use arbitrary
+  // nanoseconds with dt around 1 us .. 10 ms.
+  const bool grid = s.rng()() % 2;
+  const uint64_t scale = uint64_t(std::pow(10.0, double(grid ? uni(0, 7) : uni(3, 7))));
   std::vector<ZParams> consumers(uni(1, 4));
   uint64_t max_dt = 0;
   for (auto& c : consumers) {
@@ -161,7 +166,7 @@ void run_scenario(uint64_t seed, uint64_t events, ScenarioOpts opt, Totals& tot)
   Config cfg;
   cfg.zmax = zmax;
   cfg.max_dt_ns = max_dt;
-  cfg.max_reorder_ns = s.rng()() % 3 == 0 ? 0 : uni(0, scale);
+  cfg.max_reorder_ns = s.rng()() % 3 == 0 ? 0 : grid ? scale * uni(1, 3) : uni(0, scale);
   cfg.max_values = opt.lossy ? size_t(uni(8, 64)) : size_t(4 * (pool + events / 20));
   cfg.shards = uint32_t(1) << uni(0, 8);
   for (auto& b : cfg.key) b = uint8_t(s.rng()());
@@ -172,10 +177,12 @@ void run_scenario(uint64_t seed, uint64_t events, ScenarioOpts opt, Totals& tot)
   for (uint32_t i = 0; i < pool; ++i) vals.push_back(s.make_value());
   // Average events of one value per window between 1 and 3 zmax.
   const uint64_t per_window = uint64_t(pool) * uni(1, 3 * zmax);
-  const uint64_t mean_step = std::max<uint64_t>(1, max_dt / per_window);
+  const uint64_t mean_step = grid ? 0 : std::max<uint64_t>(1, max_dt / per_window);
+  // On the grid a tick comes every (per_window / window ticks) events.
+  const uint64_t grid_every = std::max<uint64_t>(1, per_window * scale / max_dt);
   const uint64_t jitter_max = opt.lossy ? cfg.max_reorder_ns + 3 * max_dt : cfg.max_reorder_ns;
 
-  uint64_t clock = uni(0, 3 * max_dt);  // sometimes starts before dt: windows reaching below 0
+  uint64_t clock = grid ? scale * uni(0, 30) : uni(0, 3 * max_dt);  // sometimes starts before dt: windows reaching below 0
   uint64_t burst = 0;
   std::vector<char> out(consumers.size());
   for (uint64_t ev = 0; ev < events; ++ev) {
@@ -185,12 +192,14 @@ void run_scenario(uint64_t seed, uint64_t events, ScenarioOpts opt, Totals& tot)
       burst = uni(1, 100);
     } else if (s.rng()() % 5000 == 0) {
       clock += uni(1, 3) * max_dt + cfg.max_reorder_ns;  // everything expires
+    } else if (grid) {
+      clock += s.rng()() % grid_every == 0 ? scale : 0;
     } else {
       clock += s.rng()() % (2 * mean_step + 1);
     }
     uint64_t t = clock;
     if (jitter_max && s.rng()() % 3 == 0) {
-      const uint64_t j = uni(0, jitter_max);
+      const uint64_t j = grid ? scale * uni(0, jitter_max / scale) : uni(0, jitter_max);
       t = clock > j ? clock - j : 0;
     }
 
