@@ -1,9 +1,8 @@
 #include "cryptopan.h"
 
-#include <openssl/core_names.h>
+#include "hkdf.h"
+
 #include <openssl/evp.h>
-#include <openssl/kdf.h>
-#include <openssl/params.h>
 
 #include <bit>
 #include <cstdio>
@@ -139,24 +138,8 @@ CryptoPAnKey CryptoPAn::derive_epoch_key(std::span<const uint8_t, 32> base_key, 
     std::memcpy(info, kLabel, sizeof(kLabel) - 1);
     store_be64(info + sizeof(kLabel) - 1, epoch);
 
-    EVP_KDF* kdf = EVP_KDF_fetch(nullptr, "HKDF", nullptr);
-    if (!kdf) openssl_fail("EVP_KDF_fetch(HKDF)");
-    EVP_KDF_CTX* kctx = EVP_KDF_CTX_new(kdf);
-    EVP_KDF_free(kdf);
-    if (!kctx) openssl_fail("EVP_KDF_CTX_new");
-
-    char digest[] = "SHA256";
-    OSSL_PARAM params[] = {
-        OSSL_PARAM_construct_utf8_string(OSSL_KDF_PARAM_DIGEST, digest, 0),
-        OSSL_PARAM_construct_octet_string(OSSL_KDF_PARAM_KEY, const_cast<uint8_t*>(base_key.data()),
-                                          base_key.size()),
-        OSSL_PARAM_construct_octet_string(OSSL_KDF_PARAM_INFO, info, sizeof(info)),
-        OSSL_PARAM_construct_end(),
-    };
     CryptoPAnKey out{};
-    const int rc = EVP_KDF_derive(kctx, out.data(), out.size(), params);
-    EVP_KDF_CTX_free(kctx);
-    if (rc != 1) openssl_fail("EVP_KDF_derive(HKDF)");
+    hkdf_sha256(base_key, info, out);
     return out;
 }
 

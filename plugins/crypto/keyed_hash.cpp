@@ -1,5 +1,7 @@
 #include "keyed_hash.h"
 
+#include "hkdf.h"
+
 #include <openssl/core_names.h>
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
@@ -8,6 +10,7 @@
 #include <cstring>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 namespace amon {
 
@@ -54,6 +57,16 @@ KeyedHash& KeyedHash::operator=(KeyedHash&& o) noexcept {
         o.ctx_ = nullptr;
     }
     return *this;
+}
+
+std::array<uint8_t, 16> KeyedHash::derive_key(std::span<const uint8_t, 32> key_file_bytes,
+                                              std::string_view purpose) {
+    static constexpr std::string_view kLabel = "amon-keyed-hash:";
+    std::vector<uint8_t> info(kLabel.begin(), kLabel.end());
+    info.insert(info.end(), purpose.begin(), purpose.end());
+    std::array<uint8_t, 16> out{};
+    hkdf_sha256(key_file_bytes, info, out);
+    return out;
 }
 
 uint64_t KeyedHash::hash64(std::span<const uint8_t> data) {

@@ -14,6 +14,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <span>
+#include <string_view>
 
 struct evp_mac_ctx_st;
 
@@ -27,6 +28,13 @@ public:
     KeyedHash& operator=(const KeyedHash&) = delete;
     KeyedHash(KeyedHash&&) noexcept;
     KeyedHash& operator=(KeyedHash&&) noexcept;
+
+    // A 16-byte hash key for `purpose` from a 32-byte key file (the format
+    // parse_key_hex reads): HKDF-SHA256, empty salt, info = "amon-keyed-hash:"
+    // || purpose. Using different purposes (e.g. "zanon-user", "mac") keeps
+    // pseudonyms of different uses unlinkable even when one key file is shared.
+    static std::array<uint8_t, 16> derive_key(std::span<const uint8_t, 32> key_file_bytes,
+                                              std::string_view purpose);
 
     // SipHash-2-4(key, data) as the standard little-endian 64-bit value
     // (key 00..0f, data 00..0e -> 0xa129ca6149be45e5).

@@ -3,7 +3,9 @@
 #include <catch2/catch.hpp>
 
 #include <array>
+#include <cstdio>
 #include <cstring>
+#include <string>
 #include <random>
 #include <set>
 #include <vector>
@@ -90,4 +92,23 @@ TEST_CASE("MAC pseudonyms keep I/G, set U/L, are keyed hash bytes", "[keyed_hash
     }
     // 20000 random inputs into 46 free bits: a collision would mean a broken mapping.
     CHECK(seen.size() == 20000);
+}
+
+TEST_CASE("KeyedHash::derive_key is HKDF-SHA256 with a purpose label", "[keyed_hash][kdf]") {
+    // Expected from Python's `cryptography` HKDF(SHA256, salt=None, length=16,
+    // info=b"amon-keyed-hash:" + purpose) over the Crypto-PAn sample key bytes.
+    const std::array<uint8_t, 32> file_key = {21,  34,  23,  141, 51,  164, 207, 128, 19,  10, 91,
+                                              22,  73,  144, 125, 16,  216, 152, 143, 131, 121, 121,
+                                              101, 39,  98,  87,  76,  45,  42,  132, 34,  2};
+    auto hex = [](const std::array<uint8_t, 16>& k) {
+        std::string s;
+        char b[3];
+        for (auto x : k) {
+            std::snprintf(b, sizeof b, "%02x", x);
+            s += b;
+        }
+        return s;
+    };
+    CHECK(hex(amon::KeyedHash::derive_key(file_key, "mac")) == "25015ba667bdf40b88b7a56bac76a13f");
+    CHECK(hex(amon::KeyedHash::derive_key(file_key, "zanon-user")) == "7727f1128bf770de43b0842934eb9e3b");
 }
