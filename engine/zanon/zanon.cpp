@@ -123,9 +123,10 @@ struct Store::Impl {
   }
 
   ptrdiff_t find_in(size_t b, uint32_t tag, const Key& k) const {
-    const uint32_t* row = tags + b * kSlots;
-    unsigned m = 0;
-    for (unsigned i = 0; i < kSlots; ++i) m |= unsigned(row[i] == tag) << i;
+    const auto* row = reinterpret_cast<const __m128i*>(tags + b * kSlots);  // 32-byte aligned
+    const __m128i t = _mm_set1_epi32(int(tag));
+    unsigned m = unsigned(_mm_movemask_ps(_mm_castsi128_ps(_mm_cmpeq_epi32(_mm_load_si128(row), t)))) |
+                 unsigned(_mm_movemask_ps(_mm_castsi128_ps(_mm_cmpeq_epi32(_mm_load_si128(row + 1), t)))) << 4;
     while (m) {
       unsigned i = std::countr_zero(m);
       m &= m - 1;
