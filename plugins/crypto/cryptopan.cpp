@@ -2,6 +2,7 @@
 
 #include "hkdf.h"
 
+#include <openssl/crypto.h>
 #include <openssl/evp.h>
 
 #include <bit>
@@ -53,7 +54,13 @@ CryptoPAn::CryptoPAn(std::span<const uint8_t, 32> key)
     rekey(key);
 }
 
-CryptoPAn::~CryptoPAn() { EVP_CIPHER_CTX_free(ctx_); }
+CryptoPAn::~CryptoPAn() {
+    EVP_CIPHER_CTX_free(ctx_);
+    // The input blocks are mostly pad bits, which are key-derived secrets.
+    if (in_buf_) OPENSSL_cleanse(in_buf_.get(), 128 * 16);
+    OPENSSL_cleanse(&pad_hi_, sizeof pad_hi_);
+    OPENSSL_cleanse(&pad_lo_, sizeof pad_lo_);
+}
 
 CryptoPAn::CryptoPAn(CryptoPAn&& o) noexcept
     : ctx_(o.ctx_), pad_hi_(o.pad_hi_), pad_lo_(o.pad_lo_),

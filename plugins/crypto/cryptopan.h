@@ -92,6 +92,8 @@ public:
     uint64_t misses() const { return misses_; }
     size_t v4_entries() const { return v4_sets_.size() * 2; }
     size_t v6_entries() const { return v6_sets_.size() * 2; }
+    // Bypasses the cache for one-off lookups; rekey through the cache, not
+    // through this, or stale entries would be served.
     CryptoPAn& uncached() { return pan_; }
 
 private:
