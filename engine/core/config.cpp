@@ -1,0 +1,178 @@
+#include "config.h"
+
+#include <yaml.h>
+
+#include <cstdio>
+#include <memory>
+#include <stdexcept>
+
+namespace amon {
+
+bool parse_duration(const std::string& s, uint64_t& ns) {
+  size_t i = 0;
+  uint64_t v = 0;
+  while (i < s.size() && isdigit(static_cast<unsigned char>(s[i]))) v = v * 10 + uint64_t(s[i++] - '0');
+  if (i == 0) return false;
+  std::string unit = s.substr(i);
+  uint64_t mul;
+  if (unit == "ns") mul = 1;
+  else if (unit == "us") mul = 1000;
+  else if (unit == "ms") mul = 1000000;
+  else if (unit == "s" || unit.empty()) mul = 1000000000ULL;
+  else if (unit == "m") mul = 60000000000ULL;
+  else if (unit == "h") mul = 3600000000000ULL;
+  else return false;
+  ns = v * mul;
+  return true;
+}
+
+namespace {
+
+struct ConfigError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+class Doc {
+ public:
+  Doc(const std::string& path) : path_(path) {}
+  ~Doc() {
+    if (loaded_) yaml_document_delete(&doc_);
+  }
+  void load() {
+    FILE* f = std::fopen(path_.c_str(), "rb");
+    if (!f) throw ConfigError(path_ + ": cannot open: " + std::strerror(errno));
+    yaml_parser_t p;
+    yaml_parser_initialize(&p);
+    yaml_parser_set_input_file(&p, f);
+    bool ok = yaml_parser_load(&p, &doc_);
+    std::string err;
+    if (!ok)
+      err = path_ + ":" + std::to_string(p.problem_mark.line + 1) + ":" + std::to_string(p.problem_mark.column + 1) +
+            ": " + (p.problem ? p.problem : "YAML error");
+    yaml_parser_delete(&p);
+    std::fclose(f);
+    if (!ok) throw ConfigError(err);
+    loaded_ = true;
+  }
+  yaml_node_t* root() { return yaml_document_get_root_node(&doc_); }
+  yaml_node_t* node(int i) { return yaml_document_get_node(&doc_, i); }
+  [[noreturn]] void fail(yaml_node_t* n, const std::string& msg) {
+    throw ConfigError(path_ + ":" + std::to_string(n->start_mark.line + 1) + ":" +
+                      std::to_string(n->start_mark.column + 1) + ": " + msg);
+  }
+  std::string scalar(yaml_node_t* n, const char* what) {
+    if (n->type != YAML_SCALAR_NODE) fail(n, std::string(what) + " must be a single value");
+    return std::string(reinterpret_cast<char*>(n->data.scalar.value), n->data.scalar.length);
+  }
+  uint64_t number(yaml_node_t* n, const char* what) {
+    std::string s = scalar(n, what);
+    char* end;
+    unsigned long long v = std::strtoull(s.c_str(), &end, 10);
+    if (s.empty() || *end) fail(n, std::string(what) + " must be a whole number, not '" + s + "'");
+    return v;
+  }
+  uint64_t duration(yaml_node_t* n, const char* what) {
+    uint64_t v;
+    if (!parse_duration(scalar(n, what), v)) fail(n, std::string(what) + " must be a duration like 30s or 500ms");
+    return v;
+  }
+  template <typename F>
+  void each_pair(yaml_node_t* map, const char* what, F&& f) {
+    if (map->type != YAML_MAPPING_NODE) fail(map, std::string(what) + " must be a mapping");
+    for (auto* p = map->data.mapping.pairs.start; p < map->data.mapping.pairs.top; ++p)
+      f(scalar(node(p->key), "key"), node(p->key), node(p->value));
+  }
+  template <typename F>
+  void each_item(yaml_node_t* seq, const char* what, F&& f) {
+    if (seq->type != YAML_SEQUENCE_NODE) fail(seq, std::string(what) + " must be a list");
+    for (auto* i = seq->data.sequence.items.start; i < seq->data.sequence.items.top; ++i) f(node(*i));
+  }
+
+ private:
+  std::string path_;
+  yaml_document_t doc_{};
+  bool loaded_ = false;
+};
+
+std::string rel(const std::string& base_dir, const std::string& p) {
+  if (p.empty() || p[0] == '/' || base_dir.empty()) return p;
+  return base_dir + "/" + p;
+}
+
+// `pcap: file` or `port: devargs` (a vdev spec or a PCI address).
+PortSpec port_spec(Doc& d, yaml_node_t* n, const std::string& dir, const char* what) {
+  PortSpec s;
+  bool set = false;
+  d.each_pair(n, what, [&](const std::string& k, yaml_node_t* kn, yaml_node_t* v) {
+    if (set) d.fail(kn, std::string(what) + " takes one of pcap or port");
+    if (k == "pcap") s.kind = PortSpec::Kind::PcapFile, s.spec = rel(dir, d.scalar(v, "pcap"));
+    else if (k == "port") s.kind = PortSpec::Kind::Ethdev, s.spec = d.scalar(v, "port");
+    else d.fail(kn, "unknown key '" + k + "' in " + what + " (expected pcap or port)");
+    set = true;
+  });
+  if (!set) d.fail(n, std::string(what) + " needs pcap or port");
+  return s;
+}
+
+}  // namespace
+
+bool load_config(const std::string& path, EngineConfig& cfg, std::string& err) {
+  std::string dir;
+  if (auto sl = path.rfind('/'); sl != std::string::npos) dir = path.substr(0, sl);
+  try {
+    Doc d(path);
+    d.load();
+    yaml_node_t* root = d.root();
+    if (!root) throw ConfigError(path + ": empty configuration");
+    d.each_pair(root, "the configuration", [&](const std::string& k, yaml_node_t* kn, yaml_node_t* v) {
+      if (k == "workers") {
+        cfg.workers = unsigned(d.number(v, "workers"));
+        if (cfg.workers < 1 || cfg.workers > 64) d.fail(v, "workers must be 1 to 64");
+      } else if (k == "inputs") {
+        d.each_item(v, "inputs", [&](yaml_node_t* it) { cfg.inputs.push_back(port_spec(d, it, dir, "input")); });
+      } else if (k == "consumers") {
+        d.each_item(v, "consumers", [&](yaml_node_t* it) {
+          ConsumerSpec c;
+          bool has_out = false;
+          d.each_pair(it, "consumer", [&](const std::string& ck, yaml_node_t* ckn, yaml_node_t* cv) {
+            if (ck == "name") c.name = d.scalar(cv, "name");
+            else if (ck == "policy") c.policy_path = rel(dir, d.scalar(cv, "policy"));
+            else if (ck == "output") c.output = port_spec(d, cv, dir, "output"), has_out = true;
+            else d.fail(ckn, "unknown key '" + ck + "' in consumer (expected name, policy, output)");
+          });
+          if (c.name.empty() || c.policy_path.empty() || !has_out) d.fail(it, "a consumer needs name, policy and output");
+          for (auto& o : cfg.consumers)
+            if (o.name == c.name) d.fail(it, "consumer '" + c.name + "' defined twice");
+          cfg.consumers.push_back(c);
+        });
+      } else if (k == "eal") {
+        d.each_item(v, "eal", [&](yaml_node_t* it) { cfg.eal_args.push_back(d.scalar(it, "EAL argument")); });
+      } else if (k == "flows") {
+        d.each_pair(v, "flows", [&](const std::string& fk, yaml_node_t* fkn, yaml_node_t* fv) {
+          if (fk == "max_per_worker") cfg.flows_per_worker = uint32_t(d.number(fv, "max_per_worker"));
+          else if (fk == "idle_timeout") cfg.flow_idle_ns = d.duration(fv, "idle_timeout");
+          else d.fail(fkn, "unknown key '" + fk + "' in flows (expected max_per_worker, idle_timeout)");
+        });
+      } else if (k == "zanon") {
+        d.each_pair(v, "zanon", [&](const std::string& zk, yaml_node_t* zkn, yaml_node_t* zv) {
+          if (zk == "max_values") cfg.zanon_max_values = size_t(d.number(zv, "max_values"));
+          else d.fail(zkn, "unknown key '" + zk + "' in zanon (expected max_values)");
+        });
+      } else if (k == "stats_json") {
+        cfg.stats_json = rel(dir, d.scalar(v, "stats_json"));
+      } else if (k == "mbufs") {
+        cfg.mbufs = uint32_t(d.number(v, "mbufs"));
+      } else {
+        d.fail(kn, "unknown key '" + k + "' (expected workers, inputs, consumers, eal, flows, zanon, stats_json, mbufs)");
+      }
+    });
+    if (cfg.inputs.empty()) throw ConfigError(path + ": no inputs");
+    if (cfg.consumers.empty()) throw ConfigError(path + ": no consumers");
+  } catch (const ConfigError& e) {
+    err = e.what();
+    return false;
+  }
+  return true;
+}
+
+}  // namespace amon

@@ -1,0 +1,590 @@
+#include "engine.h"
+
+#include <openssl/rand.h>
+#include <rte_cycles.h>
+#include <rte_eal.h>
+#include <rte_errno.h>
+#include <rte_ethdev.h>
+#include <rte_launch.h>
+#include <rte_lcore.h>
+#include <rte_mbuf.h>
+#include <rte_ring.h>
+
+#include <atomic>
+#include <chrono>
+#include <csignal>
+#include <cstdio>
+#include <cstring>
+#include <ctime>
+#include <stdexcept>
+
+#include "flow_table.h"
+#include "mbuf_meta.h"
+#include "pcap_port.h"
+#include "stats.h"
+#include "zanon.h"
+
+namespace amon {
+
+namespace {
+
+constexpr uint16_t kBurst = 32;
+constexpr uint32_t kRingSize = 4096;
+
+std::atomic<int> g_signal{0};
+extern "C" void on_signal(int sig) { g_signal.store(sig, std::memory_order_relaxed); }
+
+uint64_t wall_ns() {
+  timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return uint64_t(ts.tv_sec) * 1000000000ULL + uint64_t(ts.tv_nsec);
+}
+
+struct Output {
+  std::string name;
+  PortSpec spec;
+  rte_ring* ring = nullptr;
+  std::unique_ptr<PcapWriter> pcap;
+  uint16_t port = UINT16_MAX;
+  uint64_t written = 0, tx_dropped = 0;
+};
+
+struct Input {
+  PortSpec spec;
+  std::unique_ptr<PcapReader> pcap;
+  uint16_t port = UINT16_MAX;
+  bool direct = false;  // workers poll one RSS queue each
+  bool done = false;
+  uint64_t packets = 0;
+};
+
+struct Engine;
+
+struct Worker {
+  Engine* eng = nullptr;
+  unsigned id = 0;
+  unsigned lcore = 0;
+  rte_ring* in = nullptr;
+  std::unique_ptr<FlowTable> flows;
+  std::vector<std::unique_ptr<ProgramInstance>> progs;
+  std::vector<ConsumerCounters> counters;
+  std::vector<uint8_t> scratch, scratch2;
+  std::atomic<uint64_t> processed{0};
+  uint64_t dispatched = 0;  // written by the main lcore only
+  uint64_t ring_full_drops = 0, out_full_drops = 0, copy_failures = 0, decode_status[4] = {};
+  std::vector<std::pair<uint16_t, uint16_t>> rx_queues;  // (port, queue) polled directly
+};
+
+struct Engine {
+  EngineConfig cfg;
+  std::vector<std::shared_ptr<const dsl::Policy>> policies;
+  std::vector<std::unique_ptr<Program>> programs;
+  std::vector<Output> outputs;
+  std::vector<Input> inputs;
+  std::vector<std::unique_ptr<Worker>> workers;
+  std::unique_ptr<zanon::Store> zstore;
+  SharedServices services;
+  rte_mempool* pool = nullptr;
+  std::atomic<bool> stop_workers{false};
+  uint64_t rx_total = 0, rx_nonip = 0, rx_dispatch_drops = 0;
+  uint64_t start_ns = 0, tsc_hz = 0, tsc0 = 0, wall0 = 0;
+  std::string input_error;
+
+  uint64_t now_from_tsc() const { return wall0 + (rte_rdtsc() - tsc0) * 1000000000ULL / tsc_hz; }
+};
+
+void enqueue_out(Worker& w, unsigned ci, rte_mbuf* m) {
+  Output& o = w.eng->outputs[ci];
+  if (w.eng->cfg.offline) {
+    // Offline never loses a packet: wait for the writer.
+    while (rte_ring_mp_enqueue(o.ring, m) != 0) rte_pause();
+    return;
+  }
+  if (rte_ring_mp_enqueue(o.ring, m) != 0) {
+    rte_pktmbuf_free(m);
+    ++w.out_full_drops;
+    ++w.counters[ci].dropped;
+    --w.counters[ci].out;
+  }
+}
+
+void process_packet(Worker& w, rte_mbuf* m) {
+  Engine& E = *w.eng;
+  const uint32_t cap0 = m->pkt_len;
+  const uint32_t wire0 = mbuf_wire_len(m);
+  const bool linear = m->nb_segs == 1;
+  const uint8_t* data;
+  if (linear) {
+    data = rte_pktmbuf_mtod(m, const uint8_t*);
+  } else {
+    if (w.scratch.size() < cap0) w.scratch.resize(cap0);
+    data = static_cast<const uint8_t*>(rte_pktmbuf_read(m, 0, cap0, w.scratch.data()));
+  }
+  Decoded d;
+  decode(data, cap0, wire0, d);
+  ++w.decode_status[int(d.status) & 3];
+  PacketMeta meta;
+  meta.ts_ns = mbuf_ts(m);
+  if (d.has_ip() && d.dst_off() + d.addr_len() <= cap0 && d.src_off() + d.addr_len() <= cap0)
+    w.flows->lookup(data, d, meta.ts_ns, meta);
+
+  const unsigned nc = unsigned(E.programs.size());
+  unsigned sharers = 0, modifiers = 0;
+  for (unsigned i = 0; i < nc; ++i) (E.programs[i]->identity() ? sharers : modifiers)++;
+  bool original_free = true;  // our own reference to m is still held
+  unsigned mod_seen = 0;
+  for (unsigned i = 0; i < nc; ++i) {
+    ConsumerCounters& c = w.counters[i];
+    ++c.in;
+    if (E.programs[i]->identity()) {
+      rte_mbuf_refcnt_update(m, 1);
+      ++c.shared;
+      ++c.out;
+      enqueue_out(w, i, m);
+      continue;
+    }
+    ++mod_seen;
+    uint32_t cap = cap0, wire = wire0;
+    rte_mbuf* out = nullptr;
+    Verdict v;
+    if (linear) {
+      // The last rewriting consumer may rewrite the original in place when no
+      // consumer shares it: one copy fewer on the common single-consumer path.
+      bool take = sharers == 0 && mod_seen == modifiers;
+      if (take) {
+        out = m;
+        original_free = false;
+      } else {
+        out = rte_pktmbuf_copy(m, E.pool, 0, UINT32_MAX);
+        if (!out) {
+          ++w.copy_failures;
+          ++c.dropped;
+          continue;
+        }
+      }
+      v = w.progs[i]->process(rte_pktmbuf_mtod(out, uint8_t*), cap, wire, d, meta, c);
+      if (v == Verdict::Forward && cap < cap0) rte_pktmbuf_trim(out, uint16_t(cap0 - cap));
+    } else {
+      if (w.scratch2.size() < cap0) w.scratch2.resize(cap0);
+      std::memcpy(w.scratch2.data(), data, cap0);
+      v = w.progs[i]->process(w.scratch2.data(), cap, wire, d, meta, c);
+      if (v == Verdict::Forward) {
+        out = mbuf_from_bytes(E.pool, w.scratch2.data(), cap);
+        if (!out) {
+          ++w.copy_failures;
+          ++c.dropped;
+          continue;
+        }
+        mbuf_set_ts(out, meta.ts_ns);
+      }
+    }
+    if (v != Verdict::Forward) {
+      if (out) rte_pktmbuf_free(out);
+      if (v == Verdict::Filtered) ++c.filtered;
+      else ++c.dropped;
+      continue;
+    }
+    mbuf_set_wire_len(out, wire);
+    ++c.copied;
+    ++c.out;
+    enqueue_out(w, i, out);
+  }
+  if (original_free) rte_pktmbuf_free(m);
+}
+
+int worker_main(void* arg) {
+  Worker& w = *static_cast<Worker*>(arg);
+  Engine& E = *w.eng;
+  rte_mbuf* pkts[kBurst];
+  uint64_t last_expire = 0;
+  for (;;) {
+    unsigned n = rte_ring_sc_dequeue_burst(w.in, reinterpret_cast<void**>(pkts), kBurst, nullptr);
+    for (auto [port, q] : w.rx_queues) {
+      if (n) break;
+      n = rte_eth_rx_burst(port, q, pkts, kBurst);
+      uint64_t now = E.now_from_tsc();
+      for (unsigned i = 0; i < n; ++i) {
+        mbuf_set_ts(pkts[i], now);
+        mbuf_set_wire_len(pkts[i], pkts[i]->pkt_len);
+      }
+    }
+    if (n == 0) {
+      if (E.stop_workers.load(std::memory_order_acquire) && rte_ring_empty(w.in)) break;
+      rte_pause();
+      continue;
+    }
+    for (unsigned i = 0; i < n; ++i) {
+      if (i + 1 < n) rte_prefetch0(rte_pktmbuf_mtod(pkts[i + 1], void*));
+      process_packet(w, pkts[i]);
+    }
+    w.processed.fetch_add(n, std::memory_order_release);
+    // Idle flows are reclaimed a little at a time, off no particular packet.
+    if (++last_expire % 64 == 0) w.flows->expire(mbuf_ts(pkts[n - 1]), 64);
+  }
+  return 0;
+}
+
+
+void drain_outputs(Engine& E) {
+  rte_mbuf* pkts[kBurst];
+  for (auto& o : E.outputs) {
+    unsigned n;
+    while ((n = rte_ring_sc_dequeue_burst(o.ring, reinterpret_cast<void**>(pkts), kBurst, nullptr)) > 0) {
+      if (o.pcap) {
+        for (unsigned i = 0; i < n; ++i) {
+          o.pcap->write(pkts[i]);
+          rte_pktmbuf_free(pkts[i]);
+        }
+        o.written += n;
+      } else {
+        uint16_t sent = 0;
+        // Retry a little: a vdev like net_ring may be momentarily full.
+        for (int tries = 0; sent < n && tries < 1000; ++tries) sent += rte_eth_tx_burst(o.port, 0, pkts + sent, uint16_t(n - sent));
+        o.written += sent;
+        for (unsigned i = sent; i < n; ++i) rte_pktmbuf_free(pkts[i]);
+        o.tx_dropped += n - sent;
+      }
+    }
+  }
+}
+
+uint16_t attach_port(const std::string& spec) {
+  std::string name = spec.substr(0, spec.find(','));
+  uint16_t port;
+  if (rte_eth_dev_get_port_by_name(name.c_str(), &port) == 0) return port;
+  throw std::runtime_error("port '" + name + "' not found (is it a valid vdev or PCI device?)");
+}
+
+void setup_port(Engine& E, uint16_t port, uint16_t nrxq, uint16_t ntxq, bool rss) {
+  rte_eth_conf conf{};
+  static uint8_t sym_key[40];
+  // The repeated 0x6D5A key makes Toeplitz RSS symmetric: both directions of
+  // a flow reach the same queue, hence the same worker.
+  for (int i = 0; i < 40; i += 2) sym_key[i] = 0x6d, sym_key[i + 1] = 0x5a;
+  rte_eth_dev_info info;
+  if (rte_eth_dev_info_get(port, &info) != 0) throw std::runtime_error("cannot query port " + std::to_string(port));
+  if (rss) {
+    conf.rxmode.mq_mode = RTE_ETH_MQ_RX_RSS;
+    conf.rx_adv_conf.rss_conf.rss_key = sym_key;
+    conf.rx_adv_conf.rss_conf.rss_key_len = 40;
+    conf.rx_adv_conf.rss_conf.rss_hf = (RTE_ETH_RSS_IP | RTE_ETH_RSS_TCP | RTE_ETH_RSS_UDP) & info.flow_type_rss_offloads;
+  }
+  // Never MBUF_FAST_FREE: outputs receive shared (refcounted) mbufs.
+  int rc = rte_eth_dev_configure(port, nrxq, ntxq, &conf);
+  if (rc != 0) throw std::runtime_error("port " + std::to_string(port) + ": configure failed: " + rte_strerror(-rc));
+  int sock = rte_eth_dev_socket_id(port);
+  for (uint16_t q = 0; q < nrxq; ++q)
+    if ((rc = rte_eth_rx_queue_setup(port, q, 1024, sock, nullptr, E.pool)) != 0)
+      throw std::runtime_error("port " + std::to_string(port) + ": rx queue setup failed: " + rte_strerror(-rc));
+  for (uint16_t q = 0; q < ntxq; ++q)
+    if ((rc = rte_eth_tx_queue_setup(port, q, 1024, sock, nullptr)) != 0)
+      throw std::runtime_error("port " + std::to_string(port) + ": tx queue setup failed: " + rte_strerror(-rc));
+  if ((rc = rte_eth_dev_start(port)) != 0)
+    throw std::runtime_error("port " + std::to_string(port) + ": start failed: " + rte_strerror(-rc));
+  rte_eth_promiscuous_enable(port);
+}
+
+// Hands packets read on the main lcore to workers by symmetric flow hash.
+// Returns false when a live input had to drop (worker ring full).
+void dispatch(Engine& E, rte_mbuf** pkts, unsigned n) {
+  const unsigned nw = unsigned(E.workers.size());
+  for (unsigned i = 0; i < n; ++i) {
+    rte_mbuf* m = pkts[i];
+    unsigned wi = 0;
+    if (nw > 1) {
+      Decoded d;
+      const uint8_t* data = rte_pktmbuf_mtod(m, const uint8_t*);
+      // The first segment holds every header we hash on.
+      decode(data, m->data_len, mbuf_wire_len(m), d);
+      wi = symmetric_flow_hash(data, d) % nw;
+    }
+    Worker& w = *E.workers[wi];
+    if (E.cfg.offline) {
+      while (rte_ring_sp_enqueue(w.in, m) != 0) drain_outputs(E);
+    } else if (rte_ring_sp_enqueue(w.in, m) != 0) {
+      rte_pktmbuf_free(m);
+      ++E.rx_dispatch_drops;
+      continue;
+    }
+    ++w.dispatched;
+  }
+}
+
+bool all_workers_caught_up(Engine& E) {
+  for (auto& w : E.workers)
+    if (w->processed.load(std::memory_order_acquire) != w->dispatched) return false;
+  return true;
+}
+
+bool outputs_empty(Engine& E) {
+  for (auto& o : E.outputs)
+    if (!rte_ring_empty(o.ring)) return false;
+  return true;
+}
+
+}  // namespace
+
+bool compile_policies(const EngineConfig& cfg, std::vector<std::shared_ptr<const dsl::Policy>>& out) {
+  register_builtin_plugins();
+  bool ok = true;
+  for (const auto& c : cfg.consumers) {
+    dsl::Diagnostics diags;
+    auto p = dsl::compile_file(c.policy_path, diags);
+    if (!diags.empty()) std::fputs(diags.render_text().c_str(), stderr);
+    if (!p) {
+      ok = false;
+      continue;
+    }
+    out.push_back(p);
+  }
+  return ok;
+}
+
+EngineResult run_engine(const EngineConfig& cfg_in) {
+  Engine E;
+  E.cfg = cfg_in;
+  EngineConfig& cfg = E.cfg;
+  if (!compile_policies(cfg, E.policies)) return {2};
+  if (cfg.consumers.empty()) {
+    std::fprintf(stderr, "amon: no consumer configured\n");
+    return {2};
+  }
+  if (cfg.consumers.size() > size_t(kMaxConsumers)) {
+    std::fprintf(stderr, "amon: at most %d consumers\n", kMaxConsumers);
+    return {2};
+  }
+
+  // EAL.
+  std::vector<std::string> args{"amon"};
+  args.insert(args.end(), cfg.eal_args.begin(), cfg.eal_args.end());
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  int rc = rte_eal_init(int(argv.size()), argv.data());
+  if (rc < 0) {
+    std::fprintf(stderr, "amon: EAL initialisation failed: %s\n", rte_strerror(rte_errno));
+    return {1};
+  }
+  std::signal(SIGINT, on_signal);
+  std::signal(SIGTERM, on_signal);
+  EngineResult result;
+  try {
+    if (rte_lcore_count() < cfg.workers + 1)
+      throw std::runtime_error("need " + std::to_string(cfg.workers + 1) + " lcores for " +
+                               std::to_string(cfg.workers) + " workers, EAL gave " +
+                               std::to_string(rte_lcore_count()));
+    if (!mbuf_meta_register()) throw std::runtime_error(std::string("mbuf dynfield: ") + rte_strerror(rte_errno));
+    E.tsc_hz = rte_get_tsc_hz();
+    E.tsc0 = rte_rdtsc();
+    E.wall0 = wall_ns();
+    uint32_t nmbufs = cfg.mbufs ? cfg.mbufs
+                                : uint32_t(8192 + cfg.workers * (kRingSize + 2048) + cfg.consumers.size() * kRingSize * 2);
+    E.pool = rte_pktmbuf_pool_create("amon_pool", nmbufs, 256, 0, RTE_MBUF_DEFAULT_BUF_SIZE, int(rte_socket_id()));
+    if (!E.pool) throw std::runtime_error(std::string("mbuf pool: ") + rte_strerror(rte_errno));
+
+    // z-anonymity store, sized for the largest z and dt any policy uses.
+    uint32_t zmax = 0;
+    uint64_t max_dt = 0;
+    for (auto& p : E.policies)
+      for (auto& r : p->rules)
+        if (r.action.desc->name == "zanon") {
+          zmax = std::max<uint32_t>(zmax, uint32_t(r.action.int_or("z", 10)));
+          max_dt = std::max<uint64_t>(max_dt, uint64_t(r.action.int_or("dt", 0)));
+        }
+    if (zmax) {
+      zanon::Config zc;
+      zc.max_values = cfg.zanon_max_values;
+      zc.zmax = zmax;
+      zc.max_dt_ns = max_dt;
+      E.zstore = std::make_unique<zanon::Store>(zc);
+      E.services.zstore = E.zstore.get();
+    }
+    if (RAND_bytes(E.services.user_hash_key.data(), 16) != 1) throw std::runtime_error("RAND_bytes failed");
+    for (size_t i = 0; i < E.policies.size(); ++i)
+      E.programs.push_back(std::make_unique<Program>(E.policies[i], int(i), &E.services));
+
+    // Outputs.
+    for (auto& c : cfg.consumers) {
+      Output o;
+      o.name = c.name;
+      o.spec = c.output;
+      o.ring = rte_ring_create(("out_" + std::to_string(E.outputs.size())).c_str(), kRingSize, int(rte_socket_id()),
+                               RING_F_SC_DEQ);
+      if (!o.ring) throw std::runtime_error("output ring: " + std::string(rte_strerror(rte_errno)));
+      if (c.output.kind == PortSpec::Kind::PcapFile) {
+        o.pcap = std::make_unique<PcapWriter>(c.output.spec);
+      } else {
+        o.port = attach_port(c.output.spec);
+      }
+      E.outputs.push_back(std::move(o));
+    }
+    // Inputs.
+    for (auto& in : cfg.inputs) {
+      Input i;
+      i.spec = in;
+      if (in.kind == PortSpec::Kind::PcapFile) {
+        i.pcap = std::make_unique<PcapReader>(in.spec, E.pool);
+        if (i.pcap->linktype() != DLT_EN10MB)
+          throw std::runtime_error(in.spec + ": link type " + std::to_string(i.pcap->linktype()) +
+                                   " is not Ethernet");
+      } else {
+        i.port = attach_port(in.spec);
+      }
+      E.inputs.push_back(std::move(i));
+    }
+    // Configure ethdev ports once each (a port may be both input and output).
+    std::map<uint16_t, std::pair<uint16_t, uint16_t>> qs;  // port -> (rxq, txq)
+    std::map<uint16_t, bool> rss;
+    for (auto& i : E.inputs) {
+      if (i.port == UINT16_MAX) continue;
+      rte_eth_dev_info info;
+      rte_eth_dev_info_get(i.port, &info);
+      i.direct = cfg.workers > 1 && info.flow_type_rss_offloads != 0 && info.max_rx_queues >= cfg.workers;
+      qs[i.port].first = i.direct ? uint16_t(cfg.workers) : 1;
+      rss[i.port] = i.direct;
+    }
+    for (auto& o : E.outputs)
+      if (o.port != UINT16_MAX) qs[o.port].second = 1;
+    for (auto& [port, q] : qs) setup_port(E, port, q.first, q.second, rss[port]);
+
+    // Workers.
+    unsigned lcore = rte_get_next_lcore(-1, 1, 0);
+    for (unsigned wi = 0; wi < cfg.workers; ++wi) {
+      auto w = std::make_unique<Worker>();
+      w->eng = &E;
+      w->id = wi;
+      w->lcore = lcore;
+      lcore = rte_get_next_lcore(lcore, 1, 0);
+      w->in = rte_ring_create(("in_" + std::to_string(wi)).c_str(), kRingSize, int(rte_socket_id()),
+                              RING_F_SP_ENQ | RING_F_SC_DEQ);
+      if (!w->in) throw std::runtime_error("worker ring: " + std::string(rte_strerror(rte_errno)));
+      w->flows = std::make_unique<FlowTable>("flows_" + std::to_string(wi), cfg.flows_per_worker, cfg.flow_idle_ns,
+                                             int(rte_socket_id()));
+      for (auto& p : E.programs) w->progs.push_back(p->instantiate());
+      w->counters.resize(E.programs.size());
+      for (size_t ci = 0; ci < E.programs.size(); ++ci) w->counters[ci].rule_hits.resize(E.programs[ci]->rule_count() + 1);
+      for (auto& i : E.inputs)
+        if (i.direct) w->rx_queues.emplace_back(i.port, uint16_t(wi));
+      E.workers.push_back(std::move(w));
+    }
+    E.start_ns = wall_ns();
+    for (auto& w : E.workers) rte_eal_remote_launch(worker_main, w.get(), w->lcore);
+
+    // Main lcore: inputs, outputs, termination.
+    rte_mbuf* pkts[kBurst];
+    uint64_t last_rx_tsc = rte_rdtsc();
+    const uint64_t idle_tsc = cfg.idle_ns * E.tsc_hz / 1000000000ULL;
+    uint64_t last_sweep = 0;
+    for (;;) {
+      bool stopping = g_signal.load(std::memory_order_relaxed) != 0;
+      bool got = false;
+      if (!stopping) {
+        for (auto& in : E.inputs) {
+          if (in.done || in.direct) continue;
+          unsigned n;
+          if (in.pcap) {
+            n = in.pcap->read_burst(pkts, kBurst);
+            if (n == 0 && in.pcap->eof()) {
+              in.done = true;
+              if (!in.pcap->error().empty()) E.input_error = in.pcap->error();
+            }
+          } else {
+            n = rte_eth_rx_burst(in.port, 0, pkts, kBurst);
+            uint64_t now = E.now_from_tsc();
+            for (unsigned i = 0; i < n; ++i) {
+              mbuf_set_ts(pkts[i], now);
+              mbuf_set_wire_len(pkts[i], pkts[i]->pkt_len);
+            }
+          }
+          if (n) {
+            got = true;
+            in.packets += n;
+            E.rx_total += n;
+            dispatch(E, pkts, n);
+          }
+        }
+      }
+      drain_outputs(E);
+      uint64_t now_tsc = rte_rdtsc();
+      if (got) last_rx_tsc = now_tsc;
+      if (E.zstore && now_tsc - last_sweep > E.tsc_hz / 10) {
+        last_sweep = now_tsc;
+        // Sweep by the newest packet time seen is not known here; wall clock
+        // is right for live ports and harmlessly early for old captures.
+        if (!cfg.offline) E.zstore->sweep(wall_ns(), 1024);
+      }
+      bool inputs_finished = true;
+      for (auto& in : E.inputs) {
+        if (in.pcap && !in.done) inputs_finished = false;
+        if (!in.pcap && !(cfg.until_idle && now_tsc - last_rx_tsc > idle_tsc)) inputs_finished = false;
+      }
+      if ((stopping || inputs_finished) && all_workers_caught_up(E) && outputs_empty(E)) break;
+      if (!got) rte_pause();
+    }
+    E.stop_workers.store(true, std::memory_order_release);
+    rte_eal_mp_wait_lcore();
+    drain_outputs(E);
+    for (auto& o : E.outputs)
+      if (o.pcap) o.pcap->flush();
+
+    // Stats.
+    Report rep;
+    rep.elapsed_ns = wall_ns() - E.start_ns;
+    rep.rx = E.rx_total;
+    rep.rx_dispatch_drops = E.rx_dispatch_drops;
+    rep.input_error = E.input_error;
+    for (auto& in : E.inputs) rep.inputs.push_back({in.spec.describe(), in.packets});
+    for (size_t ci = 0; ci < E.programs.size(); ++ci) {
+      ConsumerReport cr;
+      cr.name = cfg.consumers[ci].name;
+      cr.policy = cfg.consumers[ci].policy_path;
+      cr.output = cfg.consumers[ci].output.describe();
+      cr.counters.rule_hits.assign(E.programs[ci]->rule_count() + 1, 0);
+      for (auto& w : E.workers) accumulate(cr.counters, w->counters[ci]);
+      cr.written = E.outputs[ci].written;
+      cr.tx_dropped = E.outputs[ci].tx_dropped;
+      cr.policy_ptr = E.policies[ci];
+      rep.consumers.push_back(std::move(cr));
+    }
+    for (auto& w : E.workers) {
+      rep.flows_created += w->flows->stats().created;
+      rep.flows_evicted += w->flows->stats().evicted;
+      rep.flows_expired += w->flows->stats().expired;
+      for (int s = 0; s < 4; ++s) rep.decode_status[s] += w->decode_status[s];
+      rep.copy_failures += w->copy_failures;
+    }
+    if (E.zstore) rep.zstats = E.zstore->stats(), rep.has_zstats = true;
+    if (!cfg.quiet) std::fputs(render_report_text(rep).c_str(), stdout);
+    if (!cfg.stats_json.empty()) {
+      FILE* f = std::fopen(cfg.stats_json.c_str(), "w");
+      if (!f) throw std::runtime_error(cfg.stats_json + ": " + std::strerror(errno));
+      std::string j = render_report_json(rep);
+      std::fwrite(j.data(), 1, j.size(), f);
+      std::fclose(f);
+    }
+    if (!E.input_error.empty()) {
+      std::fprintf(stderr, "amon: input stopped early: %s\n", E.input_error.c_str());
+      result.exit_code = 1;
+    }
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "amon: %s\n", e.what());
+    E.stop_workers.store(true);
+    rte_eal_mp_wait_lcore();
+    result.exit_code = 1;
+  }
+  // Release everything that holds mbufs before the pool goes.
+  E.workers.clear();
+  for (auto& o : E.outputs) {
+    rte_mbuf* m;
+    while (o.ring && rte_ring_dequeue(o.ring, reinterpret_cast<void**>(&m)) == 0) rte_pktmbuf_free(m);
+    if (o.port != UINT16_MAX) {
+      rte_eth_dev_stop(o.port);
+    }
+    o.pcap.reset();
+  }
+  for (auto& i : E.inputs)
+    if (i.port != UINT16_MAX) rte_eth_dev_stop(i.port);
+  rte_eal_cleanup();
+  return result;
+}
+
+}  // namespace amon

@@ -1,0 +1,60 @@
+// The engine: EAL, ports, workers and per-consumer outputs.
+//
+// Packet path: an input (pcap file, or an ethdev port without enough RSS
+// queues) is read on the main lcore, which decodes just enough to compute a
+// symmetric flow hash and hands the packet to that worker's ring; an ethdev
+// port with symmetric RSS and one queue per worker is polled by the workers
+// directly. Workers decode once, look up the flow, run every consumer's
+// program (sharing the mbuf with consumers that change nothing, copying for
+// the others) and enqueue to each consumer's output ring; the main lcore
+// writes pcap files and transmits on ethdev outputs.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "runtime.h"
+
+namespace amon {
+
+struct PortSpec {
+  enum class Kind { PcapFile, Ethdev } kind = Kind::PcapFile;
+  std::string spec;  // file path, or an ethdev name/devargs ("net_pcap0,rx_pcap=x.pcap", "0000:01:00.0")
+  std::string describe() const { return (kind == Kind::PcapFile ? "pcap:" : "port:") + spec; }
+};
+
+struct ConsumerSpec {
+  std::string name;
+  std::string policy_path;
+  PortSpec output;
+};
+
+struct EngineConfig {
+  std::vector<PortSpec> inputs;
+  std::vector<ConsumerSpec> consumers;
+  unsigned workers = 1;
+  uint32_t flows_per_worker = 1u << 18;
+  uint64_t flow_idle_ns = 120ULL * 1000000000ULL;
+  size_t zanon_max_values = 1u << 20;
+  uint32_t mbufs = 0;              // 0: sized from workers and consumers
+  bool offline = true;             // pcap-in/pcap-out: never drop, backpressure instead
+  bool until_idle = false;         // stop when inputs are exhausted / silent
+  uint64_t idle_ns = 1000000000ULL;
+  std::string stats_json;
+  std::vector<std::string> eal_args;  // complete EAL argv tail (after argv[0])
+  bool quiet = false;
+};
+
+struct EngineResult {
+  int exit_code = 0;  // 0 ok, 1 runtime failure, 2 configuration/policy error
+};
+
+// Compiles every consumer's policy; prints diagnostics; returns false on errors.
+bool compile_policies(const EngineConfig& cfg, std::vector<std::shared_ptr<const dsl::Policy>>& out);
+
+EngineResult run_engine(const EngineConfig& cfg);
+
+}  // namespace amon

@@ -1,0 +1,156 @@
+#include "flow_table.h"
+
+#include <rte_errno.h>
+#include <rte_hash_crc.h>
+#include <rte_jhash.h>
+
+#include <cstring>
+#include <stdexcept>
+
+namespace amon {
+
+FlowTable::FlowTable(const std::string& name, uint32_t capacity, uint64_t idle_timeout_ns, int socket)
+    : cap_(capacity), idle_ns_(idle_timeout_ns) {
+  rte_hash_parameters p{};
+  p.name = name.c_str();
+  // rte_hash needs headroom above the entries it holds; we bound occupancy
+  // ourselves at cap_.
+  p.entries = capacity + capacity / 8 + 64;
+  p.key_len = sizeof(FlowKey);
+  p.hash_func = rte_hash_crc;
+  p.hash_func_init_val = 0;
+  p.socket_id = socket;
+  p.extra_flag = RTE_HASH_EXTRA_FLAGS_EXT_TABLE;
+  h_ = rte_hash_create(&p);
+  if (!h_) throw std::runtime_error("flow table " + name + ": rte_hash_create failed: " + rte_strerror(rte_errno));
+  entries_.resize(p.entries + 1);
+  keys_.resize(p.entries + 1);
+}
+
+FlowTable::~FlowTable() {
+  if (h_) rte_hash_free(h_);
+}
+
+size_t FlowTable::memory_bytes() const {
+  // rte_hash: key store (key + pointer per slot) plus buckets (8 slots, 64 B).
+  size_t slots = entries_.size();
+  return slots * (sizeof(FlowKey) + sizeof(void*)) + (slots / 8 + 1) * 64 * 2 + entries_.size() * sizeof(FlowEntry) +
+         keys_.size() * sizeof(FlowKey);
+}
+
+void FlowTable::make_key(const uint8_t* pkt, const Decoded& d, FlowKey& k, bool& src_is_lo) {
+  std::memset(&k, 0, sizeof k);
+  uint32_t al = d.addr_len();
+  const uint8_t* s = pkt + d.src_off();
+  const uint8_t* t = pkt + d.dst_off();
+  // Fragments after the first carry no ports; keying every fragment of a
+  // datagram on addresses alone keeps them with their first fragment's peers.
+  bool ports = d.l4_hdr_len && !(d.flags & kFlagFragment) &&
+               (d.l4_proto == kProtoTcp || d.l4_proto == kProtoUdp || d.l4_proto == kProtoSctp);
+  uint16_t sp = ports ? d.sport : 0, dp = ports ? d.dport : 0;
+  int c = std::memcmp(s, t, al);
+  src_is_lo = c < 0 || (c == 0 && sp <= dp);
+  std::memcpy(k.lo, src_is_lo ? s : t, al);
+  std::memcpy(k.hi, src_is_lo ? t : s, al);
+  k.lo_port = src_is_lo ? sp : dp;
+  k.hi_port = src_is_lo ? dp : sp;
+  k.proto = d.l4_proto;
+  k.family = d.ip_version;
+}
+
+uint32_t symmetric_flow_hash(const uint8_t* pkt, const Decoded& d) {
+  if (!d.has_ip() || d.dst_off() + d.addr_len() > d.cap_len) return 0;
+  FlowKey k;
+  bool lo;
+  FlowTable::make_key(pkt, d, k, lo);
+  return rte_hash_crc(&k, sizeof k, 0x6d5a6d5a);
+}
+
+void FlowTable::remove(uint32_t idx) {
+  rte_hash_del_key(h_, &keys_[idx]);
+  entries_[idx].used = false;
+  --size_;
+}
+
+void FlowTable::evict_one(uint64_t now_ns) {
+  // Oldest of a small sample: cheap, and close enough to LRU for a table
+  // that is only full under attack or misconfiguration.
+  uint32_t best = UINT32_MAX;
+  uint64_t best_t = UINT64_MAX;
+  uint32_t n = uint32_t(entries_.size());
+  for (uint32_t probes = 0, i = sweep_pos_; probes < 64; ++probes, i = (i + 1) % n) {
+    if (entries_[i].used && entries_[i].last_ns < best_t) best_t = entries_[i].last_ns, best = i;
+  }
+  sweep_pos_ = (sweep_pos_ + 64) % n;
+  if (best != UINT32_MAX) {
+    remove(best);
+    ++st_.evicted;
+  }
+}
+
+void FlowTable::expire(uint64_t now_ns, uint32_t budget) {
+  uint32_t n = uint32_t(entries_.size());
+  for (uint32_t k = 0; k < budget && k < n; ++k) {
+    uint32_t i = sweep_pos_;
+    sweep_pos_ = (sweep_pos_ + 1) % n;
+    FlowEntry& e = entries_[i];
+    if (e.used && now_ns > e.last_ns + idle_ns_) {
+      remove(i);
+      ++st_.expired;
+    }
+  }
+}
+
+void FlowTable::lookup(const uint8_t* pkt, const Decoded& d, uint64_t ts_ns, PacketMeta& meta) {
+  FlowKey k;
+  bool src_is_lo;
+  make_key(pkt, d, k, src_is_lo);
+  ++st_.lookups;
+  hash_sig_t sig = rte_hash_crc(&k, sizeof k, 0);
+  // rte_hash returns the key's slot position; it indexes our entry arrays.
+  int32_t found = rte_hash_lookup_with_hash(h_, &k, sig);
+  if (found >= 0) {
+    FlowEntry& e = entries_[uint32_t(found)];
+    e.last_ns = ts_ns > e.last_ns ? ts_ns : e.last_ns;
+    meta.flow = &e.state;
+    meta.flow_first = false;
+    meta.initiator_is_src = e.initiator_is_lo == src_is_lo;
+    return;
+  }
+  if (size_ >= cap_) {
+    ++st_.full;
+    expire(ts_ns, 256);
+    if (size_ >= cap_) evict_one(ts_ns);
+  }
+  int32_t pos = rte_hash_add_key_with_hash(h_, &k, sig);
+  if (pos < 0) {  // bucket overflow even with the extension table: evict and retry once
+    evict_one(ts_ns);
+    pos = rte_hash_add_key_with_hash(h_, &k, sig);
+    if (pos < 0) {
+      meta.flow = nullptr;  // no state: every decision is taken as for a new flow (fail closed)
+      meta.flow_first = true;
+      meta.initiator_is_src = true;
+      return;
+    }
+  }
+  uint32_t idx = uint32_t(pos);
+  FlowEntry& e = entries_[idx];
+  e = FlowEntry{};
+  e.used = true;
+  e.last_ns = ts_ns;
+  keys_[idx] = k;
+  ++size_;
+  ++st_.created;
+  // The initiator is the SYN sender; a SYN-ACK first means we missed the SYN.
+  bool src_init = true;
+  if (d.l4_proto == kProtoTcp && d.l4_hdr_len) {
+    bool syn = d.tcp_flags & 0x02, ack = d.tcp_flags & 0x10;
+    if (syn && ack) src_init = false;
+  }
+  e.initiator_is_lo = src_init ? src_is_lo : !src_is_lo;
+  meta.flow = &e.state;
+  meta.flow_first = true;
+  meta.initiator_is_src = src_init;
+}
+
+}  // namespace amon

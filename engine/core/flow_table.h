@@ -1,0 +1,75 @@
+// Per-worker bidirectional flow table. Both directions of a flow map to one
+// entry (the key orders the endpoints), so the dispatcher's symmetric hash
+// and this table agree on what "one flow" is. Single-threaded by design: each
+// worker owns its table and no lock is taken on the packet path.
+#pragma once
+
+#include <rte_hash.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "l2l4.h"
+#include "runtime.h"
+
+namespace amon {
+
+struct FlowKey {
+  uint8_t lo[16];
+  uint8_t hi[16];
+  uint16_t lo_port, hi_port;
+  uint8_t proto, family;
+  uint8_t pad[2];
+};
+static_assert(sizeof(FlowKey) == 40);
+
+struct FlowEntry {
+  FlowState state;
+  uint64_t last_ns = 0;
+  bool initiator_is_lo = true;
+  bool used = false;
+};
+
+struct FlowTableStats {
+  uint64_t lookups = 0, created = 0, expired = 0, evicted = 0, full = 0;
+};
+
+class FlowTable {
+ public:
+  FlowTable(const std::string& name, uint32_t capacity, uint64_t idle_timeout_ns, int socket);
+  ~FlowTable();
+  FlowTable(const FlowTable&) = delete;
+  FlowTable& operator=(const FlowTable&) = delete;
+
+  // Finds or creates the flow of a decoded IP packet. Fills meta's flow,
+  // initiator_is_src and flow_first. Never fails: a full table evicts.
+  void lookup(const uint8_t* pkt, const Decoded& d, uint64_t ts_ns, PacketMeta& meta);
+
+  // Reclaims idle flows, visiting at most `budget` entries.
+  void expire(uint64_t now_ns, uint32_t budget);
+
+  // The canonical key: endpoints ordered so both directions give one key.
+  static void make_key(const uint8_t* pkt, const Decoded& d, FlowKey& k, bool& src_is_lo);
+
+  const FlowTableStats& stats() const { return st_; }
+  uint32_t size() const { return size_; }
+  uint32_t capacity() const { return cap_; }
+  size_t memory_bytes() const;
+
+ private:
+  void remove(uint32_t idx);
+  void evict_one(uint64_t now_ns);
+
+  rte_hash* h_ = nullptr;
+  std::vector<FlowEntry> entries_;
+  std::vector<FlowKey> keys_;
+  uint32_t cap_, size_ = 0, sweep_pos_ = 0;
+  uint64_t idle_ns_;
+  FlowTableStats st_;
+};
+
+// Symmetric flow hash used to pick a worker (same value both directions).
+uint32_t symmetric_flow_hash(const uint8_t* pkt, const Decoded& d);
+
+}  // namespace amon

@@ -1,0 +1,36 @@
+// Per-packet metadata carried in mbuf dynamic fields: the capture timestamp
+// (ns since the Unix epoch; DPDK's standard Rx timestamp field) and the
+// original wire length, which a snaplen-truncated pcap record has and an mbuf
+// does not.
+#pragma once
+
+#include <rte_mbuf.h>
+#include <rte_mbuf_dyn.h>
+
+#include <cstdint>
+
+namespace amon {
+
+struct MbufMeta {
+  int ts_off = -1;
+  uint64_t ts_flag = 0;
+  int wire_off = -1;
+};
+extern MbufMeta g_meta;
+
+// Registers the dynamic fields; call once after rte_eal_init. Returns false
+// and sets rte_errno on failure.
+bool mbuf_meta_register();
+
+inline uint64_t mbuf_ts(const rte_mbuf* m) { return *RTE_MBUF_DYNFIELD(m, g_meta.ts_off, const uint64_t*); }
+inline void mbuf_set_ts(rte_mbuf* m, uint64_t ns) {
+  *RTE_MBUF_DYNFIELD(m, g_meta.ts_off, uint64_t*) = ns;
+  m->ol_flags |= g_meta.ts_flag;
+}
+inline uint32_t mbuf_wire_len(const rte_mbuf* m) {
+  uint32_t w = *RTE_MBUF_DYNFIELD(m, g_meta.wire_off, const uint32_t*);
+  return w < m->pkt_len ? m->pkt_len : w;
+}
+inline void mbuf_set_wire_len(rte_mbuf* m, uint32_t w) { *RTE_MBUF_DYNFIELD(m, g_meta.wire_off, uint32_t*) = w; }
+
+}  // namespace amon

@@ -1,0 +1,70 @@
+// amon's own pcap file port. DPDK's pcap PMD stamps output records with the
+// wall clock and drops the original length of truncated records; offline
+// anonymization must keep both, so files are read and written here with
+// libpcap at nanosecond precision.
+#pragma once
+
+#include <pcap/pcap.h>
+#include <rte_mbuf.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace amon {
+
+class PcapReader {
+ public:
+  // Throws std::runtime_error naming the file when it cannot be opened.
+  PcapReader(const std::string& path, rte_mempool* pool);
+  ~PcapReader();
+  PcapReader(const PcapReader&) = delete;
+  PcapReader& operator=(const PcapReader&) = delete;
+
+  // Reads up to n packets. Returns 0 at the end of the file or on a file
+  // error (then error() is non-empty; the packets before it were delivered).
+  uint16_t read_burst(rte_mbuf** out, uint16_t n);
+  bool eof() const { return eof_; }
+  const std::string& error() const { return error_; }
+  int linktype() const { return linktype_; }
+  uint64_t packets() const { return packets_; }
+  uint64_t alloc_failures() const { return alloc_fail_; }
+
+ private:
+  rte_mbuf* to_mbuf(const pcap_pkthdr* h, const u_char* data);
+  pcap_t* p_ = nullptr;
+  rte_mempool* pool_;
+  std::string path_, error_;
+  bool eof_ = false;
+  int linktype_ = 0;
+  uint64_t packets_ = 0, alloc_fail_ = 0;
+  // A packet read while the pool was empty, delivered on the next call.
+  const u_char* pending_data_ = nullptr;
+  pcap_pkthdr pending_hdr_{};
+  std::vector<uint8_t> pending_copy_;
+};
+
+class PcapWriter {
+ public:
+  PcapWriter(const std::string& path, int linktype = DLT_EN10MB);
+  ~PcapWriter();
+  PcapWriter(const PcapWriter&) = delete;
+  PcapWriter& operator=(const PcapWriter&) = delete;
+  // Writes one record (caplen = pkt_len, len = the wire length) and frees nothing.
+  void write(const rte_mbuf* m);
+  void flush();
+  uint64_t packets() const { return packets_; }
+  uint64_t bytes() const { return bytes_; }
+
+ private:
+  pcap_t* dead_ = nullptr;
+  pcap_dumper_t* d_ = nullptr;
+  std::string path_;
+  std::vector<uint8_t> linear_;
+  uint64_t packets_ = 0, bytes_ = 0;
+};
+
+// Builds a (possibly chained) mbuf holding `len` bytes of `data`.
+rte_mbuf* mbuf_from_bytes(rte_mempool* pool, const uint8_t* data, uint32_t len);
+
+}  // namespace amon

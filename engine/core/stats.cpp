@@ -1,0 +1,149 @@
+#include "stats.h"
+
+#include <cstdio>
+#include <sstream>
+
+namespace amon {
+
+void accumulate(ConsumerCounters& a, const ConsumerCounters& c) {
+  a.in += c.in, a.out += c.out, a.dropped += c.dropped, a.filtered += c.filtered;
+  a.shared += c.shared, a.copied += c.copied;
+  a.err_cut += c.err_cut, a.err_drop += c.err_drop;
+  a.unknown_drop += c.unknown_drop, a.unknown_cut += c.unknown_cut, a.unknown_keep += c.unknown_keep;
+  a.tunnel_cut += c.tunnel_cut, a.icmp_quote_cut += c.icmp_quote_cut, a.policy_drop += c.policy_drop;
+  a.zanon_hidden += c.zanon_hidden, a.zanon_released += c.zanon_released;
+  if (a.rule_hits.size() < c.rule_hits.size()) a.rule_hits.resize(c.rule_hits.size());
+  for (size_t i = 0; i < c.rule_hits.size(); ++i) a.rule_hits[i] += c.rule_hits[i];
+}
+
+namespace {
+
+std::string json_str(const std::string& s) {
+  std::string o = "\"";
+  for (unsigned char ch : s) {
+    switch (ch) {
+      case '"': o += "\\\""; break;
+      case '\\': o += "\\\\"; break;
+      case '\n': o += "\\n"; break;
+      case '\t': o += "\\t"; break;
+      default:
+        if (ch < 0x20) {
+          char b[8];
+          std::snprintf(b, sizeof b, "\\u%04x", ch);
+          o += b;
+        } else {
+          o += char(ch);
+        }
+    }
+  }
+  return o + "\"";
+}
+
+const char* kStatus[4] = {"ok", "not_ip", "truncated", "malformed"};
+
+// One list drives both renderings, so text and JSON never disagree.
+std::vector<std::pair<const char*, uint64_t>> reasons(const ConsumerCounters& c) {
+  return {{"in", c.in},
+          {"out", c.out},
+          {"dropped", c.dropped},
+          {"filtered", c.filtered},
+          {"shared", c.shared},
+          {"copied", c.copied},
+          {"error_cut", c.err_cut},
+          {"error_drop", c.err_drop},
+          {"unknown_drop", c.unknown_drop},
+          {"unknown_cut", c.unknown_cut},
+          {"unknown_keep", c.unknown_keep},
+          {"tunnel_cut", c.tunnel_cut},
+          {"icmp_quote_cut", c.icmp_quote_cut},
+          {"policy_drop", c.policy_drop},
+          {"zanon_hidden", c.zanon_hidden},
+          {"zanon_released", c.zanon_released}};
+}
+
+}  // namespace
+
+std::string render_report_text(const Report& r) {
+  std::ostringstream o;
+  double secs = double(r.elapsed_ns) / 1e9;
+  o << "amon: " << r.rx << " packets in " << secs << " s";
+  if (secs > 0) o << " (" << double(r.rx) / secs / 1e6 << " Mpps)";
+  o << "\n";
+  for (auto& [name, n] : r.inputs) o << "  input " << name << ": " << n << " packets\n";
+  o << "  decode: ";
+  for (int s = 0; s < 4; ++s) o << kStatus[s] << "=" << r.decode_status[s] << (s < 3 ? " " : "\n");
+  o << "  flows: created=" << r.flows_created << " expired=" << r.flows_expired << " evicted=" << r.flows_evicted
+    << "\n";
+  if (r.rx_dispatch_drops) o << "  dropped at dispatch (workers behind): " << r.rx_dispatch_drops << "\n";
+  for (auto& c : r.consumers) {
+    o << "consumer " << c.name << " (" << c.policy << " -> " << c.output << ")\n";
+    o << "  packets: in=" << c.counters.in << " out=" << c.counters.out << " dropped=" << c.counters.dropped
+      << " written=" << c.written;
+    if (c.tx_dropped) o << " tx_dropped=" << c.tx_dropped;
+    o << "\n  ";
+    int k = 0;
+    for (auto& [n, v] : reasons(c.counters)) {
+      if (k++ < 3 || v == 0) continue;
+      o << n << "=" << v << " ";
+    }
+    o << "\n";
+    if (c.policy_ptr) {
+      for (auto& rule : c.policy_ptr->rules) {
+        uint64_t hits = rule.index < c.counters.rule_hits.size() ? c.counters.rule_hits[rule.index] : 0;
+        char line[32];
+        std::snprintf(line, sizeof line, "%12llu", static_cast<unsigned long long>(hits));
+        o << "  " << line << "  " << rule.loc.file << ":" << rule.loc.line << "  " << rule.text << "\n";
+      }
+    }
+  }
+  if (r.has_zstats) {
+    o << "z-anonymity store: values=" << r.zstats.values_tracked << " bytes/value=" << r.zstats.bytes_per_entry
+      << " observations=" << r.zstats.observations << " released=" << r.zstats.released
+      << " hidden=" << r.zstats.hidden << " evictions=" << r.zstats.evictions << "\n";
+  }
+  return o.str();
+}
+
+std::string render_report_json(const Report& r) {
+  std::ostringstream o;
+  o << "{\"elapsed_ns\":" << r.elapsed_ns << ",\"rx\":" << r.rx << ",\"rx_dispatch_drops\":" << r.rx_dispatch_drops;
+  o << ",\"inputs\":[";
+  for (size_t i = 0; i < r.inputs.size(); ++i)
+    o << (i ? "," : "") << "{\"name\":" << json_str(r.inputs[i].first) << ",\"packets\":" << r.inputs[i].second << "}";
+  o << "],\"decode\":{";
+  for (int s = 0; s < 4; ++s) o << (s ? "," : "") << "\"" << kStatus[s] << "\":" << r.decode_status[s];
+  o << "},\"flows\":{\"created\":" << r.flows_created << ",\"expired\":" << r.flows_expired
+    << ",\"evicted\":" << r.flows_evicted << "}";
+  o << ",\"consumers\":[";
+  for (size_t i = 0; i < r.consumers.size(); ++i) {
+    auto& c = r.consumers[i];
+    o << (i ? "," : "") << "{\"name\":" << json_str(c.name) << ",\"policy\":" << json_str(c.policy)
+      << ",\"output\":" << json_str(c.output) << ",\"written\":" << c.written << ",\"tx_dropped\":" << c.tx_dropped;
+    for (auto& [n, v] : reasons(c.counters)) o << ",\"" << n << "\":" << v;
+    o << ",\"rules\":[";
+    if (c.policy_ptr) {
+      bool first = true;
+      for (auto& rule : c.policy_ptr->rules) {
+        uint64_t hits = rule.index < c.counters.rule_hits.size() ? c.counters.rule_hits[rule.index] : 0;
+        o << (first ? "" : ",") << "{\"file\":" << json_str(rule.loc.file) << ",\"line\":" << rule.loc.line
+          << ",\"rule\":" << json_str(rule.text) << ",\"hits\":" << hits << "}";
+        first = false;
+      }
+    }
+    o << "]}";
+  }
+  o << "]";
+  if (r.has_zstats) {
+    const auto& z = r.zstats;
+    o << ",\"zanon\":{\"values\":" << z.values_tracked << ",\"capacity\":" << z.capacity
+      << ",\"table_bytes\":" << z.table_bytes << ",\"bytes_per_entry\":" << z.bytes_per_entry
+      << ",\"observations\":" << z.observations << ",\"released\":" << z.released << ",\"hidden\":" << z.hidden
+      << ",\"evictions\":" << z.evictions << ",\"expirations\":" << z.expirations << ",\"sweeps\":" << z.sweeps
+      << "}";
+  }
+  if (!r.input_error.empty()) o << ",\"input_error\":" << json_str(r.input_error);
+  o << "}\n";
+  return o.str();
+}
+
+}  // namespace amon

@@ -1,0 +1,38 @@
+// End-of-run report: per consumer packets in/out/dropped and why, per-rule
+// hit counts, flow and z-anonymity figures; human-readable and JSON.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "runtime.h"
+#include "zanon.h"
+
+namespace amon {
+
+struct ConsumerReport {
+  std::string name, policy, output;
+  ConsumerCounters counters;
+  uint64_t written = 0, tx_dropped = 0;
+  std::shared_ptr<const dsl::Policy> policy_ptr;
+};
+
+struct Report {
+  uint64_t elapsed_ns = 0;
+  uint64_t rx = 0, rx_dispatch_drops = 0;
+  std::vector<std::pair<std::string, uint64_t>> inputs;
+  std::vector<ConsumerReport> consumers;
+  uint64_t flows_created = 0, flows_evicted = 0, flows_expired = 0;
+  uint64_t decode_status[4] = {};
+  uint64_t copy_failures = 0;
+  bool has_zstats = false;
+  zanon::Stats zstats;
+  std::string input_error;
+};
+
+void accumulate(ConsumerCounters& into, const ConsumerCounters& c);
+std::string render_report_text(const Report& r);
+std::string render_report_json(const Report& r);
+
+}  // namespace amon

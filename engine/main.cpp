@@ -1,0 +1,197 @@
+// amon: command-line entry point.
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "config.h"
+#include "engine.h"
+#include "policy.h"
+#include "registry.h"
+
+#ifndef AMON_VERSION
+#define AMON_VERSION "0.0.0"
+#endif
+
+namespace {
+
+const char* kUsage =
+    "usage: amon <command> [options]\n"
+    "\n"
+    "commands:\n"
+    "  pcap     anonymize a capture file offline\n"
+    "             amon pcap --read IN.pcap --policy P.amon --write OUT.pcap\n"
+    "             amon pcap --read IN.pcap --consumer NAME=POLICY:OUT.pcap [--consumer ...]\n"
+    "           options: --workers N (default 1; output order follows input order with 1)\n"
+    "                    --stats-json FILE   --quiet\n"
+    "  run      run on DPDK ports per a YAML configuration\n"
+    "             amon run --config amon.yaml [--until-idle[=DURATION]] [--stats-json FILE] [-- EAL args]\n"
+    "  lint     check policy files: amon lint [--format text|json] [--strict] [--dump] FILE...\n"
+    "  fields   list the fields policies can name\n"
+    "  actions  list the actions policies can use\n"
+    "  version  print the version\n"
+    "\n"
+    "exit status: 0 ok, 1 runtime failure, 2 bad usage, configuration or policy\n";
+
+int usage_error(const std::string& msg) {
+  std::fprintf(stderr, "amon: %s\n(run 'amon --help' for usage)\n", msg.c_str());
+  return 2;
+}
+
+// EAL arguments for runs that need no NIC: no hugepages, no PCI scan, no
+// shared config files, and one lcore per worker plus the main one, free to
+// float over the machine's CPUs.
+std::vector<std::string> offline_eal(unsigned workers) {
+  unsigned ncpu = std::max(1u, std::thread::hardware_concurrency());
+  std::string lcores = "(0-" + std::to_string(workers) + ")@(0-" + std::to_string(ncpu - 1) + ")";
+  return {"--no-huge", "--no-pci", "--no-shconf", "-m", "512", "--lcores=" + lcores, "--log-level=*:error",
+          "--no-telemetry"};
+}
+
+bool parse_uint(const char* s, unsigned& v) {
+  char* end;
+  unsigned long x = std::strtoul(s, &end, 10);
+  if (!*s || *end) return false;
+  v = unsigned(x);
+  return true;
+}
+
+int cmd_pcap(int argc, char** argv) {
+  amon::EngineConfig cfg;
+  std::string read, policy, write;
+  for (int i = 0; i < argc; ++i) {
+    std::string a = argv[i];
+    auto val = [&](const char* what) -> const char* {
+      if (i + 1 >= argc) return nullptr;
+      (void)what;
+      return argv[++i];
+    };
+    const char* v = nullptr;
+    if (a == "--read" && (v = val("--read"))) read = v;
+    else if (a == "--policy" && (v = val("--policy"))) policy = v;
+    else if (a == "--write" && (v = val("--write"))) write = v;
+    else if (a == "--stats-json" && (v = val("--stats-json"))) cfg.stats_json = v;
+    else if (a == "--quiet") cfg.quiet = true;
+    else if (a == "--workers" && (v = val("--workers"))) {
+      if (!parse_uint(v, cfg.workers) || cfg.workers < 1 || cfg.workers > 64) return usage_error("--workers takes 1 to 64");
+    } else if (a == "--consumer" && (v = val("--consumer"))) {
+      std::string s = v;
+      auto eq = s.find('='), colon = s.rfind(':');
+      if (eq == std::string::npos || colon == std::string::npos || colon < eq || eq == 0)
+        return usage_error("--consumer takes NAME=POLICY:OUT.pcap, not '" + s + "'");
+      amon::ConsumerSpec c{s.substr(0, eq), s.substr(eq + 1, colon - eq - 1),
+                           {amon::PortSpec::Kind::PcapFile, s.substr(colon + 1)}};
+      for (auto& o : cfg.consumers)
+        if (o.name == c.name) return usage_error("consumer '" + c.name + "' given twice");
+      cfg.consumers.push_back(c);
+    } else {
+      return usage_error("unknown or incomplete option '" + a + "' for pcap");
+    }
+  }
+  if (read.empty()) return usage_error("pcap needs --read IN.pcap");
+  if (!policy.empty() || !write.empty()) {
+    if (policy.empty() || write.empty()) return usage_error("--policy and --write go together");
+    cfg.consumers.insert(cfg.consumers.begin(), {"default", policy, {amon::PortSpec::Kind::PcapFile, write}});
+  }
+  if (cfg.consumers.empty()) return usage_error("pcap needs --policy/--write or at least one --consumer");
+  if (access(read.c_str(), R_OK) != 0) {
+    std::fprintf(stderr, "amon: %s: %s\n", read.c_str(), std::strerror(errno));
+    return 2;
+  }
+  cfg.inputs.push_back({amon::PortSpec::Kind::PcapFile, read});
+  cfg.offline = true;
+  cfg.until_idle = true;
+  cfg.eal_args = offline_eal(cfg.workers);
+  return amon::run_engine(cfg).exit_code;
+}
+
+int cmd_run(int argc, char** argv) {
+  amon::EngineConfig cfg;
+  std::string config, stats_json;
+  std::vector<std::string> eal_extra;
+  bool until_idle = false;
+  uint64_t idle_ns = 1000000000ULL;
+  for (int i = 0; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a == "--") {
+      for (++i; i < argc; ++i) eal_extra.push_back(argv[i]);
+      break;
+    }
+    if (a == "--config" && i + 1 < argc) config = argv[++i];
+    else if (a == "--stats-json" && i + 1 < argc) stats_json = argv[++i];
+    else if (a == "--until-idle") until_idle = true;
+    else if (a.rfind("--until-idle=", 0) == 0) {
+      until_idle = true;
+      if (!amon::parse_duration(a.substr(13), idle_ns)) return usage_error("--until-idle takes a duration like 500ms");
+    } else {
+      return usage_error("unknown or incomplete option '" + a + "' for run");
+    }
+  }
+  if (config.empty()) return usage_error("run needs --config FILE");
+  std::string err;
+  if (!amon::load_config(config, cfg, err)) {
+    std::fprintf(stderr, "%s\n", err.c_str());
+    return 2;
+  }
+  if (!stats_json.empty()) cfg.stats_json = stats_json;
+  cfg.until_idle = until_idle;
+  cfg.idle_ns = idle_ns;
+  cfg.offline = false;
+  bool any_ethdev = false;
+  for (auto& i : cfg.inputs) any_ethdev = any_ethdev || i.kind == amon::PortSpec::Kind::Ethdev;
+  // Pcap files in and out with no ethdev: the offline guarantees hold.
+  bool any_eth_out = false;
+  for (auto& c : cfg.consumers) any_eth_out = any_eth_out || c.output.kind == amon::PortSpec::Kind::Ethdev;
+  cfg.offline = !any_ethdev && !any_eth_out;
+  std::vector<std::string> eal = cfg.eal_args;
+  eal.insert(eal.end(), eal_extra.begin(), eal_extra.end());
+  if (eal.empty()) eal = offline_eal(cfg.workers);
+  else {
+    bool has_lcores = false;
+    for (auto& a : eal) has_lcores = has_lcores || a == "-l" || a.rfind("--lcores", 0) == 0 || a == "-c";
+    if (!has_lcores) {
+      auto d = offline_eal(cfg.workers);
+      eal.push_back(d[5]);
+    }
+  }
+  // Virtual devices named in the configuration are created for it.
+  auto add_vdev = [&](const amon::PortSpec& p) {
+    if (p.kind != amon::PortSpec::Kind::Ethdev || p.spec.rfind("net_", 0) != 0) return;
+    std::string name = p.spec.substr(0, p.spec.find(','));
+    for (auto& a : eal)
+      if (a.rfind(name, 0) == 0) return;
+    eal.push_back("--vdev=" + p.spec);
+  };
+  for (auto& i : cfg.inputs) add_vdev(i);
+  for (auto& c : cfg.consumers) add_vdev(c.output);
+  cfg.eal_args = eal;
+  return amon::run_engine(cfg).exit_code;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2) {
+    std::fputs(kUsage, stderr);
+    return 2;
+  }
+  std::string cmd = argv[1];
+  if (cmd == "--help" || cmd == "-h" || cmd == "help") {
+    std::fputs(kUsage, stdout);
+    return 0;
+  }
+  if (cmd == "version" || cmd == "--version") {
+    std::printf("amon %s\n", AMON_VERSION);
+    return 0;
+  }
+  amon::register_builtin_plugins();
+  if (cmd == "pcap") return cmd_pcap(argc - 2, argv + 2);
+  if (cmd == "run") return cmd_run(argc - 2, argv + 2);
+  if (cmd == "lint") return amon::dsl::lint_main(argc - 2, argv + 2);
+  if (cmd == "fields") return amon::dsl::fields_main(argc - 2, argv + 2);
+  if (cmd == "actions") return amon::dsl::actions_main(argc - 2, argv + 2);
+  return usage_error("unknown command '" + cmd + "'");
+}

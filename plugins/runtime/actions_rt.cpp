@@ -1,0 +1,225 @@
+#include "actions_rt.h"
+
+#include <cstring>
+#include <stdexcept>
+
+#include "cryptopan.h"
+#include "keyed_hash.h"
+#include "zanon.h"
+
+namespace amon {
+
+namespace {
+
+std::array<uint8_t, 32> key32(const ActionCall& call, const char* param) {
+  const ArgValue* a = call.arg(param);
+  if (!a || !a->key || a->key->bytes.size() != 32)
+    throw std::runtime_error(call.desc->name + ": key '" + (a && a->key ? a->key->name : "?") +
+                             "' must be 32 bytes");
+  std::array<uint8_t, 32> k;
+  std::memcpy(k.data(), a->key->bytes.data(), 32);
+  return k;
+}
+
+// hash(key=K) must not reuse the Crypto-PAn key bytes as they are: the
+// keyed-hash key is the epoch-0 derivation of K, distinct from K itself.
+std::array<uint8_t, 16> hash_key(const ActionCall& call) {
+  auto k = key32(call, "key");
+  CryptoPAnKey d = CryptoPAn::derive_epoch_key(k, UINT64_MAX);
+  std::array<uint8_t, 16> out;
+  std::memcpy(out.data(), d.data(), 16);
+  return out;
+}
+
+class Keep final : public RtAction {
+ public:
+  Keep() { modifies = false; }
+};
+
+class Zero final : public RtAction {
+ public:
+  ActResult mac(uint8_t* m, ApplyCtx&) override { std::memset(m, 0, 6); return ActResult::Done; }
+  ActResult addr(uint8_t* a, ApplyCtx& c) override { std::memset(a, 0, c.family == 4 ? 4 : 16); return ActResult::Done; }
+  ActResult bytes(uint8_t* p, uint32_t n, ApplyCtx&) override { std::memset(p, 0, n); return ActResult::Done; }
+};
+
+class Redact final : public RtAction {
+ public:
+  ActResult bytes(uint8_t* p, uint32_t n, ApplyCtx&) override { std::memset(p, 'x', n); return ActResult::Done; }
+};
+
+class Drop final : public RtAction {
+ public:
+  ActResult mac(uint8_t*, ApplyCtx&) override { return ActResult::Drop; }
+  ActResult addr(uint8_t*, ApplyCtx&) override { return ActResult::Drop; }
+  ActResult bytes(uint8_t*, uint32_t, ApplyCtx&) override { return ActResult::Drop; }
+};
+
+class Cut final : public RtAction {
+ public:
+  ActResult bytes(uint8_t*, uint32_t, ApplyCtx&) override { return ActResult::Cut; }
+};
+
+// Layout (doc/language.md): eth.dst gets the seconds since the Unix epoch and
+// eth.src the nanoseconds within that second, each as a 48-bit big-endian
+// number. Both are below 2^47, so the I/G bit stays 0 (unicast).
+class Timestamp final : public RtAction {
+ public:
+  explicit Timestamp(FieldId dst_field) : dst_(dst_field) {}
+  ActResult mac(uint8_t* m, ApplyCtx& c) override {
+    uint64_t v = c.field == dst_ ? c.ts_ns / 1000000000ULL : c.ts_ns % 1000000000ULL;
+    for (int i = 5; i >= 0; --i, v >>= 8) m[i] = uint8_t(v);
+    return ActResult::Done;
+  }
+
+ private:
+  FieldId dst_;
+};
+
+class Hash final : public RtAction {
+ public:
+  explicit Hash(const ActionCall& call) : h_(hash_key(call)) {}
+  ActResult mac(uint8_t* m, ApplyCtx&) override {
+    uint8_t out[6];
+    h_.anon_mac(m, out);
+    std::memcpy(m, out, 6);
+    return ActResult::Done;
+  }
+  ActResult addr(uint8_t* a, ApplyCtx& c) override {
+    size_t n = c.family == 4 ? 4 : 16;
+    uint64_t x = h_.hash64({a, n});
+    if (n == 4) {
+      std::memcpy(a, &x, 4);
+    } else {
+      uint8_t tweak[17];
+      std::memcpy(tweak, a, 16);
+      tweak[16] = 1;
+      uint64_t y = h_.hash64({tweak, 17});
+      std::memcpy(a, &x, 8);
+      std::memcpy(a + 8, &y, 8);
+    }
+    return ActResult::Done;
+  }
+  ActResult bytes(uint8_t* p, uint32_t n, ApplyCtx&) override {
+    // Length kept; filler drawn from the keyed hash of the whole value so
+    // equal values stay equal (joins still work for the consumer).
+    uint64_t x = h_.hash64({p, n});
+    static const char alnum[] = "abcdefghijklmnopqrstuvwxyz0123456789";
+    for (uint32_t i = 0; i < n; ++i) {
+      x = x * 6364136223846793005ULL + 1442695040888963407ULL;
+      p[i] = uint8_t(alnum[(x >> 33) % 36]);
+    }
+    return ActResult::Done;
+  }
+
+ private:
+  KeyedHash h_;
+};
+
+class CryptoPan final : public RtAction {
+ public:
+  CryptoPan(const ActionCall& call)
+      : base_(key32(call, "key")), rotate_ns_(call.int_or("rotate", 0)), cache_(base_, 1 << 14, 1 << 12) {}
+  ActResult addr(uint8_t* a, ApplyCtx& c) override {
+    if (rotate_ns_ > 0) {
+      uint64_t epoch = c.ts_ns / uint64_t(rotate_ns_);
+      if (epoch != epoch_) {
+        epoch_ = epoch;
+        cache_.rekey(CryptoPAn::derive_epoch_key(base_, epoch));
+      }
+    }
+    if (c.family == 4) {
+      uint32_t v = uint32_t(a[0]) << 24 | uint32_t(a[1]) << 16 | uint32_t(a[2]) << 8 | a[3];
+      v = cache_.anon_v4_cached(v);
+      a[0] = uint8_t(v >> 24), a[1] = uint8_t(v >> 16), a[2] = uint8_t(v >> 8), a[3] = uint8_t(v);
+    } else {
+      uint8_t out[16];
+      cache_.anon_v6_cached(a, out);
+      std::memcpy(a, out, 16);
+    }
+    return ActResult::Done;
+  }
+
+ private:
+  std::array<uint8_t, 32> base_;
+  int64_t rotate_ns_;
+  uint64_t epoch_ = UINT64_MAX;
+  CryptoPAnCache cache_;
+};
+
+inline void keep_prefix(uint8_t* a, int width_bytes, int bits) {
+  for (int i = 0; i < width_bytes; ++i) {
+    int keep = bits - i * 8;
+    if (keep >= 8) continue;
+    a[i] = keep <= 0 ? 0 : uint8_t(a[i] & (0xff00 >> keep));
+  }
+}
+
+class Prefix final : public RtAction {
+ public:
+  explicit Prefix(const ActionCall& call) : v4_(int(call.int_or("bits", 24))), v6_(int(call.int_or("v6", 48))) {}
+  ActResult addr(uint8_t* a, ApplyCtx& c) override {
+    if (c.family == 4) keep_prefix(a, 4, v4_);
+    else keep_prefix(a, 16, v6_);
+    return ActResult::Done;
+  }
+
+ private:
+  int v4_, v6_;
+};
+
+// zanon on an address field (ip.server): the decision is taken once per flow
+// (by ProgramInstance at the flow's first packet) and read from the flow here.
+class ZanonAddr final : public RtAction {
+ public:
+  ZanonAddr(ZanonSlotInfo slot, std::unique_ptr<RtAction> fallback) : slot_(slot), fb_(std::move(fallback)) {}
+  ActResult addr(uint8_t* a, ApplyCtx& c) override {
+    const FlowState* f = c.m->flow;
+    uint64_t bit = 1ULL << slot_.bit;
+    // No decision (no flow state) means nothing proves the value is shared by
+    // z users: hide.
+    bool released = f && (f->zdecided & bit) && (f->zreleased & bit);
+    if (released) return ActResult::Done;
+    return fb_->addr(a, c);
+  }
+
+ private:
+  ZanonSlotInfo slot_;
+  std::unique_ptr<RtAction> fb_;
+};
+
+}  // namespace
+
+std::unique_ptr<RtAction> make_rt_action(const ActionCall& call, const dsl::Policy& pol, SharedServices* svc,
+                                         const ZanonSlotInfo* zslot) {
+  const std::string& n = call.desc->name;
+  auto& reg = Registry::instance();
+  if (n == "keep") return std::make_unique<Keep>();
+  if (n == "zero") return std::make_unique<Zero>();
+  if (n == "redact") return std::make_unique<Redact>();
+  if (n == "drop") return std::make_unique<Drop>();
+  if (n == "cut") return std::make_unique<Cut>();
+  if (n == "timestamp") return std::make_unique<Timestamp>(reg.field("eth.dst")->id);
+  if (n == "hash") return std::make_unique<Hash>(call);
+  if (n == "cryptopan") return std::make_unique<CryptoPan>(call);
+  if (n == "prefix") return std::make_unique<Prefix>(call);
+  if (n == "zanon") {
+    if (!zslot) throw std::runtime_error("zanon: no decision slot (too many zanon rules in one policy?)");
+    const ArgValue* fb = call.arg("fallback");
+    std::unique_ptr<RtAction> fallback;
+    if (!fb) {
+      fallback = std::make_unique<Zero>();
+    } else if (fb->action) {
+      fallback = make_rt_action(*fb->action, pol, svc, nullptr);
+    } else if (fb->s == "zero" || fb->s == "redact") {
+      // An address has no filler character: redacting it is zeroing it.
+      fallback = std::make_unique<Zero>();
+    } else {
+      throw std::runtime_error("zanon: fallback '" + fb->s + "' is not available for addresses");
+    }
+    return std::make_unique<ZanonAddr>(*zslot, std::move(fallback));
+  }
+  throw std::runtime_error("action '" + n + "' has no runtime");
+}
+
+}  // namespace amon
