@@ -202,6 +202,7 @@ struct Store::Impl {
       const ptrdiff_t v = relocate(shard, b1, b2);
       if (v >= 0) {
         bump(s.relocations);
+        bump(s.tracked);
         return size_t(v);
       }
     }

@@ -2,6 +2,7 @@
 //
 //   bench_zanon [--values 1000000] [--users 100000] [--ops 20000000] [--z 10]
 //               [--zipf 1.0] [--threads 1,2] [--hot 1024]
+//               [--memory 0|1]
 //
 // Zipf workload: value ranks drawn from Zipf(s) over --values names, users
 // uniform over --users, one consumer (z, dt = 1 h), timestamps 100 ns apart.
@@ -32,6 +33,7 @@ struct Args {
   size_t values = 1000000, users = 100000, ops = 20000000, hot = 1024;
   uint32_t z = 10;
   double zipf = 1.0;
+  bool memory = true;
   std::vector<unsigned> threads{1, 2};
 };
 
@@ -60,6 +62,7 @@ Args parse(int argc, char** argv) {
     else if (k == "--hot") a.hot = std::strtoull(v, nullptr, 10);
     else if (k == "--z") a.z = uint32_t(std::strtoul(v, nullptr, 10));
     else if (k == "--zipf") a.zipf = std::strtod(v, nullptr);
+    else if (k == "--memory") a.memory = std::strtoul(v, nullptr, 10) != 0;
     else if (k == "--threads") {
       a.threads.clear();
       for (const char* p = v; *p;) {
@@ -182,6 +185,7 @@ int main(int argc, char** argv) {
   }
 
   // --- Memory ---
+  if (!a.memory) return 0;
   std::printf("\n[memory] %zu distinct values each seen once, then the table's size\n", a.values);
   for (uint32_t z : {a.z, Store::kMaxZ}) {
     const size_t rss0 = rss_bytes();

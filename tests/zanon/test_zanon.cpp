@@ -254,6 +254,22 @@ TEST_CASE("a full table evicts the least recently observed value") {
   CHECK(s.count_recent(s.key(Scope{}, "cold0"), t, kSec) == 0);
 }
 
+TEST_CASE("a nearly full table relocates before it evicts, and counts every value once") {
+  Config c = small_config(10);
+  c.max_values = 16384;
+  c.shards = 1;
+  Store s(c);
+  for (int i = 0; i < 16384; ++i) s.observe(s.key(Scope{}, "fill" + std::to_string(i)), user(1), 1, ZParams{2, kSec});
+  const Stats st = s.stats();
+  CHECK(st.relocations > 0);
+  CHECK(st.evictions == 0);  // 16384 of 18432 slots: relocation must find room
+  CHECK(st.inserts == 16384);
+  CHECK(st.values_tracked == 16384);
+  size_t found = 0;
+  for (int i = 0; i < 16384; ++i) found += s.count_recent(s.key(Scope{}, "fill" + std::to_string(i)), 1, kSec) == 1;
+  CHECK(found == 16384);
+}
+
 TEST_CASE("memory: at z = 10 an entry stays under 512 B and 1M values under 512 MB") {
   Config c = small_config(10);
   c.max_values = 1000000;
