@@ -176,9 +176,11 @@ int rewrite_names(uint8_t* msg, size_t len, const ParseResult& pr, F&& f) {
       const_cast<void*>(static_cast<const void*>(&f)));
 }
 
-// ECS: zero the address bytes and (optionally) the source prefix length,
-// keeping every length. Returns false if there is no ECS option.
-bool ecs_zero(uint8_t* msg, size_t len, const ParseResult& pr, bool zero_prefix);
+// ECS: zero the address bytes, keeping every length. The prefix lengths stay:
+// RFC 7871 ties the address length to SOURCE PREFIX-LENGTH, so zeroing the
+// prefix too would make the message invalid (use ecs_strip to drop it).
+// Returns false if there is no ECS option.
+bool ecs_zero(uint8_t* msg, size_t len, const ParseResult& pr);
 // Remove the ECS option, shrinking the OPT RR and the message (UDP only: the
 // caller fixes IP/UDP lengths). Refused (returns 0) when any parsed label lies
 // after the option, since pointers to it would move. Returns the new length.

@@ -410,13 +410,9 @@ int rewrite_names(uint8_t* msg, size_t len, const ParseResult& pr, DecideFn fn, 
   return changed;
 }
 
-bool ecs_zero(uint8_t* msg, size_t len, const ParseResult& pr, bool zero_prefix) {
+bool ecs_zero(uint8_t* msg, size_t len, const ParseResult& pr) {
   if (pr.status != Status::Ok || !pr.ecs.present || len != pr.msg_len) return false;
   std::memset(msg + pr.ecs.addr_off, 0, pr.ecs.addr_len);
-  if (zero_prefix) {
-    msg[pr.ecs.opt_off + 6] = 0;
-    msg[pr.ecs.opt_off + 7] = 0;
-  }
   return true;
 }
 

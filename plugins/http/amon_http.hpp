@@ -61,6 +61,7 @@ struct Message {
   uint16_t first_header, n_headers;
   bool has_content_length, chunked;
   bool body_unbounded;        // chunked or read-until-close: parsing stopped at body_off
+  bool uri_has_space;         // request-target held raw spaces (accepted, see parse)
   uint64_t content_length;
   uint32_t body_off;          // first body byte (== off + head_len)
 };
@@ -79,6 +80,7 @@ struct Result {
   Error error;
   bool overflow;
   uint32_t consumed;          // bytes of complete messages (heads + bodies present)
+  bool more;                  // Ok but kMaxMsgs reached: call again at consumed
   uint64_t body_missing;      // Truncated inside a body: bytes still to come
   uint16_t n_msgs, n_headers, n_occ;
   Message msgs[kMaxMsgs];

@@ -171,11 +171,20 @@ struct Parser {
     if (i == p || i >= e || b[i] != ' ') return fail(Status::Malformed, Error::RequestLine);
     msg.method = {p, i - p};
     const uint32_t u = ++i;
-    while (i < e && b[i] > 0x20 && b[i] != 0x7f) ++i;
-    if (i == u || i >= e || b[i] != ' ') return fail(Status::Malformed, Error::RequestLine);
-    msg.uri = {u, i - u};
-    ++i;
-    if (e - i != 8 || std::memcmp(b + i, "HTTP/1.", 7) != 0 || b[i + 7] < '0' || b[i + 7] > '9')
+    // The version is the last 9 bytes (" HTTP/1.x"); the target is all in
+    // between. Scanners put raw spaces in targets ("GET /a;cat /etc/passwd
+    // HTTP/1.1"): accept them (flagged) so the other fields of such requests
+    // are still found and rewritten, as tshark and Zeek do.
+    if (e < u + 10 || b[e - 9] != ' ') return fail(Status::Malformed, Error::RequestLine);
+    const uint32_t ue = e - 9;
+    for (uint32_t k = u; k < ue; ++k) {
+      if (b[k] < 0x20 || b[k] == 0x7f) return fail(Status::Malformed, Error::RequestLine);
+      if (b[k] == ' ') msg.uri_has_space = true;
+    }
+    if (b[u] == ' ' || b[ue - 1] == ' ') return fail(Status::Malformed, Error::RequestLine);
+    msg.uri = {u, ue - u};
+    i = ue + 1;
+    if (std::memcmp(b + i, "HTTP/1.", 7) != 0 || b[i + 7] < '0' || b[i + 7] > '9')
       return fail(Status::Malformed, Error::RequestLine);
     msg.version_minor = uint8_t(b[i + 7] - '0');
     return Status::Ok;
@@ -198,7 +207,6 @@ struct Parser {
 
   // Parse one message head at p. Returns Ok with *next = body start.
   Status head(uint32_t p, uint32_t* next) {
-    if (r.n_msgs >= Result::kMaxMsgs) return fail(Status::Malformed, Error::Capacity);
     const uint16_t mi = r.n_msgs;
     Message& msg = r.msgs[mi];
     msg = Message{};
@@ -327,6 +335,12 @@ struct Parser {
       while (len - p >= 2 && b[p] == '\r' && b[p + 1] == '\n') p += 2;
       if (p >= len) break;
       if (len - p == 1 && b[p] == '\r') break;
+      if (r.n_msgs >= Result::kMaxMsgs) {
+        // Table full is not an error: report what we have, caller resumes at consumed.
+        r.more = true;
+        r.status = Status::Ok;
+        return Status::Ok;
+      }
       uint32_t body;
       if (Status st = head(p, &body); st != Status::Ok) return st;
       Message& msg = r.msgs[r.n_msgs - 1];
@@ -402,6 +416,7 @@ Status parse(const uint8_t* buf, size_t len, Direction dir, const Matcher& m, Sc
   out.error = Error::None;
   out.overflow = false;
   out.consumed = 0;
+  out.more = false;
   out.body_missing = 0;
   out.n_msgs = out.n_headers = out.n_occ = 0;
   if (len > 0xffffffffu) len = 0xffffffffu;

@@ -129,6 +129,20 @@ struct Parser {
     return Status::Ok;
   }
 
+  // `count` consecutive 16-bit-length vectors exactly filling [p, end),
+  // the last one at least `min_last` bytes long.
+  bool vectors16(uint32_t p, uint32_t end, int count, uint32_t min_last) const {
+    if (p > end) return false;
+    uint32_t n = 0;
+    for (int i = 0; i < count; ++i) {
+      if (p + 2 > end) return false;
+      n = rd16(h + p);
+      if (p + 2 + n > end) return false;
+      p += 2 + n;
+    }
+    return p == end && n >= min_last;
+  }
+
   Status hello() {
     uint32_t p = 0;
     if (hlen < 2 + 32 + 1) return fail(Status::Malformed, Error::VectorLength);
@@ -183,10 +197,19 @@ struct Parser {
           c.has_ech = true;
           c.ech_type = h[body];
           c.ech = bspan(body, n);
+          if (c.ech_type == 0) {
+            // outer: cipher_suite(4) config_id(1) enc<0..2^16-1> payload<1..2^16-1>
+            if (!vectors16(body + 6, body + n, 2, 1)) return fail(Status::Malformed, Error::VectorLength);
+          } else if (c.ech_type == 1) {
+            if (n != 1) return fail(Status::Malformed, Error::VectorLength);
+          }
           break;
         case 0xffce:
+          // draft-ietf-tls-esni: suite(2) key_share{group(2) key<..>}
+          // record_digest<..> encrypted_sni<..>
           c.has_esni = true;
           c.esni = bspan(body, n);
+          if (!vectors16(body + 4, body + n, 3, 0)) return fail(Status::Malformed, Error::VectorLength);
           break;
         default:
           break;

@@ -1,0 +1,44 @@
+// parse -> rewrite (decision varies per name) -> re-parse must succeed with
+// the same names, label spans and lengths; ECS helpers keep it parseable.
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+
+#include "amon_dns.hpp"
+
+using namespace amon;
+using namespace amon::dns;
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  static auto* r = new ParseResult();
+  static auto* r2 = new ParseResult();
+  if (parse(data, size, *r) != Status::Ok) return 0;
+  std::vector<uint8_t> w(data, data + size);
+  const uint8_t sel = size ? data[size - 1] : 0;
+  rewrite_names(w.data(), w.size(), *r, [sel](const NameView& v) {
+    switch ((v.index + sel) % 4) {
+      case 0: return names::Decision::keep();
+      case 1: return names::Decision::mask(v.index * 31u + sel);
+      case 2: return names::Decision::mask_left_of(uint8_t(sel % 3), 99);
+      default: return names::Decision::redact();
+    }
+  });
+  if (parse(w.data(), w.size(), *r2) != Status::Ok) std::abort();
+  if (r2->n_names != r->n_names || r2->n_labels != r->n_labels || r2->n_rrs != r->n_rrs) std::abort();
+  for (unsigned i = 0; i < r->n_names; ++i) {
+    if (r2->names[i].off != r->names[i].off || r2->names[i].n_labels != r->names[i].n_labels ||
+        r2->names[i].role != r->names[i].role)
+      std::abort();
+    for (unsigned k = 0; k < r->names[i].n_labels; ++k)
+      if (r2->name_label(i, k).off != r->name_label(i, k).off || r2->name_label(i, k).len != r->name_label(i, k).len)
+        std::abort();
+  }
+  if (r->ecs.present) {
+    std::vector<uint8_t> z = w;
+    if (!ecs_zero(z.data(), z.size(), *r2) || parse(z.data(), z.size(), *r2) != Status::Ok) std::abort();
+    parse(w.data(), w.size(), *r2);
+    const size_t n = ecs_strip(w.data(), w.size(), *r2);
+    if (n && parse(w.data(), n, *r2) != Status::Ok) std::abort();
+  }
+  return 0;
+}
