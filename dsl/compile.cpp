@@ -1132,6 +1132,7 @@ void Compiler::analyze() {
       if (f->role == FieldRole::Identifier || f->type == ValueType::Addr) anchor = anchor ? anchor : &r;
   }
   std::set<const FieldDesc*> warned;
+  std::vector<const FieldDesc*> unnamed;
   if (anchor) {
     for (const auto& f : fields) {
       if (f.role != FieldRole::Identifier || !in_clear(f)) continue;
@@ -1147,19 +1148,30 @@ void Compiler::analyze() {
         continue;
       }
       // Unnamed address identifiers alias other address fields of their
-      // protocol (ip.src/ip.dst vs ip.client/ip.server): one protected
+      // protocol (ip.src/ip.dst vs ip.client/ip.server): one named
       // identifier of the same protocol and type covers the bytes.
       bool covered = false;
       if (f.type == ValueType::Addr)
         for (const auto& g : fields)
           if (&g != &f && g.protocol == f.protocol && g.type == f.type && g.role == FieldRole::Identifier &&
-              protected_any(g))
-            covered = true;
-      if (covered) continue;
+              (protected_any(g) || first_rule(g)))
+            covered = true;  // a kept alias gets its own warning above
+      if (!covered) unnamed.push_back(&f);
+    }
+    // One warning for all unnamed identifiers: they share a cause and a fix.
+    if (!unnamed.empty()) {
+      std::string names, hint;
+      for (const FieldDesc* f : unnamed) {
+        names += (names.empty() ? "" : ", ") + quote(f->name);
+        hint += (hint.empty() ? (unnamed.size() == 1 ? "add a rule: " : "add rules, e.g. ") : "; ") +
+                example_protection(*f);
+        warned.insert(f);
+      }
       d_.warning(anchor->loc,
-                 "identifier " + quote(f.name) + " is left in clear (no rule names it) while this rule protects addresses",
-                 "add a rule: " + example_protection(f));
-      warned.insert(&f);
+                 std::string(unnamed.size() == 1 ? "identifier " : "identifiers ") + names +
+                     (unnamed.size() == 1 ? " is" : " are") + " left in clear (no rule names " +
+                     (unnamed.size() == 1 ? "it" : "them") + ") while this rule protects addresses",
+                 hint);
     }
   }
   std::set<std::pair<const FieldDesc*, const FieldDesc*>> pairs;
@@ -1173,8 +1185,7 @@ void Compiler::analyze() {
           continue;
         if (!pairs.insert({f, g}).second) continue;
         std::string hint = "add a rule: ";
-        bool same = std::find(r.action.desc->applies_to.begin(), r.action.desc->applies_to.end(), g->type) !=
-                    r.action.desc->applies_to.end();
+        bool same = g->type == f->type;
         hint += same ? g->name + " : " + to_string(r.action) : example_protection(*g);
         d_.warning(rule_field_locs_[r.index][k],
                    quote(f->name) + " is protected but the related " + quote(g->name) + " is left in clear", hint);

@@ -293,7 +293,9 @@ static int yyreport_syntax_error(const yypcontext_t* pc, yyscan_t, ParseCtx* ctx
   const AMON_DSL_LTYPE& loc = *yypcontext_location(pc);
   std::string what;
   switch (la) {
-    case YYSYMBOL_EOL: what = "end of line"; break;
+    case YYSYMBOL_EOL:
+      what = static_cast<size_t>(loc.first_off) >= ctx->src.size() ? "end of file" : "end of line";
+      break;
     case YYSYMBOL_YYEOF: what = "end of file"; break;
     case YYSYMBOL_IDENT: what = "'" + token_text(ctx, loc) + "'"; break;
     default: {
