@@ -22,6 +22,7 @@
 #include "mbuf_meta.h"
 #include "pcap_port.h"
 #include "stats.h"
+#include "worker_path.h"
 #include "zanon.h"
 
 namespace amon {
@@ -65,13 +66,10 @@ struct Worker {
   unsigned id = 0;
   unsigned lcore = 0;
   rte_ring* in = nullptr;
-  std::unique_ptr<FlowTable> flows;
-  std::vector<std::unique_ptr<ProgramInstance>> progs;
-  std::vector<ConsumerCounters> counters;
-  std::vector<uint8_t> scratch, scratch2;
+  std::unique_ptr<WorkerPath> path;
   std::atomic<uint64_t> processed{0};
   uint64_t dispatched = 0;  // written by the main lcore only
-  uint64_t ring_full_drops = 0, out_full_drops = 0, copy_failures = 0, decode_status[4] = {};
+  uint64_t out_full_drops = 0;
   std::vector<std::pair<uint16_t, uint16_t>> rx_queues;  // (port, queue) polled directly
 };
 
@@ -93,7 +91,8 @@ struct Engine {
   uint64_t now_from_tsc() const { return wall0 + (rte_rdtsc() - tsc0) * 1000000000ULL / tsc_hz; }
 };
 
-void enqueue_out(Worker& w, unsigned ci, rte_mbuf* m) {
+void enqueue_out(void* ctx, unsigned ci, rte_mbuf* m) {
+  Worker& w = *static_cast<Worker*>(ctx);
   Output& o = w.eng->outputs[ci];
   if (w.eng->cfg.offline) {
     // Offline never loses a packet: wait for the writer.
@@ -103,93 +102,10 @@ void enqueue_out(Worker& w, unsigned ci, rte_mbuf* m) {
   if (rte_ring_mp_enqueue(o.ring, m) != 0) {
     rte_pktmbuf_free(m);
     ++w.out_full_drops;
-    ++w.counters[ci].dropped;
-    --w.counters[ci].out;
+    auto& c = w.path->counters()[ci];
+    ++c.dropped;
+    --c.out;
   }
-}
-
-void process_packet(Worker& w, rte_mbuf* m) {
-  Engine& E = *w.eng;
-  const uint32_t cap0 = m->pkt_len;
-  const uint32_t wire0 = mbuf_wire_len(m);
-  const bool linear = m->nb_segs == 1;
-  const uint8_t* data;
-  if (linear) {
-    data = rte_pktmbuf_mtod(m, const uint8_t*);
-  } else {
-    if (w.scratch.size() < cap0) w.scratch.resize(cap0);
-    data = static_cast<const uint8_t*>(rte_pktmbuf_read(m, 0, cap0, w.scratch.data()));
-  }
-  Decoded d;
-  decode(data, cap0, wire0, d);
-  ++w.decode_status[int(d.status) & 3];
-  PacketMeta meta;
-  meta.ts_ns = mbuf_ts(m);
-  if (d.has_ip() && d.dst_off() + d.addr_len() <= cap0 && d.src_off() + d.addr_len() <= cap0)
-    w.flows->lookup(data, d, meta.ts_ns, meta);
-
-  const unsigned nc = unsigned(E.programs.size());
-  unsigned sharers = 0, modifiers = 0;
-  for (unsigned i = 0; i < nc; ++i) (E.programs[i]->identity() ? sharers : modifiers)++;
-  bool original_free = true;  // our own reference to m is still held
-  unsigned mod_seen = 0;
-  for (unsigned i = 0; i < nc; ++i) {
-    ConsumerCounters& c = w.counters[i];
-    ++c.in;
-    if (E.programs[i]->identity()) {
-      rte_mbuf_refcnt_update(m, 1);
-      ++c.shared;
-      ++c.out;
-      enqueue_out(w, i, m);
-      continue;
-    }
-    ++mod_seen;
-    uint32_t cap = cap0, wire = wire0;
-    rte_mbuf* out = nullptr;
-    Verdict v;
-    if (linear) {
-      // The last rewriting consumer may rewrite the original in place when no
-      // consumer shares it: one copy fewer on the common single-consumer path.
-      bool take = sharers == 0 && mod_seen == modifiers;
-      if (take) {
-        out = m;
-        original_free = false;
-      } else {
-        out = rte_pktmbuf_copy(m, E.pool, 0, UINT32_MAX);
-        if (!out) {
-          ++w.copy_failures;
-          ++c.dropped;
-          continue;
-        }
-      }
-      v = w.progs[i]->process(rte_pktmbuf_mtod(out, uint8_t*), cap, wire, d, meta, c);
-      if (v == Verdict::Forward && cap < cap0) rte_pktmbuf_trim(out, uint16_t(cap0 - cap));
-    } else {
-      if (w.scratch2.size() < cap0) w.scratch2.resize(cap0);
-      std::memcpy(w.scratch2.data(), data, cap0);
-      v = w.progs[i]->process(w.scratch2.data(), cap, wire, d, meta, c);
-      if (v == Verdict::Forward) {
-        out = mbuf_from_bytes(E.pool, w.scratch2.data(), cap);
-        if (!out) {
-          ++w.copy_failures;
-          ++c.dropped;
-          continue;
-        }
-        mbuf_set_ts(out, meta.ts_ns);
-      }
-    }
-    if (v != Verdict::Forward) {
-      if (out) rte_pktmbuf_free(out);
-      if (v == Verdict::Filtered) ++c.filtered;
-      else ++c.dropped;
-      continue;
-    }
-    mbuf_set_wire_len(out, wire);
-    ++c.copied;
-    ++c.out;
-    enqueue_out(w, i, out);
-  }
-  if (original_free) rte_pktmbuf_free(m);
 }
 
 int worker_main(void* arg) {
@@ -215,11 +131,11 @@ int worker_main(void* arg) {
     }
     for (unsigned i = 0; i < n; ++i) {
       if (i + 1 < n) rte_prefetch0(rte_pktmbuf_mtod(pkts[i + 1], void*));
-      process_packet(w, pkts[i]);
+      w.path->process(pkts[i], enqueue_out, &w);
     }
     w.processed.fetch_add(n, std::memory_order_release);
     // Idle flows are reclaimed a little at a time, off no particular packet.
-    if (++last_expire % 64 == 0) w.flows->expire(mbuf_ts(pkts[n - 1]), 64);
+    if (++last_expire % 64 == 0) w.path->flows().expire(mbuf_ts(pkts[n - 1]), 64);
   }
   return 0;
 }
@@ -402,21 +318,6 @@ EngineResult run_engine(const EngineConfig& cfg_in) {
     for (size_t i = 0; i < E.policies.size(); ++i)
       E.programs.push_back(std::make_unique<Program>(E.policies[i], int(i), &E.services));
 
-    // Outputs.
-    for (auto& c : cfg.consumers) {
-      Output o;
-      o.name = c.name;
-      o.spec = c.output;
-      o.ring = rte_ring_create(("out_" + std::to_string(E.outputs.size())).c_str(), kRingSize, int(rte_socket_id()),
-                               RING_F_SC_DEQ);
-      if (!o.ring) throw std::runtime_error("output ring: " + std::string(rte_strerror(rte_errno)));
-      if (c.output.kind == PortSpec::Kind::PcapFile) {
-        o.pcap = std::make_unique<PcapWriter>(c.output.spec);
-      } else {
-        o.port = attach_port(c.output.spec);
-      }
-      E.outputs.push_back(std::move(o));
-    }
     // Inputs.
     for (auto& in : cfg.inputs) {
       Input i;
@@ -430,6 +331,27 @@ EngineResult run_engine(const EngineConfig& cfg_in) {
         i.port = attach_port(in.spec);
       }
       E.inputs.push_back(std::move(i));
+    }
+    // Outputs. Pcap outputs keep the timestamp precision of pcap inputs.
+    bool nano_out = false;
+    int snaplen = 0;
+    for (auto& i : E.inputs) {
+      nano_out = nano_out || !i.pcap || i.pcap->nanosecond_file();
+      snaplen = std::max(snaplen, i.pcap ? i.pcap->snaplen() : 262144);
+    }
+    for (auto& c : cfg.consumers) {
+      Output o;
+      o.name = c.name;
+      o.spec = c.output;
+      o.ring = rte_ring_create(("out_" + std::to_string(E.outputs.size())).c_str(), kRingSize, int(rte_socket_id()),
+                               RING_F_SC_DEQ);
+      if (!o.ring) throw std::runtime_error("output ring: " + std::string(rte_strerror(rte_errno)));
+      if (c.output.kind == PortSpec::Kind::PcapFile) {
+        o.pcap = std::make_unique<PcapWriter>(c.output.spec, nano_out, snaplen);
+      } else {
+        o.port = attach_port(c.output.spec);
+      }
+      E.outputs.push_back(std::move(o));
     }
     // Configure ethdev ports once each (a port may be both input and output).
     std::map<uint16_t, std::pair<uint16_t, uint16_t>> qs;  // port -> (rxq, txq)
@@ -457,11 +379,10 @@ EngineResult run_engine(const EngineConfig& cfg_in) {
       w->in = rte_ring_create(("in_" + std::to_string(wi)).c_str(), kRingSize, int(rte_socket_id()),
                               RING_F_SP_ENQ | RING_F_SC_DEQ);
       if (!w->in) throw std::runtime_error("worker ring: " + std::string(rte_strerror(rte_errno)));
-      w->flows = std::make_unique<FlowTable>("flows_" + std::to_string(wi), cfg.flows_per_worker, cfg.flow_idle_ns,
-                                             int(rte_socket_id()));
-      for (auto& p : E.programs) w->progs.push_back(p->instantiate());
-      w->counters.resize(E.programs.size());
-      for (size_t ci = 0; ci < E.programs.size(); ++ci) w->counters[ci].rule_hits.resize(E.programs[ci]->rule_count() + 1);
+      w->path = std::make_unique<WorkerPath>(
+          E.programs, E.pool,
+          std::make_unique<FlowTable>("flows_" + std::to_string(wi), cfg.flows_per_worker, cfg.flow_idle_ns,
+                                      int(rte_socket_id())));
       for (auto& i : E.inputs)
         if (i.direct) w->rx_queues.emplace_back(i.port, uint16_t(wi));
       E.workers.push_back(std::move(w));
@@ -539,18 +460,19 @@ EngineResult run_engine(const EngineConfig& cfg_in) {
       cr.policy = cfg.consumers[ci].policy_path;
       cr.output = cfg.consumers[ci].output.describe();
       cr.counters.rule_hits.assign(E.programs[ci]->rule_count() + 1, 0);
-      for (auto& w : E.workers) accumulate(cr.counters, w->counters[ci]);
+      for (auto& w : E.workers) accumulate(cr.counters, w->path->counters()[ci]);
       cr.written = E.outputs[ci].written;
       cr.tx_dropped = E.outputs[ci].tx_dropped;
       cr.policy_ptr = E.policies[ci];
       rep.consumers.push_back(std::move(cr));
     }
     for (auto& w : E.workers) {
-      rep.flows_created += w->flows->stats().created;
-      rep.flows_evicted += w->flows->stats().evicted;
-      rep.flows_expired += w->flows->stats().expired;
-      for (int s = 0; s < 4; ++s) rep.decode_status[s] += w->decode_status[s];
-      rep.copy_failures += w->copy_failures;
+      const auto& fs = w->path->flows().stats();
+      rep.flows_created += fs.created;
+      rep.flows_evicted += fs.evicted;
+      rep.flows_expired += fs.expired;
+      for (int s = 0; s < 4; ++s) rep.decode_status[s] += w->path->stats().decode_status[s];
+      rep.copy_failures += w->path->stats().copy_failures;
     }
     if (E.zstore) rep.zstats = E.zstore->stats(), rep.has_zstats = true;
     if (!cfg.quiet) std::fputs(render_report_text(rep).c_str(), stdout);

@@ -1,5 +1,6 @@
 #include "pcap_port.h"
 
+#include <cstdio>
 #include <cstring>
 #include <stdexcept>
 
@@ -38,6 +39,13 @@ PcapReader::PcapReader(const std::string& path, rte_mempool* pool) : pool_(pool)
   p_ = pcap_open_offline_with_tstamp_precision(path.c_str(), PCAP_TSTAMP_PRECISION_NANO, err);
   if (!p_) throw std::runtime_error(path + ": " + err);
   linktype_ = pcap_datalink(p_);
+  if (FILE* f = std::fopen(path.c_str(), "rb")) {
+    uint8_t m[4] = {};
+    if (std::fread(m, 1, 4, f) == 4)
+      nano_ = (m[0] == 0xa1 && m[1] == 0xb2 && m[2] == 0x3c && m[3] == 0x4d) ||
+              (m[0] == 0x4d && m[1] == 0x3c && m[2] == 0xb2 && m[3] == 0xa1);
+    std::fclose(f);
+  }
 }
 
 PcapReader::~PcapReader() {
@@ -89,8 +97,10 @@ uint16_t PcapReader::read_burst(rte_mbuf** out, uint16_t n) {
   return got;
 }
 
-PcapWriter::PcapWriter(const std::string& path, int linktype) : path_(path) {
-  dead_ = pcap_open_dead_with_tstamp_precision(linktype, 262144, PCAP_TSTAMP_PRECISION_NANO);
+PcapWriter::PcapWriter(const std::string& path, bool nanosecond, int snaplen, int linktype)
+    : path_(path), nano_(nanosecond) {
+  dead_ = pcap_open_dead_with_tstamp_precision(linktype, snaplen,
+                                               nanosecond ? PCAP_TSTAMP_PRECISION_NANO : PCAP_TSTAMP_PRECISION_MICRO);
   if (!dead_) throw std::runtime_error(path + ": cannot create pcap handle");
   d_ = pcap_dump_open(dead_, path.c_str());
   if (!d_) {
@@ -109,7 +119,7 @@ void PcapWriter::write(const rte_mbuf* m) {
   pcap_pkthdr h{};
   uint64_t ts = mbuf_ts(m);
   h.ts.tv_sec = time_t(ts / 1000000000ULL);
-  h.ts.tv_usec = suseconds_t(ts % 1000000000ULL);
+  h.ts.tv_usec = suseconds_t(nano_ ? ts % 1000000000ULL : ts % 1000000000ULL / 1000);
   h.caplen = m->pkt_len;
   h.len = mbuf_wire_len(m);
   const uint8_t* data;

@@ -27,6 +27,10 @@ class PcapReader {
   bool eof() const { return eof_; }
   const std::string& error() const { return error_; }
   int linktype() const { return linktype_; }
+  // The file's own timestamp precision (its magic number), so outputs can
+  // keep it: a microsecond input gives microsecond outputs.
+  bool nanosecond_file() const { return nano_; }
+  int snaplen() const { return p_ ? pcap_snapshot(p_) : 0; }
   uint64_t packets() const { return packets_; }
   uint64_t alloc_failures() const { return alloc_fail_; }
 
@@ -37,6 +41,7 @@ class PcapReader {
   std::string path_, error_;
   bool eof_ = false;
   int linktype_ = 0;
+  bool nano_ = false;
   uint64_t packets_ = 0, alloc_fail_ = 0;
   // A packet read while the pool was empty, delivered on the next call.
   const u_char* pending_data_ = nullptr;
@@ -46,7 +51,7 @@ class PcapReader {
 
 class PcapWriter {
  public:
-  PcapWriter(const std::string& path, int linktype = DLT_EN10MB);
+  PcapWriter(const std::string& path, bool nanosecond = true, int snaplen = 262144, int linktype = DLT_EN10MB);
   ~PcapWriter();
   PcapWriter(const PcapWriter&) = delete;
   PcapWriter& operator=(const PcapWriter&) = delete;
@@ -60,6 +65,7 @@ class PcapWriter {
   pcap_t* dead_ = nullptr;
   pcap_dumper_t* d_ = nullptr;
   std::string path_;
+  bool nano_;
   std::vector<uint8_t> linear_;
   uint64_t packets_ = 0, bytes_ = 0;
 };

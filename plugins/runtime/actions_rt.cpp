@@ -21,15 +21,9 @@ std::array<uint8_t, 32> key32(const ActionCall& call, const char* param) {
   return k;
 }
 
-// hash(key=K) must not reuse the Crypto-PAn key bytes as they are: the
-// keyed-hash key is the epoch-0 derivation of K, distinct from K itself.
-std::array<uint8_t, 16> hash_key(const ActionCall& call) {
-  auto k = key32(call, "key");
-  CryptoPAnKey d = CryptoPAn::derive_epoch_key(k, UINT64_MAX);
-  std::array<uint8_t, 16> out;
-  std::memcpy(out.data(), d.data(), 16);
-  return out;
-}
+// hash(key=K) must not reuse K's bytes as they are (K may also key
+// Crypto-PAn): the hash key is derived from K for this purpose only.
+std::array<uint8_t, 16> hash_key(const ActionCall& call) { return KeyedHash::derive_key(key32(call, "key"), "amon hash()"); }
 
 class Keep final : public RtAction {
  public:

@@ -1,0 +1,47 @@
+// What a worker does to one packet: decode once, look up the flow, run each
+// consumer's program (sharing the mbuf with consumers that change nothing,
+// copying for the others) and hand each result to a sink. The engine's
+// workers and the benchmark run this same code.
+#pragma once
+
+#include <rte_mbuf.h>
+
+#include <memory>
+#include <vector>
+
+#include "flow_table.h"
+#include "runtime.h"
+
+namespace amon {
+
+struct WorkerPathStats {
+  uint64_t copy_failures = 0;
+  uint64_t decode_status[4] = {};
+};
+
+class WorkerPath {
+ public:
+  // sink(ctx, consumer index, mbuf): takes ownership of the mbuf reference.
+  using Sink = void (*)(void* ctx, unsigned consumer, rte_mbuf* m);
+
+  WorkerPath(const std::vector<std::unique_ptr<Program>>& programs, rte_mempool* pool,
+             std::unique_ptr<FlowTable> flows);
+
+  void process(rte_mbuf* m, Sink sink, void* ctx);
+
+  FlowTable& flows() { return *flows_; }
+  std::vector<ConsumerCounters>& counters() { return counters_; }
+  const WorkerPathStats& stats() const { return st_; }
+
+ private:
+  std::vector<std::unique_ptr<ProgramInstance>> progs_;
+  std::vector<bool> identity_;
+  unsigned sharers_ = 0, modifiers_ = 0;
+  std::vector<ConsumerCounters> counters_;
+  rte_mempool* pool_;
+  std::unique_ptr<FlowTable> flows_;
+  std::vector<uint8_t> scratch_, scratch2_;
+  WorkerPathStats st_;
+};
+
+}  // namespace amon
