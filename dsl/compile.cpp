@@ -629,6 +629,18 @@ std::optional<ActionCall> Compiler::check_call(ParseCtx& ctx, const Call& c, con
       ok = false;
     }
   }
+  // z-anonymity counts users per value class; a field without one has no
+  // shared store to count in. The registry has no flag for "needs a value
+  // class" yet, so the action is recognised by name (see the DSL report).
+  if (a->name == "zanon") {
+    for (const FieldDesc* f : fields) {
+      if (f->value_class.empty() && ok) {
+        d_.error(name_at, "zanon does not apply to " + f->name + ": it has no z-anonymity value class",
+                 "protect it with " + actions_for(f->type));
+        ok = false;
+      }
+    }
+  }
   ActionCall out;
   out.desc = a;
   out.loc = ctx.where(c.loc);
@@ -1120,9 +1132,22 @@ void Compiler::analyze() {
     if (r) payload_gone = !r->when && r->action.desc->protects;
     else payload_gone = pol_->payload_default && pol_->payload_default->desc->protects;
   }
+  // `payload : cut() when not proto in { dns }` keeps payload for DNS only:
+  // fields of every other application protocol are removed with it.
+  std::optional<std::vector<std::string>> payload_only_for;
+  if (payload && !payload_gone) {
+    const Rule* r = first_rule(*payload);
+    if (r && r->when && r->action.desc->protects && r->when->kind == Cond::Kind::Not &&
+        r->when->children[0]->kind == Cond::Kind::ProtoIn)
+      payload_only_for = r->when->children[0]->protocols;
+  }
   auto in_clear = [&](const FieldDesc& f) {
     if (protected_any(f)) return false;
-    if (payload_gone && !below_payload(f)) return false;
+    if (below_payload(f)) return true;
+    if (payload_gone) return false;
+    if (payload_only_for &&
+        std::find(payload_only_for->begin(), payload_only_for->end(), f.protocol) == payload_only_for->end())
+      return false;
     return true;
   };
   const Rule* anchor = nullptr;  // first rule that protects an address or identifier
