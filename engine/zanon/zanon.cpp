@@ -133,6 +133,10 @@ struct Store::Impl {
     while (m) {
       unsigned i = std::countr_zero(m);
       m &= m - 1;
+      // A tag hit is almost surely the value: fetch the user and time lines
+      // now, in parallel with the key compare, not one dependent miss later.
+      const char* body = reinterpret_cast<const char*>(head(b * kSlots + i));
+      for (size_t off = 64; off < stride; off += 64) _mm_prefetch(body + off, _MM_HINT_T0);
       if (matches(b * kSlots + i, k)) return ptrdiff_t(b * kSlots + i);
     }
     return -1;
@@ -337,6 +341,14 @@ Key Store::key(Scope scope, std::span<const uint8_t> value) const noexcept {
 
 Key Store::key(Scope scope, std::string_view value) const noexcept {
   return key(scope, std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(value.data()), value.size()));
+}
+
+void Store::prefetch(const Key& k) const noexcept {
+  const Impl& m = *impl_;
+  size_t b1, b2;
+  m.buckets(m.shard_of(k.h), k.h.hi, b1, b2);
+  _mm_prefetch(reinterpret_cast<const char*>(m.tags + b1 * kSlots), _MM_HINT_T0);
+  _mm_prefetch(reinterpret_cast<const char*>(m.tags + b2 * kSlots), _MM_HINT_T0);
 }
 
 size_t Store::observe(const Key& k, uint64_t user, uint64_t t_ns, std::span<const ZParams> consumers,

@@ -112,6 +112,11 @@ class Store {
   Key key(Scope scope, std::span<const uint8_t> value) const noexcept;
   Key key(Scope scope, std::string_view value) const noexcept;
 
+  // Starts loading the table rows `k` will probe. A worker that holds a burst
+  // of packets calls this a few packets ahead of observe() so the misses of
+  // several values overlap. Optional; no effect on results.
+  void prefetch(const Key& k) const noexcept;
+
   // Counts one occurrence of `k` by `user` (an already keyed 64-bit hash of
   // the user identifier; the store never sees clear addresses) at t_ns, then
   // decides for every consumer: released_out[i] is true iff consumers[i]
