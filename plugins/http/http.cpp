@@ -247,15 +247,17 @@ struct Parser {
       uint32_t i = q;
       while (i < e && kTchar.t[b[i]]) ++i;
       if (i == q || i >= e || b[i] != ':') return fail(Status::Malformed, Error::HeaderName);
+      uint32_t vs = i + 1;
+      // Validate before the header enters the table: a refused message must
+      // not leave a half-filled entry behind for the caller to read.
+      for (uint32_t k = vs; k < e; ++k)
+        if (ctl_in_value(b[k])) return fail(Status::Malformed, Error::HeaderValue);
       if (r.n_headers >= Result::kMaxHeaders) return fail(Status::Malformed, Error::Capacity);
       HeaderLine& h = r.headers[r.n_headers++];
       ++msg.n_headers;
       h.name = {q, i - q};
       h.kind = Field::Other;
       h.folded = false;
-      uint32_t vs = i + 1;
-      for (uint32_t k = vs; k < e; ++k)
-        if (ctl_in_value(b[k])) return fail(Status::Malformed, Error::HeaderValue);
       while (vs < e && (b[vs] == ' ' || b[vs] == '\t')) ++vs;
       uint32_t ve = e;
       while (ve > vs && (b[ve - 1] == ' ' || b[ve - 1] == '\t')) --ve;

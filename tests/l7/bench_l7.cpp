@@ -75,7 +75,7 @@ int main() {
   }, 1000000);
   std::vector<std::vector<uint8_t>> reqs;
   l7test::walk(l7test::pcap_path("http-many-user-agents.pcap"), [&](const l7test::Pkt& k) {
-    if (k.tcp && k.len > 16 && k.dport == 80) reqs.emplace_back(k.payload, k.payload + k.len);
+    if (k.tcp && k.len > 16 && (k.dport == 80 || k.dport == 8080)) reqs.emplace_back(k.payload, k.payload + k.len);
   });
   if (!reqs.empty())
     ns_per("http parse: real requests (nikto)", reqs.size(), [&] {
