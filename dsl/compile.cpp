@@ -385,14 +385,21 @@ void Compiler::do_include(ParseCtx& ctx, const Stmt& s, const std::string& dir, 
              "");
     return;
   }
+  // stat() sizes lie for /proc and friends: never read past the limit.
   std::ifstream f(real, std::ios::binary);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  if (!f) {
+  std::string text(opt_.max_file_bytes + 1, '\0');
+  f.read(text.data(), static_cast<std::streamsize>(text.size()));
+  if (f.bad()) {
     d_.error(at, "cannot read " + quote(path), "");
     return;
   }
-  load(ss.str(), path, dir_of(path), canon, depth + 1);
+  text.resize(static_cast<size_t>(f.gcount()));
+  if (text.size() > opt_.max_file_bytes) {
+    d_.error(at, "included file " + quote(path) + " is larger than the limit of " +
+                     std::to_string(opt_.max_file_bytes) + " bytes", "");
+    return;
+  }
+  load(std::move(text), path, dir_of(path), canon, depth + 1);
 }
 
 std::shared_ptr<const Policy> Compiler::run(std::string_view src, const std::string& name, const std::string& dir) {
@@ -636,7 +643,14 @@ std::optional<ActionCall> Compiler::check_call(ParseCtx& ctx, const Call& c, con
     for (const FieldDesc* f : fields) {
       if (f->value_class.empty() && ok) {
         d_.error(name_at, "zanon does not apply to " + f->name + ": it has no z-anonymity value class",
-                 "protect it with " + actions_for(f->type));
+                 "protect it with " + [&] {
+                   std::vector<std::string> v;
+                   for (const auto& x : reg_.actions())
+                     if (x.protects && &x != a &&
+                         std::find(x.applies_to.begin(), x.applies_to.end(), f->type) != x.applies_to.end())
+                       v.push_back(x.name + "()");
+                   return join(v, " or ");
+                 }());
         ok = false;
       }
     }
