@@ -16,6 +16,7 @@ WorkerPath::WorkerPath(const std::vector<std::unique_ptr<Program>>& programs, rt
     (p->identity() ? sharers_ : modifiers_)++;
     counters_.emplace_back();
     counters_.back().rule_hits.resize(p->rule_count() + 1);
+    if (p->wants_l7() && !l7_) l7_ = std::make_unique<L7Parse>();
   }
 }
 
@@ -37,6 +38,11 @@ void WorkerPath::process(rte_mbuf* m, Sink sink, void* ctx) {
   meta.ts_ns = mbuf_ts(m);
   if (d.has_ip() && d.dst_off() + d.addr_len() <= cap0 && d.src_off() + d.addr_len() <= cap0)
     flows_->lookup(data, d, meta.ts_ns, meta);
+  meta.orig = data;
+  if (l7_) {
+    l7_->reset(++packet_id_);
+    analyze_l7(data, d, meta, *l7_);
+  }
 
   const unsigned nc = unsigned(progs_.size());
   bool own_ref = true;  // our own reference to m is still held

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "flow_table.h"
+#include "l7.h"
 #include "runtime.h"
 
 namespace amon {
@@ -42,6 +43,8 @@ class WorkerPath {
   std::unique_ptr<FlowTable> flows_;
   std::vector<uint8_t> scratch_, scratch2_;
   WorkerPathStats st_;
+  std::unique_ptr<L7Parse> l7_;  // null when no consumer looks past L4
+  uint64_t packet_id_ = 0;
 };
 
 }  // namespace amon

@@ -3,12 +3,31 @@
 #include <cstring>
 #include <stdexcept>
 
+#include <hs/hs.h>
+#include <openssl/rand.h>
+
 #include "actions_rt.h"
+#include "l7.h"
 #include "checksum.h"
 #include "keyed_hash.h"
 #include "zanon.h"
 
 namespace amon {
+
+// What rules and conditions of one consumer see of the packet being processed.
+struct ProgramInstance::Eval {
+  const Decoded* d;
+  const PacketMeta* m;
+  ConsumerCounters* c;
+  ApplyCtx* ctx;
+  bool client_is_src;
+  const uint8_t* client;  // clear client address
+  uint32_t alen;
+  uint8_t* buf;           // this consumer's copy
+  bool drop = false;
+  bool have_user = false;
+  uint64_t user = 0;
+};
 
 struct ActionPlan {
   const ActionCall* call = nullptr;
@@ -28,6 +47,38 @@ inline void wr16(uint8_t* p, uint16_t v) { p[0] = uint8_t(v >> 8), p[1] = uint8_
 
 }  // namespace
 
+// The Hyperscan databases of a policy's `~` conditions, one per regex,
+// compiled once per policy; workers keep their own scratch.
+struct Program::Regexes {
+  std::vector<const dsl::Cond::Regex*> list;
+  std::vector<hs_database_t*> dbs;
+  void collect(const dsl::Cond& c) {
+    for (auto& ch : c.children) collect(*ch);
+    for (auto& r : c.regexes) list.push_back(&r);
+  }
+  void compile() {
+    for (auto* r : list) {
+      hs_database_t* db = nullptr;
+      hs_compile_error_t* err = nullptr;
+      if (hs_compile(r->source.c_str(), r->hs_flags | HS_FLAG_SINGLEMATCH, HS_MODE_BLOCK, nullptr, &db, &err) !=
+          HS_SUCCESS) {
+        std::string m = err ? err->message : "unknown error";
+        hs_free_compile_error(err);
+        throw std::runtime_error("regex /" + r->source + "/: " + m);
+      }
+      dbs.push_back(db);
+    }
+  }
+  hs_database_t* db_of(const dsl::Cond::Regex* r) const {
+    for (size_t i = 0; i < list.size(); ++i)
+      if (list[i] == r) return dbs[i];
+    return nullptr;
+  }
+  ~Regexes() {
+    for (auto* d : dbs) hs_free_database(d);
+  }
+};
+
 Program::Program(std::shared_ptr<const dsl::Policy> policy, int consumer_index, SharedServices* services)
     : policy_(std::move(policy)), consumer_(consumer_index), services_(services) {
   if (consumer_ < 0 || consumer_ >= kMaxConsumers)
@@ -36,16 +87,20 @@ Program::Program(std::shared_ptr<const dsl::Policy> policy, int consumer_index, 
   const auto& rules = policy_->rules;
   plans_.resize(rules.size() + 1);
   int zslots = 0;
+  const L7Fields& L = L7Fields::get();
+  field_rules_.resize(Registry::instance().fields().size());
+  regexes_ = std::make_unique<Regexes>();
   for (const auto& r : rules) {
-    if (r.when)
-      throw std::runtime_error(r.loc.file + ":" + std::to_string(r.loc.line) +
-                               ": conditions (`when`) are not supported by this engine yet");
+    if (r.when) regexes_->collect(*r.when);
     auto plan = std::make_unique<ActionPlan>();
     plan->call = &r.action;
     bool modifies = r.action.desc->name != "keep";
-    if (r.action.desc->name == "zanon") {
+    bool flow_addr = false;  // zanon on ip.* is decided once per flow and needs a slot
+    for (const FieldDesc* f : r.fields) flow_addr = flow_addr || is_addr_field(f->id);
+    if (r.action.desc->name == "zanon" && flow_addr) {
       if (zslots == kZSlotsPerConsumer)
-        throw std::runtime_error("at most " + std::to_string(kZSlotsPerConsumer) + " zanon rules per policy");
+        throw std::runtime_error(r.loc.file + ":" + std::to_string(r.loc.line) + ": at most " +
+                                 std::to_string(kZSlotsPerConsumer) + " zanon rules on ip.* fields per policy");
       plan->zslot = zslots;
       plan->zinfo.bit = consumer_ * kZSlotsPerConsumer + zslots;
       plan->zinfo.z = r.action.int_or("z", 10);
@@ -54,6 +109,19 @@ Program::Program(std::shared_ptr<const dsl::Policy> policy, int consumer_index, 
       ++zslots;
     }
     for (const FieldDesc* f : r.fields) {
+      field_rules_[f->id].push_back(r.index);
+      if (L.is_l7(f->id)) {
+        has_l7_ = true;
+        if (modifies) {
+          uint32_t apps = f->protocol == "dns" ? (1u << int(App::Dns) | 1u << int(App::DnsTcp))
+                          : f->protocol == "tls" ? 1u << int(App::Tls)
+                                                 : 1u << int(App::Http);
+          l7_protect_ |= apps;
+          protects_anything_ = true;
+        }
+        if (modifies) identity_ = false;
+        continue;
+      }
       if (f->id == F.eth_src) mac_src_.push_back(r.index);
       else if (f->id == F.eth_dst) mac_dst_.push_back(r.index);
       else if (is_addr_field(f->id)) addr_rules_.push_back(r.index);
@@ -79,8 +147,15 @@ Program::Program(std::shared_ptr<const dsl::Policy> policy, int consumer_index, 
   }
   using OU = dsl::Policy::OnUnknown;
   if (policy_->on_unknown == OU::Drop || policy_->on_unknown == OU::Cut) identity_ = false;
-  if (!policy_->select_bpf.empty() || policy_->select_cond)
-    throw std::runtime_error(policy_->select_loc.file + ": `select` is not supported by this engine yet");
+  if (!policy_->select_bpf.empty())
+    throw std::runtime_error(policy_->select_loc.file + ": `select` with a BPF expression is not supported by this engine yet");
+  if (policy_->select_cond) {
+    regexes_->collect(*policy_->select_cond);
+    identity_ = false;
+  }
+  regexes_->compile();
+  wants_l7_ = has_l7_ || policy_->select_cond != nullptr;
+  for (const auto& r : rules) wants_l7_ = wants_l7_ || r.when != nullptr;
 }
 
 Program::~Program() = default;
@@ -89,22 +164,68 @@ std::unique_ptr<ProgramInstance> Program::instantiate() const { return std::make
 
 ProgramInstance::ProgramInstance(const Program& p) : prog_(p), uhash_(p.services_->user_hash_key) {
   actions_.resize(p.plans_.size());
+  zfallback_.resize(p.plans_.size());
+  name_key_.resize(p.plans_.size());
+  bool name_zanon = false;
   for (size_t i = 0; i < p.plans_.size(); ++i) {
     const auto& plan = p.plans_[i];
     if (!plan) continue;
-    actions_[i] = make_rt_action(*plan->call, *p.policy_, p.services_, plan->zslot >= 0 ? &plan->zinfo : nullptr);
+    const ActionCall& call = *plan->call;
+    // zanon on application fields is decided per occurrence, not per flow,
+    // so only address-field zanon rules hold a flow slot.
+    bool addr_rule = i < p.policy_->rules.size() && [&] {
+      for (auto* f : p.policy_->rules[i].fields)
+        if (f->type == ValueType::Addr && !L7Fields::get().is_l7(f->id)) return true;
+      return false;
+    }();
+    if (call.desc->name == "zanon" && !addr_rule) {
+      name_zanon = true;
+      const ArgValue* fb = call.arg("fallback");
+      if (fb && fb->action) zfallback_[i] = make_rt_action(*fb->action, *p.policy_, p.services_, nullptr);
+      else if (fb && fb->s == "redact") zfallback_[i] = make_rt_action(ActionCall{Registry::instance().action("redact")}, *p.policy_, p.services_, nullptr);
+      else if (!fb || fb->s == "zero") zfallback_[i] = make_rt_action(ActionCall{Registry::instance().action("zero")}, *p.policy_, p.services_, nullptr);
+      actions_[i] = make_rt_action(ActionCall{Registry::instance().action("keep")}, *p.policy_, p.services_, nullptr);
+    } else {
+      actions_[i] = make_rt_action(call, *p.policy_, p.services_, plan->zslot >= 0 ? &plan->zinfo : nullptr);
+    }
+    if (call.desc->name == "hash") {
+      const ArgValue* k = call.arg("key");
+      if (k && k->key && k->key->bytes.size() == 32) {
+        auto hk = KeyedHash::derive_key(std::span<const uint8_t, 32>(k->key->bytes.data(), 32), "amon name mask");
+        std::memcpy(&name_key_[i], hk.data(), 8);
+      }
+    }
+    if (call.desc->name == "zanon") {
+      const ArgValue* fb = call.arg("fallback");
+      if (fb && fb->action && fb->action->desc->name == "hash") {
+        const ArgValue* k = fb->action->arg("key");
+        if (k && k->key && k->key->bytes.size() == 32) {
+          auto hk = KeyedHash::derive_key(std::span<const uint8_t, 32>(k->key->bytes.data(), 32), "amon name mask");
+          std::memcpy(&name_key_[i], hk.data(), 8);
+        }
+      }
+    }
   }
-  if (!p.zslot_rule_.empty()) {
+  if (RAND_bytes(reinterpret_cast<unsigned char*>(&rng_), sizeof rng_) != 1) throw std::runtime_error("RAND_bytes failed");
+  for (auto* db : p.regexes_->dbs)
+    if (hs_alloc_scratch(db, &hs_) != HS_SUCCESS) throw std::runtime_error("hs_alloc_scratch failed");
+  if (name_zanon && !p.services_->zstore) throw std::runtime_error("zanon rules need the z-anonymity store");
+  if (!p.zslot_rule_.empty() || name_zanon) {
     if (!p.services_->zstore) throw std::runtime_error("zanon rules need the z-anonymity store");
     auto* st = p.services_->zstore;
     zscope_.cls = st->class_id("server-addr");
     std::string kind = p.policy_->identifier ? p.policy_->identifier->name : "ip.client";
     if (p.policy_->identifier_prefix >= 0) kind += "/" + std::to_string(p.policy_->identifier_prefix);
     zscope_.kind = st->kind_id(kind);
+    field_class_.assign(Registry::instance().fields().size(), 0);
+    for (const auto& f : Registry::instance().fields())
+      if (!f.value_class.empty()) field_class_[f.id] = st->class_id(f.value_class);
   }
 }
 
-ProgramInstance::~ProgramInstance() = default;
+ProgramInstance::~ProgramInstance() {
+  if (hs_) hs_free_scratch(hs_);
+}
 
 uint64_t ProgramInstance::user_of(const uint8_t* client, uint32_t alen) {
   // The store only ever sees a keyed hash of the clear identifier (never
@@ -153,21 +274,40 @@ Verdict ProgramInstance::process(uint8_t* buf, uint32_t& cap, uint32_t& wire, co
   ctx.m = &m;
   ctx.counters = &c;
 
-  auto run = [&](uint32_t rule, auto&& fn) -> ActResult {
-    if (c.rule_hits.size() < P.plans_.size()) c.rule_hits.resize(P.plans_.size());
-    ++c.rule_hits[rule];
-    return fn(*actions_[rule]);
-  };
+  const bool ip_ok = d.has_ip() && d.ip_version != 0 && d.dst_off() + d.addr_len() <= cap &&
+                     d.src_off() + d.addr_len() <= cap;
+  const uint32_t alen = ip_ok ? d.addr_len() : 0;
+  const uint32_t so = ip_ok ? d.src_off() : 0, dof = ip_ok ? d.dst_off() : 0;
 
-  // L2: MAC addresses exist in every frame we get (decode guarantees 14 bytes
-  // or status Truncated with good_until 0).
+  // Roles: the policy's clients set decides when exactly one end is inside.
+  bool client_is_src = m.initiator_is_src;
+  uint8_t old_src[16] = {}, old_dst[16] = {};
+  if (ip_ok) {
+    if (!pol.clients.empty()) {
+      bool s_in = false, d_in = false;
+      for (const auto& cidr : pol.clients) {
+        s_in = s_in || cidr.contains(d.ip_version, buf + so);
+        d_in = d_in || cidr.contains(d.ip_version, buf + dof);
+      }
+      if (s_in != d_in) client_is_src = s_in;
+    }
+    std::memcpy(old_src, buf + so, alen);
+    std::memcpy(old_dst, buf + dof, alen);
+  }
+  Eval e{&d, &m, &c, &ctx, client_is_src, client_is_src ? old_src : old_dst, alen, buf};
+
+  if (pol.select_cond && !eval(*pol.select_cond, e)) return Verdict::Filtered;
+
+  auto drop = [&]() { ++c.policy_drop; return Verdict::Drop; };
+
+  // L2: MAC addresses exist in every frame of 14 bytes or more.
   if (cap >= 14) {
     ctx.field = F.eth_dst;
-    if (!P.mac_dst_.empty() && run(P.mac_dst_[0], [&](RtAction& a) { return a.mac(buf, ctx); }) == ActResult::Drop)
-      return ++c.policy_drop, Verdict::Drop;
+    int r = pick(F.eth_dst, e);
+    if (r >= 0 && actions_[r]->mac(buf, ctx) == ActResult::Drop) return drop();
     ctx.field = F.eth_src;
-    if (!P.mac_src_.empty() && run(P.mac_src_[0], [&](RtAction& a) { return a.mac(buf + 6, ctx); }) == ActResult::Drop)
-      return ++c.policy_drop, Verdict::Drop;
+    r = pick(F.eth_src, e);
+    if (r >= 0 && actions_[r]->mac(buf + 6, ctx) == ActResult::Drop) return drop();
   }
 
   uint32_t cut_at = UINT32_MAX;
@@ -188,7 +328,6 @@ Verdict ProgramInstance::process(uint8_t* buf, uint32_t& cap, uint32_t& wire, co
     cap = wire = std::min<uint32_t>(cap, d.l3_off);
     return Verdict::Forward;
   }
-
   if (!d.has_ip() || d.ip_version == 0) {
     // Broken before the IP header: nothing past L2 can be trusted.
     if (!P.protects_anything_) return Verdict::Forward;
@@ -196,38 +335,19 @@ Verdict ProgramInstance::process(uint8_t* buf, uint32_t& cap, uint32_t& wire, co
     cap = wire = cut_at;
     return Verdict::Forward;
   }
-
-  const uint32_t alen = d.addr_len();
-  const uint32_t so = d.src_off(), dof = d.dst_off();
-  if (dof + alen > cap || so + alen > cap) {
+  if (!ip_ok) {
     // Addresses not captured in full: cannot be anonymized, remove the IP layer.
     if (!P.protects_anything_) return Verdict::Forward;
     if (error_exit(d.l3_off, c.err_cut)) return Verdict::Drop;
     cap = wire = cut_at;
     return Verdict::Forward;
   }
-
   if ((d.flags & kFlagV6Routing) && P.protects_addresses_) {
     // Addresses in the routing header would need the same rewrite; no
     // consumer has asked for it, so such packets are not forwarded.
     return ++c.err_drop, Verdict::Drop;
   }
 
-  // Roles: the policy's clients set decides when exactly one end is inside.
-  bool client_is_src = m.initiator_is_src;
-  if (!pol.clients.empty()) {
-    bool s_in = false, d_in = false;
-    uint8_t fam = d.ip_version;
-    for (const auto& cidr : pol.clients) {
-      s_in = s_in || cidr.contains(fam, buf + so);
-      d_in = d_in || cidr.contains(fam, buf + dof);
-    }
-    if (s_in != d_in) client_is_src = s_in;
-  }
-
-  uint8_t old_src[16], old_dst[16];
-  std::memcpy(old_src, buf + so, alen);
-  std::memcpy(old_dst, buf + dof, alen);
   const uint8_t* client_clear = client_is_src ? old_src : old_dst;
   const uint8_t* server_clear = client_is_src ? old_dst : old_src;
   if (!P.zslot_rule_.empty() && m.flow) decide_flow(server_clear, client_clear, alen, m, c);
@@ -240,19 +360,26 @@ Verdict ProgramInstance::process(uint8_t* buf, uint32_t& cap, uint32_t& wire, co
     bool is_client = is_src == client_is_src;
     FieldId pos_field = is_src ? F.ip_src : F.ip_dst;
     FieldId role_field = is_client ? F.ip_client : F.ip_server;
-    for (uint32_t ri : P.addr_rules_) {
-      const dsl::Rule& r = pol.rules[ri];
-      bool hit = false;
-      for (const FieldDesc* f : r.fields) hit = hit || f->id == pos_field || f->id == role_field;
-      if (!hit) continue;
-      ctx.field = role_field;
-      ctx.is_server = !is_client;
-      uint8_t* a = buf + (is_src ? so : dof);
-      if (run(ri, [&](RtAction& act) { return act.addr(a, ctx); }) == ActResult::Drop)
-        return ++c.policy_drop, Verdict::Drop;
-      addr_changed = addr_changed || actions_[ri]->modifies;
-      break;  // first matching rule wins
+    // The first rule in source order naming this address, by position or by
+    // role, and whose condition holds, wins.
+    int best = -1;
+    for (FieldId f : {pos_field, role_field}) {
+      for (uint32_t ri : P.field_rules_[f]) {
+        if (best >= 0 && int(ri) >= best) break;
+        const dsl::Rule& r = pol.rules[ri];
+        if (!r.when || eval(*r.when, e)) {
+          best = int(ri);
+          break;
+        }
+      }
     }
+    if (best < 0) continue;
+    if (c.rule_hits.size() < P.plans_.size()) c.rule_hits.resize(P.plans_.size());
+    ++c.rule_hits[best];
+    ctx.field = role_field;
+    ctx.is_server = !is_client;
+    if (actions_[best]->addr(buf + (is_src ? so : dof), ctx) == ActResult::Drop) return drop();
+    addr_changed = addr_changed || actions_[best]->modifies;
   }
 
   // Content the policy cannot see into, when addresses are protected: a
@@ -262,30 +389,40 @@ Verdict ProgramInstance::process(uint8_t* buf, uint32_t& cap, uint32_t& wire, co
   if (P.protects_addresses_ && (d.flags & kFlagIcmpError) && d.status == DecodeStatus::Ok)
     if (error_exit(d.payload_off, c.icmp_quote_cut)) return Verdict::Drop;
 
-  // Payload.
-  int prule = P.payload_rules_.empty() ? P.payload_default_plan_ : int(P.payload_rules_[0]);
+  // Payload: application fields first, then the payload rule.
+  const uint32_t pend = std::min<uint64_t>(uint64_t(d.payload_off) + d.payload_len, cap);
+  const uint32_t plen = pend > d.payload_off ? pend - d.payload_off : 0;
+  uint8_t* pl = buf + d.payload_off;
+  uint16_t pay_old_sum = 0;
+  bool sum_taken = false, payload_changed = false;
+  auto take_sum = [&] {
+    if (!sum_taken && plen) pay_old_sum = csum_sum({pl, plen}), sum_taken = true;
+  };
+  if (P.has_l7_ && d.status == DecodeStatus::Ok && cut_at == UINT32_MAX && m.l7 != L7State::None) {
+    take_sum();
+    if (!l7_rewrite(buf, d, e)) {
+      if (error_exit(d.payload_off, c.l7_cut)) return Verdict::Drop;
+    } else {
+      payload_changed = true;
+    }
+    if (e.drop) return drop();
+  }
+  int prule = pick(F.payload, e);
+  if (prule < 0) prule = P.payload_default_plan_;
   bool payload_protected = prule >= 0 && actions_[prule]->modifies;
-  uint16_t pay_old_sum = 0, pay_new_sum = 0;
-  bool payload_changed = false;
   if (d.status != DecodeStatus::Ok) {
     // The payload's start is unknown: if it is protected, keep only what was decoded.
     if (payload_protected && error_exit(std::min(d.good_until, cap), c.err_cut)) return Verdict::Drop;
   } else if (prule >= 0 && cut_at == UINT32_MAX) {
-    uint32_t end = std::min<uint64_t>(uint64_t(d.payload_off) + d.payload_len, cap);
-    uint32_t n = end > d.payload_off ? end - d.payload_off : 0;
-    uint8_t* p = buf + d.payload_off;
     ctx.field = F.payload;
-    bool track = actions_[prule]->modifies && n > 0;
-    if (track) pay_old_sum = csum_sum({p, n});
-    ActResult r = run(uint32_t(prule), [&](RtAction& a) { return a.bytes(p, n, ctx); });
-    if (r == ActResult::Drop) return ++c.policy_drop, Verdict::Drop;
-    if (r == ActResult::Cut) {
-      cut_at = d.payload_off;
-    } else if (track) {
-      pay_new_sum = csum_sum({p, n});
-      payload_changed = true;
-    }
+    if (actions_[prule]->modifies && plen) take_sum();
+    ActResult r = actions_[prule]->bytes(pl, plen, ctx);
+    if (r == ActResult::Drop) return drop();
+    if (r == ActResult::Cut) cut_at = d.payload_off;
+    else if (actions_[prule]->modifies && plen) payload_changed = true;
   }
+  uint16_t pay_new_sum = payload_changed && sum_taken ? csum_sum({pl, plen}) : pay_old_sum;
+  payload_changed = payload_changed && sum_taken && pay_new_sum != pay_old_sum;
 
   // Fix lengths and checksums.
   uint8_t* ip = buf + d.l3_off;
@@ -303,9 +440,8 @@ Verdict ProgramInstance::process(uint8_t* buf, uint32_t& cap, uint32_t& wire, co
     cut_at = UINT32_MAX;  // the cut point is past the captured bytes: nothing to remove
   }
 
-  if (v4 && cap >= d.l3_off + d.l3_hdr_len && d.l3_hdr_len >= 20) {
+  if (v4 && cap >= d.l3_off + d.l3_hdr_len && d.l3_hdr_len >= 20 && (addr_changed || cut_at != UINT32_MAX))
     wr16(ip + 10, ipv4_header_checksum({ip, d.l3_hdr_len}));
-  }
 
   // L4 checksum: present only in a packet that carries the L4 header.
   if (d.l4_hdr_len == 0 || (d.flags & kFlagLaterFragment)) return Verdict::Forward;
@@ -319,10 +455,11 @@ Verdict ProgramInstance::process(uint8_t* buf, uint32_t& cap, uint32_t& wire, co
   uint8_t* l4 = buf + d.l4_off;
   if (d.l4_off + csum_off + 2 > cap) return Verdict::Forward;
   const bool pseudo = d.l4_proto != kProtoIcmp;
+  const bool udp = d.l4_proto == kProtoUdp;
   if (cut_at != UINT32_MAX) {
     // Everything left is captured: recompute in full.
     uint32_t l4len = cap - d.l4_off;
-    if (d.l4_proto == kProtoUdp && rd16(l4 + 6) == 0 && v4) return Verdict::Forward;  // no checksum in use
+    if (udp && rd16(l4 + 6) == 0) return Verdict::Forward;  // no checksum in use
     uint16_t ck;
     if (d.l4_proto == kProtoIcmp) {
       wr16(l4 + 2, 0);
@@ -337,20 +474,444 @@ Verdict ProgramInstance::process(uint8_t* buf, uint32_t& cap, uint32_t& wire, co
   }
   if (!addr_changed && !payload_changed) return Verdict::Forward;
   uint16_t ck = rd16(l4 + csum_off);
-  const bool udp = d.l4_proto == kProtoUdp;
-  if (udp && ck == 0 && v4) return Verdict::Forward;
+  if (udp && ck == 0) return Verdict::Forward;  // the sender computed none
   if (pseudo && addr_changed) {
-    ck = udp ? csum_replace_udp(ck, {old_src, alen}, {buf + so, alen}) : csum_replace(ck, {old_src, alen}, {buf + so, alen});
-    ck = udp ? csum_replace_udp(ck, {old_dst, alen}, {buf + dof, alen}) : csum_replace(ck, {old_dst, alen}, {buf + dof, alen});
+    ck = csum_replace(ck, {old_src, alen}, {buf + so, alen});
+    ck = csum_replace(ck, {old_dst, alen}, {buf + dof, alen});
   }
   if (payload_changed) {
     // HC' = ~(~HC + ~m + m') over the payload's sums (RFC 1624 eqn. 3).
-    uint16_t s = csum_add(csum_add(uint16_t(~ck), uint16_t(~pay_old_sum)), pay_new_sum);
-    ck = csum_finish(s);
-    if (udp && ck == 0) ck = 0xffff;
+    ck = csum_finish(csum_add(csum_add(uint16_t(~ck), uint16_t(~pay_old_sum)), pay_new_sum));
   }
+  if (udp && ck == 0) ck = 0xffff;
   wr16(l4 + csum_off, ck);
   return Verdict::Forward;
+}
+
+}  // namespace amon
+
+// ---------------------------------------------------------------------------
+// Conditions and application-layer fields.
+
+namespace amon {
+
+
+namespace {
+
+bool proto_present(const std::string& p, const Decoded& d, uint8_t app) {
+  if (p == "eth") return true;
+  if (p == "vlan") return d.n_vlan > 0;
+  if (p == "ip") return d.has_ip();
+  if (p == "ipv4") return d.has_ip() && d.ip_version == 4;
+  if (p == "ipv6") return d.has_ip() && d.ip_version == 6;
+  if (!d.has_ip()) return false;
+  if (p == "tcp") return d.l4_proto == kProtoTcp;
+  if (p == "udp") return d.l4_proto == kProtoUdp;
+  if (p == "icmp") return d.l4_proto == kProtoIcmp;
+  if (p == "icmpv6") return d.l4_proto == kProtoIcmpv6;
+  if (p == "sctp") return d.l4_proto == kProtoSctp;
+  if (p == "dns") return app == uint8_t(App::Dns) || app == uint8_t(App::DnsTcp);
+  if (p == "tls") return app == uint8_t(App::Tls);
+  if (p == "http") return app == uint8_t(App::Http);
+  return false;
+}
+
+bool hs_match(hs_database_t* db, hs_scratch_t* s, const char* data, size_t len) {
+  if (!db || !s) return false;
+  auto cb = [](unsigned, unsigned long long, unsigned long long, unsigned, void*) -> int { return 1; };
+  return hs_scan(db, data, unsigned(len), 0, s, cb, nullptr) == HS_SCAN_TERMINATED;
+}
+
+}  // namespace
+
+bool ProgramInstance::eval(const dsl::Cond& c, Eval& e) {
+  using K = dsl::Cond::Kind;
+  switch (c.kind) {
+    case K::And:
+      for (auto& ch : c.children)
+        if (!eval(*ch, e)) return false;
+      return true;
+    case K::Or:
+      for (auto& ch : c.children)
+        if (eval(*ch, e)) return true;
+      return false;
+    case K::Not:
+      return !eval(*c.children[0], e);
+    case K::ProtoIn:
+      for (auto& p : c.protocols)
+        if (proto_present(p, *e.d, e.m->app)) return true;
+      return false;
+    case K::FieldCmp:
+      break;
+  }
+  // Field comparisons read the ORIGINAL packet: a rule earlier in the policy
+  // must not change what a later condition sees.
+  const Decoded& d = *e.d;
+  const uint8_t* o = e.m->orig;
+  const auto& F = l2l4::g_fields;
+  const FieldId f = c.field->id;
+  using Op = dsl::Cond::Op;
+  auto finish = [&](bool any) { return c.op == Op::Ne ? !any : any; };
+  if (c.field->type == ValueType::Mac) {
+    const uint8_t* mac = f == F.eth_src ? o + 6 : o;
+    bool any = false;
+    for (auto& m : c.macs) any = any || std::memcmp(m.data(), mac, 6) == 0;
+    return finish(any);
+  }
+  if (c.field->type == ValueType::Addr && !L7Fields::get().is_l7(f)) {
+    if (!d.has_ip() || d.dst_off() + d.addr_len() > d.cap_len) return c.op == Op::Ne;
+    auto test = [&](const uint8_t* a) {
+      for (auto& cidr : c.cidrs)
+        if (cidr.contains(d.ip_version, a)) return true;
+      return false;
+    };
+    const uint8_t* src = o + d.src_off();
+    const uint8_t* dst = o + d.dst_off();
+    bool any;
+    if (f == F.ip_src) any = test(src);
+    else if (f == F.ip_dst) any = test(dst);
+    else if (f == F.ip_client) any = test(e.client_is_src ? src : dst);
+    else if (f == F.ip_server) any = test(e.client_is_src ? dst : src);
+    else any = test(src) || test(dst);
+    return finish(any);
+  }
+  // Application fields: the first occurrence in the packet, when parsed.
+  std::string_view val;
+  bool found = false;
+  const L7Fields& L = L7Fields::get();
+  L7Parse* P = e.m->parse;
+  if (P && e.m->l7 == L7State::Parsed) {
+    if ((f == L.dns_qname) && P->dns_msg >= 0 && P->dns->n_names) {
+      for (unsigned i = 0; i < P->dns->n_names && !found; ++i)
+        if (P->dns->names[i].role == dns::NameRole::Qname) val = P->dns->name_text(i), found = true;
+    } else if (f == L.tls_sni && P->tls_state == 1 && P->tls->status == tls::Status::Ok && P->tls->n_sni) {
+      val = P->tls->sni_text(0), found = true;
+    } else if (P->http_state == 1) {
+      const http::Result& H = *P->http;
+      for (unsigned i = 0; i < H.n_occ && !found; ++i) {
+        http::Field k = H.occ[i].kind;
+        bool match = (f == L.http_host && k == http::Field::HostDomain) || (f == L.http_user_agent && k == http::Field::UserAgent) ||
+                     (f == L.http_uri && k == http::Field::Uri) || (f == L.http_method && k == http::Field::Method) ||
+                     (f == L.http_referer && k == http::Field::Referer) || (f == L.http_server && k == http::Field::Server);
+        if (match)
+          val = std::string_view(reinterpret_cast<const char*>(o + d.payload_off + H.occ[i].span.off), H.occ[i].span.len),
+          found = true;
+      }
+    }
+  }
+  if (!found) return c.op == Op::Ne;
+  bool any = false;
+  if (c.op == Op::Match) {
+    for (auto& r : c.regexes) any = any || hs_match(prog_.regexes_->db_of(&r), hs_, val.data(), val.size());
+    return any;
+  }
+  for (auto& s : c.strings) {
+    if (s.size() != val.size()) continue;
+    bool eq = true;
+    for (size_t i = 0; i < s.size() && eq; ++i) eq = std::tolower(static_cast<unsigned char>(s[i])) == std::tolower(static_cast<unsigned char>(val[i]));
+    any = any || eq;
+  }
+  return finish(any);
+}
+
+int ProgramInstance::pick(FieldId f, Eval& e) {
+  for (uint32_t ri : prog_.field_rules_[f]) {
+    const dsl::Rule& r = prog_.policy_->rules[ri];
+    if (!r.when || eval(*r.when, e)) {
+      if (e.c->rule_hits.size() < prog_.plans_.size()) e.c->rule_hits.resize(prog_.plans_.size());
+      ++e.c->rule_hits[ri];
+      return int(ri);
+    }
+  }
+  return -1;
+}
+
+static uint64_t splitmix(uint64_t& s) {
+  uint64_t z = (s += 0x9e3779b97f4a7c15ULL);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  return z ^ (z >> 31);
+}
+
+names::Decision ProgramInstance::decide_name(FieldId f, std::string_view text, Eval& e) {
+  int ri = pick(f, e);
+  if (ri < 0) return names::Decision::keep();
+  const ActionCall& a = prog_.policy_->rules[ri].action;
+  const std::string& n = a.desc->name;
+  if (n == "keep") return names::Decision::keep();
+  if (n == "drop") return e.drop = true, names::Decision::redact();
+  if (n == "hash") return names::Decision::mask(name_key_[ri] ? name_key_[ri] : 1);
+  if (n != "zanon") return names::Decision::redact();  // redact, zero: a name keeps only its shape
+  zanon::Store* st = prog_.services_->zstore;
+  if (!e.have_user) e.user = user_of(e.client, e.alen), e.have_user = true;
+  zanon::ZParams zp{uint32_t(a.int_or("z", 10)), uint64_t(a.int_or("dt", 0))};
+  zanon::Scope sc{field_class_[f], zscope_.kind};
+  // Names are counted case-insensitively, without a trailing dot (the
+  // parsers give the lowercased presentation form).
+  while (!text.empty() && text.back() == '.') text.remove_suffix(1);
+  bool rel = st->observe(st->key(sc, text), e.user, e.m->ts_ns, zp);
+  if (rel) return ++e.c->zanon_released, names::Decision::keep();
+  ++e.c->zanon_hidden;
+  // Hidden: fresh random masks, so hidden values cannot be linked across
+  // packets (a stable pseudonym of a rare name would single its users out).
+  const ArgValue* fb = a.arg("fallback");
+  uint64_t seed = splitmix(rng_);
+  if (fb && fb->action && fb->action->desc->name == "hash") return names::Decision::mask(name_key_[ri] ? name_key_[ri] : 1);
+  if (fb && !fb->action && fb->s == "sld") {
+    unsigned total = names::count_labels(text), keep = names::registrable_label_count(text);
+    if (keep == 0 || keep >= total) return names::Decision::mask(seed);
+    // The registrable domain is a value of the same class with its own test.
+    size_t pos = text.size();
+    for (unsigned k = 0; k < keep; ++k) pos = text.rfind('.', pos - 1);
+    std::string_view sld = text.substr(pos + 1);
+    if (st->observe(st->key(sc, sld), e.user, e.m->ts_ns, zp)) return names::Decision::mask_left_of(uint8_t(keep), seed);
+    return names::Decision::mask(seed);
+  }
+  if (fb && !fb->action && (fb->s == "redact" || fb->s == "zero")) return names::Decision::redact();
+  return names::Decision::mask(seed);
+}
+
+bool ProgramInstance::apply_text(FieldId f, uint8_t* p, uint32_t len, Eval& e) {
+  int ri = pick(f, e);
+  if (ri < 0) return true;
+  const ActionCall& a = prog_.policy_->rules[ri].action;
+  if (a.desc->name == "zanon") {
+    zanon::Store* st = prog_.services_->zstore;
+    if (!e.have_user) e.user = user_of(e.client, e.alen), e.have_user = true;
+    zanon::ZParams zp{uint32_t(a.int_or("z", 10)), uint64_t(a.int_or("dt", 0))};
+    zanon::Scope sc{field_class_[f], zscope_.kind};
+    if (st->observe(st->key(sc, std::span<const uint8_t>(p, len)), e.user, e.m->ts_ns, zp))
+      return ++e.c->zanon_released, true;
+    ++e.c->zanon_hidden;
+    return zfallback_[ri]->bytes(p, len, *e.ctx) != ActResult::Drop;
+  }
+  return actions_[ri]->bytes(p, len, *e.ctx) != ActResult::Drop;
+}
+
+bool ProgramInstance::apply_addr_occ(FieldId f, uint8_t* a, uint8_t family, Eval& e) {
+  int ri = pick(f, e);
+  if (ri < 0) return true;
+  const ActionCall& call = prog_.policy_->rules[ri].action;
+  uint8_t saved = e.ctx->family;
+  e.ctx->family = family;
+  bool ok = true;
+  if (call.desc->name == "zanon") {
+    zanon::Store* st = prog_.services_->zstore;
+    if (!e.have_user) e.user = user_of(e.client, e.alen), e.have_user = true;
+    zanon::ZParams zp{uint32_t(call.int_or("z", 10)), uint64_t(call.int_or("dt", 0))};
+    zanon::Scope sc{field_class_[f], zscope_.kind};
+    if (st->observe(st->key(sc, std::span<const uint8_t>(a, family == 4 ? 4 : 16)), e.user, e.m->ts_ns, zp)) {
+      ++e.c->zanon_released;
+    } else {
+      ++e.c->zanon_hidden;
+      ok = zfallback_[ri]->addr(a, *e.ctx) != ActResult::Drop;
+    }
+  } else {
+    ok = actions_[ri]->addr(a, *e.ctx) != ActResult::Drop;
+  }
+  e.ctx->family = saved;
+  return ok;
+}
+
+
+bool ProgramInstance::l7_dns(uint8_t* msg, uint32_t len, Eval& e, int msg_index) {
+  const L7Fields& L = L7Fields::get();
+  L7Parse& P = *e.m->parse;
+  if (P.dns_msg != msg_index) {
+    // Parse from the original bytes (the copy is identical in this span:
+    // nothing before the application layer rewrites payload bytes).
+    const uint8_t* orig = e.m->orig + (msg - e.buf);
+    dns::parse(orig, len, *P.dns);
+    P.dns_msg = msg_index;
+  }
+  const dns::ParseResult& pr = *P.dns;
+  if (pr.status != dns::Status::Ok) return false;
+  struct Ctx {
+    ProgramInstance* self;
+    Eval* e;
+  } cx{this, &e};
+  auto fn = [](void* vctx, const dns::NameView& nv) -> names::Decision {
+    auto* c = static_cast<Ctx*>(vctx);
+    const L7Fields& L = L7Fields::get();
+    FieldId f;
+    switch (nv.role) {
+      case dns::NameRole::Qname: f = L.dns_qname; break;
+      case dns::NameRole::AnswerOwner:
+      case dns::NameRole::AuthorityOwner:
+      case dns::NameRole::AdditionalOwner: f = L.dns_answer_name; break;
+      default: f = L.dns_rdata_name; break;
+    }
+    return c->self->decide_name(f, nv.text, *c->e);
+  };
+  dns::rewrite_names(msg, len, pr, fn, &cx);
+  for (unsigned i = 0; i < pr.n_addrs; ++i)
+    if (!apply_addr_occ(L.dns_answer_addr, msg + pr.addrs[i].off, pr.addrs[i].family, e)) e.drop = true;
+  if (pr.ecs.present && pr.ecs.addr_len) {
+    int ri = pick(L.dns_ecs, e);
+    if (ri >= 0) {
+      const std::string& n = prog_.policy_->rules[ri].action.desc->name;
+      if (n == "drop") e.drop = true;
+      // The subnet is the client's own network: any protecting action
+      // removes it (the prefix length stays, so the option still parses).
+      else if (n != "keep") std::memset(msg + pr.ecs.addr_off, 0, pr.ecs.addr_len);
+    }
+  }
+  return true;
+}
+
+// Rewrites the application fields of this consumer's copy. Returns false when
+// they cannot be located although this policy protects them (the caller
+// applies on_error), and sets e.drop for drop() rules.
+bool ProgramInstance::l7_rewrite(uint8_t* buf, const Decoded& d, Eval& e) {
+  const PacketMeta& m = *e.m;
+  if (m.l7 == L7State::None) return true;
+  bool protects = prog_.l7_protect_ & (1u << m.app);
+  if (m.l7 != L7State::Parsed) return !protects;
+  const L7Fields& L = L7Fields::get();
+  L7Parse& P = *m.parse;
+  uint8_t* pl = buf + d.payload_off;
+  const uint32_t avail = std::min<uint32_t>(d.cap_len, d.payload_off + d.payload_len) - d.payload_off;
+  switch (App(m.app)) {
+    case App::Dns:
+      return l7_dns(pl, avail, e, 0) || !protects;
+    case App::DnsTcp: {
+      const dns::TcpSplit& sp = *P.split;
+      for (unsigned i = 0; i < sp.n; ++i)
+        if (!l7_dns(pl + sp.msgs[i].off, sp.msgs[i].len, e, int(i)) && protects) return false;
+      return true;
+    }
+    case App::Tls: {
+      const tls::ClientHello& ch = *P.tls;
+      for (unsigned i = 0; i < ch.n_sni; ++i) {
+        names::Decision dec = decide_name(L.tls_sni, ch.sni_text(i), e);
+        if (dec.action != names::Action::Keep) tls::rewrite_sni(pl, avail, ch, i, dec);
+      }
+      return true;
+    }
+    case App::Http: {
+      const http::Result& H = *P.http;
+      for (unsigned i = 0; i < H.n_occ; ++i) {
+        const http::Occurrence& oc = H.occ[i];
+        uint8_t* p = pl + oc.span.off;
+        uint32_t n = oc.span.len;
+        bool ok = true;
+        switch (oc.kind) {
+          case http::Field::HostDomain: {
+            names::Decision dec = decide_name(L.http_host, std::string_view(reinterpret_cast<const char*>(m.orig + d.payload_off + oc.span.off), n), e);
+            if (dec.action != names::Action::Keep) names::apply_to_text(reinterpret_cast<char*>(p), n, dec);
+            break;
+          }
+          case http::Field::Method: ok = apply_text(L.http_method, p, n, e); break;
+          case http::Field::Uri: ok = apply_text(L.http_uri, p, n, e); break;
+          case http::Field::UserAgent: ok = apply_text(L.http_user_agent, p, n, e); break;
+          case http::Field::Referer: ok = apply_text(L.http_referer, p, n, e); break;
+          case http::Field::Cookie: ok = apply_text(L.http_cookie, p, n, e); break;
+          case http::Field::SetCookie: ok = apply_text(L.http_set_cookie, p, n, e); break;
+          case http::Field::Authorization: ok = apply_text(L.http_authorization, p, n, e); break;
+          case http::Field::Xff:
+          case http::Field::Forwarded: ok = apply_text(L.http_xff, p, n, e); break;
+          case http::Field::Location: ok = apply_text(L.http_location, p, n, e); break;
+          case http::Field::Server: ok = apply_text(L.http_server, p, n, e); break;
+          default: break;
+        }
+        if (!ok) e.drop = true;
+      }
+      return true;
+    }
+    default:
+      return true;
+  }
+}
+
+void analyze_l7(const uint8_t* p, const Decoded& d, PacketMeta& m, L7Parse& P) {
+  m.parse = &P;
+  m.l7 = L7State::None;
+  if (d.status != DecodeStatus::Ok || !d.l4_hdr_len || (d.flags & kFlagLaterFragment)) return;
+  FlowState* fs = m.flow;
+  const bool from_init = m.initiator_is_src;
+  const int dir = from_init ? 0 : 1;
+  const uint32_t end = std::min<uint32_t>(d.cap_len, d.payload_off + d.payload_len);
+  const uint32_t avail = end > d.payload_off ? end - d.payload_off : 0;
+  App app = fs && fs->app ? App(fs->app) : detect_app(p, d, from_init);
+  if (fs && !fs->app && avail && d.l4_proto == kProtoTcp && app != App::Other) fs->app = uint8_t(app);
+  m.app = uint8_t(app);
+  if (avail == 0 || app == App::Other || app == App::Unknown) return;
+  const uint8_t* pl = p + d.payload_off;
+  // A payload the capture cut short cannot be parsed to its end.
+  const bool cut_short = d.payload_off + d.payload_len > d.cap_len;
+  if (fs && fs->pending[dir]) {
+    fs->pending[dir] -= std::min<uint32_t>(fs->pending[dir], d.payload_len);
+    m.l7 = L7State::Incomplete;
+    return;
+  }
+  if (fs && fs->body[dir]) {  // body bytes of a known length: nothing to parse
+    uint64_t used = std::min<uint64_t>(fs->body[dir], d.payload_len);
+    fs->body[dir] -= used;
+    if (used == d.payload_len) return;
+    m.l7 = L7State::Incomplete;  // a new head starts inside this segment: not located
+    return;
+  }
+  switch (app) {
+    case App::Dns:
+      m.l7 = cut_short ? L7State::Incomplete : L7State::Parsed;
+      if (!cut_short) {
+        dns::parse(pl, avail, *P.dns);
+        P.dns_msg = 0;
+        if (P.dns->status != dns::Status::Ok) m.l7 = L7State::Malformed;
+      }
+      return;
+    case App::DnsTcp: {
+      dns::Status st = dns::split_tcp(pl, avail, *P.split);
+      if (st == dns::Status::Malformed || cut_short) {
+        m.l7 = L7State::Malformed;
+      } else if (st == dns::Status::Truncated) {
+        m.l7 = L7State::Incomplete;
+        if (fs && P.split->need) fs->pending[dir] = P.split->need - (avail - P.split->partial_off);
+      } else {
+        m.l7 = L7State::Parsed;
+      }
+      P.dns_msg = -1;
+      return;
+    }
+    case App::Tls: {
+      // Only the client's ClientHello carries names; later records are opaque.
+      if (!from_init || pl[0] != 0x16) return;
+      tls::Status st = tls::parse_client_hello(pl, avail, *P.tls);
+      P.tls_state = 1;
+      if (st == tls::Status::Ok) m.l7 = L7State::Parsed;
+      else if (st == tls::Status::Truncated) {
+        m.l7 = L7State::Incomplete;
+        if (fs && P.tls->need > avail) fs->pending[dir] = P.tls->need - avail;
+      } else m.l7 = L7State::Malformed;
+      return;
+    }
+    case App::Http: {
+      if (fs && fs->unbounded[dir]) {
+        // Inside a body of unknown length: only a new message start ends it.
+        bool starts = avail >= 8 && (std::memcmp(pl, "HTTP/1.", 7) == 0 || detect_app(p, d, from_init) == App::Http);
+        if (!starts || (std::memcmp(pl, "HTTP/1.", 7) != 0 && pl[0] < 'A')) return;
+        fs->unbounded[dir] = 0;
+      }
+      http::Status st = http::parse(pl, avail, from_init ? http::Direction::Request : http::Direction::Response,
+                                    http_matcher(), *P.hscratch, *P.http);
+      P.http_state = 1;
+      const http::Result& H = *P.http;
+      if (st == http::Status::Ok) {
+        m.l7 = L7State::Parsed;
+      } else if (st == http::Status::Truncated && H.body_missing && !cut_short) {
+        m.l7 = L7State::Parsed;  // heads complete; the body goes on in later segments
+        if (fs) fs->body[dir] = H.body_missing;
+      } else if (st == http::Status::Truncated) {
+        m.l7 = L7State::Incomplete;
+      } else {
+        m.l7 = L7State::Malformed;
+      }
+      if (fs && H.n_msgs && H.msgs[H.n_msgs - 1].body_unbounded) fs->unbounded[dir] = 1;
+      return;
+    }
+    default:
+      return;
+  }
 }
 
 }  // namespace amon

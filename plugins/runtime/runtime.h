@@ -18,10 +18,13 @@
 #include <string>
 #include <vector>
 
+#include "amon_names.hpp"
 #include "keyed_hash.h"
 #include "l2l4.h"
 #include "zanon.h"
 #include "policy.h"
+
+struct hs_scratch;
 
 namespace amon {
 
@@ -34,6 +37,18 @@ inline constexpr int kZSlotsPerConsumer = 4;
 struct FlowState {
   uint64_t zdecided = 0;  // bit set once the slot's decision was taken for this flow
   uint64_t zreleased = 0; // bit set when the value was released (not z-private)
+  // Application-layer stream state, per direction (0: from the initiator).
+  uint8_t app = 0;              // App, once known from a payload
+  uint8_t unbounded[2] = {};    // inside a body of unknown length (HTTP chunked / until close)
+  uint32_t pending[2] = {};     // bytes still belonging to an incomplete header/message
+  uint64_t body[2] = {};        // bytes of a known-length body still to come (not parsed)
+};
+
+enum class L7State : uint8_t {
+  None,        // nothing application-level to rewrite in this packet
+  Parsed,      // parsed in full: fields located
+  Incomplete,  // a header or message that continues in other segments: fields cannot be located
+  Malformed,   // unparseable: fields cannot be located
 };
 
 // What the engine knows about a packet besides its bytes.
@@ -42,7 +57,16 @@ struct PacketMeta {
   bool initiator_is_src = true;  // flow initiator (SYN sender / first seen) is this packet's source
   bool flow_first = false;       // first packet of the flow in this worker
   FlowState* flow = nullptr;     // null for non-IP frames
+  const uint8_t* orig = nullptr; // the packet's original bytes (conditions read these)
+  uint8_t app = 0;               // App (l7.h)
+  L7State l7 = L7State::None;
+  struct L7Parse* parse = nullptr;  // the worker's parse of this packet
 };
+
+struct L7Parse;
+// Once per packet, before the consumers: detects the application protocol,
+// parses it, and keeps the flow's stream state. Needs meta.flow, orig.
+void analyze_l7(const uint8_t* p, const Decoded& d, PacketMeta& m, L7Parse& parse);
 
 // Counters of one consumer in one worker; the engine sums them.
 struct ConsumerCounters {
@@ -53,6 +77,7 @@ struct ConsumerCounters {
   uint64_t tunnel_cut = 0, icmp_quote_cut = 0;
   uint64_t policy_drop = 0;              // drop() rules
   uint64_t zanon_hidden = 0, zanon_released = 0;
+  uint64_t l7_cut = 0;                   // fail-closed: application fields that could not be located
   std::vector<uint64_t> rule_hits;       // by Rule::index
 };
 
@@ -82,6 +107,9 @@ class Program {
   bool protects_addresses() const { return protects_addresses_; }
   size_t rule_count() const { return policy_->rules.size(); }
   int consumer_index() const { return consumer_; }
+  // The packet's application protocol and fields are needed (L7 rules, or
+  // conditions that may test them).
+  bool wants_l7() const { return wants_l7_; }
 
   std::unique_ptr<ProgramInstance> instantiate() const;
 
@@ -98,6 +126,12 @@ class Program {
   std::vector<uint32_t> mac_src_, mac_dst_, addr_rules_, payload_rules_;
   int payload_default_plan_ = -1;
   std::vector<uint32_t> zslot_rule_;  // rule index of each z-anonymity slot
+  std::vector<std::vector<uint32_t>> field_rules_;  // by FieldId: rule indexes in source order
+  uint32_t l7_protect_ = 0;  // bit per App whose fields this policy rewrites
+  bool has_l7_ = false;
+  bool wants_l7_ = false;
+  struct Regexes;
+  std::unique_ptr<Regexes> regexes_;
 };
 
 class RtAction;
@@ -117,6 +151,14 @@ class ProgramInstance {
   const Program& program() const { return prog_; }
 
  private:
+  struct Eval;
+  bool eval(const dsl::Cond& c, Eval& e);
+  int pick(FieldId f, Eval& e);
+  names::Decision decide_name(FieldId f, std::string_view text, Eval& e);
+  bool apply_text(FieldId f, uint8_t* p, uint32_t len, Eval& e);  // false: drop
+  bool apply_addr_occ(FieldId f, uint8_t* a, uint8_t family, Eval& e);
+  bool l7_dns(uint8_t* msg, uint32_t len, Eval& e, int msg_index);
+  bool l7_rewrite(uint8_t* buf, const Decoded& d, Eval& e);  // false: drop
   uint64_t user_of(const uint8_t* client, uint32_t alen);
   void decide_flow(const uint8_t* server, const uint8_t* client, uint32_t alen, const PacketMeta& m,
                    ConsumerCounters& c);
@@ -125,6 +167,11 @@ class ProgramInstance {
   std::vector<std::unique_ptr<RtAction>> actions_;  // parallel to prog_.plans_
   KeyedHash uhash_;
   zanon::Scope zscope_;
+  std::vector<std::unique_ptr<RtAction>> zfallback_;  // per rule: zanon's fallback as an action
+  std::vector<uint64_t> name_key_;                    // per rule: hash(key=K) seed for names
+  std::vector<uint16_t> field_class_;                 // by FieldId: z-anonymity value class
+  uint64_t rng_;                                      // unlinkable masks for hidden values
+  ::hs_scratch* hs_ = nullptr;
 };
 
 }  // namespace amon

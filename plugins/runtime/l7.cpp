@@ -1,0 +1,79 @@
+#include "l7.h"
+
+#include <cstring>
+
+namespace amon {
+
+const L7Fields& L7Fields::get() {
+  static const L7Fields f = [] {
+    L7Fields x;
+    auto& r = Registry::instance();
+    auto id = [&](const char* n) { return r.field(n)->id; };
+    x.dns_qname = id("dns.qname");
+    x.dns_answer_name = id("dns.answer.name");
+    x.dns_rdata_name = id("dns.rdata.name");
+    x.dns_answer_addr = id("dns.answer.addr");
+    x.dns_ecs = id("dns.ecs");
+    x.tls_sni = id("tls.sni");
+    x.http_host = id("http.host");
+    x.http_method = id("http.method");
+    x.http_uri = id("http.uri");
+    x.http_user_agent = id("http.user_agent");
+    x.http_referer = id("http.referer");
+    x.http_cookie = id("http.cookie");
+    x.http_set_cookie = id("http.set_cookie");
+    x.http_authorization = id("http.authorization");
+    x.http_xff = id("http.xff");
+    x.http_location = id("http.location");
+    x.http_server = id("http.server");
+    x.first = x.dns_qname;
+    x.last = x.http_server;
+    return x;
+  }();
+  return f;
+}
+
+const http::Matcher& http_matcher() {
+  static const http::Matcher m;
+  return m;
+}
+
+L7Parse::L7Parse()
+    : dns(std::make_unique<dns::ParseResult>()),
+      split(std::make_unique<dns::TcpSplit>()),
+      tls(std::make_unique<tls::ClientHello>()),
+      http(std::make_unique<http::Result>()),
+      hscratch(std::make_unique<http::Scratch>(http_matcher())) {}
+L7Parse::~L7Parse() = default;
+
+namespace {
+
+bool is_dns_port(uint16_t p) { return p == 53 || p == 5353 || p == 5355; }
+
+bool starts_with_method(const uint8_t* p, uint32_t n) {
+  static const char* methods[] = {"GET ", "POST ", "HEAD ", "PUT ", "DELETE ", "OPTIONS ", "PATCH ", "CONNECT ", "TRACE "};
+  for (const char* m : methods) {
+    size_t l = std::strlen(m);
+    if (n >= l && std::memcmp(p, m, l) == 0) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+App detect_app(const uint8_t* p, const Decoded& d, bool from_client) {
+  if (d.status != DecodeStatus::Ok || !d.l4_hdr_len || (d.flags & kFlagLaterFragment)) return App::Unknown;
+  const uint32_t avail = d.payload_off < d.cap_len ? std::min(d.cap_len, d.payload_off + d.payload_len) - d.payload_off : 0;
+  const uint8_t* pl = p + d.payload_off;
+  if (d.l4_proto == kProtoUdp) return is_dns_port(d.sport) || is_dns_port(d.dport) ? App::Dns : App::Other;
+  if (d.l4_proto != kProtoTcp) return App::Other;
+  if (is_dns_port(d.sport) || is_dns_port(d.dport)) return App::DnsTcp;
+  if (avail >= 3 && pl[0] == 0x16 && pl[1] == 0x03 && pl[2] <= 0x04) return App::Tls;
+  if (avail >= 8 && (starts_with_method(pl, avail) || std::memcmp(pl, "HTTP/1.", 7) == 0)) return App::Http;
+  uint16_t sp = from_client ? d.dport : d.sport;
+  if (sp == 443) return App::Tls;
+  if (sp == 80 || sp == 8080 || sp == 8000) return App::Http;
+  return App::Other;
+}
+
+}  // namespace amon

@@ -1,0 +1,53 @@
+// Application-layer fields (DNS, TLS ClientHello, HTTP/1.x) for the
+// per-consumer programs: protocol detection, one parse per packet shared by
+// all consumers, and the rewrite of each consumer's copy by offset.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+
+#include "amon_dns.hpp"
+#include "amon_http.hpp"
+#include "amon_tls.hpp"
+#include "l2l4.h"
+
+namespace amon {
+
+enum class App : uint8_t { Unknown = 0, Dns, DnsTcp, Tls, Http, Other };
+
+// Registry ids of the application fields, resolved once.
+struct L7Fields {
+  FieldId dns_qname, dns_answer_name, dns_rdata_name, dns_answer_addr, dns_ecs, tls_sni, http_host, http_method,
+      http_uri, http_user_agent, http_referer, http_cookie, http_set_cookie, http_authorization, http_xff,
+      http_location, http_server;
+  static const L7Fields& get();
+  bool is_l7(FieldId f) const { return f >= first && f <= last; }
+  FieldId first, last;
+};
+
+// Guesses the application protocol of a packet from ports and the first
+// payload bytes. `from_client`: the packet travels client -> server.
+App detect_app(const uint8_t* p, const Decoded& d, bool from_client);
+
+// Per-worker parse state. Parsed lazily, once per packet, on the original
+// bytes; every consumer then rewrites its own copy at the same offsets.
+struct L7Parse {
+  L7Parse();
+  ~L7Parse();
+  void reset(uint64_t packet_id) {
+    if (packet_id != packet) packet = packet_id, dns_msg = -1, tls_state = http_state = 0;
+  }
+  uint64_t packet = ~0ULL;
+  std::unique_ptr<dns::ParseResult> dns;
+  std::unique_ptr<dns::TcpSplit> split;
+  int dns_msg = -1;  // which message of the packet `dns` holds (-1: none)
+  std::unique_ptr<tls::ClientHello> tls;
+  int tls_state = 0;  // 0 not parsed, 1 parsed
+  std::unique_ptr<http::Result> http;
+  std::unique_ptr<http::Scratch> hscratch;
+  int http_state = 0;
+};
+
+const http::Matcher& http_matcher();
+
+}  // namespace amon
