@@ -1,0 +1,517 @@
+// The per-consumer runtime on crafted frames: what each action writes, the
+// roles of ip.client/ip.server, and that every length and checksum is right
+// afterwards (checked against frames.h's own checksum, not amon's).
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <memory>
+#include <random>
+
+#include "frames.h"
+#include "l2l4.h"
+#include "policy.h"
+#include "registry.h"
+#include "runtime.h"
+
+using namespace amon;
+using namespace amon_test;
+
+namespace {
+
+// The reference Crypto-PAn sample key (Crypto-PAn 1.0 sample.cpp), so the
+// expected addresses are the published ones, not amon's own output.
+const char* kSampleKey = "1522178d33a4cf80130a5b1649907d10d8988f837979652762574c2d2a842202";
+
+std::string key_file() {
+  static std::string path = [] {
+    char dir[] = "/tmp/amon-test-runtime-XXXXXX";
+    REQUIRE(mkdtemp(dir) != nullptr);
+    std::string p = std::string(dir) + "/sample.hex";
+    std::ofstream(p) << kSampleKey << "\n";
+    chmod(p.c_str(), 0600);
+    return p;
+  }();
+  return path;
+}
+
+struct Consumer {
+  std::shared_ptr<const dsl::Policy> policy;
+  SharedServices svc;
+  std::unique_ptr<Program> prog;
+  std::unique_ptr<ProgramInstance> inst;
+  ConsumerCounters c;
+  uint32_t wire = 0;
+
+  explicit Consumer(const std::string& body) {
+    static bool once = (register_builtin_plugins(), true);
+    (void)once;
+    std::string src = "key k = file(\"" + key_file() + "\")\n" + body;
+    dsl::Diagnostics diags;
+    policy = dsl::compile_string(src, "test.amon", diags);
+    INFO(diags.render_text());
+    REQUIRE(policy);
+    REQUIRE(diags.errors() == 0);
+    prog = std::make_unique<Program>(policy, 0, &svc);
+    inst = prog->instantiate();
+  }
+
+  // Runs the frame through the consumer; f is resized to what is forwarded.
+  Verdict run(Bytes& f, PacketMeta m = {}, uint32_t wire_len = 0, uint32_t cap_len = UINT32_MAX) {
+    uint32_t cap = cap_len == UINT32_MAX ? uint32_t(f.size()) : cap_len;
+    wire = wire_len ? wire_len : uint32_t(f.size());
+    Decoded d;
+    decode(f.data(), cap, wire, d);
+    Verdict v = inst->process(f.data(), cap, wire, d, m, c);
+    f.resize(cap);
+    return v;
+  }
+};
+
+PacketMeta meta(bool initiator_is_src = true, uint64_t ts = 1700000000123456789ULL) {
+  PacketMeta m;
+  m.initiator_is_src = initiator_is_src;
+  m.ts_ns = ts;
+  return m;
+}
+
+// Every length and checksum of an Ethernet/[VLAN]/IP/L4 frame, recomputed
+// from scratch: the frame must be one a receiver accepts as is.
+void check_lengths_and_checksums(const Bytes& f, uint32_t l3) {
+  INFO("frame of " << f.size() << " bytes, IP at " << l3);
+  REQUIRE(f.size() >= l3 + 20);
+  const uint8_t* ip = &f[l3];
+  bool is6 = (ip[0] >> 4) == 6;
+  uint32_t l4, l4len;
+  uint8_t proto;
+  if (!is6) {
+    uint32_t ihl = (ip[0] & 15) * 4u;
+    CHECK(get16(ip + 2) == f.size() - l3);
+    CHECK(get16(ip + 10) == ref_ipv4_hdr_checksum(ip, ihl));
+    l4 = l3 + ihl;
+    proto = ip[9];
+    if (get16(ip + 6) & 0x1fff) return;  // later fragment: no L4 header
+  } else {
+    CHECK(get16(ip + 4) == f.size() - l3 - 40);
+    l4 = l3 + 40;
+    proto = ip[6];
+    while (proto == 0 || proto == 60 || proto == 43) {
+      proto = f[l4];
+      l4 += (f[l4 + 1] + 1u) * 8u;
+    }
+  }
+  l4len = uint32_t(f.size()) - l4;
+  size_t co = proto == 6 ? 16 : proto == 17 ? 6 : (proto == 1 || proto == 58) ? 2 : 0;
+  if (!co || l4len < co + 2) return;
+  if (proto == 17) CHECK(get16(&f[l4 + 4]) == l4len);
+  if (proto == 17 && !is6 && get16(&f[l4 + 6]) == 0) return;  // no checksum in use
+  uint16_t want = ref_l4_checksum(ip + (is6 ? 8 : 12), ip + (is6 ? 24 : 16), is6, proto, &f[l4], l4len, co, proto != 1);
+  CHECK(get16(&f[l4 + co]) == want);
+}
+
+std::string a4(const Bytes& f, uint32_t off) { return str4(&f[off]); }
+std::string a6(const Bytes& f, uint32_t off) { return str6(&f[off]); }
+
+Bytes udp4(const char* src, const char* dst, size_t n = 20) {
+  V4 h;
+  h.proto = 17, h.src = v4(src), h.dst = v4(dst);
+  return cat({eth(0x0800), ipv4(h, cat({udp_hdr(40000, 53, uint16_t(8 + n)), payload(n)}))});
+}
+
+}  // namespace
+
+TEST_CASE("cryptopan on ip.client: the flow initiator without a clients set", "[runtime][roles]") {
+  Consumer c("ip.client : cryptopan(key=k)\n");
+  Bytes f = udp4("128.11.68.132", "129.118.74.4");
+  REQUIRE(c.run(f, meta(true)) == Verdict::Forward);
+  CHECK(a4(f, 26) == "135.242.180.132");  // published vector
+  CHECK(a4(f, 30) == "129.118.74.4");
+  check_lengths_and_checksums(f, 14);
+
+  f = udp4("128.11.68.132", "129.118.74.4");
+  REQUIRE(c.run(f, meta(false)) == Verdict::Forward);
+  CHECK(a4(f, 26) == "128.11.68.132");
+  CHECK(a4(f, 30) == "134.136.186.123");
+  check_lengths_and_checksums(f, 14);
+}
+
+TEST_CASE("cryptopan on ip.server is the other end", "[runtime][roles]") {
+  Consumer c("ip.server : cryptopan(key=k)\n");
+  Bytes f = udp4("128.11.68.132", "129.118.74.4");
+  c.run(f, meta(true));
+  CHECK(a4(f, 26) == "128.11.68.132");
+  CHECK(a4(f, 30) == "134.136.186.123");
+}
+
+TEST_CASE("the clients set decides the roles when exactly one end is inside", "[runtime][roles]") {
+  Consumer c("clients = { 129.118.0.0/16 }\nip.client : cryptopan(key=k)\nip.server : prefix(8)\n");
+  // src initiated, but dst is the one inside the clients set.
+  Bytes f = udp4("128.11.68.132", "129.118.74.4");
+  c.run(f, meta(true));
+  CHECK(a4(f, 26) == "128.0.0.0");
+  CHECK(a4(f, 30) == "134.136.186.123");
+  check_lengths_and_checksums(f, 14);
+  // Both inside: the initiator is the client again.
+  f = udp4("129.118.74.4", "129.118.1.1");
+  c.run(f, meta(true));
+  CHECK(a4(f, 26) == "134.136.186.123");
+  CHECK(a4(f, 30) == "129.0.0.0");
+  // Neither inside: same.
+  f = udp4("128.11.68.132", "141.223.7.43");
+  c.run(f, meta(false));
+  CHECK(a4(f, 26) == "128.0.0.0");
+  CHECK(a4(f, 30) == "141.167.8.160");
+}
+
+TEST_CASE("cryptopan on IPv6 matches the published vector", "[runtime]") {
+  Consumer c("ip.src, ip.dst : cryptopan(key=k)\n");
+  V6 h;
+  h.src = v6("2001:db8::1"), h.dst = v6("::1");
+  Bytes f = cat({eth(0x86dd), ipv6(h, {}, 6, cat({tcp_hdr(1, 2), payload(9)}))});
+  c.run(f);
+  CHECK(a6(f, 22) == "4401:2bc:603f:d91d:27f:ff8e:e6f1:dc1e");
+  CHECK(a6(f, 38) == "78ff:f001:9fc0:20df:8380:b1f1:704:ed");
+  check_lengths_and_checksums(f, 14);
+}
+
+TEST_CASE("prefix keeps N bits, v6=M for IPv6 (default 48)", "[runtime]") {
+  Consumer c("ip.src : prefix(24, v6=64)\nip.dst : prefix(12)\n");
+  Bytes f = udp4("192.0.2.77", "198.51.100.200");
+  c.run(f);
+  CHECK(a4(f, 26) == "192.0.2.0");
+  CHECK(a4(f, 30) == "198.48.0.0");
+  check_lengths_and_checksums(f, 14);
+  V6 h;
+  h.src = v6("2001:db8:1:2:3:4:5:6"), h.dst = v6("2001:db8:aaaa:bbbb:cccc::1");
+  Bytes g = cat({eth(0x86dd), ipv6(h, {}, 17, cat({udp_hdr(1, 2, 12), payload(4)}))});
+  c.run(g);
+  CHECK(a6(g, 22) == "2001:db8:1:2::");
+  CHECK(a6(g, 38) == "2001:db8:aaaa::");
+  check_lengths_and_checksums(g, 14);
+}
+
+TEST_CASE("zero on addresses and MACs", "[runtime]") {
+  Consumer c("ip.src : zero()\neth.src : zero()\n");
+  Bytes f = udp4("192.0.2.77", "198.51.100.200");
+  c.run(f);
+  CHECK(a4(f, 26) == "0.0.0.0");
+  CHECK(a4(f, 30) == "198.51.100.200");
+  CHECK(Bytes(f.begin() + 6, f.begin() + 12) == Bytes(6, 0));
+  CHECK(Bytes(f.begin(), f.begin() + 6) == Bytes({2, 0, 0, 0, 0, 1}));
+  check_lengths_and_checksums(f, 14);
+}
+
+TEST_CASE("timestamp(): eth.dst = seconds, eth.src = ns within the second, 48-bit big-endian", "[runtime]") {
+  Consumer c("eth.src, eth.dst : timestamp()\n");
+  Bytes f = udp4("192.0.2.1", "192.0.2.2");
+  const uint64_t ts = 1700000000ULL * 1000000000ULL + 123456789ULL;
+  c.run(f, meta(true, ts));
+  // 1700000000 = 0x6553F100, 123456789 = 0x075BCD15
+  CHECK(Bytes(f.begin(), f.begin() + 6) == Bytes({0x00, 0x00, 0x65, 0x53, 0xf1, 0x00}));
+  CHECK(Bytes(f.begin() + 6, f.begin() + 12) == Bytes({0x00, 0x00, 0x07, 0x5b, 0xcd, 0x15}));
+  CHECK((f[0] & 1) == 0);  // unicast
+}
+
+TEST_CASE("payload cut removes the bytes and fixes every length and checksum", "[runtime][cut]") {
+  Consumer c("ip.client : cryptopan(key=k)\npayload : cut()\n");
+  SECTION("IPv4/TCP") {
+    V4 h;
+    Bytes f = cat({eth(0x0800), ipv4(h, cat({tcp_hdr(1, 2, 0x18, 1), payload(100)}))});
+    REQUIRE(c.run(f) == Verdict::Forward);
+    CHECK(f.size() == 14 + 20 + 24);
+    CHECK(c.wire == f.size());
+    check_lengths_and_checksums(f, 14);
+  }
+  SECTION("IPv4/UDP with IP options") {
+    V4 h;
+    h.proto = 17, h.opt_words = 3;
+    Bytes f = cat({eth(0x0800), ipv4(h, cat({udp_hdr(1, 2, 8 + 33), payload(33)}))});
+    c.run(f);
+    CHECK(f.size() == 14 + 32 + 8);
+    check_lengths_and_checksums(f, 14);
+  }
+  SECTION("IPv4/UDP padded to 60 bytes: the padding goes too") {
+    Bytes f = udp4("192.0.2.1", "192.0.2.2", 2);
+    f.resize(60, 0);
+    c.run(f);
+    CHECK(f.size() == 42);
+    check_lengths_and_checksums(f, 14);
+  }
+  SECTION("IPv6/UDP behind hop-by-hop options") {
+    V6 h;
+    h.nh = 0;
+    Bytes f = cat({eth(0x86dd), ipv6(h, v6ext(17, 1), 17, cat({udp_hdr(1, 2, 8 + 50), payload(50)}))});
+    c.run(f);
+    CHECK(f.size() == 14 + 40 + 8 + 8);
+    check_lengths_and_checksums(f, 14);
+  }
+  SECTION("IPv6/TCP") {
+    Bytes f = cat({eth(0x86dd), ipv6(V6{}, {}, 6, cat({tcp_hdr(1, 2), payload(77)}))});
+    c.run(f);
+    CHECK(f.size() == 14 + 40 + 20);
+    check_lengths_and_checksums(f, 14);
+  }
+  SECTION("PPPoE over QinQ: the PPPoE length follows") {
+    V4 h;
+    h.proto = 17;
+    Bytes ip = ipv4(h, cat({udp_hdr(1, 2, 8 + 25), payload(25)}));
+    Bytes pp;
+    put8(pp, 0x11), put8(pp, 0), put16(pp, 1), put16(pp, unsigned(ip.size() + 2)), put16(pp, 0x0021);
+    Bytes f = cat({eth(0x8864, {{0x88a8, 1}, {0x8100, 2}}), pp, ip});
+    c.run(f);
+    CHECK(f.size() == 30 + 28);
+    CHECK(get16(&f[22 + 4]) == 28 + 2);
+    check_lengths_and_checksums(f, 30);
+  }
+  SECTION("a snaplen-truncated record: the uncaptured payload is gone from the lengths too") {
+    V4 h;
+    Bytes f = cat({eth(0x0800), ipv4(h, cat({tcp_hdr(1, 2), payload(1000)}))});
+    uint32_t wire = uint32_t(f.size());
+    f.resize(54);  // captured exactly up to the end of the TCP header
+    c.run(f, meta(), wire);
+    CHECK(f.size() == 54);
+    CHECK(c.wire == 54);
+    CHECK(get16(&f[14 + 2]) == 40);
+  }
+}
+
+TEST_CASE("incremental checksum after address and payload rewrites equals a full recompute", "[runtime][checksum]") {
+  std::mt19937_64 rng(20240611);
+  const char* policies[] = {
+      "ip.src, ip.dst : cryptopan(key=k)\n",
+      "ip.src, ip.dst : hash(key=k)\n",
+      "ip.client : cryptopan(key=k)\nip.server : prefix(16)\npayload : zero()\n",
+      "ip.src : zero()\npayload : redact()\n",
+  };
+  for (const char* pol : policies) {
+    Consumer c(pol);
+    for (int i = 0; i < 1500; ++i) {
+      bool six = i & 1;
+      int kind = int(rng() % 3);  // tcp, udp, icmp
+      size_t n = rng() % 300;
+      Bytes data(n);
+      for (auto& b : data) b = uint8_t(rng());
+      Bytes f;
+      if (!six) {
+        V4 h;
+        for (auto& b : h.src) b = uint8_t(rng());
+        for (auto& b : h.dst) b = uint8_t(rng());
+        h.proto = kind == 0 ? 6 : kind == 1 ? 17 : 1;
+        Bytes l4 = kind == 0 ? tcp_hdr(uint16_t(rng()), 80) : kind == 1 ? udp_hdr(uint16_t(rng()), 53, uint16_t(8 + n))
+                                                                        : icmp_hdr(8, 0);
+        f = cat({eth(0x0800), ipv4(h, cat({l4, data}))});
+      } else {
+        V6 h;
+        for (auto& b : h.src) b = uint8_t(rng());
+        for (auto& b : h.dst) b = uint8_t(rng());
+        uint8_t p = kind == 0 ? 6 : kind == 1 ? 17 : 58;
+        h.nh = p;
+        Bytes l4 = kind == 0 ? tcp_hdr(uint16_t(rng()), 80) : kind == 1 ? udp_hdr(uint16_t(rng()), 53, uint16_t(8 + n))
+                                                                        : icmp_hdr(128, 0);
+        f = cat({eth(0x86dd), ipv6(h, {}, p, cat({l4, data}))});
+      }
+      Bytes before = f;
+      INFO("policy " << pol << "packet " << i << (six ? " v6" : " v4") << " kind " << kind << " payload " << n);
+      REQUIRE(c.run(f, meta(rng() & 1)) == Verdict::Forward);
+      REQUIRE(f.size() == before.size());
+      check_lengths_and_checksums(f, 14);
+    }
+  }
+}
+
+TEST_CASE("UDP checksum 0 (none) stays 0 on IPv4", "[runtime][checksum]") {
+  auto nocsum = [] {
+    Bytes f = udp4("192.0.2.1", "198.51.100.2", 40);
+    set16(&f[34 + 6], 0);
+    return f;
+  };
+  for (const char* pol : {"ip.src, ip.dst : cryptopan(key=k)\n", "ip.src : zero()\npayload : zero()\n",
+                          "ip.src : prefix(8)\npayload : cut()\n"}) {
+    INFO(pol);
+    Consumer c(pol);
+    Bytes f = nocsum();
+    c.run(f);
+    CHECK(get16(&f[34 + 6]) == 0);
+    CHECK(get16(&f[24]) == ref_ipv4_hdr_checksum(&f[14], 20));
+  }
+}
+
+TEST_CASE("fail closed: truncated or malformed packets when the payload is protected", "[runtime][on_error]") {
+  V4 h;
+  Bytes tcp = cat({eth(0x0800), ipv4(h, cat({tcp_hdr(1, 2), payload(200)}))});
+  const uint32_t wire = uint32_t(tcp.size());
+  SECTION("on_error cut (default): keep the decoded headers, fix the IP header") {
+    Consumer c("ip.src, ip.dst : cryptopan(key=k)\npayload : zero()\n");
+    Bytes f(tcp.begin(), tcp.begin() + 44);  // ends inside the TCP header
+    REQUIRE(c.run(f, meta(), wire) == Verdict::Forward);
+    CHECK(f.size() == 34);
+    CHECK(c.wire == 34);
+    CHECK(c.c.err_cut == 1);
+    CHECK(a4(f, 26) != "192.0.2.1");
+    check_lengths_and_checksums(f, 14);
+  }
+  SECTION("on_error = drop") {
+    Consumer c("on_error = drop\nip.src, ip.dst : cryptopan(key=k)\npayload : zero()\n");
+    Bytes f(tcp.begin(), tcp.begin() + 44);
+    CHECK(c.run(f, meta(), wire) == Verdict::Drop);
+    CHECK(c.c.err_drop == 1);
+  }
+  SECTION("malformed UDP length, payload protected: cut after the IP header") {
+    Consumer c("payload : zero()\n");
+    V4 u;
+    u.proto = 17;
+    Bytes f = cat({eth(0x0800), ipv4(u, cat({udp_hdr(1, 2, 500), payload(30)}))});
+    REQUIRE(c.run(f) == Verdict::Forward);
+    CHECK(f.size() == 34);
+    CHECK(c.c.err_cut == 1);
+    check_lengths_and_checksums(f, 14);
+    Consumer d("on_error = drop\npayload : redact()\n");
+    f = cat({eth(0x0800), ipv4(u, cat({udp_hdr(1, 2, 500), payload(30)}))});
+    CHECK(d.run(f) == Verdict::Drop);
+  }
+  SECTION("payload kept: a truncated packet goes out whole, addresses rewritten") {
+    Consumer c("ip.src, ip.dst : cryptopan(key=k)\npayload : keep()\n");
+    Bytes f(tcp.begin(), tcp.begin() + 44);
+    REQUIRE(c.run(f, meta(), wire) == Verdict::Forward);
+    CHECK(f.size() == 44);
+    CHECK(c.wire == wire);
+    CHECK(a4(f, 26) != "192.0.2.1");
+    CHECK(get16(&f[24]) == ref_ipv4_hdr_checksum(&f[14], 20));
+  }
+  SECTION("addresses not captured in full: the IP layer is removed") {
+    Consumer c("ip.src, ip.dst : cryptopan(key=k)\n");
+    Bytes f(tcp.begin(), tcp.begin() + 30);  // ends inside the destination address
+    REQUIRE(c.run(f, meta(), wire) == Verdict::Forward);
+    CHECK(f.size() == 14);
+  }
+}
+
+TEST_CASE("addresses rewritten in a malformed datagram keep a valid IPv4 header checksum", "[runtime][checksum]") {
+  // dns-truncated-badpackets.pcap: IPv4 total length beyond the frame. The
+  // addresses are still rewritten (good), so the header checksum must follow.
+  Consumer c("ip.src, ip.dst : cryptopan(key=k)\n");
+  V4 h;
+  h.tot_len = 1500;
+  Bytes f = cat({eth(0x0800), ipv4(h, cat({tcp_hdr(1, 2), payload(40)}))});
+  REQUIRE(c.run(f) == Verdict::Forward);
+  CHECK(a4(f, 26) != "192.0.2.1");
+  CHECK(get16(&f[24]) == ref_ipv4_hdr_checksum(&f[14], 20));
+}
+
+TEST_CASE("first fragment of a UDP datagram: the checksum follows the address rewrite", "[runtime][checksum]") {
+  // The UDP checksum in the first fragment covers the reassembled datagram;
+  // rewriting the pseudo-header addresses must update it incrementally.
+  Consumer c("ip.src, ip.dst : cryptopan(key=k)\n");
+  V4 h;
+  h.proto = 17;
+  Bytes whole = cat({udp_hdr(2049, 789, 8 + 2000), payload(2000)});
+  Bytes first = ipv4(h, whole);  // full datagram, correct UDP checksum
+  uint16_t ck_before = get16(&first[20 + 6]);
+  // Keep the first 1480 bytes of the datagram as fragment 1 (MF, offset 0).
+  Bytes frag(first.begin(), first.begin() + 20 + 1480);
+  set16(&frag[2], 1500);
+  set16(&frag[6], 0x2000);
+  set16(&frag[10], ref_ipv4_hdr_checksum(frag.data(), 20));
+  Bytes f = cat({eth(0x0800), frag});
+  REQUIRE(c.run(f) == Verdict::Forward);
+  // Expected: the datagram's checksum recomputed with the new addresses.
+  Bytes rewritten = whole;
+  uint16_t want = ref_l4_checksum(&f[26], &f[30], false, 17, rewritten.data(), rewritten.size(), 6);
+  CHECK(ck_before != want);
+  CHECK(get16(&f[34 + 6]) == want);
+}
+
+TEST_CASE("on_unknown: non-IP frames", "[runtime][on_unknown]") {
+  Bytes arp = cat({eth(0x0806), payload(28)});
+  SECTION("default drops them when addresses are protected") {
+    Consumer c("ip.client : cryptopan(key=k)\n");
+    Bytes f = arp;
+    CHECK(c.run(f) == Verdict::Drop);
+    CHECK(c.c.unknown_drop == 1);
+  }
+  SECTION("default keeps them otherwise") {
+    Consumer c("eth.src : zero()\npayload : cut()\n");
+    Bytes f = arp;
+    CHECK(c.run(f) == Verdict::Forward);
+    CHECK(f.size() == arp.size());
+    CHECK(c.c.unknown_keep == 1);
+  }
+  SECTION("cut leaves the L2 header") {
+    Consumer c("on_unknown = cut\nip.client : cryptopan(key=k)\n");
+    Bytes f = cat({eth(0x0806, {{0x8100, 5}}), payload(28)});
+    CHECK(c.run(f) == Verdict::Forward);
+    CHECK(f.size() == 18);
+    CHECK(c.wire == 18);
+    CHECK(c.c.unknown_cut == 1);
+  }
+  SECTION("keep overrides the default") {
+    Consumer c("on_unknown = keep\nip.client : cryptopan(key=k)\n");
+    Bytes f = arp;
+    CHECK(c.run(f) == Verdict::Forward);
+    CHECK(f == arp);
+  }
+}
+
+TEST_CASE("contents the policy cannot see into are removed when addresses are protected", "[runtime]") {
+  Consumer c("ip.src, ip.dst : cryptopan(key=k)\n");
+  SECTION("GRE tunnel payload") {
+    V4 h;
+    h.proto = 47;
+    Bytes f = cat({eth(0x0800), ipv4(h, payload(60))});
+    c.run(f);
+    CHECK(f.size() == 34);
+    CHECK(c.c.tunnel_cut == 1);
+    check_lengths_and_checksums(f, 14);
+  }
+  SECTION("VXLAN") {
+    V4 h;
+    h.proto = 17;
+    Bytes f = cat({eth(0x0800), ipv4(h, cat({udp_hdr(1234, 4789, 8 + 50), payload(50)}))});
+    c.run(f);
+    CHECK(f.size() == 42);
+    check_lengths_and_checksums(f, 14);
+  }
+  SECTION("the quoted header of an ICMP error") {
+    V4 h;
+    h.proto = 1;
+    V4 inner;
+    inner.proto = 17;
+    Bytes f = cat({eth(0x0800), ipv4(h, cat({icmp_hdr(11, 0, 0, 0), ipv4(inner, udp_hdr(1, 2, 8))}))});
+    c.run(f);
+    CHECK(f.size() == 42);
+    CHECK(c.c.icmp_quote_cut == 1);
+    check_lengths_and_checksums(f, 14);
+  }
+  SECTION("IPv6 routing header with addresses: dropped") {
+    V6 h;
+    h.nh = 43;
+    Bytes f = cat({eth(0x86dd), ipv6(h, v6ext(17, 3, 0), 17, udp_hdr(1, 2, 8))});
+    CHECK(c.run(f) == Verdict::Drop);
+  }
+}
+
+TEST_CASE("identity() and protects_addresses()", "[runtime]") {
+  CHECK(Consumer("eth.src, eth.dst : keep()\nip.src, ip.dst : keep()\npayload : keep()\n").prog->identity());
+  CHECK(Consumer("ip.client : keep()\n").prog->identity());
+  CHECK_FALSE(Consumer("payload : cut()\n").prog->identity());
+  CHECK_FALSE(Consumer("eth.src : timestamp()\n").prog->identity());
+  CHECK_FALSE(Consumer("on_unknown = drop\nip.src : keep()\n").prog->identity());
+  Consumer cp("ip.client : cryptopan(key=k)\n");
+  CHECK_FALSE(cp.prog->identity());
+  CHECK(cp.prog->protects_addresses());
+  CHECK_FALSE(Consumer("eth.src : zero()\n").prog->protects_addresses());
+
+  // An identity consumer forwards every frame byte for byte.
+  Consumer id("ip.src, ip.dst : keep()\n");
+  V4 h;
+  h.tot_len = 900;  // malformed
+  for (Bytes f : {udp4("192.0.2.1", "192.0.2.2"), cat({eth(0x0806), payload(28)}),
+                  cat({eth(0x0800), ipv4(h, tcp_hdr(1, 2))})}) {
+    Bytes g = f;
+    CHECK(id.run(g) == Verdict::Forward);
+    CHECK(g == f);
+  }
+}
