@@ -24,7 +24,6 @@ FlowTable::FlowTable(const std::string& name, uint32_t capacity, uint64_t idle_t
   h_ = rte_hash_create(&p);
   if (!h_) throw std::runtime_error("flow table " + name + ": rte_hash_create failed: " + rte_strerror(rte_errno));
   entries_.resize(p.entries + 1);
-  keys_.resize(p.entries + 1);
 }
 
 FlowTable::~FlowTable() {
@@ -34,8 +33,7 @@ FlowTable::~FlowTable() {
 size_t FlowTable::memory_bytes() const {
   // rte_hash: key store (key + pointer per slot) plus buckets (8 slots, 64 B).
   size_t slots = entries_.size();
-  return slots * (sizeof(FlowKey) + sizeof(void*)) + (slots / 8 + 1) * 64 * 2 + entries_.size() * sizeof(FlowEntry) +
-         keys_.size() * sizeof(FlowKey);
+  return slots * (sizeof(FlowKey) + sizeof(void*)) + (slots / 8 + 1) * 64 + entries_.size() * sizeof(FlowEntry);
 }
 
 void FlowTable::make_key(const uint8_t* pkt, const Decoded& d, FlowKey& k, bool& src_is_lo) {
@@ -67,7 +65,9 @@ uint32_t symmetric_flow_hash(const uint8_t* pkt, const Decoded& d) {
 }
 
 void FlowTable::remove(uint32_t idx) {
-  rte_hash_del_key(h_, &keys_[idx]);
+  void* key = nullptr;
+  // rte_hash keeps the key; asking it back saves a copy per flow.
+  if (rte_hash_get_key_with_position(h_, int32_t(idx), &key) == 0) rte_hash_del_key(h_, key);
   entries_[idx].used = false;
   --size_;
 }
@@ -138,7 +138,6 @@ void FlowTable::lookup(const uint8_t* pkt, const Decoded& d, uint64_t ts_ns, Pac
   e = FlowEntry{};
   e.used = true;
   e.last_ns = ts_ns;
-  keys_[idx] = k;
   ++size_;
   ++st_.created;
   // The initiator is the SYN sender; a SYN-ACK first means we missed the SYN.

@@ -62,8 +62,7 @@ class FlowTable {
   void evict_one(uint64_t now_ns);
 
   rte_hash* h_ = nullptr;
-  std::vector<FlowEntry> entries_;
-  std::vector<FlowKey> keys_;
+  std::vector<FlowEntry> entries_;  // indexed by rte_hash's key position
   uint32_t cap_, size_ = 0, sweep_pos_ = 0;
   uint64_t idle_ns_;
   FlowTableStats st_;

@@ -900,7 +900,7 @@ void analyze_l7(const uint8_t* p, const Decoded& d, PacketMeta& m, L7Parse& P) {
         m.l7 = L7State::Parsed;
       } else if (st == http::Status::Truncated && H.body_missing && !cut_short) {
         m.l7 = L7State::Parsed;  // heads complete; the body goes on in later segments
-        if (fs) fs->body[dir] = H.body_missing;
+        if (fs) fs->body[dir] = uint32_t(std::min<uint64_t>(H.body_missing, UINT32_MAX));
       } else if (st == http::Status::Truncated) {
         m.l7 = L7State::Incomplete;
       } else {

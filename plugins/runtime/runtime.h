@@ -41,7 +41,7 @@ struct FlowState {
   uint8_t app = 0;              // App, once known from a payload
   uint8_t unbounded[2] = {};    // inside a body of unknown length (HTTP chunked / until close)
   uint32_t pending[2] = {};     // bytes still belonging to an incomplete header/message
-  uint64_t body[2] = {};        // bytes of a known-length body still to come (not parsed)
+  uint32_t body[2] = {};        // bytes of a known-length body still to come (not parsed; capped at 4 GiB)
 };
 
 enum class L7State : uint8_t {
