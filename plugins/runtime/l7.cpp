@@ -65,7 +65,13 @@ App detect_app(const uint8_t* p, const Decoded& d, bool from_client) {
   if (d.status != DecodeStatus::Ok || !d.l4_hdr_len || (d.flags & kFlagLaterFragment)) return App::Unknown;
   const uint32_t avail = d.payload_off < d.cap_len ? std::min(d.cap_len, d.payload_off + d.payload_len) - d.payload_off : 0;
   const uint8_t* pl = p + d.payload_off;
-  if (d.l4_proto == kProtoUdp) return is_dns_port(d.sport) || is_dns_port(d.dport) ? App::Dns : App::Other;
+  if (d.l4_proto == kProtoUdp) {
+    if (is_dns_port(d.sport) || is_dns_port(d.dport)) return App::Dns;
+    // Long header (form bit and fixed bit set) on a QUIC port.
+    bool quic_port = d.sport == 443 || d.dport == 443 || d.sport == 8443 || d.dport == 8443;
+    if (quic_port && avail >= 7 && (pl[0] & 0xc0) == 0xc0) return App::Quic;
+    return App::Other;
+  }
   if (d.l4_proto != kProtoTcp) return App::Other;
   if (is_dns_port(d.sport) || is_dns_port(d.dport)) return App::DnsTcp;
   if (avail >= 3 && pl[0] == 0x16 && pl[1] == 0x03 && pl[2] <= 0x04) return App::Tls;

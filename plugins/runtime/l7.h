@@ -13,7 +13,10 @@
 
 namespace amon {
 
-enum class App : uint8_t { Unknown = 0, Dns, DnsTcp, Tls, Http, Other };
+// Quic: a QUIC long-header packet. Its Initial carries a ClientHello (SNI)
+// under keys anyone can derive; amon does not decrypt it yet, so consumers
+// that protect tls.sni get such packets without payload (fail closed).
+enum class App : uint8_t { Unknown = 0, Dns, DnsTcp, Tls, Http, Quic, Other };
 
 // Registry ids of the application fields, resolved once.
 struct L7Fields {

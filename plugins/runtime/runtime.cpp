@@ -114,7 +114,7 @@ Program::Program(std::shared_ptr<const dsl::Policy> policy, int consumer_index, 
         has_l7_ = true;
         if (modifies) {
           uint32_t apps = f->protocol == "dns" ? (1u << int(App::Dns) | 1u << int(App::DnsTcp))
-                          : f->protocol == "tls" ? 1u << int(App::Tls)
+                          : f->protocol == "tls" ? (1u << int(App::Tls) | 1u << int(App::Quic))
                                                  : 1u << int(App::Http);
           l7_protect_ |= apps;
           protects_anything_ = true;
@@ -511,7 +511,7 @@ bool proto_present(const std::string& p, const Decoded& d, uint8_t app) {
   if (p == "icmpv6") return d.l4_proto == kProtoIcmpv6;
   if (p == "sctp") return d.l4_proto == kProtoSctp;
   if (p == "dns") return app == uint8_t(App::Dns) || app == uint8_t(App::DnsTcp);
-  if (p == "tls") return app == uint8_t(App::Tls);
+  if (p == "tls") return app == uint8_t(App::Tls) || app == uint8_t(App::Quic);
   if (p == "http") return app == uint8_t(App::Http);
   return false;
 }
@@ -852,6 +852,9 @@ void analyze_l7(const uint8_t* p, const Decoded& d, PacketMeta& m, L7Parse& P) {
     return;
   }
   switch (app) {
+    case App::Quic:
+      m.l7 = L7State::Incomplete;  // names inside, not located (see App::Quic)
+      return;
     case App::Dns:
       m.l7 = cut_short ? L7State::Incomplete : L7State::Parsed;
       if (!cut_short) {
