@@ -28,7 +28,7 @@ const char* kUsage =
     "           options: --workers N (default 1; output order follows input order with 1)\n"
     "                    --stats-json FILE   --quiet\n"
     "  run      run on DPDK ports per a YAML configuration\n"
-    "             amon run --config amon.yaml [--until-idle[=DURATION]] [--stats-json FILE] [-- EAL args]\n"
+    "             amon run --config amon.yaml [--until-idle[=DURATION]] [--stats-json FILE] [--quiet] [-- EAL args]\n"
     "  lint     check policy files: amon lint [--format text|json] [--strict] [--dump] FILE...\n"
     "  fields   list the fields policies can name\n"
     "  actions  list the actions policies can use\n"
@@ -123,6 +123,7 @@ int cmd_run(int argc, char** argv) {
     if (a == "--config" && i + 1 < argc) config = argv[++i];
     else if (a == "--stats-json" && i + 1 < argc) stats_json = argv[++i];
     else if (a == "--until-idle") until_idle = true;
+    else if (a == "--quiet") cfg.quiet = true;
     else if (a.rfind("--until-idle=", 0) == 0) {
       until_idle = true;
       if (!amon::parse_duration(a.substr(13), idle_ns)) return usage_error("--until-idle takes a duration like 500ms");

@@ -48,6 +48,10 @@ struct Output {
   std::unique_ptr<PcapWriter> pcap;
   uint16_t port = UINT16_MAX;
   uint64_t written = 0, tx_dropped = 0;
+  // DPDK's pcap PMD writes at most RTE_ETHER_MAX_JUMBO_FRAME_LEN bytes of a
+  // frame (a truncated record); counted so it is never silent.
+  uint32_t tx_cap = UINT32_MAX;
+  uint64_t tx_truncated = 0;
 };
 
 struct Input {
@@ -153,6 +157,7 @@ void drain_outputs(Engine& E) {
         }
         o.written += n;
       } else {
+        for (unsigned i = 0; i < n; ++i) o.tx_truncated += pkts[i]->pkt_len > o.tx_cap;
         uint16_t sent = 0;
         // Retry a little: a vdev like net_ring may be momentarily full.
         for (int tries = 0; sent < n && tries < 1000; ++tries) sent += rte_eth_tx_burst(o.port, 0, pkts + sent, uint16_t(n - sent));
@@ -185,6 +190,12 @@ void setup_port(Engine& E, uint16_t port, uint16_t nrxq, uint16_t ntxq, bool rss
     conf.rx_adv_conf.rss_conf.rss_key_len = 40;
     conf.rx_adv_conf.rss_conf.rss_hf = (RTE_ETH_RSS_IP | RTE_ETH_RSS_TCP | RTE_ETH_RSS_UDP) & info.flow_type_rss_offloads;
   }
+  // Frames larger than one mbuf arrive and leave as chains, never cut:
+  // scattered Rx, multi-segment Tx, and the largest frame the port allows.
+  if (info.rx_offload_capa & RTE_ETH_RX_OFFLOAD_SCATTER) conf.rxmode.offloads |= RTE_ETH_RX_OFFLOAD_SCATTER;
+  if (info.tx_offload_capa & RTE_ETH_TX_OFFLOAD_MULTI_SEGS) conf.txmode.offloads |= RTE_ETH_TX_OFFLOAD_MULTI_SEGS;
+  if (info.max_rx_pktlen > RTE_ETHER_HDR_LEN + RTE_ETHER_CRC_LEN)
+    conf.rxmode.mtu = std::min<uint32_t>(info.max_mtu, info.max_rx_pktlen - RTE_ETHER_HDR_LEN - RTE_ETHER_CRC_LEN);
   // Never MBUF_FAST_FREE: outputs receive shared (refcounted) mbufs.
   int rc = rte_eth_dev_configure(port, nrxq, ntxq, &conf);
   if (rc != 0) throw std::runtime_error("port " + std::to_string(port) + ": configure failed: " + rte_strerror(-rc));
@@ -350,6 +361,7 @@ EngineResult run_engine(const EngineConfig& cfg_in) {
         o.pcap = std::make_unique<PcapWriter>(c.output.spec, nano_out, snaplen);
       } else {
         o.port = attach_port(c.output.spec);
+        if (c.output.spec.rfind("net_pcap", 0) == 0) o.tx_cap = RTE_ETHER_MAX_JUMBO_FRAME_LEN;
       }
       E.outputs.push_back(std::move(o));
     }
@@ -463,6 +475,7 @@ EngineResult run_engine(const EngineConfig& cfg_in) {
       for (auto& w : E.workers) accumulate(cr.counters, w->path->counters()[ci]);
       cr.written = E.outputs[ci].written;
       cr.tx_dropped = E.outputs[ci].tx_dropped;
+      cr.tx_truncated = E.outputs[ci].tx_truncated;
       cr.policy_ptr = E.policies[ci];
       rep.consumers.push_back(std::move(cr));
     }

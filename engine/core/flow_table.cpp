@@ -36,14 +36,14 @@ size_t FlowTable::memory_bytes() const {
   return slots * (sizeof(FlowKey) + sizeof(void*)) + (slots / 8 + 1) * 64 + entries_.size() * sizeof(FlowEntry);
 }
 
-void FlowTable::make_key(const uint8_t* pkt, const Decoded& d, FlowKey& k, bool& src_is_lo) {
+void FlowTable::make_key(const uint8_t* pkt, const Decoded& d, FlowKey& k, bool& src_is_lo, bool with_ports) {
   std::memset(&k, 0, sizeof k);
   uint32_t al = d.addr_len();
   const uint8_t* s = pkt + d.src_off();
   const uint8_t* t = pkt + d.dst_off();
   // Fragments after the first carry no ports; keying every fragment of a
   // datagram on addresses alone keeps them with their first fragment's peers.
-  bool ports = d.l4_hdr_len && !(d.flags & kFlagFragment) &&
+  bool ports = with_ports && d.l4_hdr_len && !(d.flags & kFlagFragment) &&
                (d.l4_proto == kProtoTcp || d.l4_proto == kProtoUdp || d.l4_proto == kProtoSctp);
   uint16_t sp = ports ? d.sport : 0, dp = ports ? d.dport : 0;
   int c = std::memcmp(s, t, al);
@@ -145,6 +145,27 @@ void FlowTable::lookup(const uint8_t* pkt, const Decoded& d, uint64_t ts_ns, Pac
   if (d.l4_proto == kProtoTcp && d.l4_hdr_len) {
     bool syn = d.tcp_flags & 0x02, ack = d.tcp_flags & 0x10;
     if (syn && ack) src_init = false;
+  }
+  // A first fragment carries the ports: when the unfragmented flow of its
+  // 5-tuple is known, the fragments' entry takes that flow's roles, so a
+  // fragmented reply does not make the server the client.
+  if ((d.flags & kFlagFragment) && !(d.flags & kFlagLaterFragment) && d.l4_hdr_len &&
+      (d.l4_proto == kProtoTcp || d.l4_proto == kProtoUdp)) {
+    FlowKey pk;
+    bool p_src_is_lo;
+    Decoded nd = d;
+    nd.flags &= uint8_t(~kFlagFragment);
+    make_key(pkt, nd, pk, p_src_is_lo);
+    int32_t ppos = rte_hash_lookup_with_hash(h_, &pk, rte_hash_crc(&pk, sizeof pk, 0));
+    if (ppos >= 0) src_init = entries_[uint32_t(ppos)].initiator_is_lo == p_src_is_lo;
+  } else if (!(d.flags & kFlagFragment) && d.l4_proto == kProtoUdp) {
+    // And the other way: an unfragmented UDP packet after fragmented ones
+    // (NFS, DNS) takes the roles the fragments' entry already has.
+    FlowKey ak;
+    bool a_src_is_lo;
+    make_key(pkt, d, ak, a_src_is_lo, false);
+    int32_t apos = rte_hash_lookup_with_hash(h_, &ak, rte_hash_crc(&ak, sizeof ak, 0));
+    if (apos >= 0) src_init = entries_[uint32_t(apos)].initiator_is_lo == a_src_is_lo;
   }
   e.initiator_is_lo = src_init ? src_is_lo : !src_is_lo;
   meta.flow = &e.state;

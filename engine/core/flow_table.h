@@ -50,7 +50,8 @@ class FlowTable {
   void expire(uint64_t now_ns, uint32_t budget);
 
   // The canonical key: endpoints ordered so both directions give one key.
-  static void make_key(const uint8_t* pkt, const Decoded& d, FlowKey& k, bool& src_is_lo);
+  // with_ports=false keys on addresses and protocol only (what fragments share).
+  static void make_key(const uint8_t* pkt, const Decoded& d, FlowKey& k, bool& src_is_lo, bool with_ports = true);
 
   const FlowTableStats& stats() const { return st_; }
   uint32_t size() const { return size_; }

@@ -81,6 +81,7 @@ std::string render_report_text(const Report& r) {
     o << "  packets: in=" << c.counters.in << " out=" << c.counters.out << " dropped=" << c.counters.dropped
       << " written=" << c.written;
     if (c.tx_dropped) o << " tx_dropped=" << c.tx_dropped;
+    if (c.tx_truncated) o << " tx_truncated=" << c.tx_truncated << " (frames the output port cut)";
     o << "\n  ";
     int k = 0;
     for (auto& [n, v] : reasons(c.counters)) {
@@ -119,7 +120,8 @@ std::string render_report_json(const Report& r) {
   for (size_t i = 0; i < r.consumers.size(); ++i) {
     auto& c = r.consumers[i];
     o << (i ? "," : "") << "{\"name\":" << json_str(c.name) << ",\"policy\":" << json_str(c.policy)
-      << ",\"output\":" << json_str(c.output) << ",\"written\":" << c.written << ",\"tx_dropped\":" << c.tx_dropped;
+      << ",\"output\":" << json_str(c.output) << ",\"written\":" << c.written << ",\"tx_dropped\":" << c.tx_dropped
+      << ",\"tx_truncated\":" << c.tx_truncated;
     for (auto& [n, v] : reasons(c.counters)) o << ",\"" << n << "\":" << v;
     o << ",\"rules\":[";
     if (c.policy_ptr) {

@@ -14,7 +14,7 @@ namespace amon {
 struct ConsumerReport {
   std::string name, policy, output;
   ConsumerCounters counters;
-  uint64_t written = 0, tx_dropped = 0;
+  uint64_t written = 0, tx_dropped = 0, tx_truncated = 0;
   std::shared_ptr<const dsl::Policy> policy_ptr;
 };
 

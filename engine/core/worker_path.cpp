@@ -17,6 +17,7 @@ WorkerPath::WorkerPath(const std::vector<std::unique_ptr<Program>>& programs, rt
     counters_.emplace_back();
     counters_.back().rule_hits.resize(p->rule_count() + 1);
     if (p->wants_l7() && !l7_) l7_ = std::make_unique<L7Parse>();
+    if (p->protects_dns()) l7_->probe_dns = true;
   }
 }
 
@@ -38,6 +39,9 @@ void WorkerPath::process(rte_mbuf* m, Sink sink, void* ctx) {
   meta.ts_ns = mbuf_ts(m);
   if (d.has_ip() && d.dst_off() + d.addr_len() <= cap0 && d.src_off() + d.addr_len() <= cap0)
     flows_->lookup(data, d, meta.ts_ns, meta);
+  // The first fragment says whether the datagram is a tunnel; later
+  // fragments (same flow entry: fragments key on addresses) inherit it.
+  if (meta.flow && (d.flags & kFlagFragment) && (d.flags & kFlagTunnel)) meta.flow->frag_tunnel = 1;
   meta.orig = data;
   if (l7_) {
     l7_->reset(++packet_id_);

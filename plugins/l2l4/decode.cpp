@@ -56,7 +56,9 @@ void decode_l4(const uint8_t* p, uint32_t cap, Decoded& d) {
       // A UDP length larger than the IP payload, or below the header, is
       // impossible; a smaller one leaves trailing bytes that are still ours
       // to protect, so the payload keeps running to the IP end.
-      if (ulen < 8 || ulen > d.l3_len - (off - d.l3_off)) { d.status = DecodeStatus::Malformed; return; }
+      // A first fragment carries the datagram's UDP length, longer than the fragment.
+      bool frag = d.flags & kFlagFragment;
+      if (ulen < 8 || (!frag && ulen > d.l3_len - (off - d.l3_off))) { d.status = DecodeStatus::Malformed; return; }
       d.l4_hdr_len = 8;
       d.sport = rd16(p + off);
       d.dport = rd16(p + off + 2);
@@ -100,10 +102,28 @@ void decode_ipv4(const uint8_t* p, uint32_t cap, Decoded& d) {
   uint32_t ihl = (p[o] & 0xf) * 4u;
   uint32_t tot = rd16(p + o + 2);
   if (ihl < 20 || tot < ihl) { d.status = DecodeStatus::Malformed; return; }
-  // The wire frame must hold the datagram; Ethernet padding after it is fine.
-  if (o + tot > d.wire_len) { d.status = DecodeStatus::Malformed; return; }
   if (o + ihl > cap) { d.status = DecodeStatus::Truncated; return; }
+  // Known before the length check so that a rewrite of the addresses can
+  // still fix the header checksum of a datagram whose length is impossible.
   d.l3_hdr_len = uint16_t(ihl);
+  // The wire frame must hold the datagram; Ethernet padding after it is fine.
+  if (o + tot > d.wire_len) {
+    d.status = DecodeStatus::Malformed;
+    // Still note a captured transport header: its checksum covers the
+    // addresses, and must follow them when they are rewritten.
+    d.l4_proto = p[o + 9];
+    d.l4_off = d.payload_off = o + ihl;
+    uint32_t l4 = o + ihl;
+    uint16_t frag = rd16(p + o + 6);
+    if (!(frag & 0x1fff)) {
+      if (d.l4_proto == kProtoTcp && l4 + 20 <= cap && (p[l4 + 12] >> 4) * 4u >= 20 && l4 + (p[l4 + 12] >> 4) * 4u <= cap)
+        d.l4_hdr_len = uint16_t((p[l4 + 12] >> 4) * 4u);
+      else if ((d.l4_proto == kProtoUdp || d.l4_proto == kProtoIcmp) && l4 + 8 <= cap)
+        d.l4_hdr_len = 8;
+    }
+    d.good_until = l4;
+    return;
+  }
   d.l3_len = tot;
   d.l4_proto = p[o + 9];
   uint16_t frag = rd16(p + o + 6);

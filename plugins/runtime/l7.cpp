@@ -50,6 +50,18 @@ namespace {
 
 bool is_dns_port(uint16_t p) { return p == 53 || p == 5353 || p == 5355; }
 
+// Any request line "TOKEN SP target SP HTTP/1.x" (UPnP's SUBSCRIBE and
+// NOTIFY, WebDAV, ...), on any port: a Host header is a Host header wherever
+// it travels.
+bool request_line(const uint8_t* p, uint32_t n) {
+  uint32_t lim = std::min<uint32_t>(n, 8192), i = 0;
+  while (i < lim && ((p[i] >= 'A' && p[i] <= 'Z') || p[i] == '-' || p[i] == '_')) ++i;
+  if (i < 3 || i > 24 || i >= lim || p[i] != ' ') return false;
+  uint32_t eol = i;
+  while (eol < lim && p[eol] != '\r' && p[eol] != '\n') ++eol;
+  return eol < lim && eol >= i + 10 && std::memcmp(p + eol - 9, " HTTP/1.", 8) == 0;
+}
+
 bool starts_with_method(const uint8_t* p, uint32_t n) {
   static const char* methods[] = {"GET ", "POST ", "HEAD ", "PUT ", "DELETE ", "OPTIONS ", "PATCH ", "CONNECT ", "TRACE "};
   for (const char* m : methods) {
@@ -67,15 +79,25 @@ App detect_app(const uint8_t* p, const Decoded& d, bool from_client) {
   const uint8_t* pl = p + d.payload_off;
   if (d.l4_proto == kProtoUdp) {
     if (is_dns_port(d.sport) || is_dns_port(d.dport)) return App::Dns;
-    // Long header (form bit and fixed bit set) on a QUIC port.
-    bool quic_port = d.sport == 443 || d.dport == 443 || d.sport == 8443 || d.dport == 8443;
-    if (quic_port && avail >= 7 && (pl[0] & 0xc0) == 0xc0) return App::Quic;
+    // SSDP is HTTP over UDP.
+    if (d.sport == 1900 || d.dport == 1900) return App::Http;
+    // QUIC long header on any port: form and fixed bits, and a known version
+    // (v1, v2, drafts, or 0 for version negotiation).
+    if (avail >= 7 && (pl[0] & 0xc0) == 0xc0) {
+      uint32_t v = uint32_t(pl[1]) << 24 | uint32_t(pl[2]) << 16 | uint32_t(pl[3]) << 8 | pl[4];
+      // Google QUIC ('Q0xx', 'T0xx') too, and anything long-header on 443.
+      bool gquic = (pl[1] == 'Q' || pl[1] == 'T') && pl[2] == '0';
+      bool port = d.sport == 443 || d.dport == 443 || d.sport == 8443 || d.dport == 8443;
+      if (v == 1 || v == 0x6b3343cf || (v >> 8) == 0xff0000 || v == 0 || (v & 0x0f0f0f0f) == 0x0a0a0a0a || gquic || port)
+        return App::Quic;
+    }
     return App::Other;
   }
   if (d.l4_proto != kProtoTcp) return App::Other;
   if (is_dns_port(d.sport) || is_dns_port(d.dport)) return App::DnsTcp;
   if (avail >= 3 && pl[0] == 0x16 && pl[1] == 0x03 && pl[2] <= 0x04) return App::Tls;
-  if (avail >= 8 && (starts_with_method(pl, avail) || std::memcmp(pl, "HTTP/1.", 7) == 0)) return App::Http;
+  if (avail >= 8 && (starts_with_method(pl, avail) || std::memcmp(pl, "HTTP/1.", 7) == 0 || request_line(pl, avail)))
+    return App::Http;
   uint16_t sp = from_client ? d.dport : d.sport;
   if (sp == 443) return App::Tls;
   if (sp == 80 || sp == 8080 || sp == 8000) return App::Http;

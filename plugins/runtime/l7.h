@@ -41,11 +41,15 @@ struct L7Parse {
     if (packet_id != packet) packet = packet_id, dns_msg = -1, tls_state = http_state = 0;
   }
   uint64_t packet = ~0ULL;
+  // Some consumer protects DNS fields: UDP on other ports is probed for DNS
+  // content (DNS runs on any port a resolver or a tunnel chooses).
+  bool probe_dns = false;
   std::unique_ptr<dns::ParseResult> dns;
   std::unique_ptr<dns::TcpSplit> split;
   int dns_msg = -1;  // which message of the packet `dns` holds (-1: none)
   std::unique_ptr<tls::ClientHello> tls;
   int tls_state = 0;  // 0 not parsed, 1 parsed
+  uint32_t tls_skip = 0;  // bytes of records before the ClientHello (ChangeCipherSpec)
   std::unique_ptr<http::Result> http;
   std::unique_ptr<http::Scratch> hscratch;
   int http_state = 0;

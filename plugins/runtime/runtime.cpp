@@ -313,6 +313,8 @@ Verdict ProgramInstance::process(uint8_t* buf, uint32_t& cap, uint32_t& wire, co
   uint32_t cut_at = UINT32_MAX;
   auto error_exit = [&](uint32_t at, uint64_t& cut_counter) -> bool {  // true: drop
     if (pol.on_error == dsl::Policy::OnError::Drop) return ++c.err_drop, true;
+    // An IP fragment without its data is no valid fragment: drop it instead.
+    if ((d.flags & kFlagFragment) && at <= d.payload_off) return ++c.err_drop, true;
     ++cut_counter;
     cut_at = std::min(cut_at, at);
     return false;
@@ -384,17 +386,71 @@ Verdict ProgramInstance::process(uint8_t* buf, uint32_t& cap, uint32_t& wire, co
 
   // Content the policy cannot see into, when addresses are protected: a
   // tunnel's inner packet, or the quoted header of an ICMP error.
-  if (P.protects_addresses_ && (d.flags & kFlagTunnel) && d.status == DecodeStatus::Ok)
+  // An inner packet holds addresses and application fields alike.
+  if ((P.protects_addresses_ || P.l7_protect_) && (d.flags & kFlagTunnel) && d.status == DecodeStatus::Ok)
     if (error_exit(d.payload_off, c.tunnel_cut)) return Verdict::Drop;
-  if (P.protects_addresses_ && (d.flags & kFlagIcmpError) && d.status == DecodeStatus::Ok)
-    if (error_exit(d.payload_off, c.icmp_quote_cut)) return Verdict::Drop;
+  // An ICMP error quotes the offending datagram's header: its addresses get
+  // the same rewrite as the flow's (an address of this packet maps the same
+  // way), any other address is zeroed, and what follows the quoted
+  // transport header is cut when names could be in it.
+  bool quote_changed = false;
+  uint16_t quote_old_sum = 0;
+  if ((P.protects_addresses_ || P.l7_protect_) && (d.flags & kFlagIcmpError) && d.status == DecodeStatus::Ok) {
+    uint32_t q = d.payload_off;
+    uint32_t qend = std::min<uint64_t>(uint64_t(d.payload_off) + d.payload_len, cap);
+    uint8_t* qp = buf + q;
+    uint32_t qlen = qend > q ? qend - q : 0;
+    uint8_t iv = qlen ? qp[0] >> 4 : 0;
+    uint32_t ihl = iv == 4 ? (qp[0] & 0xf) * 4u : iv == 6 ? 40u : 0;
+    uint32_t ial = iv == 4 ? 4 : 16, isrc = iv == 4 ? 12 : 8, idst = iv == 4 ? 16 : 24;
+    if (ihl >= 20 && qlen >= ihl) {
+      quote_old_sum = csum_sum({qp, qlen});
+      quote_changed = true;
+      uint8_t before[2][16];
+      std::memcpy(before[0], qp + isrc, ial);
+      std::memcpy(before[1], qp + idst, ial);
+      for (uint32_t off : {isrc, idst}) {
+        uint8_t* a = qp + off;
+        if (iv == d.ip_version && std::memcmp(a, old_src, ial) == 0) std::memcpy(a, buf + so, ial);
+        else if (iv == d.ip_version && std::memcmp(a, old_dst, ial) == 0) std::memcpy(a, buf + dof, ial);
+        else if (P.protects_addresses_) std::memset(a, 0, ial);
+      }
+      // The quoted UDP header's checksum covers the quoted addresses (its
+      // pseudo-header): follow them, as the original sender's would have.
+      uint8_t inner_proto = iv == 4 ? qp[9] : qp[6];
+      if (inner_proto == kProtoUdp && qlen >= ihl + 8) {
+        uint8_t* uc = qp + ihl + 6;
+        uint16_t ck = rd16(uc);
+        if (ck != 0) {
+          ck = csum_replace(ck, {before[0], ial}, {qp + isrc, ial});
+          ck = csum_replace(ck, {before[1], ial}, {qp + idst, ial});
+          wr16(uc, ck == 0 ? 0xffff : ck);
+        }
+      }
+      if (iv == 4) {
+        qp[10] = qp[11] = 0;
+        wr16(qp + 10, ipv4_header_checksum({qp, ihl}));
+      }
+      // The quoted transport header (8 bytes) stays; anything after it may
+      // carry application data.
+      if (P.l7_protect_ && qlen > ihl + 8 && error_exit(q + ihl + 8, c.icmp_quote_cut)) return Verdict::Drop;
+    } else if (error_exit(d.payload_off, c.icmp_quote_cut)) {
+      return Verdict::Drop;
+    }
+  }
+
+  // A later fragment's data cannot be parsed: it may hold names (a large
+  // DNS response) or, when the datagram is a tunnel, inner addresses.
+  if ((d.flags & kFlagLaterFragment) && d.status == DecodeStatus::Ok &&
+      (P.l7_protect_ || (P.protects_addresses_ && (!m.flow || m.flow->frag_tunnel || m.flow_first))))
+    if (error_exit(d.payload_off, P.l7_protect_ ? c.l7_cut : c.tunnel_cut)) return Verdict::Drop;
 
   // Payload: application fields first, then the payload rule.
   const uint32_t pend = std::min<uint64_t>(uint64_t(d.payload_off) + d.payload_len, cap);
   const uint32_t plen = pend > d.payload_off ? pend - d.payload_off : 0;
   uint8_t* pl = buf + d.payload_off;
-  uint16_t pay_old_sum = 0;
-  bool sum_taken = false, payload_changed = false;
+  uint16_t pay_old_sum = quote_old_sum;
+  bool sum_taken = quote_changed, payload_changed = quote_changed;
   auto take_sum = [&] {
     if (!sum_taken && plen) pay_old_sum = csum_sum({pl, plen}), sum_taken = true;
   };
@@ -411,8 +467,9 @@ Verdict ProgramInstance::process(uint8_t* buf, uint32_t& cap, uint32_t& wire, co
   if (prule < 0) prule = P.payload_default_plan_;
   bool payload_protected = prule >= 0 && actions_[prule]->modifies;
   if (d.status != DecodeStatus::Ok) {
-    // The payload's start is unknown: if it is protected, keep only what was decoded.
-    if (payload_protected && error_exit(std::min(d.good_until, cap), c.err_cut)) return Verdict::Drop;
+    // The payload's start is unknown: if it or a field inside it is
+    // protected, keep only what was decoded.
+    if ((payload_protected || P.l7_protect_) && error_exit(std::min(d.good_until, cap), c.err_cut)) return Verdict::Drop;
   } else if (prule >= 0 && cut_at == UINT32_MAX) {
     ctx.field = F.payload;
     if (actions_[prule]->modifies && plen) take_sum();
@@ -427,7 +484,9 @@ Verdict ProgramInstance::process(uint8_t* buf, uint32_t& cap, uint32_t& wire, co
   // Fix lengths and checksums.
   uint8_t* ip = buf + d.l3_off;
   const bool v4 = d.ip_version == 4;
-  if (cut_at != UINT32_MAX && cut_at < cap) {
+  // A cut at the end of the captured bytes still shortens a record the
+  // capture had cut short (wire > cap): its lengths must shrink too.
+  if (cut_at != UINT32_MAX && (cut_at < cap || (cut_at == cap && wire > cap))) {
     cap = wire = cut_at;
     if (cut_at >= d.l3_off + (v4 ? 20u : 40u)) {
       uint32_t l3len = cut_at - d.l3_off;
@@ -784,7 +843,7 @@ bool ProgramInstance::l7_rewrite(uint8_t* buf, const Decoded& d, Eval& e) {
       const tls::ClientHello& ch = *P.tls;
       for (unsigned i = 0; i < ch.n_sni; ++i) {
         names::Decision dec = decide_name(L.tls_sni, ch.sni_text(i), e);
-        if (dec.action != names::Action::Keep) tls::rewrite_sni(pl, avail, ch, i, dec);
+        if (dec.action != names::Action::Keep) tls::rewrite_sni(pl + P.tls_skip, avail - P.tls_skip, ch, i, dec);
       }
       return true;
     }
@@ -799,6 +858,18 @@ bool ProgramInstance::l7_rewrite(uint8_t* buf, const Decoded& d, Eval& e) {
           case http::Field::HostDomain: {
             names::Decision dec = decide_name(L.http_host, std::string_view(reinterpret_cast<const char*>(m.orig + d.payload_off + oc.span.off), n), e);
             if (dec.action != names::Action::Keep) names::apply_to_text(reinterpret_cast<char*>(p), n, dec);
+            break;
+          }
+          case http::Field::Host: {
+            // A Host that is an address literal has no domain span, yet it
+            // names the server all the same: decide on the whole value.
+            bool has_domain = false;
+            for (unsigned k = 0; k < H.n_occ && !has_domain; ++k)
+              has_domain = H.occ[k].kind == http::Field::HostDomain && H.occ[k].header == oc.header;
+            if (!has_domain) {
+              names::Decision dec = decide_name(L.http_host, std::string_view(reinterpret_cast<const char*>(m.orig + d.payload_off + oc.span.off), n), e);
+              if (dec.action != names::Action::Keep) names::apply_to_text(reinterpret_cast<char*>(p), n, dec);
+            }
             break;
           }
           case http::Field::Method: ok = apply_text(L.http_method, p, n, e); break;
@@ -833,6 +904,13 @@ void analyze_l7(const uint8_t* p, const Decoded& d, PacketMeta& m, L7Parse& P) {
   const uint32_t end = std::min<uint32_t>(d.cap_len, d.payload_off + d.payload_len);
   const uint32_t avail = end > d.payload_off ? end - d.payload_off : 0;
   App app = fs && fs->app ? App(fs->app) : detect_app(p, d, from_init);
+  if (app == App::Other && P.probe_dns && d.l4_proto == kProtoUdp && avail >= 17) {
+    const uint8_t* q = p + d.payload_off;
+    uint16_t qd = uint16_t(q[4] << 8 | q[5]);
+    // Standard query/response with a question or two, and a full parse.
+    if (((q[2] >> 3) & 0xf) == 0 && qd >= 1 && qd <= 2 && dns::parse(q, avail, *P.dns) == dns::Status::Ok)
+      app = App::Dns;
+  }
   if (fs && !fs->app && avail && d.l4_proto == kProtoTcp && app != App::Other) fs->app = uint8_t(app);
   m.app = uint8_t(app);
   if (avail == 0 || app == App::Other || app == App::Unknown) return;
@@ -878,13 +956,20 @@ void analyze_l7(const uint8_t* p, const Decoded& d, PacketMeta& m, L7Parse& P) {
     }
     case App::Tls: {
       // Only the client's ClientHello carries names; later records are opaque.
-      if (!from_init || pl[0] != 0x16) return;
-      tls::Status st = tls::parse_client_hello(pl, avail, *P.tls);
+      // After a HelloRetryRequest the second ClientHello may follow a
+      // ChangeCipherSpec record in the same segment.
+      if (!from_init) return;
+      uint32_t skip = 0;
+      while (avail - skip >= 6 && pl[skip] == 0x14 && pl[skip + 1] == 0x03)
+        skip += 5 + (uint32_t(pl[skip + 3]) << 8 | pl[skip + 4]);
+      if (skip >= avail || pl[skip] != 0x16) return;
+      P.tls_skip = skip;
+      tls::Status st = tls::parse_client_hello(pl + skip, avail - skip, *P.tls);
       P.tls_state = 1;
       if (st == tls::Status::Ok) m.l7 = L7State::Parsed;
       else if (st == tls::Status::Truncated) {
         m.l7 = L7State::Incomplete;
-        if (fs && P.tls->need > avail) fs->pending[dir] = P.tls->need - avail;
+        if (fs && P.tls->need > avail - skip) fs->pending[dir] = P.tls->need - (avail - skip);
       } else m.l7 = L7State::Malformed;
       return;
     }
@@ -895,7 +980,9 @@ void analyze_l7(const uint8_t* p, const Decoded& d, PacketMeta& m, L7Parse& P) {
         if (!starts || (std::memcmp(pl, "HTTP/1.", 7) != 0 && pl[0] < 'A')) return;
         fs->unbounded[dir] = 0;
       }
-      http::Status st = http::parse(pl, avail, from_init ? http::Direction::Request : http::Direction::Response,
+      http::Direction hd = d.l4_proto == kProtoUdp ? http::Direction::Auto  // SSDP: either, either way
+                           : from_init ? http::Direction::Request : http::Direction::Response;
+      http::Status st = http::parse(pl, avail, hd,
                                     http_matcher(), *P.hscratch, *P.http);
       P.http_state = 1;
       const http::Result& H = *P.http;

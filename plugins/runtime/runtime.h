@@ -39,6 +39,7 @@ struct FlowState {
   uint64_t zreleased = 0; // bit set when the value was released (not z-private)
   // Application-layer stream state, per direction (0: from the initiator).
   uint8_t app = 0;              // App, once known from a payload
+  uint8_t frag_tunnel = 0;      // fragments of this address pair carried a tunnel
   uint8_t unbounded[2] = {};    // inside a body of unknown length (HTTP chunked / until close)
   uint32_t pending[2] = {};     // bytes still belonging to an incomplete header/message
   uint32_t body[2] = {};        // bytes of a known-length body still to come (not parsed; capped at 4 GiB)
@@ -110,6 +111,7 @@ class Program {
   // The packet's application protocol and fields are needed (L7 rules, or
   // conditions that may test them).
   bool wants_l7() const { return wants_l7_; }
+  bool protects_dns() const { return l7_protect_ & (1u << 1); }  // App::Dns
 
   std::unique_ptr<ProgramInstance> instantiate() const;
 

@@ -474,15 +474,30 @@ TEST_CASE("contents the policy cannot see into are removed when addresses are pr
     CHECK(f.size() == 42);
     check_lengths_and_checksums(f, 14);
   }
-  SECTION("the quoted header of an ICMP error") {
+  SECTION("the quoted header of an ICMP error gets the flow's mapping") {
+    // A router (not in the flow) tells 192.0.2.1 that its datagram to
+    // 203.0.113.9 expired: the quoted source is the outer destination and
+    // must read as its rewritten value; the quoted destination appears
+    // nowhere else and is zeroed. The packet stays whole and valid.
     V4 h;
     h.proto = 1;
+    h.src = v4("198.51.100.2");
+    h.dst = v4("192.0.2.1");
     V4 inner;
     inner.proto = 17;
+    inner.src = v4("192.0.2.1");
+    inner.dst = v4("203.0.113.9");
     Bytes f = cat({eth(0x0800), ipv4(h, cat({icmp_hdr(11, 0, 0, 0), ipv4(inner, udp_hdr(1, 2, 8))}))});
+    const size_t before = f.size();
     c.run(f);
-    CHECK(f.size() == 42);
-    CHECK(c.c.icmp_quote_cut == 1);
+    CHECK(f.size() == before);
+    CHECK(c.c.icmp_quote_cut == 0);
+    const uint8_t* outer_dst = f.data() + 14 + 16;
+    const uint8_t* q = f.data() + 14 + 20 + 8;
+    CHECK(std::equal(q + 12, q + 16, outer_dst));
+    CHECK(std::memcmp(q + 12, inner.src.data(), 4) != 0);
+    const uint8_t zero4[4] = {};
+    CHECK(std::memcmp(q + 16, zero4, 4) == 0);
     check_lengths_and_checksums(f, 14);
   }
   SECTION("IPv6 routing header with addresses: dropped") {
