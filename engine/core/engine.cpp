@@ -133,10 +133,8 @@ int worker_main(void* arg) {
       rte_pause();
       continue;
     }
-    for (unsigned i = 0; i < n; ++i) {
-      if (i + 1 < n) rte_prefetch0(rte_pktmbuf_mtod(pkts[i + 1], void*));
-      w.path->process(pkts[i], enqueue_out, &w);
-    }
+    for (unsigned i = 0; i < n; ++i) rte_prefetch0(rte_pktmbuf_mtod(pkts[i], void*));
+    w.path->process_burst(pkts, n, enqueue_out, &w);
     w.processed.fetch_add(n, std::memory_order_release);
     // Idle flows are reclaimed a little at a time, off no particular packet.
     if (++last_expire % 64 == 0) w.path->flows().expire(mbuf_ts(pkts[n - 1]), 64);

@@ -46,6 +46,12 @@ class FlowTable {
   // initiator_is_src and flow_first. Never fails: a full table evicts.
   void lookup(const uint8_t* pkt, const Decoded& d, uint64_t ts_ns, PacketMeta& meta);
 
+  // The same for up to kBurstMax packets at once: rte_hash's bulk lookup
+  // overlaps the cache misses of the whole burst. want[i] false skips packet i.
+  static constexpr unsigned kBurstMax = 64;
+  void lookup_burst(const uint8_t* const* pkts, const Decoded* ds, const bool* want, unsigned n,
+                    PacketMeta* metas);
+
   // Reclaims idle flows, visiting at most `budget` entries.
   void expire(uint64_t now_ns, uint32_t budget);
 
@@ -60,6 +66,8 @@ class FlowTable {
 
  private:
   void remove(uint32_t idx);
+  void insert(const uint8_t* pkt, const Decoded& d, const FlowKey& k, hash_sig_t sig, bool src_is_lo,
+              uint64_t ts_ns, PacketMeta& meta);
   void evict_one(uint64_t now_ns);
 
   rte_hash* h_ = nullptr;

@@ -17,6 +17,7 @@ WorkerPath::WorkerPath(const std::vector<std::unique_ptr<Program>>& programs, rt
     counters_.emplace_back();
     counters_.back().rule_hits.resize(p->rule_count() + 1);
     if (p->wants_l7() && !l7_) l7_ = std::make_unique<L7Parse>();
+    wants_flows_ = wants_flows_ || p->wants_flows();
     if (p->protects_dns()) l7_->probe_dns = true;
   }
 }
@@ -37,8 +38,47 @@ void WorkerPath::process(rte_mbuf* m, Sink sink, void* ctx) {
   ++st_.decode_status[int(d.status) & 3];
   PacketMeta meta;
   meta.ts_ns = mbuf_ts(m);
-  if (d.has_ip() && d.dst_off() + d.addr_len() <= cap0 && d.src_off() + d.addr_len() <= cap0)
+  if (wants_flows_ && d.has_ip() && d.dst_off() + d.addr_len() <= cap0 && d.src_off() + d.addr_len() <= cap0)
     flows_->lookup(data, d, meta.ts_ns, meta);
+  consumers(m, data, d, meta, sink, ctx);
+}
+
+void WorkerPath::process_burst(rte_mbuf** pkts, unsigned n, Sink sink, void* ctx) {
+  constexpr unsigned B = FlowTable::kBurstMax;
+  Decoded* ds = ds_;
+  PacketMeta* metas = metas_;
+  const uint8_t** datas = datas_;
+  bool* want = want_;
+  for (unsigned base = 0; base < n;) {
+    unsigned k = 0;
+    // Chained frames take the single-packet path (they need the scratch
+    // buffer); the burst stops before one so order is kept.
+    while (base + k < n && k < B && pkts[base + k]->nb_segs == 1) {
+      rte_mbuf* m = pkts[base + k];
+      datas[k] = rte_pktmbuf_mtod(m, const uint8_t*);
+      decode(datas[k], m->pkt_len, mbuf_wire_len(m), ds[k]);
+      ++st_.decode_status[int(ds[k].status) & 3];
+      metas[k] = PacketMeta{};
+      metas[k].ts_ns = mbuf_ts(m);
+      const Decoded& d = ds[k];
+      want[k] = wants_flows_ && d.has_ip() && d.dst_off() + d.addr_len() <= m->pkt_len &&
+                d.src_off() + d.addr_len() <= m->pkt_len;
+      ++k;
+    }
+    if (k) {
+      flows_->lookup_burst(datas, ds, want, k, metas);
+      for (unsigned i = 0; i < k; ++i) consumers(pkts[base + i], datas[i], ds[i], metas[i], sink, ctx);
+      base += k;
+    }
+    if (base < n && pkts[base]->nb_segs != 1) process(pkts[base++], sink, ctx);
+  }
+}
+
+void WorkerPath::consumers(rte_mbuf* m, const uint8_t* data, const Decoded& d, PacketMeta& meta, Sink sink,
+                           void* ctx) {
+  const uint32_t cap0 = m->pkt_len;
+  const uint32_t wire0 = mbuf_wire_len(m);
+  const bool linear = m->nb_segs == 1;
   // The first fragment says whether the datagram is a tunnel; later
   // fragments (same flow entry: fragments key on addresses) inherit it.
   if (meta.flow && (d.flags & kFlagFragment) && (d.flags & kFlagTunnel)) meta.flow->frag_tunnel = 1;

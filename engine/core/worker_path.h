@@ -29,12 +29,18 @@ class WorkerPath {
              std::unique_ptr<FlowTable> flows);
 
   void process(rte_mbuf* m, Sink sink, void* ctx);
+  // A burst in order: decodes all, looks their flows up in bulk (the cache
+  // misses overlap), then runs the consumers packet by packet.
+  void process_burst(rte_mbuf** pkts, unsigned n, Sink sink, void* ctx);
 
   FlowTable& flows() { return *flows_; }
   std::vector<ConsumerCounters>& counters() { return counters_; }
   const WorkerPathStats& stats() const { return st_; }
 
  private:
+  // Everything after the flow lookup.
+  void consumers(rte_mbuf* m, const uint8_t* data, const Decoded& d, PacketMeta& meta, Sink sink, void* ctx);
+
   std::vector<std::unique_ptr<ProgramInstance>> progs_;
   std::vector<bool> identity_;
   unsigned sharers_ = 0, modifiers_ = 0;
@@ -45,6 +51,12 @@ class WorkerPath {
   WorkerPathStats st_;
   std::unique_ptr<L7Parse> l7_;  // null when no consumer looks past L4
   uint64_t packet_id_ = 0;
+  // Burst scratch, kept here so a burst does not construct them anew.
+  Decoded ds_[FlowTable::kBurstMax];
+  PacketMeta metas_[FlowTable::kBurstMax];
+  const uint8_t* datas_[FlowTable::kBurstMax];
+  bool want_[FlowTable::kBurstMax];
+  bool wants_flows_ = false;
 };
 
 }  // namespace amon

@@ -51,6 +51,7 @@ class Drop final : public RtAction {
 
 class Cut final : public RtAction {
  public:
+  Cut() { cuts = true; }
   ActResult bytes(uint8_t*, uint32_t, ApplyCtx&) override { return ActResult::Cut; }
 };
 

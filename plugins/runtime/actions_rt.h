@@ -27,6 +27,7 @@ class RtAction {
  public:
   virtual ~RtAction() = default;
   bool modifies = true;
+  bool cuts = false;  // removes the bytes (their old checksum sum is not needed)
   virtual ActResult mac(uint8_t* m, ApplyCtx& c) { return ActResult::Done; }
   virtual ActResult addr(uint8_t* a, ApplyCtx& c) { return ActResult::Done; }
   virtual ActResult bytes(uint8_t* p, uint32_t len, ApplyCtx& c) { return ActResult::Done; }

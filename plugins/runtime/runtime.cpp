@@ -154,8 +154,13 @@ Program::Program(std::shared_ptr<const dsl::Policy> policy, int consumer_index, 
     identity_ = false;
   }
   regexes_->compile();
+  // Flows give roles (ip.client/ip.server, clients), per-flow z-anonymity
+  // decisions and application stream state; a policy using none skips them.
+  wants_flows_ = !identity_ && (!zslot_rule_.empty() || !field_rules_[F.ip_client].empty() ||
+                                !field_rules_[F.ip_server].empty() || has_l7_);
   wants_l7_ = has_l7_ || policy_->select_cond != nullptr;
   for (const auto& r : rules) wants_l7_ = wants_l7_ || r.when != nullptr;
+  wants_flows_ = wants_flows_ || wants_l7_;
 }
 
 Program::~Program() = default;
@@ -472,7 +477,7 @@ Verdict ProgramInstance::process(uint8_t* buf, uint32_t& cap, uint32_t& wire, co
     if ((payload_protected || P.l7_protect_) && error_exit(std::min(d.good_until, cap), c.err_cut)) return Verdict::Drop;
   } else if (prule >= 0 && cut_at == UINT32_MAX) {
     ctx.field = F.payload;
-    if (actions_[prule]->modifies && plen) take_sum();
+    if (actions_[prule]->modifies && !actions_[prule]->cuts && plen) take_sum();
     ActResult r = actions_[prule]->bytes(pl, plen, ctx);
     if (r == ActResult::Drop) return drop();
     if (r == ActResult::Cut) cut_at = d.payload_off;
@@ -717,7 +722,7 @@ names::Decision ProgramInstance::decide_name(FieldId f, std::string_view text, E
   uint64_t seed = splitmix(rng_);
   if (fb && fb->action && fb->action->desc->name == "hash") return names::Decision::mask(name_key_[ri] ? name_key_[ri] : 1);
   if (fb && !fb->action && fb->s == "sld") {
-    unsigned total = names::count_labels(text), keep = names::registrable_label_count(text);
+    unsigned total = names::count_labels(text), keep = sld_labels(text);
     if (keep == 0 || keep >= total) return names::Decision::mask(seed);
     // The registrable domain is a value of the same class with its own test.
     size_t pos = text.size();
@@ -728,6 +733,13 @@ names::Decision ProgramInstance::decide_name(FieldId f, std::string_view text, E
   }
   if (fb && !fb->action && (fb->s == "redact" || fb->s == "zero")) return names::Decision::redact();
   return names::Decision::mask(seed);
+}
+
+unsigned ProgramInstance::sld_labels(std::string_view name) {
+  uint64_t h = std::hash<std::string_view>{}(name) | 1;  // 0 marks an empty slot
+  SldSlot& s = sld_cache_[h & (sld_cache_.size() - 1)];
+  if (s.h != h) s.h = h, s.labels = uint8_t(names::registrable_label_count(name));
+  return s.labels;
 }
 
 bool ProgramInstance::apply_text(FieldId f, uint8_t* p, uint32_t len, Eval& e) {

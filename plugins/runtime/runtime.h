@@ -111,6 +111,7 @@ class Program {
   // The packet's application protocol and fields are needed (L7 rules, or
   // conditions that may test them).
   bool wants_l7() const { return wants_l7_; }
+  bool wants_flows() const { return wants_flows_; }
   bool protects_dns() const { return l7_protect_ & (1u << 1); }  // App::Dns
 
   std::unique_ptr<ProgramInstance> instantiate() const;
@@ -132,6 +133,7 @@ class Program {
   uint32_t l7_protect_ = 0;  // bit per App whose fields this policy rewrites
   bool has_l7_ = false;
   bool wants_l7_ = false;
+  bool wants_flows_ = false;
   struct Regexes;
   std::unique_ptr<Regexes> regexes_;
 };
@@ -173,6 +175,14 @@ class ProgramInstance {
   std::vector<uint64_t> name_key_;                    // per rule: hash(key=K) seed for names
   std::vector<uint16_t> field_class_;                 // by FieldId: z-anonymity value class
   uint64_t rng_;                                      // unlinkable masks for hidden values
+  // libpsl answers in ~1 us; names repeat, so each worker remembers the
+  // registrable-domain label count of recent names (direct-mapped).
+  struct SldSlot {
+    uint64_t h = 0;
+    uint8_t labels = 0;
+  };
+  std::vector<SldSlot> sld_cache_ = std::vector<SldSlot>(4096);
+  unsigned sld_labels(std::string_view name);
   ::hs_scratch* hs_ = nullptr;
 };
 

@@ -4,7 +4,7 @@
 // an empty policy (I/O only: mbuf allocation, copy-in, decode, flow lookup,
 // refcount, free), so the cost of anonymization reads off the difference.
 //
-//   bench_engine --pcap FILE [--seconds S] POLICY.amon [POLICY.amon ...]
+//   bench_engine --pcap FILE [--seconds S] [--flows N] POLICY.amon [POLICY.amon ...]
 #include <rte_eal.h>
 #include <rte_errno.h>
 #include <rte_lcore.h>
@@ -23,6 +23,7 @@
 #include "policy.h"
 #include "registry.h"
 #include "worker_path.h"
+#include "zanon.h"
 
 using namespace amon;
 
@@ -36,14 +37,23 @@ struct Rec {
 
 void null_sink(void*, unsigned, rte_mbuf* m) { rte_pktmbuf_free(m); }
 
+uint32_t g_flows = 1u << 18;  // the engine's default flows per worker
+
 double run_one(const std::vector<Rec>& recs, const std::vector<std::shared_ptr<const dsl::Policy>>& pols,
                rte_mempool* pool, double seconds, uint64_t& packets_out, uint64_t& rounds) {
   SharedServices svc;
+  // The same store the engine builds (sized for the largest z and dt).
+  zanon::Config zc;
+  zc.zmax = 50;  // the largest z the shipped policies use
+  zc.max_dt_ns = 7ULL * 86400 * 1000000000ULL;
+  zc.max_values = 1u << 18;
+  zanon::Store store(zc);
+  svc.zstore = &store;
   std::vector<std::unique_ptr<Program>> progs;
   for (size_t i = 0; i < pols.size(); ++i) progs.push_back(std::make_unique<Program>(pols[i], int(i), &svc));
   static int n = 0;
   WorkerPath path(progs, pool,
-                  std::make_unique<FlowTable>("bench_flows" + std::to_string(n++), 1u << 20, 3600ULL * 1000000000ULL,
+                  std::make_unique<FlowTable>("bench_flows" + std::to_string(n++), g_flows, 3600ULL * 1000000000ULL,
                                               int(rte_socket_id())));
   constexpr unsigned kBurst = 32;
   rte_mbuf* burst[kBurst];
@@ -68,7 +78,7 @@ double run_one(const std::vector<Rec>& recs, const std::vector<std::shared_ptr<c
         mbuf_set_ts(m, r.ts);
         mbuf_set_wire_len(m, r.wire);
       }
-      for (unsigned k = 0; k < n; ++k) path.process(burst[k], null_sink, nullptr);
+      path.process_burst(burst, n, null_sink, nullptr);
       done += n;
     }
     ++rounds;
@@ -88,6 +98,7 @@ int main(int argc, char** argv) {
     std::string a = argv[i];
     if (a == "--pcap" && i + 1 < argc) pcap_path = argv[++i];
     else if (a == "--seconds" && i + 1 < argc) seconds = std::atof(argv[++i]);
+    else if (a == "--flows" && i + 1 < argc) g_flows = uint32_t(std::strtoul(argv[++i], nullptr, 10));
     else policies.push_back(a);
   }
   if (pcap_path.empty()) {
