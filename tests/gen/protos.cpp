@@ -179,8 +179,11 @@ TlsHello tls_client_hello(Rng& r, std::string_view sni, TlsProfile prof) {
   if (prof == TlsProfile::Curl) ex.push_back(ext(22, {}));                   // encrypt_then_mac
   if (prof == TlsProfile::Chrome) r.shuffle(ex.data(), ex.size());
   if (grease) {
-    ex.insert(ex.begin(), Ext{g(), {}});
-    ex.push_back(Ext{g(), {0}});
+    // Two GREASE extensions, as Chrome sends: distinct types, since a
+    // ClientHello may not repeat an extension (RFC 8446 4.2).
+    unsigned first = r.below(16);
+    ex.insert(ex.begin(), Ext{kGrease[first], {}});
+    ex.push_back(Ext{kGrease[(first + 1 + r.below(15)) % 16], {0}});
   }
 
   Writer w{h.record};
