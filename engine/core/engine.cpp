@@ -72,6 +72,7 @@ struct Worker {
   rte_ring* in = nullptr;
   std::unique_ptr<WorkerPath> path;
   std::atomic<uint64_t> processed{0};
+  std::atomic<uint64_t> last_ts{0};  // newest packet time this worker processed
   uint64_t dispatched = 0;  // written by the main lcore only
   uint64_t out_full_drops = 0;
   std::vector<std::pair<uint16_t, uint16_t>> rx_queues;  // (port, queue) polled directly
@@ -135,6 +136,7 @@ int worker_main(void* arg) {
     }
     for (unsigned i = 0; i < n; ++i) rte_prefetch0(rte_pktmbuf_mtod(pkts[i], void*));
     w.path->process_burst(pkts, n, enqueue_out, &w);
+    w.last_ts.store(mbuf_ts(pkts[n - 1]), std::memory_order_relaxed);
     w.processed.fetch_add(n, std::memory_order_release);
     // Idle flows are reclaimed a little at a time, off no particular packet.
     if (++last_expire % 64 == 0) w.path->flows().expire(mbuf_ts(pkts[n - 1]), 64);
@@ -324,8 +326,16 @@ EngineResult run_engine(const EngineConfig& cfg_in) {
       E.services.zstore = E.zstore.get();
     }
     if (RAND_bytes(E.services.user_hash_key.data(), 16) != 1) throw std::runtime_error("RAND_bytes failed");
-    for (size_t i = 0; i < E.policies.size(); ++i)
-      E.programs.push_back(std::make_unique<Program>(E.policies[i], int(i), &E.services));
+    for (size_t i = 0; i < E.policies.size(); ++i) {
+      try {
+        E.programs.push_back(std::make_unique<Program>(E.policies[i], int(i), &E.services));
+      } catch (const std::exception& ex) {
+        // A policy the engine cannot run is a policy error (exit 2), not a runtime failure.
+        std::fprintf(stderr, "amon: %s: %s\n", cfg.consumers[i].policy_path.c_str(), ex.what());
+        result.exit_code = 2;
+        throw;
+      }
+    }
 
     // Inputs.
     for (auto& in : cfg.inputs) {
@@ -439,9 +449,14 @@ EngineResult run_engine(const EngineConfig& cfg_in) {
       if (got) last_rx_tsc = now_tsc;
       if (E.zstore && now_tsc - last_sweep > E.tsc_hz / 10) {
         last_sweep = now_tsc;
-        // Sweep by the newest packet time seen is not known here; wall clock
-        // is right for live ports and harmlessly early for old captures.
-        if (!cfg.offline) E.zstore->sweep(wall_ns(), 1024);
+        // Reclaim by packet time (the store's clock), the oldest any worker
+        // is at, so no worker can still observe what is reclaimed.
+        uint64_t t = UINT64_MAX;
+        for (auto& w : E.workers) {
+          uint64_t wt = w->last_ts.load(std::memory_order_relaxed);
+          if (wt) t = std::min(t, wt);
+        }
+        if (t != UINT64_MAX) E.zstore->sweep(t, 4096);
       }
       bool inputs_finished = true;
       for (auto& in : E.inputs) {
@@ -499,10 +514,12 @@ EngineResult run_engine(const EngineConfig& cfg_in) {
       result.exit_code = 1;
     }
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "amon: %s\n", e.what());
+    if (result.exit_code != 2) {
+      std::fprintf(stderr, "amon: %s\n", e.what());
+      result.exit_code = 1;
+    }
     E.stop_workers.store(true);
     rte_eal_mp_wait_lcore();
-    result.exit_code = 1;
   }
   // Release everything that holds mbufs before the pool goes.
   E.workers.clear();

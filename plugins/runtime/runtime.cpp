@@ -4,6 +4,7 @@
 #include <stdexcept>
 
 #include <hs/hs.h>
+#include <pcap/pcap.h>
 #include <openssl/rand.h>
 
 #include "actions_rt.h"
@@ -79,6 +80,26 @@ struct Program::Regexes {
   }
 };
 
+// `select` given as a BPF expression, compiled by libpcap for Ethernet and
+// run by its filter interpreter on the original bytes.
+struct Program::Bpf {
+  bpf_program prog{};
+  explicit Bpf(const std::string& expr) {
+    pcap_t* dead = pcap_open_dead(DLT_EN10MB, 262144);
+    if (!dead) throw std::runtime_error("select: cannot create a pcap handle");
+    if (pcap_compile(dead, &prog, expr.c_str(), 1, PCAP_NETMASK_UNKNOWN) != 0) {
+      std::string e = pcap_geterr(dead);
+      pcap_close(dead);
+      throw std::runtime_error("select: " + e);
+    }
+    pcap_close(dead);
+  }
+  ~Bpf() { pcap_freecode(&prog); }
+  bool match(const uint8_t* p, uint32_t cap, uint32_t wire) const {
+    return bpf_filter(prog.bf_insns, p, wire, cap) != 0;
+  }
+};
+
 Program::Program(std::shared_ptr<const dsl::Policy> policy, int consumer_index, SharedServices* services)
     : policy_(std::move(policy)), consumer_(consumer_index), services_(services) {
   if (consumer_ < 0 || consumer_ >= kMaxConsumers)
@@ -147,8 +168,10 @@ Program::Program(std::shared_ptr<const dsl::Policy> policy, int consumer_index, 
   }
   using OU = dsl::Policy::OnUnknown;
   if (policy_->on_unknown == OU::Drop || policy_->on_unknown == OU::Cut) identity_ = false;
-  if (!policy_->select_bpf.empty())
-    throw std::runtime_error(policy_->select_loc.file + ": `select` with a BPF expression is not supported by this engine yet");
+  if (!policy_->select_bpf.empty()) {
+    bpf_ = std::make_unique<Bpf>(policy_->select_bpf);
+    identity_ = false;
+  }
   if (policy_->select_cond) {
     regexes_->collect(*policy_->select_cond);
     identity_ = false;
@@ -302,6 +325,7 @@ Verdict ProgramInstance::process(uint8_t* buf, uint32_t& cap, uint32_t& wire, co
   Eval e{&d, &m, &c, &ctx, client_is_src, client_is_src ? old_src : old_dst, alen, buf};
 
   if (pol.select_cond && !eval(*pol.select_cond, e)) return Verdict::Filtered;
+  if (P.bpf_ && !P.bpf_->match(m.orig ? m.orig : buf, cap, wire)) return Verdict::Filtered;
 
   auto drop = [&]() { ++c.policy_drop; return Verdict::Drop; };
 

@@ -136,6 +136,8 @@ class Program {
   bool wants_flows_ = false;
   struct Regexes;
   std::unique_ptr<Regexes> regexes_;
+  struct Bpf;
+  std::unique_ptr<Bpf> bpf_;  // `select` as a BPF expression (libpcap)
 };
 
 class RtAction;
