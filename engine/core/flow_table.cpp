@@ -47,8 +47,11 @@ void FlowTable::make_key(const uint8_t* pkt, const Decoded& d, FlowKey& k, bool&
   uint16_t sp = ports ? d.sport : 0, dp = ports ? d.dport : 0;
   if (al == 4) {
     // IPv4, the common case: fixed-size loads instead of library calls.
-    uint32_t a = __builtin_bswap32(*reinterpret_cast<const uint32_t*>(s));  // unaligned reads are fine on x86
-    uint32_t b = __builtin_bswap32(*reinterpret_cast<const uint32_t*>(t));
+    uint32_t a, b;  // memcpy: addresses are not 4-byte aligned after the 14-byte Ethernet header
+    std::memcpy(&a, s, 4);
+    std::memcpy(&b, t, 4);
+    a = __builtin_bswap32(a);
+    b = __builtin_bswap32(b);
     src_is_lo = a < b || (a == b && sp <= dp);
     std::memset(&k, 0, sizeof k);
     std::memcpy(k.lo, src_is_lo ? s : t, 4);

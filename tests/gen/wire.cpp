@@ -109,7 +109,7 @@ void Tcp::seg(uint64_t ts, bool c2s, uint8_t flags, const uint8_t* data, size_t 
   b[12] = 5 << 4;
   b[13] = flags;
   put16(b + 14, c2s ? cwin : swin);
-  std::memcpy(b + 20, data, n);
+  if (n) std::memcpy(b + 20, data, n);  // data may be null for bare segments
   mine += static_cast<uint32_t>(n + ((flags & kFin) ? 1 : 0));
   emit(fb, ts, p, c2s, kTcp, b, 20 + n);
 }
