@@ -41,3 +41,16 @@ function(amon_fuzzer name)
   file(MAKE_DIRECTORY ${corpus_dir})
   set_tests_properties(fuzz_${name} PROPERTIES LABELS "fuzz")
 endfunction()
+
+# amon_add_part_subdirs(): every subfolder with a CMakeLists.txt is a part of
+# its own (one plugin, component or test group); adding the folder is all it
+# takes to add it to the build.
+macro(amon_add_part_subdirs)
+  file(GLOB _amon_subdirs LIST_DIRECTORIES true RELATIVE ${CMAKE_CURRENT_SOURCE_DIR} ${CMAKE_CURRENT_SOURCE_DIR}/*)
+  list(SORT _amon_subdirs)
+  foreach(_d IN LISTS _amon_subdirs)
+    if(IS_DIRECTORY ${CMAKE_CURRENT_SOURCE_DIR}/${_d} AND EXISTS ${CMAKE_CURRENT_SOURCE_DIR}/${_d}/CMakeLists.txt)
+      add_subdirectory(${_d})
+    endif()
+  endforeach()
+endmacro()

@@ -1,6 +1,7 @@
 #include <algorithm>
 #include <cstdio>
 
+#include "json.h"
 #include "policy.h"
 
 namespace amon::dsl {
@@ -123,27 +124,7 @@ std::string Diagnostics::render_text(const std::function<const std::string*(cons
   return out;
 }
 
-static std::string json_string(std::string_view s) {
-  std::string o = "\"";
-  for (unsigned char c : s) {
-    switch (c) {
-      case '"': o += "\\\""; break;
-      case '\\': o += "\\\\"; break;
-      case '\n': o += "\\n"; break;
-      case '\t': o += "\\t"; break;
-      case '\r': o += "\\r"; break;
-      default:
-        if (c < 0x20) {
-          char b[8];
-          std::snprintf(b, sizeof b, "\\u%04x", c);
-          o += b;
-        } else {
-          o += static_cast<char>(c);
-        }
-    }
-  }
-  return o + "\"";
-}
+static std::string json_string(std::string_view s) { return json_quote(s); }
 
 std::string Diagnostics::render_json() const {
   std::string o = "[";

@@ -1,5 +1,7 @@
 #include "stats.h"
 
+#include "json.h"
+
 #include <cstdio>
 #include <sstream>
 
@@ -18,26 +20,7 @@ void accumulate(ConsumerCounters& a, const ConsumerCounters& c) {
 
 namespace {
 
-std::string json_str(const std::string& s) {
-  std::string o = "\"";
-  for (unsigned char ch : s) {
-    switch (ch) {
-      case '"': o += "\\\""; break;
-      case '\\': o += "\\\\"; break;
-      case '\n': o += "\\n"; break;
-      case '\t': o += "\\t"; break;
-      default:
-        if (ch < 0x20) {
-          char b[8];
-          std::snprintf(b, sizeof b, "\\u%04x", ch);
-          o += b;
-        } else {
-          o += char(ch);
-        }
-    }
-  }
-  return o + "\"";
-}
+std::string json_str(const std::string& s) { return json_quote(s); }
 
 const char* kStatus[4] = {"ok", "not_ip", "truncated", "malformed"};
 
