@@ -996,7 +996,7 @@ void analyze_l7(const uint8_t* p, const Decoded& d, PacketMeta& m, L7Parse& P) {
       // ChangeCipherSpec record in the same segment.
       if (!from_init) return;
       uint32_t skip = 0;
-      while (avail - skip >= 6 && pl[skip] == 0x14 && pl[skip + 1] == 0x03)
+      while (skip + 6 <= avail && pl[skip] == 0x14 && pl[skip + 1] == 0x03)
         skip += 5 + (uint32_t(pl[skip + 3]) << 8 | pl[skip + 4]);
       if (skip >= avail || pl[skip] != 0x16) return;
       P.tls_skip = skip;

@@ -13,6 +13,7 @@
 
 #include "frames.h"
 #include "l2l4.h"
+#include "l7.h"
 #include "policy.h"
 #include "registry.h"
 #include "runtime.h"
@@ -529,4 +530,27 @@ TEST_CASE("identity() and protects_addresses()", "[runtime]") {
     CHECK(id.run(g) == Verdict::Forward);
     CHECK(g == f);
   }
+}
+
+TEST_CASE("a ChangeCipherSpec record longer than the segment is not followed past it", "[runtime][l7]") {
+  // Found by fuzz_packet: the record-skipping loop ran past the payload when
+  // a ChangeCipherSpec record announced more bytes than the segment holds.
+  register_builtin_plugins();
+  V4 h;
+  h.proto = 6;
+  Bytes payload = {0x14, 0x03, 0x03, 0x00, 0x40, 0x01, 0x14, 0x03, 0x03};
+  Bytes f = cat({eth(0x0800), ipv4(h, cat({tcp_hdr(40000, 443), payload}))});
+  Decoded d;
+  decode(f.data(), uint32_t(f.size()), uint32_t(f.size()), d);
+  REQUIRE(d.status == DecodeStatus::Ok);
+  L7Parse parse;
+  FlowState flow;
+  PacketMeta m;
+  m.flow = &flow;
+  m.orig = f.data();
+  m.initiator_is_src = true;
+  parse.reset(1);
+  analyze_l7(f.data(), d, m, parse);
+  CHECK(m.app == uint8_t(App::Tls));
+  CHECK(m.l7 == L7State::None);  // no ClientHello in this segment
 }
