@@ -149,9 +149,15 @@ bool load_config(const std::string& path, EngineConfig& cfg, std::string& err) {
         d.each_item(v, "eal", [&](yaml_node_t* it) { cfg.eal_args.push_back(d.scalar(it, "EAL argument")); });
       } else if (k == "flows") {
         d.each_pair(v, "flows", [&](const std::string& fk, yaml_node_t* fkn, yaml_node_t* fv) {
+          auto& t = cfg.flow_timeouts;
           if (fk == "max_per_worker") cfg.flows_per_worker = uint32_t(d.number(fv, "max_per_worker"));
-          else if (fk == "idle_timeout") cfg.flow_idle_ns = d.duration(fv, "idle_timeout");
-          else d.fail(fkn, "unknown key '" + fk + "' in flows (expected max_per_worker, idle_timeout)");
+          else if (fk == "idle_timeout") t.tcp = t.udp = t.other = d.duration(fv, "idle_timeout");
+          else if (fk == "tcp_timeout") t.tcp = d.duration(fv, "tcp_timeout");
+          else if (fk == "udp_timeout") t.udp = d.duration(fv, "udp_timeout");
+          else if (fk == "other_timeout") t.other = d.duration(fv, "other_timeout");
+          else if (fk == "closed_timeout") t.closed = d.duration(fv, "closed_timeout");
+          else d.fail(fkn, "unknown key '" + fk + "' in flows (expected max_per_worker, idle_timeout, tcp_timeout, "
+                           "udp_timeout, other_timeout, closed_timeout)");
         });
       } else if (k == "zanon") {
         d.each_pair(v, "zanon", [&](const std::string& zk, yaml_node_t* zkn, yaml_node_t* zv) {

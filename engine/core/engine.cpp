@@ -401,7 +401,7 @@ EngineResult run_engine(const EngineConfig& cfg_in) {
       if (!w->in) throw std::runtime_error("worker ring: " + std::string(rte_strerror(rte_errno)));
       w->path = std::make_unique<WorkerPath>(
           E.programs, E.pool,
-          std::make_unique<FlowTable>("flows_" + std::to_string(wi), cfg.flows_per_worker, cfg.flow_idle_ns,
+          std::make_unique<FlowTable>("flows_" + std::to_string(wi), cfg.flows_per_worker, cfg.flow_timeouts,
                                       int(rte_socket_id())));
       for (auto& i : E.inputs)
         if (i.direct) w->rx_queues.emplace_back(i.port, uint16_t(wi));
@@ -497,6 +497,7 @@ EngineResult run_engine(const EngineConfig& cfg_in) {
       rep.flows_created += fs.created;
       rep.flows_evicted += fs.evicted;
       rep.flows_expired += fs.expired;
+      rep.flows_closed += fs.closed;
       for (int s = 0; s < 4; ++s) rep.decode_status[s] += w->path->stats().decode_status[s];
       rep.copy_failures += w->path->stats().copy_failures;
     }

@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "flow_table.h"
 #include "runtime.h"
 
 namespace amon {
@@ -37,7 +38,7 @@ struct EngineConfig {
   std::vector<ConsumerSpec> consumers;
   unsigned workers = 1;
   uint32_t flows_per_worker = 1u << 18;
-  uint64_t flow_idle_ns = 120ULL * 1000000000ULL;
+  FlowTimeouts flow_timeouts;
   size_t zanon_max_values = 1u << 20;
   uint32_t mbufs = 0;              // 0: sized from workers and consumers
   bool offline = true;             // pcap-in/pcap-out: never drop, backpressure instead

@@ -9,8 +9,8 @@
 
 namespace amon {
 
-FlowTable::FlowTable(const std::string& name, uint32_t capacity, uint64_t idle_timeout_ns, int socket)
-    : cap_(capacity), idle_ns_(idle_timeout_ns) {
+FlowTable::FlowTable(const std::string& name, uint32_t capacity, const FlowTimeouts& timeouts, int socket)
+    : cap_(capacity), to_(timeouts) {
   rte_hash_parameters p{};
   p.name = name.c_str();
   // rte_hash needs headroom above the entries it holds; we bound occupancy
@@ -107,7 +107,8 @@ void FlowTable::expire(uint64_t now_ns, uint32_t budget) {
     uint32_t i = sweep_pos_;
     sweep_pos_ = (sweep_pos_ + 1) % n;
     FlowEntry& e = entries_[i];
-    if (e.used && now_ns > e.last_ns + idle_ns_) {
+    if (e.used && now_ns > e.last_ns + timeout_of(e)) {
+      st_.closed += (e.fin & 3) == 3 || (e.fin & 4);
       remove(i);
       ++st_.expired;
     }
@@ -125,6 +126,7 @@ void FlowTable::lookup(const uint8_t* pkt, const Decoded& d, uint64_t ts_ns, Pac
   if (found >= 0) {
     FlowEntry& e = entries_[uint32_t(found)];
     e.last_ns = ts_ns > e.last_ns ? ts_ns : e.last_ns;
+    note_tcp(e, d, src_is_lo);
     meta.flow = &e.state;
     meta.flow_first = false;
     meta.initiator_is_src = e.initiator_is_lo == src_is_lo;
@@ -156,6 +158,8 @@ void FlowTable::insert(const uint8_t* pkt, const Decoded& d, const FlowKey& k, h
   e = FlowEntry{};
   e.used = true;
   e.last_ns = ts_ns;
+  e.proto = d.l4_proto;
+  note_tcp(e, d, src_is_lo);
   ++size_;
   ++st_.created;
   // The initiator is the SYN sender; a SYN-ACK first means we missed the SYN.
@@ -219,6 +223,7 @@ void FlowTable::lookup_burst(const uint8_t* const* pkts, const Decoded* ds, cons
     if (pos[j] >= 0) {
       FlowEntry& e = entries_[uint32_t(pos[j])];
       if (meta.ts_ns > e.last_ns) e.last_ns = meta.ts_ns;
+      note_tcp(e, ds[idx[j]], lo[j]);
       meta.flow = &e.state;
       meta.flow_first = false;
       meta.initiator_is_src = e.initiator_is_lo == lo[j];
@@ -228,6 +233,7 @@ void FlowTable::lookup_burst(const uint8_t* const* pkts, const Decoded* ds, cons
     int32_t again = rte_hash_lookup_with_hash(h_, &keys[j], sigs[j]);
     if (again >= 0) {
       FlowEntry& e = entries_[uint32_t(again)];
+      note_tcp(e, ds[idx[j]], lo[j]);
       meta.flow = &e.state;
       meta.flow_first = false;
       meta.initiator_is_src = e.initiator_is_lo == lo[j];

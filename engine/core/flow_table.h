@@ -29,15 +29,26 @@ struct FlowEntry {
   uint64_t last_ns = 0;
   bool initiator_is_lo = true;
   bool used = false;
+  uint8_t proto = 0;
+  uint8_t fin = 0;     // bit 0: FIN from lo, bit 1: FIN from hi, bit 2: RST
+};
+
+// Idle timeouts by kind of flow; a TCP flow that saw FIN both ways or a RST
+// is kept only `closed` longer (late retransmissions, the last ACK).
+struct FlowTimeouts {
+  uint64_t tcp = 300ULL * 1000000000ULL;
+  uint64_t udp = 60ULL * 1000000000ULL;
+  uint64_t other = 30ULL * 1000000000ULL;
+  uint64_t closed = 5ULL * 1000000000ULL;
 };
 
 struct FlowTableStats {
-  uint64_t lookups = 0, created = 0, expired = 0, evicted = 0, full = 0;
+  uint64_t lookups = 0, created = 0, expired = 0, evicted = 0, full = 0, closed = 0;
 };
 
 class FlowTable {
  public:
-  FlowTable(const std::string& name, uint32_t capacity, uint64_t idle_timeout_ns, int socket);
+  FlowTable(const std::string& name, uint32_t capacity, const FlowTimeouts& timeouts, int socket);
   ~FlowTable();
   FlowTable(const FlowTable&) = delete;
   FlowTable& operator=(const FlowTable&) = delete;
@@ -73,7 +84,16 @@ class FlowTable {
   rte_hash* h_ = nullptr;
   std::vector<FlowEntry> entries_;  // indexed by rte_hash's key position
   uint32_t cap_, size_ = 0, sweep_pos_ = 0;
-  uint64_t idle_ns_;
+  FlowTimeouts to_;
+  uint64_t timeout_of(const FlowEntry& e) const {
+    if ((e.fin & 3) == 3 || (e.fin & 4)) return to_.closed;
+    return e.proto == 6 ? to_.tcp : e.proto == 17 ? to_.udp : to_.other;
+  }
+  static void note_tcp(FlowEntry& e, const Decoded& d, bool src_is_lo) {
+    if (d.l4_proto != 6 || !d.l4_hdr_len) return;
+    if (d.tcp_flags & 0x01) e.fin |= src_is_lo ? 1 : 2;
+    if (d.tcp_flags & 0x04) e.fin |= 4;
+  }
   FlowTableStats st_;
 };
 

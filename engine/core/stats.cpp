@@ -56,8 +56,8 @@ std::string render_report_text(const Report& r) {
   for (auto& [name, n] : r.inputs) o << "  input " << name << ": " << n << " packets\n";
   o << "  decode: ";
   for (int s = 0; s < 4; ++s) o << kStatus[s] << "=" << r.decode_status[s] << (s < 3 ? " " : "\n");
-  o << "  flows: created=" << r.flows_created << " expired=" << r.flows_expired << " evicted=" << r.flows_evicted
-    << "\n";
+  o << "  flows: created=" << r.flows_created << " expired=" << r.flows_expired << " (after close "
+    << r.flows_closed << ") evicted=" << r.flows_evicted << "\n";
   if (r.rx_dispatch_drops) o << "  dropped at dispatch (workers behind): " << r.rx_dispatch_drops << "\n";
   for (auto& c : r.consumers) {
     o << "consumer " << c.name << " (" << c.policy << " -> " << c.output << ")\n";
@@ -98,7 +98,7 @@ std::string render_report_json(const Report& r) {
   o << "],\"decode\":{";
   for (int s = 0; s < 4; ++s) o << (s ? "," : "") << "\"" << kStatus[s] << "\":" << r.decode_status[s];
   o << "},\"flows\":{\"created\":" << r.flows_created << ",\"expired\":" << r.flows_expired
-    << ",\"evicted\":" << r.flows_evicted << "}";
+    << ",\"evicted\":" << r.flows_evicted << ",\"closed\":" << r.flows_closed << "}";
   o << ",\"consumers\":[";
   for (size_t i = 0; i < r.consumers.size(); ++i) {
     auto& c = r.consumers[i];

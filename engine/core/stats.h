@@ -23,7 +23,7 @@ struct Report {
   uint64_t rx = 0, rx_dispatch_drops = 0;
   std::vector<std::pair<std::string, uint64_t>> inputs;
   std::vector<ConsumerReport> consumers;
-  uint64_t flows_created = 0, flows_evicted = 0, flows_expired = 0;
+  uint64_t flows_created = 0, flows_evicted = 0, flows_expired = 0, flows_closed = 0;
   uint64_t decode_status[4] = {};
   uint64_t copy_failures = 0;
   bool has_zstats = false;

@@ -53,7 +53,7 @@ double run_one(const std::vector<Rec>& recs, const std::vector<std::shared_ptr<c
   for (size_t i = 0; i < pols.size(); ++i) progs.push_back(std::make_unique<Program>(pols[i], int(i), &svc));
   static int n = 0;
   WorkerPath path(progs, pool,
-                  std::make_unique<FlowTable>("bench_flows" + std::to_string(n++), g_flows, 3600ULL * 1000000000ULL,
+                  std::make_unique<FlowTable>("bench_flows" + std::to_string(n++), g_flows, FlowTimeouts{},
                                               int(rte_socket_id())));
   constexpr unsigned kBurst = 32;
   rte_mbuf* burst[kBurst];

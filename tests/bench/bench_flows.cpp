@@ -62,7 +62,7 @@ int main(int argc, char** argv) {
   std::printf("%12s %14s %14s %14s %12s\n", "flows", "inserts/s", "lookups/s", "ns/lookup", "bytes/flow");
   int t = 0;
   for (uint32_t n : sizes) {
-    FlowTable ft("bench" + std::to_string(t++), n, 3600ULL * 1000000000ULL, int(rte_socket_id()));
+    FlowTable ft("bench" + std::to_string(t++), n, FlowTimeouts{}, int(rte_socket_id()));
     Pkt p;
     PacketMeta m;
     auto t0 = std::chrono::steady_clock::now();
