@@ -38,7 +38,7 @@ struct L7Parse {
   L7Parse();
   ~L7Parse();
   void reset(uint64_t packet_id) {
-    if (packet_id != packet) packet = packet_id, dns_msg = -1, tls_state = http_state = 0;
+    if (packet_id != packet) packet = packet_id, dns_msg = -1, tls_state = http_state = 0, tls_prefix = false;
   }
   uint64_t packet = ~0ULL;
   // Some consumer protects DNS fields: UDP on other ports is probed for DNS
@@ -50,6 +50,8 @@ struct L7Parse {
   std::unique_ptr<tls::ClientHello> tls;
   int tls_state = 0;  // 0 not parsed, 1 parsed
   uint32_t tls_skip = 0;  // bytes of records before the ClientHello (ChangeCipherSpec)
+  bool tls_prefix = false;  // the names come from a ClientHello that continues in later segments
+  std::unique_ptr<tls::PrefixSni> prefix_sni = std::make_unique<tls::PrefixSni>();
   std::unique_ptr<http::Result> http;
   std::unique_ptr<http::Scratch> hscratch;
   int http_state = 0;

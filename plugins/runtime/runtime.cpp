@@ -876,6 +876,15 @@ bool ProgramInstance::l7_rewrite(uint8_t* buf, const Decoded& d, Eval& e) {
       return true;
     }
     case App::Tls: {
+      if (P.tls_prefix) {
+        const tls::PrefixSni& ps = *P.prefix_sni;
+        for (unsigned i = 0; i < ps.n; ++i) {
+          names::Decision dec = decide_name(L.tls_sni, std::string_view(ps.text[i], ps.text_len[i]), e);
+          if (dec.action != names::Action::Keep)
+            names::apply_to_text(reinterpret_cast<char*>(pl + P.tls_skip + ps.span[i].off), ps.span[i].len, dec);
+        }
+        return true;
+      }
       const tls::ClientHello& ch = *P.tls;
       for (unsigned i = 0; i < ch.n_sni; ++i) {
         names::Decision dec = decide_name(L.tls_sni, ch.sni_text(i), e);
@@ -955,7 +964,10 @@ void analyze_l7(const uint8_t* p, const Decoded& d, PacketMeta& m, L7Parse& P) {
   const bool cut_short = d.payload_off + d.payload_len > d.cap_len;
   if (fs && fs->pending[dir]) {
     fs->pending[dir] -= std::min<uint32_t>(fs->pending[dir], d.payload_len);
-    m.l7 = L7State::Incomplete;
+    // The rest of a ClientHello whose SNI was already found and rewritten
+    // holds no name (one server_name extension per hello, RFC 8446 4.2).
+    m.l7 = (fs->names_done & (1u << dir)) ? L7State::None : L7State::Incomplete;
+    if (!fs->pending[dir]) fs->names_done &= uint8_t(~(1u << dir));
     return;
   }
   if (fs && fs->body[dir]) {  // body bytes of a known length: nothing to parse
@@ -999,6 +1011,9 @@ void analyze_l7(const uint8_t* p, const Decoded& d, PacketMeta& m, L7Parse& P) {
       while (skip + 6 <= avail && pl[skip] == 0x14 && pl[skip + 1] == 0x03)
         skip += 5 + (uint32_t(pl[skip + 3]) << 8 | pl[skip + 4]);
       if (skip >= avail || pl[skip] != 0x16) return;
+      // Other client handshake messages (ClientKeyExchange, Finished, ...)
+      // carry no names.
+      if (skip + 5 < avail && pl[skip + 5] != 0x01) return;
       P.tls_skip = skip;
       tls::Status st = tls::parse_client_hello(pl + skip, avail - skip, *P.tls);
       P.tls_state = 1;
@@ -1006,6 +1021,13 @@ void analyze_l7(const uint8_t* p, const Decoded& d, PacketMeta& m, L7Parse& P) {
       else if (st == tls::Status::Truncated) {
         m.l7 = L7State::Incomplete;
         if (fs && P.tls->need > avail - skip) fs->pending[dir] = P.tls->need - (avail - skip);
+        // Most split hellos carry the SNI in their first segment: find it
+        // there and the segments that follow can pass.
+        if (fs && fs->pending[dir] && tls::find_sni_in_prefix(pl + skip, avail - skip, *P.prefix_sni)) {
+          m.l7 = L7State::Parsed;
+          P.tls_prefix = true;
+          fs->names_done |= uint8_t(1u << dir);
+        }
       } else m.l7 = L7State::Malformed;
       return;
     }

@@ -40,6 +40,7 @@ struct FlowState {
   // Application-layer stream state, per direction (0: from the initiator).
   uint8_t app = 0;              // App, once known from a payload
   uint8_t frag_tunnel = 0;      // fragments of this address pair carried a tunnel
+  uint8_t names_done = 0;       // bit per direction: the pending bytes hold no name (SNI already handled)
   uint8_t unbounded[2] = {};    // inside a body of unknown length (HTTP chunked / until close)
   uint32_t pending[2] = {};     // bytes still belonging to an incomplete header/message
   uint32_t body[2] = {};        // bytes of a known-length body still to come (not parsed; capped at 4 GiB)

@@ -77,6 +77,20 @@ constexpr bool is_grease(uint16_t v) { return (v & 0x0f0f) == 0x0a0a && (v >> 8)
 // server direction, possibly reassembled across TCP segments).
 Status parse_client_hello(const uint8_t* buf, size_t len, ClientHello& out);
 
+// For a ClientHello that continues in later TCP segments: walks the prefix
+// held in one handshake record as far as it goes and reports the SNI
+// host_names that lie complete inside it (offsets relative to buf). Returns
+// true only when the server_name extension was found whole; false when it
+// was not reached, is cut by the buffer's end, or anything is inconsistent.
+struct PrefixSni {
+  static constexpr unsigned kMax = 4;
+  unsigned n = 0;
+  Span span[kMax];
+  char text[kMax][256];
+  uint16_t text_len[kMax];
+};
+bool find_sni_in_prefix(const uint8_t* buf, size_t len, PrefixSni& out);
+
 // Apply a name decision to SNI host_name i in place (length-preserving).
 // Returns false if i is out of range or status != Ok.
 bool rewrite_sni(uint8_t* buf, size_t len, const ClientHello& ch, unsigned i, const names::Decision& d);

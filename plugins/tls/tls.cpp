@@ -1,3 +1,4 @@
+#include <algorithm>
 #include "amon_tls.hpp"
 
 #include <cstring>
@@ -281,6 +282,55 @@ bool rewrite_sni(uint8_t* buf, size_t len, const ClientHello& ch, unsigned i, co
     if (pass == 0) names::apply_to_text(tmp, s.len, d);
   }
   return true;
+}
+
+}  // namespace amon::tls
+
+namespace amon::tls {
+
+bool find_sni_in_prefix(const uint8_t* b, size_t len, PrefixSni& out) {
+  out.n = 0;
+  auto u16 = [&](size_t o) { return uint32_t(b[o]) << 8 | b[o + 1]; };
+  // Record header and handshake header: one handshake record, ClientHello.
+  if (len < 9 || b[0] != 0x16 || b[1] != 0x03 || b[5] != 0x01) return false;
+  const size_t rec_end = 5 + u16(3);
+  const size_t end = std::min(len, rec_end);
+  size_t o = 9 + 2 + 32;  // legacy_version, random
+  if (o + 1 > end) return false;
+  o += 1 + b[o];  // session id
+  if (o + 2 > end) return false;
+  o += 2 + u16(o);  // cipher suites
+  if (o + 1 > end) return false;
+  o += 1 + b[o];  // compression methods
+  if (o + 2 > end) return false;
+  const size_t ext_end = o + 2 + u16(o);
+  o += 2;
+  while (o + 4 <= end && o + 4 <= ext_end) {
+    const uint32_t type = u16(o), elen = u16(o + 2);
+    const size_t body = o + 4, bend = body + elen;
+    if (bend > ext_end) return false;
+    if (type == 0) {
+      if (bend > end || elen < 2 || 2 + u16(body) != elen) return false;  // cut, or inconsistent
+      for (size_t q = body + 2; q < bend;) {
+        if (q + 3 > bend) return false;
+        const uint32_t nl = u16(q + 1);
+        if (q + 3 + nl > bend || nl == 0 || nl > 255) return false;
+        if (b[q] == 0 && out.n < PrefixSni::kMax) {
+          out.span[out.n] = {uint32_t(q + 3), nl, true};
+          for (uint32_t k = 0; k < nl; ++k) {
+            char c = char(b[q + 3 + k]);
+            out.text[out.n][k] = (c >= 'A' && c <= 'Z') ? char(c + 32) : c;
+          }
+          out.text_len[out.n] = uint16_t(nl);
+          ++out.n;
+        }
+        q += 3 + nl;
+      }
+      return out.n > 0;
+    }
+    o = bend;
+  }
+  return false;
 }
 
 }  // namespace amon::tls

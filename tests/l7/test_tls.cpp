@@ -158,3 +158,31 @@ TEST_CASE("tls: several host_names, GREASE values recognised") {
   CHECK(c->sni_text(1) == "xxx.xxxxxxx");
   CHECK(c->sni_text(0) == "one.example");
 }
+
+TEST_CASE("tls: the SNI is found in the prefix of a ClientHello split across segments") {
+  const Bytes full = sample_client_hello("www.Example.com");
+  amon::tls::PrefixSni ps;
+  // Whole hello: found, lowercased, and the span points at the name.
+  REQUIRE(amon::tls::find_sni_in_prefix(full.data(), full.size(), ps));
+  REQUIRE(ps.n == 1);
+  CHECK(std::string(ps.text[0], ps.text_len[0]) == "www.example.com");
+  CHECK(std::string(reinterpret_cast<const char*>(full.data()) + ps.span[0].off, ps.span[0].len) == "www.Example.com");
+  // Every prefix either finds the whole name or reports nothing: never a
+  // partial span.
+  size_t first_found = 0;
+  for (size_t cut = 0; cut <= full.size(); ++cut) {
+    amon::tls::PrefixSni p;
+    bool ok = amon::tls::find_sni_in_prefix(full.data(), cut, p);
+    if (ok) {
+      REQUIRE(p.span[0].off + p.span[0].len <= cut);
+      if (!first_found) first_found = cut;
+    } else {
+      CHECK(cut < ps.span[0].off + ps.span[0].len);
+    }
+  }
+  CHECK(first_found == ps.span[0].off + ps.span[0].len);
+  // Not a ClientHello: nothing.
+  Bytes other = full;
+  other[5] = 16;  // ClientKeyExchange
+  CHECK_FALSE(amon::tls::find_sni_in_prefix(other.data(), other.size(), ps));
+}
