@@ -1,6 +1,7 @@
 #include "runtime.h"
 
 #include <cstring>
+#include <functional>
 #include <stdexcept>
 
 #include <hs/hs.h>
@@ -26,6 +27,7 @@ struct ProgramInstance::Eval {
   uint32_t alen;
   uint8_t* buf;           // this consumer's copy
   bool drop = false;
+  uint32_t protos = 0;  // packet_protos(), computed on first use (top bit: computed)
   bool have_user = false;
   uint64_t user = 0;
 };
@@ -41,6 +43,41 @@ namespace {
 bool is_addr_field(FieldId f) {
   const auto& F = l2l4::g_fields;
   return f == F.ip_src || f == F.ip_dst || f == F.ip_client || f == F.ip_server;
+}
+
+// Protocols a condition can name, as bits, so a test per packet is a mask.
+enum ProtoBit : uint32_t {
+  kPEth = 1, kPVlan = 2, kPIp = 4, kPIpv4 = 8, kPIpv6 = 16, kPTcp = 32, kPUdp = 64, kPIcmp = 128,
+  kPIcmpv6 = 256, kPSctp = 512, kPDns = 1024, kPTls = 2048, kPHttp = 4096,
+};
+
+uint32_t proto_bit(const std::string& p) {
+  static const std::pair<const char*, uint32_t> names[] = {
+      {"eth", kPEth},   {"vlan", kPVlan},     {"ip", kPIp},     {"ipv4", kPIpv4}, {"ipv6", kPIpv6},
+      {"tcp", kPTcp},   {"udp", kPUdp},       {"icmp", kPIcmp}, {"icmpv6", kPIcmpv6},
+      {"sctp", kPSctp}, {"dns", kPDns},       {"tls", kPTls},   {"http", kPHttp}};
+  for (auto& [n, b] : names)
+    if (p == n) return b;
+  return 0;  // a name the checker allowed but no packet has
+}
+
+uint32_t packet_protos(const Decoded& d, uint8_t app) {
+  uint32_t m = kPEth;
+  if (d.n_vlan) m |= kPVlan;
+  if (!d.has_ip()) return m;
+  m |= kPIp | (d.ip_version == 4 ? kPIpv4 : kPIpv6);
+  switch (d.l4_proto) {
+    case kProtoTcp: m |= kPTcp; break;
+    case kProtoUdp: m |= kPUdp; break;
+    case kProtoIcmp: m |= kPIcmp; break;
+    case kProtoIcmpv6: m |= kPIcmpv6; break;
+    case kProtoSctp: m |= kPSctp; break;
+    default: break;
+  }
+  if (app == uint8_t(App::Dns) || app == uint8_t(App::DnsTcp)) m |= kPDns;
+  if (app == uint8_t(App::Tls) || app == uint8_t(App::Quic)) m |= kPTls;
+  if (app == uint8_t(App::Http)) m |= kPHttp;
+  return m;
 }
 
 inline uint16_t rd16(const uint8_t* p) { return uint16_t(p[0] << 8 | p[1]); }
@@ -177,6 +214,18 @@ Program::Program(std::shared_ptr<const dsl::Policy> policy, int consumer_index, 
     identity_ = false;
   }
   regexes_->compile();
+  // `proto in { ... }` sets, as bit masks, once.
+  std::function<void(const dsl::Cond&)> masks = [&](const dsl::Cond& c) {
+    for (auto& ch : c.children) masks(*ch);
+    if (c.kind == dsl::Cond::Kind::ProtoIn) {
+      uint32_t m = 0;
+      for (auto& p : c.protocols) m |= proto_bit(p);
+      proto_masks_.emplace_back(&c, m);
+    }
+  };
+  for (const auto& r : rules)
+    if (r.when) masks(*r.when);
+  if (policy_->select_cond) masks(*policy_->select_cond);
   // Flows give roles (ip.client/ip.server, clients), per-flow z-anonymity
   // decisions and application stream state; a policy using none skips them.
   wants_flows_ = !identity_ && (!zslot_rule_.empty() || !field_rules_[F.ip_client].empty() ||
@@ -586,23 +635,7 @@ namespace amon {
 
 namespace {
 
-bool proto_present(const std::string& p, const Decoded& d, uint8_t app) {
-  if (p == "eth") return true;
-  if (p == "vlan") return d.n_vlan > 0;
-  if (p == "ip") return d.has_ip();
-  if (p == "ipv4") return d.has_ip() && d.ip_version == 4;
-  if (p == "ipv6") return d.has_ip() && d.ip_version == 6;
-  if (!d.has_ip()) return false;
-  if (p == "tcp") return d.l4_proto == kProtoTcp;
-  if (p == "udp") return d.l4_proto == kProtoUdp;
-  if (p == "icmp") return d.l4_proto == kProtoIcmp;
-  if (p == "icmpv6") return d.l4_proto == kProtoIcmpv6;
-  if (p == "sctp") return d.l4_proto == kProtoSctp;
-  if (p == "dns") return app == uint8_t(App::Dns) || app == uint8_t(App::DnsTcp);
-  if (p == "tls") return app == uint8_t(App::Tls) || app == uint8_t(App::Quic);
-  if (p == "http") return app == uint8_t(App::Http);
-  return false;
-}
+
 
 bool hs_match(hs_database_t* db, hs_scratch_t* s, const char* data, size_t len) {
   if (!db || !s) return false;
@@ -625,10 +658,13 @@ bool ProgramInstance::eval(const dsl::Cond& c, Eval& e) {
       return false;
     case K::Not:
       return !eval(*c.children[0], e);
-    case K::ProtoIn:
-      for (auto& p : c.protocols)
-        if (proto_present(p, *e.d, e.m->app)) return true;
-      return false;
+    case K::ProtoIn: {
+      uint32_t want = 0;
+      for (size_t i = 0; i < prog_.proto_masks_.size(); ++i)
+        if (prog_.proto_masks_[i].first == &c) want = prog_.proto_masks_[i].second;
+      if (!e.protos) e.protos = packet_protos(*e.d, e.m->app) | 0x80000000u;
+      return (e.protos & want) != 0;
+    }
     case K::FieldCmp:
       break;
   }

@@ -137,6 +137,7 @@ class Program {
   bool wants_flows_ = false;
   struct Regexes;
   std::unique_ptr<Regexes> regexes_;
+  std::vector<std::pair<const dsl::Cond*, uint32_t>> proto_masks_;  // ProtoIn nodes and their masks
   struct Bpf;
   std::unique_ptr<Bpf> bpf_;  // `select` as a BPF expression (libpcap)
 };
