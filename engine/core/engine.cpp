@@ -8,6 +8,7 @@
 #include <rte_launch.h>
 #include <rte_lcore.h>
 #include <rte_mbuf.h>
+#include <rte_malloc.h>
 #include <rte_ring.h>
 
 #include <atomic>
@@ -45,6 +46,7 @@ struct Output {
   std::string name;
   PortSpec spec;
   rte_ring* ring = nullptr;
+  bool direct_tx = false;  // each worker transmits on its own queue (no ring, no main lcore)
   std::unique_ptr<PcapWriter> pcap;
   uint16_t port = UINT16_MAX;
   uint64_t written = 0, tx_dropped = 0;
@@ -71,8 +73,13 @@ struct Worker {
   unsigned lcore = 0;
   rte_ring* in = nullptr;
   std::unique_ptr<WorkerPath> path;
-  std::atomic<uint64_t> processed{0};
-  std::atomic<uint64_t> last_ts{0};  // newest packet time this worker processed
+  std::atomic<uint64_t> processed{0};  // packets taken from `in` (what the main lcore dispatched)
+  std::atomic<uint64_t> last_ts{0};    // newest packet time this worker processed
+  std::atomic<uint64_t> last_rx_tsc{0};  // last receive from its own RSS queues
+  std::atomic<uint64_t> rx_direct{0};    // packets taken from its own RSS queues
+  // Per output with direct_tx: DPDK's Tx buffer (batches, counts unsent).
+  std::vector<rte_eth_dev_tx_buffer*> txb;
+  std::vector<uint64_t> tx_unsent;
   uint64_t dispatched = 0;  // written by the main lcore only
   uint64_t out_full_drops = 0;
   std::vector<std::pair<uint16_t, uint16_t>> rx_queues;  // (port, queue) polled directly
@@ -99,6 +106,10 @@ struct Engine {
 void enqueue_out(void* ctx, unsigned ci, rte_mbuf* m) {
   Worker& w = *static_cast<Worker*>(ctx);
   Output& o = w.eng->outputs[ci];
+  if (o.direct_tx) {
+    rte_eth_tx_buffer(o.port, uint16_t(w.id), w.txb[ci], m);
+    return;
+  }
   if (w.eng->cfg.offline) {
     // Offline never loses a packet: wait for the writer.
     while (rte_ring_mp_enqueue(o.ring, m) != 0) rte_pause();
@@ -120,16 +131,22 @@ int worker_main(void* arg) {
   uint64_t last_expire = 0;
   for (;;) {
     unsigned n = rte_ring_sc_dequeue_burst(w.in, reinterpret_cast<void**>(pkts), kBurst, nullptr);
+    const bool from_ring = n != 0;
     for (auto [port, q] : w.rx_queues) {
-      if (n) break;
+      if (n || E.stop_workers.load(std::memory_order_relaxed) || g_signal.load(std::memory_order_relaxed)) break;
       n = rte_eth_rx_burst(port, q, pkts, kBurst);
+      if (!n) continue;
       uint64_t now = E.now_from_tsc();
       for (unsigned i = 0; i < n; ++i) {
         mbuf_set_ts(pkts[i], now);
         mbuf_set_wire_len(pkts[i], pkts[i]->pkt_len);
       }
+      w.last_rx_tsc.store(rte_rdtsc(), std::memory_order_relaxed);
+      w.rx_direct.fetch_add(n, std::memory_order_relaxed);
     }
     if (n == 0) {
+      for (size_t ci = 0; ci < w.txb.size(); ++ci)
+        if (w.txb[ci]) rte_eth_tx_buffer_flush(E.outputs[ci].port, uint16_t(w.id), w.txb[ci]);
       if (E.stop_workers.load(std::memory_order_acquire) && rte_ring_empty(w.in)) break;
       rte_pause();
       continue;
@@ -137,7 +154,11 @@ int worker_main(void* arg) {
     for (unsigned i = 0; i < n; ++i) rte_prefetch0(rte_pktmbuf_mtod(pkts[i], void*));
     w.path->process_burst(pkts, n, enqueue_out, &w);
     w.last_ts.store(mbuf_ts(pkts[n - 1]), std::memory_order_relaxed);
-    w.processed.fetch_add(n, std::memory_order_release);
+    for (size_t ci = 0; ci < w.txb.size(); ++ci)
+      if (w.txb[ci]) rte_eth_tx_buffer_flush(E.outputs[ci].port, uint16_t(w.id), w.txb[ci]);
+    // Only ring packets count toward "caught up": the main lcore never saw
+    // what a worker took from its own queue.
+    if (from_ring) w.processed.fetch_add(n, std::memory_order_release);
     // Idle flows are reclaimed a little at a time, off no particular packet.
     if (++last_expire % 64 == 0) w.path->flows().expire(mbuf_ts(pkts[n - 1]), 64);
   }
@@ -384,8 +405,15 @@ EngineResult run_engine(const EngineConfig& cfg_in) {
       qs[i.port].first = i.direct ? uint16_t(cfg.workers) : 1;
       rss[i.port] = i.direct;
     }
-    for (auto& o : E.outputs)
-      if (o.port != UINT16_MAX) qs[o.port].second = 1;
+    for (auto& o : E.outputs) {
+      if (o.port == UINT16_MAX) continue;
+      rte_eth_dev_info info;
+      rte_eth_dev_info_get(o.port, &info);
+      // A queue per worker lets workers transmit themselves; DPDK's pcap PMD
+      // keeps one dumper per queue, so it writes through the main lcore.
+      o.direct_tx = !cfg.offline && info.max_tx_queues >= cfg.workers && o.spec.spec.rfind("net_pcap", 0) != 0;
+      qs[o.port].second = std::max<uint16_t>(qs[o.port].second, o.direct_tx ? uint16_t(cfg.workers) : 1);
+    }
     for (auto& [port, q] : qs) setup_port(E, port, q.first, q.second, rss[port]);
 
     // Workers.
@@ -405,6 +433,17 @@ EngineResult run_engine(const EngineConfig& cfg_in) {
                                       int(rte_socket_id())));
       for (auto& i : E.inputs)
         if (i.direct) w->rx_queues.emplace_back(i.port, uint16_t(wi));
+      w->txb.assign(E.outputs.size(), nullptr);
+      w->tx_unsent.assign(E.outputs.size(), 0);
+      for (size_t ci = 0; ci < E.outputs.size(); ++ci) {
+        if (!E.outputs[ci].direct_tx) continue;
+        auto* b = static_cast<rte_eth_dev_tx_buffer*>(
+            rte_zmalloc_socket("txb", RTE_ETH_TX_BUFFER_SIZE(kBurst), 0, int(rte_socket_id())));
+        if (!b || rte_eth_tx_buffer_init(b, kBurst) != 0) throw std::runtime_error("tx buffer allocation failed");
+        // Unsent packets are freed and counted (the default callback frees only).
+        rte_eth_tx_buffer_set_err_callback(b, rte_eth_tx_buffer_count_callback, &w->tx_unsent[ci]);
+        w->txb[ci] = b;
+      }
       E.workers.push_back(std::move(w));
     }
     E.start_ns = wall_ns();
@@ -458,6 +497,7 @@ EngineResult run_engine(const EngineConfig& cfg_in) {
         }
         if (t != UINT64_MAX) E.zstore->sweep(t, 4096);
       }
+      for (auto& w : E.workers) last_rx_tsc = std::max(last_rx_tsc, w->last_rx_tsc.load(std::memory_order_relaxed));
       bool inputs_finished = true;
       for (auto& in : E.inputs) {
         if (in.pcap && !in.done) inputs_finished = false;
@@ -476,6 +516,7 @@ EngineResult run_engine(const EngineConfig& cfg_in) {
     Report rep;
     rep.elapsed_ns = wall_ns() - E.start_ns;
     rep.rx = E.rx_total;
+    for (auto& w : E.workers) rep.rx += w->rx_direct.load();
     rep.rx_dispatch_drops = E.rx_dispatch_drops;
     rep.input_error = E.input_error;
     for (auto& in : E.inputs) rep.inputs.push_back({in.spec.describe(), in.packets});
@@ -488,6 +529,13 @@ EngineResult run_engine(const EngineConfig& cfg_in) {
       for (auto& w : E.workers) accumulate(cr.counters, w->path->counters()[ci]);
       cr.written = E.outputs[ci].written;
       cr.tx_dropped = E.outputs[ci].tx_dropped;
+      if (E.outputs[ci].direct_tx) {
+        // Sent directly by the workers: written is what left, less what the port refused.
+        uint64_t unsent = 0;
+        for (auto& w : E.workers) unsent += w->tx_unsent[ci];
+        cr.tx_dropped = unsent;
+        cr.written = cr.counters.out - unsent;
+      }
       cr.tx_truncated = E.outputs[ci].tx_truncated;
       cr.policy_ptr = E.policies[ci];
       rep.consumers.push_back(std::move(cr));
@@ -523,6 +571,12 @@ EngineResult run_engine(const EngineConfig& cfg_in) {
     rte_eal_mp_wait_lcore();
   }
   // Release everything that holds mbufs before the pool goes.
+  for (auto& w : E.workers)
+    for (size_t ci = 0; ci < w->txb.size(); ++ci)
+      if (w->txb[ci]) {
+        rte_eth_tx_buffer_flush(E.outputs[ci].port, uint16_t(w->id), w->txb[ci]);
+        rte_free(w->txb[ci]);
+      }
   E.workers.clear();
   for (auto& o : E.outputs) {
     rte_mbuf* m;
