@@ -30,7 +30,9 @@ void WorkerPath::process(rte_mbuf* m, Sink sink, void* ctx) {
   if (linear) {
     data = rte_pktmbuf_mtod(m, const uint8_t*);
   } else {
-    if (scratch_.size() < cap0) scratch_.resize(cap0);
+    // 64 bytes of slack: Hyperscan's AVX-512 matcher may read past the end
+    // of what it scans (vectorscan#322); mbufs have it, this buffer too.
+    if (scratch_.size() < cap0 + 64) scratch_.resize(cap0 + 64);
     data = static_cast<const uint8_t*>(rte_pktmbuf_read(m, 0, cap0, scratch_.data()));
   }
   Decoded d;
@@ -121,7 +123,7 @@ void WorkerPath::consumers(rte_mbuf* m, const uint8_t* data, const Decoded& d, P
       if (v == Verdict::Forward && cap < cap0) rte_pktmbuf_trim(out, uint16_t(cap0 - cap));
     } else {
       // Chained (jumbo) frames are rewritten in a flat buffer, then re-chained.
-      if (scratch2_.size() < cap0) scratch2_.resize(cap0);
+      if (scratch2_.size() < cap0 + 64) scratch2_.resize(cap0 + 64);
       std::memcpy(scratch2_.data(), data, cap0);
       v = progs_[i]->process(scratch2_.data(), cap, wire, d, meta, c);
       if (v == Verdict::Forward) {

@@ -80,8 +80,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   // First byte: wire length extra (a snaplen-cut record) and direction.
   const uint32_t extra = data[0] & 0x7f;
   const bool init_src = data[0] & 0x80;
+  // 64 bytes of slack after the frame, as mbufs have: Hyperscan's AVX-512
+  // matcher may read past the end of what it scans (vectorscan#322).
   std::vector<uint8_t> orig(data + 1, data + size);
   const uint32_t cap = uint32_t(orig.size()), wire = cap + extra;
+  orig.reserve(cap + 64);
   Decoded d;
   decode(orig.data(), cap, wire, d);
   PacketMeta m;
@@ -93,6 +96,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   analyze_l7(orig.data(), d, m, w.parse);
   for (auto& pi : w.inst) {
     std::vector<uint8_t> buf(orig);
+    buf.reserve(cap + 64);
     uint32_t c = cap, wl = wire;
     ConsumerCounters cc;
     Verdict v = pi->process(buf.data(), c, wl, d, m, cc);
