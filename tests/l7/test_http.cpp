@@ -12,8 +12,13 @@ struct Fx {
   Matcher m;
   Scratch s{m};
   std::unique_ptr<Result> r = std::make_unique<Result>();
+  std::vector<uint8_t> buf;
+  // Parsed from a copy with 64 readable bytes after it: Hyperscan's AVX-512
+  // matcher may read past the end (vectorscan#322; plugins/http/README.md).
   Status parse(const std::string& b, Direction d = Direction::Auto) {
-    return amon::http::parse(reinterpret_cast<const uint8_t*>(b.data()), b.size(), d, m, s, *r);
+    buf.assign(b.begin(), b.end());
+    buf.resize(b.size() + 64);
+    return amon::http::parse(buf.data(), b.size(), d, m, s, *r);
   }
   std::string text(const std::string& b, Span sp) const { return b.substr(sp.off, sp.len); }
   std::vector<std::string> find(const std::string& b, Field k) const {
