@@ -103,6 +103,17 @@ struct Engine {
   uint64_t now_from_tsc() const { return wall0 + (rte_rdtsc() - tsc0) * 1000000000ULL / tsc_hz; }
 };
 
+// Packets from an ethdev port: the arrival time (NICs here give none) and a
+// wire length equal to what was received.
+void stamp_rx(const Engine& E, rte_mbuf** pkts, unsigned n) {
+  if (!n) return;
+  uint64_t now = E.now_from_tsc();
+  for (unsigned i = 0; i < n; ++i) {
+    mbuf_set_ts(pkts[i], now);
+    mbuf_set_wire_len(pkts[i], pkts[i]->pkt_len);
+  }
+}
+
 void enqueue_out(void* ctx, unsigned ci, rte_mbuf* m) {
   Worker& w = *static_cast<Worker*>(ctx);
   Output& o = w.eng->outputs[ci];
@@ -136,11 +147,7 @@ int worker_main(void* arg) {
       if (n || E.stop_workers.load(std::memory_order_relaxed) || g_signal.load(std::memory_order_relaxed)) break;
       n = rte_eth_rx_burst(port, q, pkts, kBurst);
       if (!n) continue;
-      uint64_t now = E.now_from_tsc();
-      for (unsigned i = 0; i < n; ++i) {
-        mbuf_set_ts(pkts[i], now);
-        mbuf_set_wire_len(pkts[i], pkts[i]->pkt_len);
-      }
+      stamp_rx(E, pkts, n);
       w.last_rx_tsc.store(rte_rdtsc(), std::memory_order_relaxed);
       w.rx_direct.fetch_add(n, std::memory_order_relaxed);
     }
@@ -469,11 +476,7 @@ EngineResult run_engine(const EngineConfig& cfg_in) {
             }
           } else {
             n = rte_eth_rx_burst(in.port, 0, pkts, kBurst);
-            uint64_t now = E.now_from_tsc();
-            for (unsigned i = 0; i < n; ++i) {
-              mbuf_set_ts(pkts[i], now);
-              mbuf_set_wire_len(pkts[i], pkts[i]->pkt_len);
-            }
+            stamp_rx(E, pkts, n);
           }
           if (n) {
             got = true;

@@ -180,11 +180,9 @@ Program::Program(std::shared_ptr<const dsl::Policy> policy, int consumer_index, 
         if (modifies) identity_ = false;
         continue;
       }
-      if (f->id == F.eth_src) mac_src_.push_back(r.index);
-      else if (f->id == F.eth_dst) mac_dst_.push_back(r.index);
-      else if (is_addr_field(f->id)) addr_rules_.push_back(r.index);
-      else if (f->id == F.payload) payload_rules_.push_back(r.index);
-      else
+      // field_rules_ (above) is what process() reads; a field outside L2-L4
+      // and L7 has no place in it yet.
+      if (f->id != F.eth_src && f->id != F.eth_dst && !is_addr_field(f->id) && f->id != F.payload)
         throw std::runtime_error(r.loc.file + ":" + std::to_string(r.loc.line) + ": field '" + f->name +
                                  "' is not handled by this engine yet");
       if (modifies) {

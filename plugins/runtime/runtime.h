@@ -126,8 +126,6 @@ class Program {
   bool protects_addresses_ = false;
   bool protects_anything_ = false;
   std::vector<std::unique_ptr<ActionPlan>> plans_;  // one per rule (index = Rule::index), plus payload_default
-  // Rules per position, in source order (indexes into policy_->rules).
-  std::vector<uint32_t> mac_src_, mac_dst_, addr_rules_, payload_rules_;
   int payload_default_plan_ = -1;
   std::vector<uint32_t> zslot_rule_;  // rule index of each z-anonymity slot
   std::vector<std::vector<uint32_t>> field_rules_;  // by FieldId: rule indexes in source order
