@@ -159,6 +159,24 @@ bool load_config(const std::string& path, EngineConfig& cfg, std::string& err) {
           else d.fail(fkn, "unknown key '" + fk + "' in flows (expected max_per_worker, idle_timeout, tcp_timeout, "
                            "udp_timeout, other_timeout, closed_timeout)");
         });
+      } else if (k == "reassembly") {
+        d.each_pair(v, "reassembly", [&](const std::string& rk, yaml_node_t* rkn, yaml_node_t* rv) {
+          auto& h = cfg.hold;
+          if (rk == "enabled") {
+            std::string b = d.scalar(rv, "enabled");
+            if (b == "true" || b == "yes" || b == "on") h.enabled = true;
+            else if (b == "false" || b == "no" || b == "off") h.enabled = false;
+            else d.fail(rv, "reassembly.enabled: expected true or false, got '" + b + "'");
+          } else if (rk == "streams") {
+            h.streams = uint32_t(d.number(rv, "streams"));
+            if (h.streams > 65535) d.fail(rv, "reassembly.streams: at most 65535 per worker");
+          } else if (rk == "bytes") h.bytes = uint32_t(d.number(rv, "bytes"));
+          else if (rk == "segments") h.segments = uint32_t(d.number(rv, "segments"));
+          else if (rk == "stream_segments") h.stream_segments = uint32_t(d.number(rv, "stream_segments"));
+          else if (rk == "timeout") h.timeout_ns = d.duration(rv, "timeout");
+          else d.fail(rkn, "unknown key '" + rk + "' in reassembly (expected enabled, streams, bytes, segments, "
+                           "stream_segments, timeout)");
+        });
       } else if (k == "zanon") {
         d.each_pair(v, "zanon", [&](const std::string& zk, yaml_node_t* zkn, yaml_node_t* zv) {
           if (zk == "max_values") cfg.zanon_max_values = size_t(d.number(zv, "max_values"));
@@ -169,7 +187,7 @@ bool load_config(const std::string& path, EngineConfig& cfg, std::string& err) {
       } else if (k == "mbufs") {
         cfg.mbufs = uint32_t(d.number(v, "mbufs"));
       } else {
-        d.fail(kn, "unknown key '" + k + "' (expected workers, inputs, consumers, eal, flows, zanon, stats_json, mbufs)");
+        d.fail(kn, "unknown key '" + k + "' (expected workers, inputs, consumers, eal, flows, reassembly, zanon, stats_json, mbufs)");
       }
     });
     if (cfg.inputs.empty()) throw ConfigError(path + ": no inputs");

@@ -77,6 +77,7 @@ struct Worker {
   std::atomic<uint64_t> last_ts{0};    // newest packet time this worker processed
   std::atomic<uint64_t> last_rx_tsc{0};  // last receive from its own RSS queues
   std::atomic<uint64_t> rx_direct{0};    // packets taken from its own RSS queues
+  std::atomic<uint32_t> held{0};         // TCP segments held for reassembly
   // Per output with direct_tx: DPDK's Tx buffer (batches, counts unsent).
   std::vector<rte_eth_dev_tx_buffer*> txb;
   std::vector<uint64_t> tx_unsent;
@@ -96,6 +97,8 @@ struct Engine {
   SharedServices services;
   rte_mempool* pool = nullptr;
   std::atomic<bool> stop_workers{false};
+  // Input is over (or a signal came): workers release held segments.
+  std::atomic<bool> flush_holds{false};
   uint64_t rx_total = 0, rx_nonip = 0, rx_dispatch_drops = 0;
   uint64_t start_ns = 0, tsc_hz = 0, tsc0 = 0, wall0 = 0;
   std::string input_error;
@@ -140,6 +143,12 @@ int worker_main(void* arg) {
   Engine& E = *w.eng;
   rte_mbuf* pkts[kBurst];
   uint64_t last_expire = 0;
+  uint64_t idle_since = 0;
+  const uint64_t hold_tsc = E.cfg.hold.timeout_ns / 1000000ULL * (E.tsc_hz / 1000ULL) + 1;
+  auto flush_tx = [&] {
+    for (size_t ci = 0; ci < w.txb.size(); ++ci)
+      if (w.txb[ci]) rte_eth_tx_buffer_flush(E.outputs[ci].port, uint16_t(w.id), w.txb[ci]);
+  };
   for (;;) {
     unsigned n = rte_ring_sc_dequeue_burst(w.in, reinterpret_cast<void**>(pkts), kBurst, nullptr);
     const bool from_ring = n != 0;
@@ -152,22 +161,39 @@ int worker_main(void* arg) {
       w.rx_direct.fetch_add(n, std::memory_order_relaxed);
     }
     if (n == 0) {
-      for (size_t ci = 0; ci < w.txb.size(); ++ci)
-        if (w.txb[ci]) rte_eth_tx_buffer_flush(E.outputs[ci].port, uint16_t(w.id), w.txb[ci]);
-      if (E.stop_workers.load(std::memory_order_acquire) && rte_ring_empty(w.in)) break;
+      // Held segments leave at the end of input, or when nothing came for a
+      // hold timeout (a quiet link has no packet time to expire them by).
+      if (w.path->held_segments()) {
+        uint64_t now = rte_rdtsc();
+        if (!idle_since) idle_since = now;
+        if (E.flush_holds.load(std::memory_order_acquire) || g_signal.load(std::memory_order_relaxed) ||
+            now - idle_since > hold_tsc) {
+          w.path->flush_held(enqueue_out, &w);
+          w.held.store(0, std::memory_order_release);
+        }
+      }
+      flush_tx();
+      if (E.stop_workers.load(std::memory_order_acquire) && rte_ring_empty(w.in)) {
+        w.path->flush_held(enqueue_out, &w);
+        flush_tx();
+        break;
+      }
       rte_pause();
       continue;
     }
     for (unsigned i = 0; i < n; ++i) rte_prefetch0(rte_pktmbuf_mtod(pkts[i], void*));
+    idle_since = 0;
+    uint64_t burst_ts = mbuf_ts(pkts[n - 1]);  // before the burst: held mbufs stay, the others may be gone
     w.path->process_burst(pkts, n, enqueue_out, &w);
-    w.last_ts.store(mbuf_ts(pkts[n - 1]), std::memory_order_relaxed);
+    w.held.store(w.path->held_segments(), std::memory_order_release);
+    w.last_ts.store(burst_ts, std::memory_order_relaxed);
     for (size_t ci = 0; ci < w.txb.size(); ++ci)
       if (w.txb[ci]) rte_eth_tx_buffer_flush(E.outputs[ci].port, uint16_t(w.id), w.txb[ci]);
     // Only ring packets count toward "caught up": the main lcore never saw
     // what a worker took from its own queue.
     if (from_ring) w.processed.fetch_add(n, std::memory_order_release);
     // Idle flows are reclaimed a little at a time, off no particular packet.
-    if (++last_expire % 64 == 0) w.path->flows().expire(mbuf_ts(pkts[n - 1]), 64);
+    if (++last_expire % 64 == 0) w.path->flows().expire(burst_ts, 64);
   }
   return 0;
 }
@@ -332,7 +358,8 @@ EngineResult run_engine(const EngineConfig& cfg_in) {
     E.tsc0 = rte_rdtsc();
     E.wall0 = wall_ns();
     uint32_t nmbufs = cfg.mbufs ? cfg.mbufs
-                                : uint32_t(8192 + cfg.workers * (kRingSize + 2048) + cfg.consumers.size() * kRingSize * 2);
+                                : uint32_t(8192 + cfg.workers * (kRingSize + 2048 + (cfg.hold.enabled ? cfg.hold.segments : 0)) +
+                                           cfg.consumers.size() * kRingSize * 2);
     E.pool = rte_pktmbuf_pool_create("amon_pool", nmbufs, 256, 0, RTE_MBUF_DEFAULT_BUF_SIZE, int(rte_socket_id()));
     if (!E.pool) throw std::runtime_error(std::string("mbuf pool: ") + rte_strerror(rte_errno));
 
@@ -437,7 +464,8 @@ EngineResult run_engine(const EngineConfig& cfg_in) {
       w->path = std::make_unique<WorkerPath>(
           E.programs, E.pool,
           std::make_unique<FlowTable>("flows_" + std::to_string(wi), cfg.flows_per_worker, cfg.flow_timeouts,
-                                      int(rte_socket_id())));
+                                      int(rte_socket_id())),
+          cfg.hold);
       for (auto& i : E.inputs)
         if (i.direct) w->rx_queues.emplace_back(i.port, uint16_t(wi));
       w->txb.assign(E.outputs.size(), nullptr);
@@ -506,7 +534,12 @@ EngineResult run_engine(const EngineConfig& cfg_in) {
         if (in.pcap && !in.done) inputs_finished = false;
         if (!in.pcap && !(cfg.until_idle && now_tsc - last_rx_tsc > idle_tsc)) inputs_finished = false;
       }
-      if ((stopping || inputs_finished) && all_workers_caught_up(E) && outputs_empty(E)) break;
+      if ((stopping || inputs_finished) && all_workers_caught_up(E)) {
+        E.flush_holds.store(true, std::memory_order_release);
+        bool held = false;
+        for (auto& w : E.workers) held = held || w->held.load(std::memory_order_acquire);
+        if (!held && outputs_empty(E)) break;
+      }
       if (!got) rte_pause();
     }
     E.stop_workers.store(true, std::memory_order_release);
@@ -550,7 +583,13 @@ EngineResult run_engine(const EngineConfig& cfg_in) {
       rep.flows_expired += fs.expired;
       rep.flows_closed += fs.closed;
       for (int s = 0; s < 4; ++s) rep.decode_status[s] += w->path->stats().decode_status[s];
-      rep.copy_failures += w->path->stats().copy_failures;
+      const WorkerPathStats& ws = w->path->stats();
+      rep.copy_failures += ws.copy_failures;
+      rep.streams_held += ws.streams_held;
+      rep.streams_completed += ws.streams_completed;
+      rep.streams_failed += ws.streams_failed;
+      rep.hold_refused += ws.hold_refused;
+      rep.segments_held += ws.segments_held;
     }
     if (E.zstore) rep.zstats = E.zstore->stats(), rep.has_zstats = true;
     if (!cfg.quiet) std::fputs(render_report_text(rep).c_str(), stdout);

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "flow_table.h"
+#include "worker_path.h"
 #include "runtime.h"
 
 namespace amon {
@@ -39,6 +40,7 @@ struct EngineConfig {
   unsigned workers = 1;
   uint32_t flows_per_worker = 1u << 18;
   FlowTimeouts flow_timeouts;
+  HoldLimits hold;                 // TCP stream holding (reassembly of split headers)
   size_t zanon_max_values = 1u << 20;
   uint32_t mbufs = 0;              // 0: sized from workers and consumers
   bool offline = true;             // pcap-in/pcap-out: never drop, backpressure instead

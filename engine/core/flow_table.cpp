@@ -92,7 +92,8 @@ void FlowTable::evict_one(uint64_t now_ns) {
   uint64_t best_t = UINT64_MAX;
   uint32_t n = uint32_t(entries_.size());
   for (uint32_t probes = 0, i = sweep_pos_; probes < 64; ++probes, i = (i + 1) % n) {
-    if (entries_[i].used && entries_[i].last_ns < best_t) best_t = entries_[i].last_ns, best = i;
+    // A flow with held segments is in use by the worker: never taken.
+    if (entries_[i].used && entries_[i].last_ns < best_t && !held(entries_[i])) best_t = entries_[i].last_ns, best = i;
   }
   sweep_pos_ = (sweep_pos_ + 64) % n;
   if (best != UINT32_MAX) {
@@ -107,7 +108,7 @@ void FlowTable::expire(uint64_t now_ns, uint32_t budget) {
     uint32_t i = sweep_pos_;
     sweep_pos_ = (sweep_pos_ + 1) % n;
     FlowEntry& e = entries_[i];
-    if (e.used && now_ns > e.last_ns + timeout_of(e)) {
+    if (e.used && now_ns > e.last_ns + timeout_of(e) && !held(e)) {
       st_.closed += (e.fin & 3) == 3 || (e.fin & 4);
       remove(i);
       ++st_.expired;

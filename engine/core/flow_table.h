@@ -89,6 +89,7 @@ class FlowTable {
     if ((e.fin & 3) == 3 || (e.fin & 4)) return to_.closed;
     return e.proto == 6 ? to_.tcp : e.proto == 17 ? to_.udp : to_.other;
   }
+  static bool held(const FlowEntry& e) { return e.state.hold[0] | e.state.hold[1]; }
   static void note_tcp(FlowEntry& e, const Decoded& d, bool src_is_lo) {
     if (d.l4_proto != 6 || !d.l4_hdr_len) return;
     if (d.tcp_flags & 0x01) e.fin |= src_is_lo ? 1 : 2;

@@ -58,6 +58,9 @@ std::string render_report_text(const Report& r) {
   for (int s = 0; s < 4; ++s) o << kStatus[s] << "=" << r.decode_status[s] << (s < 3 ? " " : "\n");
   o << "  flows: created=" << r.flows_created << " expired=" << r.flows_expired << " (after close "
     << r.flows_closed << ") evicted=" << r.flows_evicted << "\n";
+  if (r.streams_held || r.hold_refused)
+    o << "  split headers held: " << r.streams_held << " (" << r.segments_held << " segments) completed="
+      << r.streams_completed << " failed=" << r.streams_failed << " refused=" << r.hold_refused << "\n";
   if (r.rx_dispatch_drops) o << "  dropped at dispatch (workers behind): " << r.rx_dispatch_drops << "\n";
   for (auto& c : r.consumers) {
     o << "consumer " << c.name << " (" << c.policy << " -> " << c.output << ")\n";
@@ -99,6 +102,9 @@ std::string render_report_json(const Report& r) {
   for (int s = 0; s < 4; ++s) o << (s ? "," : "") << "\"" << kStatus[s] << "\":" << r.decode_status[s];
   o << "},\"flows\":{\"created\":" << r.flows_created << ",\"expired\":" << r.flows_expired
     << ",\"evicted\":" << r.flows_evicted << ",\"closed\":" << r.flows_closed << "}";
+  o << ",\"reassembly\":{\"held\":" << r.streams_held << ",\"segments\":" << r.segments_held
+    << ",\"completed\":" << r.streams_completed << ",\"failed\":" << r.streams_failed
+    << ",\"refused\":" << r.hold_refused << "}";
   o << ",\"consumers\":[";
   for (size_t i = 0; i < r.consumers.size(); ++i) {
     auto& c = r.consumers[i];

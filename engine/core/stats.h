@@ -26,6 +26,8 @@ struct Report {
   uint64_t flows_created = 0, flows_evicted = 0, flows_expired = 0, flows_closed = 0;
   uint64_t decode_status[4] = {};
   uint64_t copy_failures = 0;
+  // TCP stream holding: headers completed from held segments / not completed (fail closed) / holds refused (full).
+  uint64_t streams_held = 0, streams_completed = 0, streams_failed = 0, hold_refused = 0, segments_held = 0;
   bool has_zstats = false;
   zanon::Stats zstats;
   std::string input_error;

@@ -8,8 +8,8 @@
 namespace amon {
 
 WorkerPath::WorkerPath(const std::vector<std::unique_ptr<Program>>& programs, rte_mempool* pool,
-                       std::unique_ptr<FlowTable> flows)
-    : pool_(pool), flows_(std::move(flows)) {
+                       std::unique_ptr<FlowTable> flows, const HoldLimits& hold)
+    : hl_(hold), pool_(pool), flows_(std::move(flows)) {
   for (auto& p : programs) {
     progs_.push_back(p->instantiate());
     identity_.push_back(p->identity());
@@ -19,7 +19,23 @@ WorkerPath::WorkerPath(const std::vector<std::unique_ptr<Program>>& programs, rt
     if (p->wants_l7() && !l7_) l7_ = std::make_unique<L7Parse>();
     wants_flows_ = wants_flows_ || p->wants_flows();
     if (p->protects_dns()) l7_->probe_dns = true;
+    for (App a : {App::DnsTcp, App::Tls, App::Http})
+      if (p->protects_app(uint8_t(a))) hold_apps_ |= 1u << unsigned(a);
   }
+  hold_ = hl_.enabled && hold_apps_ && l7_ && wants_flows_ && hl_.streams && hl_.segments;
+  if (hold_) {
+    hl_.streams = std::min<uint32_t>(hl_.streams, 65535);
+    holds_.resize(hl_.streams);
+    for (uint32_t i = hl_.streams; i-- > 0;) free_holds_.push_back(uint16_t(i));
+    sbuf_.resize(progs_.size());
+  }
+}
+
+WorkerPath::~WorkerPath() {
+  // Held mbufs go back to the pool (the engine flushes before it stops;
+  // this covers an early exit).
+  for (uint16_t idx : active_)
+    for (auto& sg : holds_[idx].segs) rte_pktmbuf_free(sg.m);
 }
 
 void WorkerPath::process(rte_mbuf* m, Sink sink, void* ctx) {
@@ -46,6 +62,9 @@ void WorkerPath::process(rte_mbuf* m, Sink sink, void* ctx) {
 }
 
 void WorkerPath::process_burst(rte_mbuf** pkts, unsigned n, Sink sink, void* ctx) {
+  if (!n) return;
+  // Read now: once delivered, a packet may be gone before the burst ends.
+  const uint64_t newest_ts = mbuf_ts(pkts[n - 1]);
   constexpr unsigned B = FlowTable::kBurstMax;
   Decoded* ds = ds_;
   PacketMeta* metas = metas_;
@@ -74,21 +93,227 @@ void WorkerPath::process_burst(rte_mbuf** pkts, unsigned n, Sink sink, void* ctx
     }
     if (base < n && pkts[base]->nb_segs != 1) process(pkts[base++], sink, ctx);
   }
+  if (!active_.empty()) expire_held(newest_ts, sink, ctx);
+}
+
+namespace {
+inline uint32_t tcp_seq(const uint8_t* data, const Decoded& d) {
+  const uint8_t* t = data + d.l4_off + 4;
+  return uint32_t(t[0]) << 24 | uint32_t(t[1]) << 16 | uint32_t(t[2]) << 8 | t[3];
+}
+constexpr uint8_t kTcpFin = 0x01, kTcpRst = 0x04;
+}  // namespace
+
+bool WorkerPath::holdable(const rte_mbuf* m, const Decoded& d, const PacketMeta& meta) const {
+  return meta.flow && m->nb_segs == 1 && d.status == DecodeStatus::Ok && d.l4_proto == kProtoTcp && d.l4_hdr_len &&
+         !(d.flags & (kFlagFragment | kFlagTunnel)) && d.payload_off + d.payload_len <= d.cap_len &&
+         d.payload_off <= 512;
+}
+
+bool WorkerPath::start_hold(rte_mbuf* m, const uint8_t* data, const Decoded& d, const PacketMeta& meta) {
+  if (free_holds_.empty() || held_segs_ >= hl_.segments || d.payload_len > hl_.bytes) {
+    ++st_.hold_refused;
+    return false;
+  }
+  uint16_t idx = free_holds_.back();
+  free_holds_.pop_back();
+  active_.push_back(idx);
+  Hold& h = holds_[idx];
+  h.fs = meta.flow;
+  h.dir = meta.initiator_is_src ? 0 : 1;
+  h.app = meta.app;
+  h.base = tcp_seq(data, d);
+  h.contiguous = d.payload_len;
+  h.deadline = meta.ts_ns + hl_.timeout_ns;
+  if (h.bytes.size() < hl_.bytes + 64) h.bytes.resize(hl_.bytes + 64);  // once per slot; slack for Hyperscan
+  std::memcpy(h.bytes.data(), data + d.payload_off, d.payload_len);
+  h.hdr.assign(data, data + d.payload_off);
+  h.hd = d;
+  h.segs.clear();
+  h.segs.push_back({m, 0, d.payload_len, meta.ts_ns, meta.flow_first});
+  ++held_segs_;
+  ++st_.streams_held;
+  ++st_.segments_held;
+  // The stream takes over from the byte counts the first parse left.
+  h.fs->hold[h.dir] = uint16_t(idx + 1);
+  h.fs->pending[h.dir] = 0;
+  h.fs->names_done &= uint8_t(~(1u << h.dir));
+  return true;
+}
+
+bool WorkerPath::hold_add(Hold& h, rte_mbuf* m, const uint8_t* data, const Decoded& d, const PacketMeta& meta,
+                          Sink sink, void* ctx) {
+  const uint16_t idx = uint16_t(&h - holds_.data());
+  const bool fin = d.tcp_flags & (kTcpFin | kTcpRst);
+  if (d.payload_len == 0) {
+    // A bare ACK passes; the end of the direction ends the wait.
+    if (fin) release(idx, L7State::Incomplete, sink, ctx);
+    return false;
+  }
+  const int64_t off = int32_t(tcp_seq(data, d) - h.base);
+  if (off < 0 || off + d.payload_len > hl_.bytes || h.segs.size() >= hl_.stream_segments ||
+      held_segs_ >= hl_.segments || !holdable(m, d, meta)) {
+    // Bytes before the stream (already forwarded), or past a bound: the
+    // header cannot be completed; this packet goes on as the rest of a
+    // failed header.
+    release(idx, L7State::Incomplete, sink, ctx);
+    return false;
+  }
+  // A retransmission that disagrees with what was held overwrites it: the
+  // output carries the stream's version of every byte, rewritten.
+  std::memcpy(h.bytes.data() + off, data + d.payload_off, d.payload_len);
+  h.segs.push_back({m, uint32_t(off), d.payload_len, meta.ts_ns, meta.flow_first});
+  ++held_segs_;
+  ++st_.segments_held;
+  uint32_t cov = h.contiguous;
+  for (bool grew = true; grew;) {
+    grew = false;
+    for (const HeldSeg& sg : h.segs)
+      if (sg.off <= cov && sg.off + sg.len > cov) cov = sg.off + sg.len, grew = true;
+  }
+  if (cov > h.contiguous) {
+    h.contiguous = cov;
+    L7State st = analyze_stream(h.bytes.data(), cov, h.app, h.dir == 0, h.fs, *l7_);
+    if (st != L7State::Incomplete || !l7_->hold_hint) {
+      release(idx, st, sink, ctx);
+      return true;
+    }
+  }
+  if (fin) release(idx, L7State::Incomplete, sink, ctx);
+  return true;
+}
+
+void WorkerPath::release(uint16_t idx, L7State st, Sink sink, void* ctx) {
+  Hold& h = holds_[idx];
+  FlowState* fs = h.fs;
+  const uint8_t bit = uint8_t(1u << h.dir);
+  fs->hold[h.dir] = 0;
+  for (size_t i = 0; i < active_.size(); ++i)
+    if (active_[i] == idx) {
+      active_[i] = active_.back();
+      active_.pop_back();
+      break;
+    }
+  const uint32_t cov = h.contiguous;
+  StreamView& sv = sview_;
+  const bool ok = st == L7State::Parsed;
+  if (ok) {
+    // The header and the stream as one packet: the programs rewrite it with
+    // the code a single packet takes, once per consumer.
+    const uint32_t hlen = uint32_t(h.hdr.size()), total = hlen + cov;
+    sorig_.resize(total + 64);
+    std::memcpy(sorig_.data(), h.hdr.data(), hlen);
+    std::memcpy(sorig_.data() + hlen, h.bytes.data(), cov);
+    Decoded sd = h.hd;
+    sd.payload_len = cov;
+    sd.cap_len = sd.wire_len = total;
+    PacketMeta sm;
+    sm.ts_ns = h.segs.back().ts;
+    sm.initiator_is_src = h.dir == 0;
+    sm.flow = fs;
+    sm.orig = sorig_.data();
+    sm.app = h.app;
+    sm.l7 = L7State::Parsed;
+    sm.parse = l7_.get();
+    sv.orig = sorig_.data() + hlen;
+    sv.len = cov;
+    for (size_t i = 0; i < progs_.size(); ++i) {
+      sv.result[i] = StreamView::Unchanged;
+      if (identity_[i]) continue;
+      auto& b = sbuf_[i];
+      b.resize(total + 64);
+      std::memcpy(b.data(), sorig_.data(), total);
+      sv.result[i] = progs_[i]->rewrite_stream(b.data(), sd, sm, counters_[i]);
+      sv.bytes[i] = b.data() + hlen;
+    }
+    fs->released |= bit;
+    fs->released_end[h.dir] = h.base + cov;
+    ++st_.streams_completed;
+  } else if (st != L7State::None) {
+    fs->stream_failed |= bit;
+    ++st_.streams_failed;
+  }
+  for (const HeldSeg& sg : h.segs) {
+    rte_mbuf* m = sg.m;
+    const uint8_t* data = rte_pktmbuf_mtod(m, const uint8_t*);
+    Decoded d;
+    decode(data, m->pkt_len, mbuf_wire_len(m), d);
+    PacketMeta pm;
+    pm.ts_ns = sg.ts;
+    pm.initiator_is_src = h.dir == 0;
+    pm.flow_first = sg.flow_first;
+    pm.flow = fs;
+    pm.orig = data;
+    pm.app = h.app;
+    pm.parse = l7_.get();
+    if (ok && sg.off < cov) {
+      sv.seg_off = sg.off;
+      pm.l7 = L7State::Stream;
+      pm.stream = &sv;
+      pm.l7_base = sv.orig;
+    } else {
+      // Past a gap of a completed header, or a header never completed.
+      pm.l7 = st == L7State::None ? L7State::None : st == L7State::Malformed ? L7State::Malformed : L7State::Incomplete;
+    }
+    deliver(m, data, d, pm, sink, ctx);
+  }
+  held_segs_ -= uint32_t(h.segs.size());
+  h.segs.clear();
+  h.fs = nullptr;
+  free_holds_.push_back(idx);
+}
+
+void WorkerPath::expire_held(uint64_t now_ns, Sink sink, void* ctx) {
+  for (size_t i = 0; i < active_.size();) {
+    uint16_t idx = active_[i];
+    if (holds_[idx].deadline < now_ns) {
+      release(idx, L7State::Incomplete, sink, ctx);  // swaps the last active slot into i
+      continue;
+    }
+    ++i;
+  }
+}
+
+void WorkerPath::flush_held(Sink sink, void* ctx) {
+  while (!active_.empty()) release(active_.back(), L7State::Incomplete, sink, ctx);
 }
 
 void WorkerPath::consumers(rte_mbuf* m, const uint8_t* data, const Decoded& d, PacketMeta& meta, Sink sink,
                            void* ctx) {
-  const uint32_t cap0 = m->pkt_len;
-  const uint32_t wire0 = mbuf_wire_len(m);
-  const bool linear = m->nb_segs == 1;
   // The first fragment says whether the datagram is a tunnel; later
   // fragments (same flow entry: fragments key on addresses) inherit it.
   if (meta.flow && (d.flags & kFlagFragment) && (d.flags & kFlagTunnel)) meta.flow->frag_tunnel = 1;
   meta.orig = data;
   if (l7_) {
+    const bool can_hold = hold_ && holdable(m, d, meta);
+    if (!active_.empty() && meta.flow && d.l4_proto == kProtoTcp && d.l4_hdr_len) {
+      FlowState* fs = meta.flow;
+      const int dir = meta.initiator_is_src ? 0 : 1;
+      const bool bare_ack = d.payload_len == 0 && !(d.tcp_flags & (kTcpFin | kTcpRst));
+      if (fs->hold[dir] && !bare_ack) {
+        if (can_hold && hold_add(holds_[fs->hold[dir] - 1], m, data, d, meta, sink, ctx)) return;
+        // Not holdable (a fragment, a chained frame, cut short): the header
+        // cannot be completed, and this packet continues it.
+        if (fs->hold[dir]) release(uint16_t(fs->hold[dir] - 1), L7State::Incomplete, sink, ctx);
+      }
+      // A reset ends the other direction's wait too.
+      if ((d.tcp_flags & kTcpRst) && fs->hold[dir ^ 1])
+        release(uint16_t(fs->hold[dir ^ 1] - 1), L7State::Incomplete, sink, ctx);
+    }
     l7_->reset(++packet_id_);
     analyze_l7(data, d, meta, *l7_);
+    if (can_hold && meta.l7 == L7State::Incomplete && l7_->hold_hint && (hold_apps_ & (1u << meta.app)) &&
+        !(d.tcp_flags & (kTcpFin | kTcpRst)) && start_hold(m, data, d, meta))
+      return;
   }
+  deliver(m, data, d, meta, sink, ctx);
+}
+
+void WorkerPath::deliver(rte_mbuf* m, const uint8_t* data, const Decoded& d, PacketMeta& meta, Sink sink,
+                         void* ctx) {
+  const uint32_t cap0 = m->pkt_len;
+  const uint32_t wire0 = mbuf_wire_len(m);
+  const bool linear = m->nb_segs == 1;
 
   const unsigned nc = unsigned(progs_.size());
   bool own_ref = true;  // our own reference to m is still held

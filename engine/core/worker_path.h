@@ -18,6 +18,25 @@ namespace amon {
 struct WorkerPathStats {
   uint64_t copy_failures = 0;
   uint64_t decode_status[4] = {};
+  // TCP stream holding: headers completed from held segments, headers that
+  // could not be completed (fail closed), holds refused for lack of room.
+  uint64_t streams_held = 0, streams_completed = 0, streams_failed = 0, hold_refused = 0, segments_held = 0;
+};
+
+// Bounds of TCP stream holding. A header (TLS ClientHello, HTTP request or
+// response head, DNS-over-TCP message) split over segments is held, segment
+// by segment, until it is complete; then it is rewritten as one and its
+// segments leave in their arrival order. Held packets pin mbufs, so both the
+// bytes and the packets are bounded per worker; past a bound, or when the
+// rest does not come within `timeout_ns` of packet time, the held segments
+// leave fail-closed (fields that cannot be located are cut).
+struct HoldLimits {
+  uint32_t streams = 1024;           // streams held at once, per worker (<= 65535)
+  uint32_t bytes = 16384 + 5 + 64;   // per stream: a full TLS record and some
+  uint32_t segments = 4096;          // packets held at once, per worker
+  uint32_t stream_segments = 64;     // packets per stream
+  uint64_t timeout_ns = 1000000000ULL;
+  bool enabled = true;
 };
 
 class WorkerPath {
@@ -26,20 +45,68 @@ class WorkerPath {
   using Sink = void (*)(void* ctx, unsigned consumer, rte_mbuf* m);
 
   WorkerPath(const std::vector<std::unique_ptr<Program>>& programs, rte_mempool* pool,
-             std::unique_ptr<FlowTable> flows);
+             std::unique_ptr<FlowTable> flows, const HoldLimits& hold = HoldLimits{});
+  ~WorkerPath();
 
   void process(rte_mbuf* m, Sink sink, void* ctx);
   // A burst in order: decodes all, looks their flows up in bulk (the cache
   // misses overlap), then runs the consumers packet by packet.
   void process_burst(rte_mbuf** pkts, unsigned n, Sink sink, void* ctx);
 
+  // Held segments whose header has not completed within the timeout, by
+  // packet time, leave fail-closed. process_burst calls it; an idle worker
+  // calls it with its clock.
+  void expire_held(uint64_t now_ns, Sink sink, void* ctx);
+  // Releases every held segment (fail-closed where incomplete): end of
+  // input, shutdown, a long idle spell.
+  void flush_held(Sink sink, void* ctx);
+  uint32_t held_segments() const { return held_segs_; }
+
   FlowTable& flows() { return *flows_; }
   std::vector<ConsumerCounters>& counters() { return counters_; }
   const WorkerPathStats& stats() const { return st_; }
 
  private:
-  // Everything after the flow lookup.
+  // Everything after the flow lookup: stream holding, the application
+  // parse, then deliver().
   void consumers(rte_mbuf* m, const uint8_t* data, const Decoded& d, PacketMeta& meta, Sink sink, void* ctx);
+  // Each consumer's program on one packet, and the sink.
+  void deliver(rte_mbuf* m, const uint8_t* data, const Decoded& d, PacketMeta& meta, Sink sink, void* ctx);
+
+  struct HeldSeg {
+    rte_mbuf* m;
+    uint32_t off, len;  // payload bytes at stream offset `off`
+    uint64_t ts;
+    bool flow_first;
+  };
+  struct Hold {
+    FlowState* fs = nullptr;
+    uint8_t dir = 0, app = 0;
+    uint32_t base = 0;        // sequence number of stream offset 0
+    uint32_t contiguous = 0;  // bytes known from offset 0 without a gap
+    uint64_t deadline = 0;
+    std::vector<HeldSeg> segs;
+    std::vector<uint8_t> bytes;  // the stream, at its offsets
+    std::vector<uint8_t> hdr;    // the first segment's headers
+    Decoded hd;                  // ... and their decode
+  };
+  bool holdable(const rte_mbuf* m, const Decoded& d, const PacketMeta& meta) const;
+  bool start_hold(rte_mbuf* m, const uint8_t* data, const Decoded& d, const PacketMeta& meta);
+  // A packet of a direction with a held stream. True: it was taken (held,
+  // or released with the stream).
+  bool hold_add(Hold& h, rte_mbuf* m, const uint8_t* data, const Decoded& d, const PacketMeta& meta, Sink sink,
+                void* ctx);
+  void release(uint16_t idx, L7State st, Sink sink, void* ctx);
+
+  HoldLimits hl_;
+  bool hold_ = false;        // some consumer protects a TCP application's fields
+  uint32_t hold_apps_ = 0;   // bit per App some consumer protects
+  std::vector<Hold> holds_;
+  std::vector<uint16_t> free_holds_, active_;
+  uint32_t held_segs_ = 0;
+  std::vector<std::vector<uint8_t>> sbuf_;  // per consumer: the rewritten stream
+  std::vector<uint8_t> sorig_;
+  StreamView sview_;
 
   std::vector<std::unique_ptr<ProgramInstance>> progs_;
   std::vector<bool> identity_;

@@ -38,7 +38,8 @@ struct L7Parse {
   L7Parse();
   ~L7Parse();
   void reset(uint64_t packet_id) {
-    if (packet_id != packet) packet = packet_id, dns_msg = -1, tls_state = http_state = 0, tls_prefix = false;
+    if (packet_id != packet)
+      packet = packet_id, dns_msg = -1, tls_state = http_state = 0, tls_prefix = hold_hint = http_udp = false;
   }
   uint64_t packet = ~0ULL;
   // Some consumer protects DNS fields: UDP on other ports is probed for DNS
@@ -55,6 +56,10 @@ struct L7Parse {
   std::unique_ptr<http::Result> http;
   std::unique_ptr<http::Scratch> hscratch;
   int http_state = 0;
+  bool http_udp = false;  // HTTP over UDP (SSDP): messages in either direction
+  // The payload ends inside a header that more bytes of this direction
+  // would complete (the engine may hold the segment until they come).
+  bool hold_hint = false;
 };
 
 const http::Matcher& http_matcher();

@@ -338,6 +338,52 @@ void ProgramInstance::decide_flow(const uint8_t* server, const uint8_t* client, 
   }
 }
 
+// Roles: the policy's clients set decides when exactly one end is inside,
+// else the flow's initiator is the client. alen = 0 when the addresses were
+// not captured.
+bool ProgramInstance::roles(const uint8_t* buf, uint32_t cap, const Decoded& d, const PacketMeta& m, uint8_t* old_src,
+                            uint8_t* old_dst, uint32_t& alen) {
+  const dsl::Policy& pol = *prog_.policy_;
+  const bool ip_ok = d.has_ip() && d.ip_version != 0 && d.dst_off() + d.addr_len() <= cap &&
+                     d.src_off() + d.addr_len() <= cap;
+  alen = ip_ok ? d.addr_len() : 0;
+  bool client_is_src = m.initiator_is_src;
+  if (!ip_ok) return client_is_src;
+  const uint32_t so = d.src_off(), dof = d.dst_off();
+  if (!pol.clients.empty()) {
+    bool s_in = false, d_in = false;
+    for (const auto& cidr : pol.clients) {
+      s_in = s_in || cidr.contains(d.ip_version, buf + so);
+      d_in = d_in || cidr.contains(d.ip_version, buf + dof);
+    }
+    if (s_in != d_in) client_is_src = s_in;
+  }
+  std::memcpy(old_src, buf + so, alen);
+  std::memcpy(old_dst, buf + dof, alen);
+  return client_is_src;
+}
+
+uint8_t ProgramInstance::rewrite_stream(uint8_t* buf, const Decoded& d, const PacketMeta& m, ConsumerCounters& c) {
+  const Program& P = prog_;
+  if (!P.has_l7_) return StreamView::Unchanged;
+  ApplyCtx ctx;
+  ctx.ts_ns = m.ts_ns;
+  ctx.d = &d;
+  ctx.m = &m;
+  ctx.counters = &c;
+  uint8_t old_src[16] = {}, old_dst[16] = {};
+  uint32_t alen = 0;
+  const bool client_is_src = roles(buf, d.cap_len, d, m, old_src, old_dst, alen);
+  Eval e{&d, &m, &c, &ctx, client_is_src, client_is_src ? old_src : old_dst, alen, buf};
+  // A consumer that does not select the packet never sees its bytes.
+  if (P.policy_->select_cond && !eval(*P.policy_->select_cond, e)) return StreamView::Unchanged;
+  ctx.family = d.ip_version;
+  ctx.client_addr = client_is_src ? old_src : old_dst;
+  if (!l7_rewrite(buf, d, e)) return StreamView::Failed;
+  if (e.drop) return StreamView::Drop;
+  return StreamView::Rewritten;
+}
+
 Verdict ProgramInstance::process(uint8_t* buf, uint32_t& cap, uint32_t& wire, const Decoded& d, const PacketMeta& m,
                                  ConsumerCounters& c) {
   const Program& P = prog_;
@@ -349,26 +395,11 @@ Verdict ProgramInstance::process(uint8_t* buf, uint32_t& cap, uint32_t& wire, co
   ctx.m = &m;
   ctx.counters = &c;
 
-  const bool ip_ok = d.has_ip() && d.ip_version != 0 && d.dst_off() + d.addr_len() <= cap &&
-                     d.src_off() + d.addr_len() <= cap;
-  const uint32_t alen = ip_ok ? d.addr_len() : 0;
-  const uint32_t so = ip_ok ? d.src_off() : 0, dof = ip_ok ? d.dst_off() : 0;
-
-  // Roles: the policy's clients set decides when exactly one end is inside.
-  bool client_is_src = m.initiator_is_src;
   uint8_t old_src[16] = {}, old_dst[16] = {};
-  if (ip_ok) {
-    if (!pol.clients.empty()) {
-      bool s_in = false, d_in = false;
-      for (const auto& cidr : pol.clients) {
-        s_in = s_in || cidr.contains(d.ip_version, buf + so);
-        d_in = d_in || cidr.contains(d.ip_version, buf + dof);
-      }
-      if (s_in != d_in) client_is_src = s_in;
-    }
-    std::memcpy(old_src, buf + so, alen);
-    std::memcpy(old_dst, buf + dof, alen);
-  }
+  uint32_t alen = 0;
+  const bool client_is_src = roles(buf, cap, d, m, old_src, old_dst, alen);
+  const bool ip_ok = alen != 0;
+  const uint32_t so = ip_ok ? d.src_off() : 0, dof = ip_ok ? d.dst_off() : 0;
   Eval e{&d, &m, &c, &ctx, client_is_src, client_is_src ? old_src : old_dst, alen, buf};
 
   if (pol.select_cond && !eval(*pol.select_cond, e)) return Verdict::Filtered;
@@ -530,7 +561,25 @@ Verdict ProgramInstance::process(uint8_t* buf, uint32_t& cap, uint32_t& wire, co
   auto take_sum = [&] {
     if (!sum_taken && plen) pay_old_sum = csum_sum({pl, plen}), sum_taken = true;
   };
-  if (P.has_l7_ && d.status == DecodeStatus::Ok && cut_at == UINT32_MAX && m.l7 != L7State::None) {
+  if (P.has_l7_ && d.status == DecodeStatus::Ok && cut_at == UINT32_MAX && m.l7 == L7State::Stream) {
+    // A segment of a reassembled header: its bytes are the slice of this
+    // consumer's rewrite of the whole header (decided once, at release).
+    const StreamView& sv = *m.stream;
+    switch (sv.result[P.consumer_]) {
+      case StreamView::Drop: return drop();
+      case StreamView::Failed:
+        if (error_exit(d.payload_off, c.l7_cut)) return Verdict::Drop;
+        break;
+      case StreamView::Rewritten:
+        if (sv.seg_off < sv.len && plen) {
+          take_sum();
+          std::memcpy(pl, sv.bytes[P.consumer_] + sv.seg_off, std::min(plen, sv.len - sv.seg_off));
+          payload_changed = true;
+        }
+        break;
+      default: break;
+    }
+  } else if (P.has_l7_ && d.status == DecodeStatus::Ok && cut_at == UINT32_MAX && m.l7 != L7State::None) {
     take_sum();
     if (!l7_rewrite(buf, d, e)) {
       if (error_exit(d.payload_off, c.l7_cut)) return Verdict::Drop;
@@ -702,7 +751,8 @@ bool ProgramInstance::eval(const dsl::Cond& c, Eval& e) {
   bool found = false;
   const L7Fields& L = L7Fields::get();
   L7Parse* P = e.m->parse;
-  if (P && e.m->l7 == L7State::Parsed) {
+  if (P && (e.m->l7 == L7State::Parsed || e.m->l7 == L7State::Stream)) {
+    const uint8_t* base = e.m->l7_base ? e.m->l7_base : o + d.payload_off;
     if ((f == L.dns_qname) && P->dns_msg >= 0 && P->dns->n_names) {
       for (unsigned i = 0; i < P->dns->n_names && !found; ++i)
         if (P->dns->names[i].role == dns::NameRole::Qname) val = P->dns->name_text(i), found = true;
@@ -716,7 +766,7 @@ bool ProgramInstance::eval(const dsl::Cond& c, Eval& e) {
                      (f == L.http_uri && k == http::Field::Uri) || (f == L.http_method && k == http::Field::Method) ||
                      (f == L.http_referer && k == http::Field::Referer) || (f == L.http_server && k == http::Field::Server);
         if (match)
-          val = std::string_view(reinterpret_cast<const char*>(o + d.payload_off + H.occ[i].span.off), H.occ[i].span.len),
+          val = std::string_view(reinterpret_cast<const char*>(base + H.occ[i].span.off), H.occ[i].span.len),
           found = true;
       }
     }
@@ -973,6 +1023,87 @@ bool ProgramInstance::l7_rewrite(uint8_t* buf, const Decoded& d, Eval& e) {
   }
 }
 
+namespace {
+
+// The application parse of `avail` payload bytes, for one packet or for a
+// stream reassembled from held segments. Keeps the flow's stream state and
+// sets P.hold_hint when the bytes end inside a header that more bytes of
+// this direction would complete.
+L7State parse_app(const uint8_t* pl, uint32_t avail, bool cut_short, App app, bool from_init, FlowState* fs, int dir,
+                  L7Parse& P) {
+  switch (app) {
+    case App::Dns:
+      if (cut_short) return L7State::Incomplete;
+      dns::parse(pl, avail, *P.dns);
+      P.dns_msg = 0;
+      return P.dns->status == dns::Status::Ok ? L7State::Parsed : L7State::Malformed;
+    case App::DnsTcp: {
+      dns::Status st = dns::split_tcp(pl, avail, *P.split);
+      P.dns_msg = -1;
+      if (st == dns::Status::Malformed || cut_short) return L7State::Malformed;
+      if (st == dns::Status::Truncated) {
+        if (fs && P.split->need) fs->pending[dir] = P.split->need - (avail - P.split->partial_off);
+        P.hold_hint = true;
+        return L7State::Incomplete;
+      }
+      return L7State::Parsed;
+    }
+    case App::Tls: {
+      // Only the client's ClientHello carries names; later records are opaque.
+      // After a HelloRetryRequest the second ClientHello may follow a
+      // ChangeCipherSpec record in the same segment.
+      if (!from_init) return L7State::None;
+      uint32_t skip = 0;
+      while (skip + 6 <= avail && pl[skip] == 0x14 && pl[skip + 1] == 0x03)
+        skip += 5 + (uint32_t(pl[skip + 3]) << 8 | pl[skip + 4]);
+      if (skip >= avail || pl[skip] != 0x16) return L7State::None;
+      // Other client handshake messages (ClientKeyExchange, Finished, ...)
+      // carry no names.
+      if (skip + 5 < avail && pl[skip + 5] != 0x01) return L7State::None;
+      P.tls_skip = skip;
+      tls::Status st = tls::parse_client_hello(pl + skip, avail - skip, *P.tls);
+      P.tls_state = 1;
+      if (st == tls::Status::Ok) return L7State::Parsed;
+      if (st != tls::Status::Truncated) return L7State::Malformed;
+      if (fs && P.tls->need > avail - skip) fs->pending[dir] = P.tls->need - (avail - skip);
+      // Most split hellos carry the SNI in their first segment: find it
+      // there and the segments that follow can pass.
+      if (fs && fs->pending[dir] && tls::find_sni_in_prefix(pl + skip, avail - skip, *P.prefix_sni)) {
+        P.tls_prefix = true;
+        fs->names_done |= uint8_t(1u << dir);
+        return L7State::Parsed;
+      }
+      P.hold_hint = !cut_short;
+      return L7State::Incomplete;
+    }
+    case App::Http: {
+      http::Direction hd = P.http_udp ? http::Direction::Auto  // SSDP: either, either way
+                           : from_init ? http::Direction::Request : http::Direction::Response;
+      http::Status st = http::parse(pl, avail, hd, http_matcher(), *P.hscratch, *P.http);
+      P.http_state = 1;
+      const http::Result& H = *P.http;
+      L7State r;
+      if (st == http::Status::Ok) {
+        r = L7State::Parsed;
+      } else if (st == http::Status::Truncated && H.body_missing && !cut_short) {
+        r = L7State::Parsed;  // heads complete; the body goes on in later segments
+        if (fs) fs->body[dir] = uint32_t(std::min<uint64_t>(H.body_missing, UINT32_MAX));
+      } else if (st == http::Status::Truncated) {
+        r = L7State::Incomplete;
+        P.hold_hint = !cut_short && !P.http_udp;
+      } else {
+        r = L7State::Malformed;
+      }
+      if (fs && H.n_msgs && H.msgs[H.n_msgs - 1].body_unbounded) fs->unbounded[dir] = 1;
+      return r;
+    }
+    default:
+      return L7State::None;
+  }
+}
+
+}  // namespace
+
 void analyze_l7(const uint8_t* p, const Decoded& d, PacketMeta& m, L7Parse& P) {
   m.parse = &P;
   m.l7 = L7State::None;
@@ -996,6 +1127,25 @@ void analyze_l7(const uint8_t* p, const Decoded& d, PacketMeta& m, L7Parse& P) {
   const uint8_t* pl = p + d.payload_off;
   // A payload the capture cut short cannot be parsed to its end.
   const bool cut_short = d.payload_off + d.payload_len > d.cap_len;
+  if (fs && d.l4_proto == kProtoTcp) {
+    // A header of this direction could not be completed: what follows may
+    // be its rest, and nothing marks where it ends.
+    if (fs->stream_failed & (1u << dir)) {
+      m.l7 = L7State::Incomplete;
+      return;
+    }
+    // A retransmission of bytes rewritten from a held stream: its slice of
+    // that rewrite is gone, so it cannot be rewritten the same way.
+    if (fs->released & (1u << dir)) {
+      uint32_t seq = uint32_t(p[d.l4_off + 4]) << 24 | uint32_t(p[d.l4_off + 5]) << 16 |
+                     uint32_t(p[d.l4_off + 6]) << 8 | p[d.l4_off + 7];
+      int32_t delta = int32_t(seq - fs->released_end[dir]);
+      if (delta < 0 && delta > -(1 << 30)) {
+        m.l7 = L7State::Incomplete;
+        return;
+      }
+    }
+  }
   if (fs && fs->pending[dir]) {
     fs->pending[dir] -= std::min<uint32_t>(fs->pending[dir], d.payload_len);
     // The rest of a ClientHello whose SNI was already found and rewritten
@@ -1011,89 +1161,28 @@ void analyze_l7(const uint8_t* p, const Decoded& d, PacketMeta& m, L7Parse& P) {
     m.l7 = L7State::Incomplete;  // a new head starts inside this segment: not located
     return;
   }
-  switch (app) {
-    case App::Quic:
-      m.l7 = L7State::Incomplete;  // names inside, not located (see App::Quic)
-      return;
-    case App::Dns:
-      m.l7 = cut_short ? L7State::Incomplete : L7State::Parsed;
-      if (!cut_short) {
-        dns::parse(pl, avail, *P.dns);
-        P.dns_msg = 0;
-        if (P.dns->status != dns::Status::Ok) m.l7 = L7State::Malformed;
-      }
-      return;
-    case App::DnsTcp: {
-      dns::Status st = dns::split_tcp(pl, avail, *P.split);
-      if (st == dns::Status::Malformed || cut_short) {
-        m.l7 = L7State::Malformed;
-      } else if (st == dns::Status::Truncated) {
-        m.l7 = L7State::Incomplete;
-        if (fs && P.split->need) fs->pending[dir] = P.split->need - (avail - P.split->partial_off);
-      } else {
-        m.l7 = L7State::Parsed;
-      }
-      P.dns_msg = -1;
-      return;
-    }
-    case App::Tls: {
-      // Only the client's ClientHello carries names; later records are opaque.
-      // After a HelloRetryRequest the second ClientHello may follow a
-      // ChangeCipherSpec record in the same segment.
-      if (!from_init) return;
-      uint32_t skip = 0;
-      while (skip + 6 <= avail && pl[skip] == 0x14 && pl[skip + 1] == 0x03)
-        skip += 5 + (uint32_t(pl[skip + 3]) << 8 | pl[skip + 4]);
-      if (skip >= avail || pl[skip] != 0x16) return;
-      // Other client handshake messages (ClientKeyExchange, Finished, ...)
-      // carry no names.
-      if (skip + 5 < avail && pl[skip + 5] != 0x01) return;
-      P.tls_skip = skip;
-      tls::Status st = tls::parse_client_hello(pl + skip, avail - skip, *P.tls);
-      P.tls_state = 1;
-      if (st == tls::Status::Ok) m.l7 = L7State::Parsed;
-      else if (st == tls::Status::Truncated) {
-        m.l7 = L7State::Incomplete;
-        if (fs && P.tls->need > avail - skip) fs->pending[dir] = P.tls->need - (avail - skip);
-        // Most split hellos carry the SNI in their first segment: find it
-        // there and the segments that follow can pass.
-        if (fs && fs->pending[dir] && tls::find_sni_in_prefix(pl + skip, avail - skip, *P.prefix_sni)) {
-          m.l7 = L7State::Parsed;
-          P.tls_prefix = true;
-          fs->names_done |= uint8_t(1u << dir);
-        }
-      } else m.l7 = L7State::Malformed;
-      return;
-    }
-    case App::Http: {
-      if (fs && fs->unbounded[dir]) {
-        // Inside a body of unknown length: only a new message start ends it.
-        bool starts = avail >= 8 && (std::memcmp(pl, "HTTP/1.", 7) == 0 || detect_app(p, d, from_init) == App::Http);
-        if (!starts || (std::memcmp(pl, "HTTP/1.", 7) != 0 && pl[0] < 'A')) return;
-        fs->unbounded[dir] = 0;
-      }
-      http::Direction hd = d.l4_proto == kProtoUdp ? http::Direction::Auto  // SSDP: either, either way
-                           : from_init ? http::Direction::Request : http::Direction::Response;
-      http::Status st = http::parse(pl, avail, hd,
-                                    http_matcher(), *P.hscratch, *P.http);
-      P.http_state = 1;
-      const http::Result& H = *P.http;
-      if (st == http::Status::Ok) {
-        m.l7 = L7State::Parsed;
-      } else if (st == http::Status::Truncated && H.body_missing && !cut_short) {
-        m.l7 = L7State::Parsed;  // heads complete; the body goes on in later segments
-        if (fs) fs->body[dir] = uint32_t(std::min<uint64_t>(H.body_missing, UINT32_MAX));
-      } else if (st == http::Status::Truncated) {
-        m.l7 = L7State::Incomplete;
-      } else {
-        m.l7 = L7State::Malformed;
-      }
-      if (fs && H.n_msgs && H.msgs[H.n_msgs - 1].body_unbounded) fs->unbounded[dir] = 1;
-      return;
-    }
-    default:
-      return;
+  if (app == App::Quic) {
+    m.l7 = L7State::Incomplete;  // names inside, not located (see App::Quic)
+    return;
   }
+  if (app == App::Http && fs && fs->unbounded[dir]) {
+    // Inside a body of unknown length: only a new message start ends it.
+    bool starts = avail >= 8 && (std::memcmp(pl, "HTTP/1.", 7) == 0 || detect_app(p, d, from_init) == App::Http);
+    if (!starts || (std::memcmp(pl, "HTTP/1.", 7) != 0 && pl[0] < 'A')) return;
+    fs->unbounded[dir] = 0;
+  }
+  P.http_udp = d.l4_proto == kProtoUdp;
+  m.l7 = parse_app(pl, avail, cut_short, app, from_init, fs, dir, P);
+}
+
+L7State analyze_stream(const uint8_t* b, uint32_t len, uint8_t app, bool from_initiator, FlowState* fs, L7Parse& P) {
+  P.packet = ~0ULL;  // the next packet parses anew
+  P.dns_msg = -1;
+  P.tls_state = P.http_state = 0;
+  P.tls_prefix = P.hold_hint = P.http_udp = false;
+  const int dir = from_initiator ? 0 : 1;
+  if (fs) fs->pending[dir] = 0, fs->names_done &= uint8_t(~(1u << dir));
+  return parse_app(b, len, false, App(app), from_initiator, fs, dir, P);
 }
 
 }  // namespace amon

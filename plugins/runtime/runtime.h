@@ -44,6 +44,12 @@ struct FlowState {
   uint8_t unbounded[2] = {};    // inside a body of unknown length (HTTP chunked / until close)
   uint32_t pending[2] = {};     // bytes still belonging to an incomplete header/message
   uint32_t body[2] = {};        // bytes of a known-length body still to come (not parsed; capped at 4 GiB)
+  // TCP stream holding (engine/core/worker_path.cpp): a header split over
+  // segments is held until complete, then rewritten as one.
+  uint16_t hold[2] = {};        // 1 + index of the worker's held stream for this direction, 0 when none
+  uint8_t stream_failed = 0;    // bit per direction: a header could not be completed; the rest stays closed
+  uint8_t released = 0;         // bit per direction: released_end is valid
+  uint32_t released_end[2] = {};  // TCP sequence number after the last header rewritten from a held stream
 };
 
 enum class L7State : uint8_t {
@@ -51,6 +57,19 @@ enum class L7State : uint8_t {
   Parsed,      // parsed in full: fields located
   Incomplete,  // a header or message that continues in other segments: fields cannot be located
   Malformed,   // unparseable: fields cannot be located
+  Stream,      // one segment of a header reassembled from held segments: its bytes come from PacketMeta::stream
+};
+
+// A header reassembled from several TCP segments, rewritten once per
+// consumer (ProgramInstance::rewrite_stream); each segment then takes its
+// slice of the consumer's rewritten bytes.
+struct StreamView {
+  const uint8_t* orig = nullptr;  // the reassembled original bytes
+  uint32_t len = 0;
+  uint32_t seg_off = 0;           // this segment's first payload byte, as an offset into the stream
+  enum Result : uint8_t { Unchanged = 0, Rewritten, Failed, Drop };
+  const uint8_t* bytes[kMaxConsumers] = {};  // per consumer index: the rewritten stream (valid when Rewritten)
+  uint8_t result[kMaxConsumers] = {};
 };
 
 // What the engine knows about a packet besides its bytes.
@@ -63,12 +82,20 @@ struct PacketMeta {
   uint8_t app = 0;               // App (l7.h)
   L7State l7 = L7State::None;
   struct L7Parse* parse = nullptr;  // the worker's parse of this packet
+  const StreamView* stream = nullptr;  // when l7 == Stream
+  // Application-field offsets of `parse` are relative to this (null: the
+  // packet's own payload in orig).
+  const uint8_t* l7_base = nullptr;
 };
 
 struct L7Parse;
 // Once per packet, before the consumers: detects the application protocol,
 // parses it, and keeps the flow's stream state. Needs meta.flow, orig.
 void analyze_l7(const uint8_t* p, const Decoded& d, PacketMeta& m, L7Parse& parse);
+// Parses `len` reassembled bytes of one direction of a TCP stream as the
+// payload of one packet would be (same flow-state updates, relative to the
+// stream's end). Returns Parsed, Incomplete (more bytes needed) or Malformed.
+L7State analyze_stream(const uint8_t* b, uint32_t len, uint8_t app, bool from_initiator, FlowState* fs, L7Parse& parse);
 
 // Counters of one consumer in one worker; the engine sums them.
 struct ConsumerCounters {
@@ -114,6 +141,8 @@ class Program {
   bool wants_l7() const { return wants_l7_; }
   bool wants_flows() const { return wants_flows_; }
   bool protects_dns() const { return l7_protect_ & (1u << 1); }  // App::Dns
+  // This policy rewrites (or must fail closed on) fields of application `app` (App, l7.h).
+  bool protects_app(uint8_t app) const { return app < 32 && (l7_protect_ & (1u << app)); }
 
   std::unique_ptr<ProgramInstance> instantiate() const;
 
@@ -152,8 +181,12 @@ class ProgramInstance {
   Verdict process(uint8_t* buf, uint32_t& cap, uint32_t& wire, const Decoded& d, const PacketMeta& m,
                   ConsumerCounters& c);
 
-  // Decides the flow's z-anonymity slots for this consumer at the flow's
-  // first packet (called by the engine once per flow, before process()).
+  // Rewrites the application fields of a header reassembled from held TCP
+  // segments: `buf` is the first segment's headers followed by the stream
+  // bytes (d describes it, m.l7 == Parsed). Counts decisions and rule hits
+  // once for the whole header. Returns a StreamView::Result.
+  uint8_t rewrite_stream(uint8_t* buf, const Decoded& d, const PacketMeta& m, ConsumerCounters& c);
+
   const Program& program() const { return prog_; }
 
  private:
@@ -165,6 +198,8 @@ class ProgramInstance {
   bool apply_addr_occ(FieldId f, uint8_t* a, uint8_t family, Eval& e);
   bool l7_dns(uint8_t* msg, uint32_t len, Eval& e, int msg_index);
   bool l7_rewrite(uint8_t* buf, const Decoded& d, Eval& e);  // false: drop
+  bool roles(const uint8_t* buf, uint32_t cap, const Decoded& d, const PacketMeta& m, uint8_t* old_src, uint8_t* old_dst,
+             uint32_t& alen);  // client_is_src; copies the clear addresses
   uint64_t user_of(const uint8_t* client, uint32_t alen);
   void decide_flow(const uint8_t* server, const uint8_t* client, uint32_t alen, const PacketMeta& m,
                    ConsumerCounters& c);
