@@ -1,6 +1,10 @@
 #include "l7.h"
 
+#include <hs/hs.h>
+
 #include <cstring>
+#include <stdexcept>
+#include <string>
 
 namespace amon {
 
@@ -43,37 +47,72 @@ L7Parse::L7Parse()
       split(std::make_unique<dns::TcpSplit>()),
       tls(std::make_unique<tls::ClientHello>()),
       http(std::make_unique<http::Result>()),
-      hscratch(std::make_unique<http::Scratch>(http_matcher())) {}
-L7Parse::~L7Parse() = default;
+      hscratch(std::make_unique<http::Scratch>(http_matcher())) {
+  if (hs_alloc_scratch(content_probes().db(), &probe_scratch) != HS_SUCCESS)
+    throw std::runtime_error("content probes: hs_alloc_scratch failed");
+}
+L7Parse::~L7Parse() { hs_free_scratch(probe_scratch); }
 
 namespace {
 
 bool is_dns_port(uint16_t p) { return p == 53 || p == 5353 || p == 5355; }
 
-// Any request line "TOKEN SP target SP HTTP/1.x" (UPnP's SUBSCRIBE and
-// NOTIFY, WebDAV, ...), on any port: a Host header is a Host header wherever
-// it travels.
-bool request_line(const uint8_t* p, uint32_t n) {
-  uint32_t lim = std::min<uint32_t>(n, 8192), i = 0;
-  while (i < lim && ((p[i] >= 'A' && p[i] <= 'Z') || p[i] == '-' || p[i] == '_')) ++i;
-  if (i < 3 || i > 24 || i >= lim || p[i] != ' ') return false;
-  uint32_t eol = i;
-  while (eol < lim && p[eol] != '\r' && p[eol] != '\n') ++eol;
-  return eol < lim && eol >= i + 10 && std::memcmp(p + eol - 9, " HTTP/1.", 8) == 0;
-}
-
-bool starts_with_method(const uint8_t* p, uint32_t n) {
-  static const char* methods[] = {"GET ", "POST ", "HEAD ", "PUT ", "DELETE ", "OPTIONS ", "PATCH ", "CONNECT ", "TRACE "};
-  for (const char* m : methods) {
-    size_t l = std::strlen(m);
-    if (n >= l && std::memcmp(p, m, l) == 0) return true;
-  }
-  return false;
-}
+// What the first payload bytes of a TCP stream say, anchored at its start.
+// Any request line "TOKEN SP target SP HTTP/1.x" counts (UPnP's SUBSCRIBE
+// and NOTIFY, WebDAV, ...) on any port: a Host header is a Host header
+// wherever it travels. A well-known method alone is enough when the line
+// continues in the next segment.
+struct Probe {
+  const char* re;
+  App app;
+};
+const Probe kProbes[] = {
+    {"^(\\x14\\x03[\\x00-\\x04]\\x00\\x01\\x01)?\\x16\\x03[\\x00-\\x04]", App::Tls},  // handshake record (after a CCS)
+    {"^(GET|POST|HEAD|PUT|DELETE|OPTIONS|PATCH|CONNECT|TRACE) ", App::Http},
+    {"^[A-Z][A-Z_\\-]{2,23} [^\\r\\n]+ HTTP/1\\.[0-9]\\r?\\n", App::Http},
+    {"^HTTP/1\\.[0-9] ", App::Http},
+    // Recognised, and carrying no field of ours: later segments skip probing.
+    {"^SSH-[12]\\.[0-9]", App::Other},
+};
+constexpr unsigned kNumProbes = sizeof kProbes / sizeof kProbes[0];
 
 }  // namespace
 
-App detect_app(const uint8_t* p, const Decoded& d, bool from_client) {
+ContentProbes::ContentProbes() {
+  const char* res[kNumProbes];
+  unsigned flags[kNumProbes], ids[kNumProbes];
+  for (unsigned i = 0; i < kNumProbes; ++i)
+    res[i] = kProbes[i].re, flags[i] = HS_FLAG_SINGLEMATCH | HS_FLAG_DOTALL, ids[i] = i;
+  hs_compile_error_t* err = nullptr;
+  if (hs_compile_multi(res, flags, ids, kNumProbes, HS_MODE_BLOCK, nullptr, &db_, &err) != HS_SUCCESS) {
+    std::string msg = err ? err->message : "hs_compile_multi failed";
+    hs_free_compile_error(err);
+    throw std::runtime_error("content probes: " + msg);
+  }
+}
+
+ContentProbes::~ContentProbes() { hs_free_database(db_); }
+
+App ContentProbes::classify(const uint8_t* p, uint32_t n, hs_scratch_t* s) const {
+  if (!s || !n) return App::Unknown;
+  struct Hit {
+    unsigned id = ~0u;
+  } hit;
+  auto cb = [](unsigned id, unsigned long long, unsigned long long, unsigned, void* ctx) -> int {
+    static_cast<Hit*>(ctx)->id = id;
+    return 1;  // anchored patterns: the first match decides
+  };
+  // Request lines longer than this are not worth a parse.
+  hs_scan(db_, reinterpret_cast<const char*>(p), std::min<uint32_t>(n, 8192), 0, s, cb, &hit);
+  return hit.id < kNumProbes ? kProbes[hit.id].app : App::Unknown;
+}
+
+const ContentProbes& content_probes() {
+  static const ContentProbes c;
+  return c;
+}
+
+App detect_app(const uint8_t* p, const Decoded& d, bool from_client, hs_scratch_t* probe_scratch) {
   if (d.status != DecodeStatus::Ok || !d.l4_hdr_len || (d.flags & kFlagLaterFragment)) return App::Unknown;
   const uint32_t avail = d.payload_off < d.cap_len ? std::min(d.cap_len, d.payload_off + d.payload_len) - d.payload_off : 0;
   const uint8_t* pl = p + d.payload_off;
@@ -95,9 +134,8 @@ App detect_app(const uint8_t* p, const Decoded& d, bool from_client) {
   }
   if (d.l4_proto != kProtoTcp) return App::Other;
   if (is_dns_port(d.sport) || is_dns_port(d.dport)) return App::DnsTcp;
-  if (avail >= 3 && pl[0] == 0x16 && pl[1] == 0x03 && pl[2] <= 0x04) return App::Tls;
-  if (avail >= 8 && (starts_with_method(pl, avail) || std::memcmp(pl, "HTTP/1.", 7) == 0 || request_line(pl, avail)))
-    return App::Http;
+  App by_content = content_probes().classify(pl, avail, probe_scratch);
+  if (by_content != App::Unknown) return by_content;
   uint16_t sp = from_client ? d.dport : d.sport;
   if (sp == 443) return App::Tls;
   if (sp == 80 || sp == 8080 || sp == 8000) return App::Http;

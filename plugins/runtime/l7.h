@@ -11,6 +11,11 @@
 #include "amon_tls.hpp"
 #include "l2l4.h"
 
+struct hs_database;
+typedef struct hs_database hs_database_t;
+struct hs_scratch;
+typedef struct hs_scratch hs_scratch_t;
+
 namespace amon {
 
 // Quic: a QUIC long-header packet. Its Initial carries a ClientHello (SNI)
@@ -28,9 +33,27 @@ struct L7Fields {
   FieldId first, last;
 };
 
+// Content probes for TCP payloads: one Hyperscan block-mode database of
+// anchored patterns (TLS handshake record, HTTP request/status lines, ...),
+// built once and shared; each worker scans with its own scratch.
+class ContentProbes {
+ public:
+  ContentProbes();
+  ~ContentProbes();
+  ContentProbes(const ContentProbes&) = delete;
+  ContentProbes& operator=(const ContentProbes&) = delete;
+  // The application the first bytes of a stream announce, or Unknown.
+  App classify(const uint8_t* p, uint32_t n, hs_scratch_t* scratch) const;
+  const hs_database_t* db() const { return db_; }
+
+ private:
+  hs_database_t* db_ = nullptr;
+};
+const ContentProbes& content_probes();
+
 // Guesses the application protocol of a packet from ports and the first
 // payload bytes. `from_client`: the packet travels client -> server.
-App detect_app(const uint8_t* p, const Decoded& d, bool from_client);
+App detect_app(const uint8_t* p, const Decoded& d, bool from_client, hs_scratch_t* probe_scratch);
 
 // Per-worker parse state. Parsed lazily, once per packet, on the original
 // bytes; every consumer then rewrites its own copy at the same offsets.
@@ -60,6 +83,7 @@ struct L7Parse {
   // The payload ends inside a header that more bytes of this direction
   // would complete (the engine may hold the segment until they come).
   bool hold_hint = false;
+  hs_scratch_t* probe_scratch = nullptr;  // ContentProbes
 };
 
 const http::Matcher& http_matcher();

@@ -1113,7 +1113,7 @@ void analyze_l7(const uint8_t* p, const Decoded& d, PacketMeta& m, L7Parse& P) {
   const int dir = from_init ? 0 : 1;
   const uint32_t end = std::min<uint32_t>(d.cap_len, d.payload_off + d.payload_len);
   const uint32_t avail = end > d.payload_off ? end - d.payload_off : 0;
-  App app = fs && fs->app ? App(fs->app) : detect_app(p, d, from_init);
+  App app = fs && fs->app ? App(fs->app) : detect_app(p, d, from_init, P.probe_scratch);
   if (app == App::Other && P.probe_dns && d.l4_proto == kProtoUdp && avail >= 17) {
     const uint8_t* q = p + d.payload_off;
     uint16_t qd = uint16_t(q[4] << 8 | q[5]);
@@ -1167,7 +1167,7 @@ void analyze_l7(const uint8_t* p, const Decoded& d, PacketMeta& m, L7Parse& P) {
   }
   if (app == App::Http && fs && fs->unbounded[dir]) {
     // Inside a body of unknown length: only a new message start ends it.
-    bool starts = avail >= 8 && (std::memcmp(pl, "HTTP/1.", 7) == 0 || detect_app(p, d, from_init) == App::Http);
+    bool starts = avail >= 8 && (std::memcmp(pl, "HTTP/1.", 7) == 0 || detect_app(p, d, from_init, P.probe_scratch) == App::Http);
     if (!starts || (std::memcmp(pl, "HTTP/1.", 7) != 0 && pl[0] < 'A')) return;
     fs->unbounded[dir] = 0;
   }

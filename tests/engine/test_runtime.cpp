@@ -554,3 +554,25 @@ TEST_CASE("a ChangeCipherSpec record longer than the segment is not followed pas
   CHECK(m.app == uint8_t(App::Tls));
   CHECK(m.l7 == L7State::None);  // no ClientHello in this segment
 }
+
+TEST_CASE("content probes name the application from a stream's first bytes, on any port", "[runtime][l7][probes]") {
+  const ContentProbes& cp = content_probes();
+  L7Parse P;  // owns a probe scratch
+  auto classify = [&](const std::string& s) {
+    std::vector<uint8_t> b(s.begin(), s.end());
+    b.resize(b.size() + 64);  // readable slack, as mbufs have (vectorscan#322)
+    return cp.classify(b.data(), uint32_t(s.size()), P.probe_scratch);
+  };
+  CHECK(classify(std::string("\x16\x03\x01\x02\x00\x01", 6)) == App::Tls);
+  CHECK(classify(std::string("\x14\x03\x03\x00\x01\x01\x16\x03\x03\x00\x10", 11)) == App::Tls);
+  CHECK(classify(std::string("\x17\x03\x03\x00\x10", 5)) == App::Unknown);  // application data: no hello here
+  CHECK(classify("GET ") == App::Http);                                      // the line continues later
+  CHECK(classify("SUBSCRIBE /upnp/event HTTP/1.1\r\nHOST: x\r\n") == App::Http);
+  CHECK(classify("PROPFIND /dav/ HTTP/1.1\nHost: x\n") == App::Http);
+  CHECK(classify("HTTP/1.1 200 OK\r\n") == App::Http);
+  CHECK(classify("SSH-2.0-OpenSSH_9.2\r\n") == App::Other);
+  CHECK(classify("get / http/1.1\r\n") == App::Unknown);     // methods are case-sensitive (RFC 9110 9.1)
+  CHECK(classify("XGET / HTTP/1.1") == App::Unknown);        // no line end yet, not a known method
+  CHECK(classify(" GET / HTTP/1.1\r\n") == App::Unknown);    // anchored at the stream's start
+  CHECK(classify("") == App::Unknown);
+}
