@@ -14,6 +14,7 @@ void accumulate(ConsumerCounters& a, const ConsumerCounters& c) {
   a.unknown_drop += c.unknown_drop, a.unknown_cut += c.unknown_cut, a.unknown_keep += c.unknown_keep;
   a.tunnel_cut += c.tunnel_cut, a.icmp_quote_cut += c.icmp_quote_cut, a.policy_drop += c.policy_drop;
   a.zanon_hidden += c.zanon_hidden, a.zanon_released += c.zanon_released, a.l7_cut += c.l7_cut;
+  a.tls_server_cut += c.tls_server_cut;
   if (a.rule_hits.size() < c.rule_hits.size()) a.rule_hits.resize(c.rule_hits.size());
   for (size_t i = 0; i < c.rule_hits.size(); ++i) a.rule_hits[i] += c.rule_hits[i];
 }
@@ -41,6 +42,7 @@ std::vector<std::pair<const char*, uint64_t>> reasons(const ConsumerCounters& c)
           {"icmp_quote_cut", c.icmp_quote_cut},
           {"policy_drop", c.policy_drop},
           {"l7_cut", c.l7_cut},
+          {"tls_server_cut", c.tls_server_cut},
           {"zanon_hidden", c.zanon_hidden},
           {"zanon_released", c.zanon_released}};
 }

@@ -588,6 +588,11 @@ Verdict ProgramInstance::process(uint8_t* buf, uint32_t& cap, uint32_t& wire, co
     }
     if (e.drop) return drop();
   }
+  // A server handshake (TLS 1.2 certificates) would name the server the
+  // client's SNI decision hid, or that no SNI named.
+  if (m.tls_server_hs && cut_at == UINT32_MAX && (P.l7_protect_ & (1u << unsigned(App::Tls))) &&
+      !(m.flow && ((m.flow->sni_clear >> P.consumer_) & 1)))
+    if (error_exit(d.payload_off, c.tls_server_cut)) return Verdict::Drop;
   int prule = pick(F.payload, e);
   if (prule < 0) prule = P.payload_default_plan_;
   bool payload_protected = prule >= 0 && actions_[prule]->modifies;
@@ -960,20 +965,37 @@ bool ProgramInstance::l7_rewrite(uint8_t* buf, const Decoded& d, Eval& e) {
       return true;
     }
     case App::Tls: {
+      // The flow remembers whether this consumer left the name in clear:
+      // the server's handshake may name it again (see tls_server_hs).
+      bool clear = false;
+      auto note = [&](bool all_kept) {
+        if (!m.flow) return;
+        const uint16_t bit = uint16_t(1u << prog_.consumer_);
+        m.flow->sni_clear = all_kept ? uint16_t(m.flow->sni_clear | bit) : uint16_t(m.flow->sni_clear & ~bit);
+      };
       if (P.tls_prefix) {
         const tls::PrefixSni& ps = *P.prefix_sni;
+        clear = ps.n > 0;
         for (unsigned i = 0; i < ps.n; ++i) {
           names::Decision dec = decide_name(L.tls_sni, std::string_view(ps.text[i], ps.text_len[i]), e);
-          if (dec.action != names::Action::Keep)
+          if (dec.action != names::Action::Keep) {
+            clear = false;
             names::apply_to_text(reinterpret_cast<char*>(pl + P.tls_skip + ps.span[i].off), ps.span[i].len, dec);
+          }
         }
+        note(clear);
         return true;
       }
       const tls::ClientHello& ch = *P.tls;
+      clear = ch.n_sni > 0;
       for (unsigned i = 0; i < ch.n_sni; ++i) {
         names::Decision dec = decide_name(L.tls_sni, ch.sni_text(i), e);
-        if (dec.action != names::Action::Keep) tls::rewrite_sni(pl + P.tls_skip, avail - P.tls_skip, ch, i, dec);
+        if (dec.action != names::Action::Keep) {
+          clear = false;
+          tls::rewrite_sni(pl + P.tls_skip, avail - P.tls_skip, ch, i, dec);
+        }
       }
+      note(clear);
       return true;
     }
     case App::Http: {
@@ -1025,6 +1047,58 @@ bool ProgramInstance::l7_rewrite(uint8_t* buf, const Decoded& d, Eval& e) {
 
 namespace {
 
+// Follows the server's TLS records across segments and tells whether this
+// segment carries handshake bytes sent before encryption starts: in TLS 1.2
+// and earlier they hold the server's certificate chain, which names the
+// server. A TLS 1.3 ServerHello (supported_versions 0x0304) ends the watch:
+// everything after it is encrypted. Losing the record boundaries (a record
+// header split over segments, a gap, garbage) keeps the watch on: fail closed.
+bool tls_server_records(const uint8_t* pl, uint32_t avail, FlowState* fs) {
+  if (!fs) return true;  // no flow: nothing says where records start
+  if (fs->tls_srv == 1) return false;
+  if (fs->tls_srv == 2) return true;
+  bool hs = false;
+  uint32_t off = 0;
+  if (fs->tls_srv_left) {
+    uint32_t k = std::min<uint32_t>(fs->tls_srv_left, avail);
+    hs = fs->tls_srv_type == 22;
+    fs->tls_srv_left = uint16_t(fs->tls_srv_left - k);
+    off = k;
+  }
+  while (off < avail) {
+    if (avail - off < 5) {
+      fs->tls_srv = 2;
+      return true;
+    }
+    const uint8_t type = pl[off];
+    const uint32_t len = uint32_t(pl[off + 3]) << 8 | pl[off + 4];
+    if (type < 20 || type > 24 || pl[off + 1] != 3 || len > 18432) {
+      fs->tls_srv = 2;
+      return true;
+    }
+    if (type == 23) {  // application data: the handshake is over
+      fs->tls_srv = 1;
+      fs->tls_srv_left = 0;
+      return hs;
+    }
+    if (type == 22) {
+      if (off + 5 + len <= avail && tls::server_hello_version(pl + off + 5, len) == 0x0304) {
+        fs->tls_srv = 1;  // TLS 1.3: the certificate travels encrypted
+        fs->tls_srv_left = 0;
+        return hs;
+      }
+      hs = true;
+    }
+    const uint32_t take = std::min<uint32_t>(len, avail - off - 5);
+    off += 5 + take;
+    if (take < len) {
+      fs->tls_srv_left = uint16_t(len - take);
+      fs->tls_srv_type = type;
+    }
+  }
+  return hs;
+}
+
 // The application parse of `avail` payload bytes, for one packet or for a
 // stream reassembled from held segments. Keeps the flow's stream state and
 // sets P.hold_hint when the bytes end inside a header that more bytes of
@@ -1052,7 +1126,7 @@ L7State parse_app(const uint8_t* pl, uint32_t avail, bool cut_short, App app, bo
       // Only the client's ClientHello carries names; later records are opaque.
       // After a HelloRetryRequest the second ClientHello may follow a
       // ChangeCipherSpec record in the same segment.
-      if (!from_init) return L7State::None;
+      if (!from_init) return L7State::None;  // the server's records: tls_server_records()
       uint32_t skip = 0;
       while (skip + 6 <= avail && pl[skip] == 0x14 && pl[skip + 1] == 0x03)
         skip += 5 + (uint32_t(pl[skip + 3]) << 8 | pl[skip + 4]);
@@ -1173,6 +1247,7 @@ void analyze_l7(const uint8_t* p, const Decoded& d, PacketMeta& m, L7Parse& P) {
   }
   P.http_udp = d.l4_proto == kProtoUdp;
   m.l7 = parse_app(pl, avail, cut_short, app, from_init, fs, dir, P);
+  if (app == App::Tls && !from_init && d.l4_proto == kProtoTcp) m.tls_server_hs = tls_server_records(pl, avail, fs);
 }
 
 L7State analyze_stream(const uint8_t* b, uint32_t len, uint8_t app, bool from_initiator, FlowState* fs, L7Parse& P) {

@@ -50,6 +50,12 @@ struct FlowState {
   uint8_t stream_failed = 0;    // bit per direction: a header could not be completed; the rest stays closed
   uint8_t released = 0;         // bit per direction: released_end is valid
   uint32_t released_end[2] = {};  // TCP sequence number after the last header rewritten from a held stream
+  // The server's TLS handshake names the server too (a TLS 1.2 Certificate):
+  // consumers whose SNI decision hid the name get it without payload.
+  uint16_t sni_clear = 0;       // bit per consumer: its tls.sni decision for this flow left the name in clear
+  uint16_t tls_srv_left = 0;    // bytes of the server's current TLS record still to come
+  uint8_t tls_srv = 0;          // server records: 0 handshake, 1 past it (encrypted from here), 2 record sync lost
+  uint8_t tls_srv_type = 0;     // content type of that record
 };
 
 enum class L7State : uint8_t {
@@ -83,6 +89,9 @@ struct PacketMeta {
   L7State l7 = L7State::None;
   struct L7Parse* parse = nullptr;  // the worker's parse of this packet
   const StreamView* stream = nullptr;  // when l7 == Stream
+  // The server's side of a TLS handshake before encryption (certificates
+  // name the server): cut for consumers whose SNI decision hid the name.
+  bool tls_server_hs = false;
   // Application-field offsets of `parse` are relative to this (null: the
   // packet's own payload in orig).
   const uint8_t* l7_base = nullptr;
@@ -107,6 +116,7 @@ struct ConsumerCounters {
   uint64_t policy_drop = 0;              // drop() rules
   uint64_t zanon_hidden = 0, zanon_released = 0;
   uint64_t l7_cut = 0;                   // fail-closed: application fields that could not be located
+  uint64_t tls_server_cut = 0;           // server TLS handshake cut: it names a server whose SNI was hidden
   std::vector<uint64_t> rule_hits;       // by Rule::index
 };
 

@@ -95,4 +95,10 @@ bool find_sni_in_prefix(const uint8_t* buf, size_t len, PrefixSni& out);
 // Returns false if i is out of range or status != Ok.
 bool rewrite_sni(uint8_t* buf, size_t len, const ClientHello& ch, unsigned i, const names::Decision& d);
 
+// The protocol version a ServerHello handshake message (type, 24-bit
+// length, body; `len` bytes) selects: supported_versions when present
+// (TLS 1.3), else legacy_version. 0 when the message is not a whole,
+// well-formed ServerHello.
+uint16_t server_hello_version(const uint8_t* msg, size_t len);
+
 }  // namespace amon::tls

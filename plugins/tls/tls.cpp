@@ -333,4 +333,30 @@ bool find_sni_in_prefix(const uint8_t* b, size_t len, PrefixSni& out) {
   return false;
 }
 
+uint16_t server_hello_version(const uint8_t* m, size_t len) {
+  if (len < 4 || m[0] != 0x02) return 0;
+  const size_t body = size_t(m[1]) << 16 | size_t(m[2]) << 8 | m[3];
+  if (body + 4 > len || body < 38) return 0;
+  const uint8_t* h = m + 4;
+  const uint16_t legacy = rd16(h);
+  size_t p = 2 + 32;
+  const size_t sid = h[p];
+  p += 1 + sid;
+  if (p + 3 > body) return 0;
+  p += 3;  // cipher suite, compression method
+  if (p == body) return legacy;  // no extensions
+  if (p + 2 > body) return 0;
+  const size_t el = rd16(h + p);
+  p += 2;
+  if (p + el != body) return 0;
+  while (p + 4 <= body) {
+    const uint16_t type = rd16(h + p), n = rd16(h + p + 2);
+    p += 4;
+    if (p + n > body) return 0;
+    if (type == 43) return n == 2 ? rd16(h + p) : 0;  // supported_versions: the selected version
+    p += n;
+  }
+  return p == body ? legacy : 0;
+}
+
 }  // namespace amon::tls

@@ -4,7 +4,8 @@ on the real captures of ../shared/pcaps, with tshark as the oracle.
 
   hide  z above the number of users, fallback=redact, on every name field:
         tshark must find none of the input's names in the output (leaks are
-        listed with their output frame), and the output must not gain
+        listed with their output frame) nor any server certificate's name
+        (TLS 1.2 sends it in clear), and the output must not gain
         malformed/expert-error frames nor turn a Good checksum Bad.
   keep  keep() on every name field: the records are byte-identical.
   zref  mid-range z: the names the output shows in clear are exactly those a
@@ -121,8 +122,14 @@ def mode_hide(amon, pdir, d):
             show = ", ".join(f"frame {fr}: {n}" for fr, n in leaks[:6])
             fails.append(f"{f}: LEAK of {len(leaks)} name occurrence(s) in the output ({show}"
                          f"{', ...' if len(leaks) > 6 else ''})")
+        # A TLS 1.2 server's certificate names the server too: with every
+        # SNI hidden, no certificate may reach the output.
+        certs = [(r[0], n) for r in L.tshark_fields(out, ["x509ce.dNSName"]) for n in r[1]]
+        if certs:
+            fails.append(f"{f}: LEAK: certificates naming servers in the output "
+                         f"({', '.join(f'frame {fr}: {n}' for fr, n in certs[:4])})")
         health(inp, out, f, fails)
-        print(f"  {f}: {len(all_in)} names in, {len(leaks)} leaked")
+        print(f"  {f}: {len(all_in)} names in, {len(leaks)} leaked, {len(certs)} certificate names out")
     return fails, tested
 
 

@@ -186,3 +186,42 @@ TEST_CASE("tls: the SNI is found in the prefix of a ClientHello split across seg
   other[5] = 16;  // ClientKeyExchange
   CHECK_FALSE(amon::tls::find_sni_in_prefix(other.data(), other.size(), ps));
 }
+
+namespace {
+// A ServerHello handshake message: legacy version, random, session id,
+// cipher, compression, then the given extensions block (absent when null).
+Bytes server_hello(uint16_t legacy, const Bytes* exts) {
+  Bytes body = {uint8_t(legacy >> 8), uint8_t(legacy)};
+  body.insert(body.end(), 32, 0x5a);
+  body.push_back(32);
+  body.insert(body.end(), 32, 0x11);
+  body.insert(body.end(), {0x13, 0x01, 0x00});
+  if (exts) {
+    body.push_back(uint8_t(exts->size() >> 8));
+    body.push_back(uint8_t(exts->size()));
+    body.insert(body.end(), exts->begin(), exts->end());
+  }
+  Bytes m = {0x02, uint8_t(body.size() >> 16), uint8_t(body.size() >> 8), uint8_t(body.size())};
+  m.insert(m.end(), body.begin(), body.end());
+  return m;
+}
+}  // namespace
+
+TEST_CASE("tls: the version a ServerHello selects (TLS 1.3 hides the certificate)") {
+  Bytes v13 = {0x00, 0x33, 0x00, 0x02, 0x00, 0x1d, 0x00, 0x2b, 0x00, 0x02, 0x03, 0x04};  // key_share stub, supported_versions
+  Bytes none = {0xff, 0x01, 0x00, 0x01, 0x00};                                           // renegotiation_info only
+  CHECK(server_hello_version(server_hello(0x0303, &v13).data(), server_hello(0x0303, &v13).size()) == 0x0304);
+  Bytes s12 = server_hello(0x0303, &none);
+  CHECK(server_hello_version(s12.data(), s12.size()) == 0x0303);
+  Bytes bare = server_hello(0x0301, nullptr);
+  CHECK(server_hello_version(bare.data(), bare.size()) == 0x0301);
+  // Cut short, a wrong type, an extensions block that overruns: not a ServerHello.
+  Bytes full = server_hello(0x0303, &v13);
+  for (size_t n = 0; n < full.size(); ++n) CHECK(server_hello_version(full.data(), n) == 0);
+  Bytes wrong = full;
+  wrong[0] = 0x01;
+  CHECK(server_hello_version(wrong.data(), wrong.size()) == 0);
+  Bytes over = full;
+  over[4 + 2 + 32 + 1 + 32 + 3 + 1] += 1;  // extensions length one too many
+  CHECK(server_hello_version(over.data(), over.size()) == 0);
+}
