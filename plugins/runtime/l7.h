@@ -8,14 +8,15 @@
 
 #include "amon_dns.hpp"
 #include "amon_http.hpp"
+#include "amon_quic.hpp"
 #include "amon_tls.hpp"
 #include "l2l4.h"
 
 namespace amon {
 
-// Quic: a QUIC long-header packet. Its Initial carries a ClientHello (SNI)
-// under keys anyone can derive; amon does not decrypt it yet, so consumers
-// that protect tls.sni get such packets without payload (fail closed).
+// Quic: a QUIC long-header packet. A client's Initial carries a ClientHello
+// (SNI) under keys anyone can derive from its DCID: decrypted once per
+// packet, rewritten and re-encrypted per consumer (plugins/quic).
 enum class App : uint8_t { Unknown = 0, Dns, DnsTcp, Tls, Http, Quic, Other };
 
 // Registry ids of the application fields, resolved once.
@@ -38,7 +39,7 @@ struct L7Parse {
   L7Parse();
   ~L7Parse();
   void reset(uint64_t packet_id) {
-    if (packet_id != packet) packet = packet_id, dns_msg = -1, tls_state = http_state = 0, tls_prefix = false;
+    if (packet_id != packet) packet = packet_id, dns_msg = -1, tls_state = http_state = quic_state = 0, tls_prefix = false;
   }
   uint64_t packet = ~0ULL;
   // Some consumer protects DNS fields: UDP on other ports is probed for DNS
@@ -55,6 +56,11 @@ struct L7Parse {
   std::unique_ptr<http::Result> http;
   std::unique_ptr<http::Scratch> hscratch;
   int http_state = 0;
+  // QUIC: the worker's OpenSSL contexts and key caches, and the datagram's
+  // decrypted Initials (shared by the consumers, each rewrites its copy).
+  std::unique_ptr<quic::Crypto> qcrypto = std::make_unique<quic::Crypto>();
+  std::unique_ptr<quic::Datagram> quic = std::make_unique<quic::Datagram>();
+  int quic_state = 0;  // 0 not analysed, 1 analysed (quic->status)
 };
 
 const http::Matcher& http_matcher();

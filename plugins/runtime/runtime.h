@@ -44,6 +44,10 @@ struct FlowState {
   uint8_t unbounded[2] = {};    // inside a body of unknown length (HTTP chunked / until close)
   uint32_t pending[2] = {};     // bytes still belonging to an incomplete header/message
   uint32_t body[2] = {};        // bytes of a known-length body still to come (not parsed; capped at 4 GiB)
+  // QUIC: progress through a ClientHello spread over several Initials
+  // (quic::FlowState: walk position or located server_name, client side).
+  uint8_t quic_mode = 0, quic_client = 0;
+  uint16_t quic_a = 0, quic_b = 0, quic_end = 0;
 };
 
 enum class L7State : uint8_t {
