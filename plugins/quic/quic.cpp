@@ -367,6 +367,13 @@ struct Analyzer {
         if (d.n_pkt >= Datagram::kMaxPackets) return fail(Status::Malformed, Error::Capacity);
         // A protected packet number and the 16-byte sample after it.
         if (end < q + 4 + 16) return fail(Status::Malformed, Error::Header);
+        // The flow's other side is the server: its Initials are under keys
+        // of a DCID only the client's first Initial shows, and carry no
+        // client name.
+        if (st.client && st.client != 1 + dir) {
+          o = end;
+          continue;
+        }
         Packet& p = d.pkt[d.n_pkt];
         p = {};
         p.off = uint32_t(o);
@@ -384,16 +391,8 @@ struct Analyzer {
             ok = k2 && open_with(p, *k2);
           }
         }
-        if (!ok) {
-          // The server's Initials are under keys of a DCID only the client's
-          // first Initial shows; they carry no client name. Anything else
-          // that does not open could be a client's and is not forwarded.
-          if (st.client && st.client != 1 + dir) {
-            o = end;
-            continue;
-          }
-          return fail(Status::Malformed, Error::Decrypt);
-        }
+        // Anything else that does not open could be a client's: not forwarded.
+        if (!ok) return fail(Status::Malformed, Error::Decrypt);
         if (own) c.remember_dcid(flow_key, ver, in + o + 6, dl);
         st.client = uint8_t(1 + dir);
         const uint8_t idx = uint8_t(d.n_pkt++);
