@@ -340,33 +340,36 @@ struct Analyzer {
       const uint32_t ver = rd32(in + o + 1);
       const uint8_t dl = in[o + 5];
       if (dl > 20 || len - o < 7u + dl) return o ? Status::None : fail(Status::Malformed, Error::Header);
+      // Endpoints ignore a coalesced packet of another connection ID (RFC
+      // 9000 12.2): bytes after the first packet that do not carry its DCID
+      // are padding unless they open as an Initial (a monitor could read it).
+      bool other = false;
       if (o == 0) {
         first_dcid_len = dl;
         std::memcpy(first_dcid, in + 6, dl);
-      } else if (dl != first_dcid_len || std::memcmp(first_dcid, in + o + 6, dl) != 0) {
-        // Receivers ignore coalesced packets of another connection ID
-        // (RFC 9000 12.2): padding, or nothing an endpoint would read.
-        break;
+      } else {
+        other = dl != first_dcid_len || std::memcmp(first_dcid, in + o + 6, dl) != 0;
       }
       if (ver == 0) break;  // Version Negotiation: the rest is its version list
       const VersionInfo* vi = version_info(ver);
-      if (!vi) return fail(Status::Malformed, Error::Version);
+      if (!vi) return other ? Status::None : fail(Status::Malformed, Error::Version);
       size_t q = o + 6 + dl;
       const uint8_t sl = in[q];
-      if (sl > 20 || len - q < 1u + sl) return fail(Status::Malformed, Error::Header);
+      if (sl > 20 || len - q < 1u + sl) return other ? Status::None : fail(Status::Malformed, Error::Header);
       q += 1 + sl;
       const unsigned raw = (b0 >> 4) & 3;
       const uint8_t type = vi->v2_types ? uint8_t((raw + 3) & 3) : uint8_t(raw);  // v2: 1 Initial, 2 0-RTT, 3 Handshake, 0 Retry
       if (type == 3) break;  // Retry: runs to the datagram's end, carries a token, no frames
       uint64_t tok = 0, plen = 0;
-      if (type == 0 && (!varint(in, len, q, tok) || tok > len - q)) return fail(Status::Malformed, Error::Header);
+      if (type == 0 && (!varint(in, len, q, tok) || tok > len - q))
+        return other ? Status::None : fail(Status::Malformed, Error::Header);
       q += size_t(tok);
-      if (!varint(in, len, q, plen) || plen > len - q) return fail(Status::Malformed, Error::Header);
+      if (!varint(in, len, q, plen) || plen > len - q) return other ? Status::None : fail(Status::Malformed, Error::Header);
       const size_t end = q + size_t(plen);
       if (type == 0) {
         if (d.n_pkt >= Datagram::kMaxPackets) return fail(Status::Malformed, Error::Capacity);
         // A protected packet number and the 16-byte sample after it.
-        if (end < q + 4 + 16) return fail(Status::Malformed, Error::Header);
+        if (end < q + 4 + 16) return other ? Status::None : fail(Status::Malformed, Error::Header);
         // The flow's other side is the server: its Initials are under keys
         // of a DCID only the client's first Initial shows, and carry no
         // client name.
@@ -392,7 +395,7 @@ struct Analyzer {
           }
         }
         // Anything else that does not open could be a client's: not forwarded.
-        if (!ok) return fail(Status::Malformed, Error::Decrypt);
+        if (!ok) return other ? Status::None : fail(Status::Malformed, Error::Decrypt);
         if (own) c.remember_dcid(flow_key, ver, in + o + 6, dl);
         st.client = uint8_t(1 + dir);
         const uint8_t idx = uint8_t(d.n_pkt++);

@@ -253,6 +253,38 @@ TEST_CASE("quic: scattered CRYPTO frames, a name split over two frames, coalesce
   CHECK(y.d->name_text(0) != "split.example.net");
 }
 
+TEST_CASE("quic: coalesced bytes of another connection ID: padding, unless they open as an Initial") {
+  quic::Crypto c;
+  Bytes dcid = hex("0102030405060708"), h = hello("second.example.org");
+  Bytes ack{0x02, 0x00, 0x00, 0x00, 0x00};
+  Bytes first = initial(c, 1, dcid, 0, ack, 300);
+  // Random-looking padding after the first packet (Chrome appends some).
+  Bytes pad = first;
+  for (int i = 0; i < 200; ++i) pad.push_back(uint8_t(0xc3 ^ (i * 37)));
+  Ctx x;
+  CHECK(x.run(pad) == Status::None);
+  // A readable Initial under another DCID: a monitor would show its SNI.
+  Bytes two = first;
+  Bytes other = initial(c, 1, hex("99999999"), 0, crypto_frame(0, h, 0, h.size()), 900);
+  two.insert(two.end(), other.begin(), other.end());
+  Ctx y;
+  REQUIRE(y.run(two) == Status::Located);
+  CHECK(y.d->name_text(0) == "second.example.org");
+  names::Decision dec = names::Decision::redact();
+  Bytes w = two;
+  REQUIRE(quic::rewrite(w.data(), w.size(), *y.d, &dec, y.c));
+  CHECK(std::equal(first.begin(), first.end(), w.begin()));  // the first packet untouched
+  Ctx z;
+  REQUIRE(z.run(w) == Status::Located);
+  CHECK(z.d->name_text(0) != "second.example.org");
+  // The same DCID with an unknown version after the first packet: not understood.
+  Bytes bad = first;
+  Bytes u = initial(c, 1, dcid, 1, ack, 100);
+  u[1] = 0x51, u[2] = 0x30, u[3] = 0x35, u[4] = 0x30;
+  bad.insert(bad.end(), u.begin(), u.end());
+  CHECK(x.run(bad) == Status::Malformed);
+}
+
 TEST_CASE("quic: a ClientHello over several Initials (post-quantum key shares)") {
   quic::Crypto c;
   Bytes dcid = hex("0011223344556677");
