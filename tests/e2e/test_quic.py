@@ -117,6 +117,17 @@ def mode_hide(amon, pdir, d):
         if rewritten < CAPTURES[f]:
             fails.append(f"{f}: {rewritten} SNIs rewritten in decryptable Initials, expected at least {CAPTURES[f]}")
         health(inp, out, f, fails)
+        # Two consumers, two workers: the Initials are decrypted once and
+        # rewritten per consumer; redact() is deterministic, so the hiding
+        # consumer's records equal the single run's, the other's the input.
+        out2, keep2 = out + ".2.pcap", out + ".keep.pcap"
+        kpol = L.write_policy(d, "keep.amon", "tls.sni : keep()\n")
+        L.run_amon(amon, inp, [("hide", pol, out2), ("keep", kpol, keep2)], workers=2)
+        for a_path, b_path, what in ((out, out2, "hiding consumer"), (inp, keep2, "keep() consumer")):
+            a = sorted(r[3] for r in L.read_pcap(a_path)[1])
+            b = sorted(r[3] for r in L.read_pcap(b_path)[1])
+            if a != b:
+                fails.append(f"{f}: with two consumers and two workers the {what}'s records differ")
         print(f"  {f}: {len(names_in)} QUIC SNIs in, {rewritten} hellos rewritten, {cut} packets cut (l7_cut)")
     return fails
 
