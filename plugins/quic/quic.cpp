@@ -56,7 +56,10 @@ struct Crypto::Impl {
   EVP_KDF_CTX* kctx = nullptr;
   EVP_CIPHER* gcm = nullptr;
   EVP_CIPHER* ecb = nullptr;
-  EVP_CIPHER_CTX* gctx = nullptr;
+  // One context per operation, bound to its cipher once: re-keying with a
+  // null cipher then allocates nothing per packet.
+  EVP_CIPHER_CTX* gdec = nullptr;
+  EVP_CIPHER_CTX* genc = nullptr;
   EVP_CIPHER_CTX* ectx = nullptr;
   // Retransmissions and a hello's later Initials reuse one DCID: derive
   // its keys once (five HKDF calls) and keep them, direct-mapped.
@@ -79,14 +82,32 @@ struct Crypto::Impl {
 Crypto::Crypto() : p_(std::make_unique<Impl>()) {
   p_->kdf = EVP_KDF_fetch(nullptr, "HKDF", nullptr);
   p_->kctx = p_->kdf ? EVP_KDF_CTX_new(p_->kdf) : nullptr;
+  if (p_->kctx) {
+    char digest[] = "SHA256";
+    OSSL_PARAM params[] = {OSSL_PARAM_construct_utf8_string(OSSL_KDF_PARAM_DIGEST, digest, 0), OSSL_PARAM_construct_end()};
+    if (EVP_KDF_CTX_set_params(p_->kctx, params) != 1) {
+      EVP_KDF_CTX_free(p_->kctx);
+      p_->kctx = nullptr;  // every derivation fails: Initials fail closed
+    }
+  }
   p_->gcm = EVP_CIPHER_fetch(nullptr, "AES-128-GCM", nullptr);
   p_->ecb = EVP_CIPHER_fetch(nullptr, "AES-128-ECB", nullptr);
-  p_->gctx = EVP_CIPHER_CTX_new();
+  p_->gdec = EVP_CIPHER_CTX_new();
+  p_->genc = EVP_CIPHER_CTX_new();
   p_->ectx = EVP_CIPHER_CTX_new();
+  // Unusable contexts stay null: every open/seal/mask then fails (closed).
+  auto bind = [](EVP_CIPHER_CTX*& c, const EVP_CIPHER* ci, int enc) {
+    if (c && (!ci || EVP_CipherInit_ex2(c, ci, nullptr, nullptr, enc, nullptr) != 1)) EVP_CIPHER_CTX_free(c), c = nullptr;
+  };
+  bind(p_->gdec, p_->gcm, 0);
+  bind(p_->genc, p_->gcm, 1);
+  bind(p_->ectx, p_->ecb, 1);
+  if (p_->ectx) EVP_CIPHER_CTX_set_padding(p_->ectx, 0);
 }
 
 Crypto::~Crypto() {
-  EVP_CIPHER_CTX_free(p_->gctx);
+  EVP_CIPHER_CTX_free(p_->gdec);
+  EVP_CIPHER_CTX_free(p_->genc);
   EVP_CIPHER_CTX_free(p_->ectx);
   EVP_CIPHER_free(p_->gcm);
   EVP_CIPHER_free(p_->ecb);
@@ -96,19 +117,19 @@ Crypto::~Crypto() {
 
 namespace {
 
+// The context keeps its digest (SHA-256, set once: fetching it per call
+// costs more than the hash); each call sets the mode and its inputs. An
+// extract ignores a previous call's info, an expand its salt.
 bool hkdf(EVP_KDF_CTX* ctx, int mode, const uint8_t* key, size_t key_len, const uint8_t* salt, size_t salt_len,
           const uint8_t* info, size_t info_len, uint8_t* out, size_t out_len) {
   if (!ctx) return false;
-  char digest[] = "SHA256";
-  OSSL_PARAM params[6];
+  OSSL_PARAM params[5];
   int n = 0;
   params[n++] = OSSL_PARAM_construct_int(OSSL_KDF_PARAM_MODE, &mode);
-  params[n++] = OSSL_PARAM_construct_utf8_string(OSSL_KDF_PARAM_DIGEST, digest, 0);
   params[n++] = OSSL_PARAM_construct_octet_string(OSSL_KDF_PARAM_KEY, const_cast<uint8_t*>(key), key_len);
   if (salt) params[n++] = OSSL_PARAM_construct_octet_string(OSSL_KDF_PARAM_SALT, const_cast<uint8_t*>(salt), salt_len);
   if (info) params[n++] = OSSL_PARAM_construct_octet_string(OSSL_KDF_PARAM_INFO, const_cast<uint8_t*>(info), info_len);
   params[n] = OSSL_PARAM_construct_end();
-  EVP_KDF_CTX_reset(ctx);
   return EVP_KDF_derive(ctx, out, out_len, params) == 1;
 }
 
@@ -162,8 +183,7 @@ const Keys* Crypto::client_keys(const VersionInfo& v, const uint8_t* dcid, size_
 bool Crypto::hp_mask(const uint8_t hp[16], const uint8_t* sample, uint8_t mask[5]) {
   uint8_t out[32];
   int n = 0;
-  if (!p_->ectx || EVP_EncryptInit_ex2(p_->ectx, p_->ecb, hp, nullptr, nullptr) != 1) return false;
-  EVP_CIPHER_CTX_set_padding(p_->ectx, 0);
+  if (!p_->ectx || EVP_EncryptInit_ex2(p_->ectx, nullptr, hp, nullptr, nullptr) != 1) return false;
   if (EVP_EncryptUpdate(p_->ectx, out, &n, sample, 16) != 1 || n != 16) return false;
   std::memcpy(mask, out, 5);
   return true;
@@ -178,15 +198,15 @@ void nonce_of(const Keys& k, uint64_t pn, uint8_t nonce[12]) {
 
 bool Crypto::open(const Keys& k, uint64_t pn, const uint8_t* aad, size_t aad_len, const uint8_t* ct, size_t ct_len,
                   uint8_t* pt) {
-  if (ct_len < 16 || !p_->gctx) return false;
+  if (ct_len < 16 || !p_->gdec) return false;
   uint8_t nonce[12];
   nonce_of(k, pn, nonce);
-  EVP_CIPHER_CTX* c = p_->gctx;
+  EVP_CIPHER_CTX* c = p_->gdec;
   int n = 0, f = 0;
   const size_t body = ct_len - 16;
   uint8_t tag[16];
   std::memcpy(tag, ct + body, 16);  // pt may overwrite ct
-  if (EVP_DecryptInit_ex2(c, p_->gcm, k.key, nonce, nullptr) != 1) return false;
+  if (EVP_DecryptInit_ex2(c, nullptr, k.key, nonce, nullptr) != 1) return false;
   if (EVP_DecryptUpdate(c, nullptr, &n, aad, int(aad_len)) != 1) return false;
   if (EVP_DecryptUpdate(c, pt, &n, ct, int(body)) != 1) return false;
   if (EVP_CIPHER_CTX_ctrl(c, EVP_CTRL_AEAD_SET_TAG, 16, tag) != 1) return false;
@@ -195,12 +215,12 @@ bool Crypto::open(const Keys& k, uint64_t pn, const uint8_t* aad, size_t aad_len
 
 bool Crypto::seal(const Keys& k, uint64_t pn, const uint8_t* aad, size_t aad_len, const uint8_t* pt, size_t pt_len,
                   uint8_t* ct) {
-  if (!p_->gctx) return false;
+  if (!p_->genc) return false;
   uint8_t nonce[12];
   nonce_of(k, pn, nonce);
-  EVP_CIPHER_CTX* c = p_->gctx;
+  EVP_CIPHER_CTX* c = p_->genc;
   int n = 0, f = 0;
-  if (EVP_EncryptInit_ex2(c, p_->gcm, k.key, nonce, nullptr) != 1) return false;
+  if (EVP_EncryptInit_ex2(c, nullptr, k.key, nonce, nullptr) != 1) return false;
   if (EVP_EncryptUpdate(c, nullptr, &n, aad, int(aad_len)) != 1) return false;
   if (EVP_EncryptUpdate(c, ct, &n, pt, int(pt_len)) != 1) return false;
   if (EVP_EncryptFinal_ex(c, ct + n, &f) != 1) return false;
@@ -281,7 +301,18 @@ struct Analyzer {
     const size_t end = size_t(p.pay_off) + p.pay_len;
     while (o < end) {
       const uint8_t t = q[o];
-      if (t == 0x00 || t == 0x01) {  // PADDING, PING
+      if (t == 0x00) {  // PADDING: usually most of the packet, skipped a word at a time
+        ++o;
+        while (end - o >= 8) {
+          uint64_t w;
+          std::memcpy(&w, q + o, 8);
+          if (w) break;
+          o += 8;
+        }
+        while (o < end && q[o] == 0) ++o;
+        continue;
+      }
+      if (t == 0x01) {  // PING
         ++o;
         continue;
       }
