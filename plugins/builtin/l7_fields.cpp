@@ -18,7 +18,7 @@ void register_l7_fields(Registry& r) {
                "addresses in A/AAAA record data", {"dns.qname"}});
   r.add_field({"dns.ecs", VT::Addr, "dns", R::Identifier, "",
                "EDNS Client Subnet address (the client's own network)", {}});
-  r.add_field({"tls.sni", VT::Name, "tls", R::QuasiIdentifier, "domain", "TLS ClientHello server_name",
+  r.add_field({"tls.sni", VT::Name, "tls", R::QuasiIdentifier, "domain", "TLS ClientHello server_name (over TCP, and in QUIC Initials)",
                {"dns.qname", "http.host"}});
   r.add_field({"http.host", VT::Name, "http", R::QuasiIdentifier, "domain", "HTTP Host header",
                {"http.referer", "http.uri", "tls.sni"}});

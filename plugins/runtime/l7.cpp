@@ -127,7 +127,7 @@ App detect_app(const uint8_t* p, const Decoded& d, bool from_client, hs_scratch_
       // Google QUIC ('Q0xx', 'T0xx') too, and anything long-header on 443.
       bool gquic = (pl[1] == 'Q' || pl[1] == 'T') && pl[2] == '0';
       bool port = d.sport == 443 || d.dport == 443 || d.sport == 8443 || d.dport == 8443;
-      if (v == 1 || v == 0x6b3343cf || (v >> 8) == 0xff0000 || v == 0 || (v & 0x0f0f0f0f) == 0x0a0a0a0a || gquic || port)
+      if (v == 1 || v == 0x6b3343cf || (v >> 8) == 0xff0000 || (v >> 4) == 0xfaceb00 || v == 0 || (v & 0x0f0f0f0f) == 0x0a0a0a0a || gquic || port)
         return App::Quic;
     }
     return App::Other;

@@ -8,6 +8,7 @@
 
 #include "amon_dns.hpp"
 #include "amon_http.hpp"
+#include "amon_quic.hpp"
 #include "amon_tls.hpp"
 #include "l2l4.h"
 
@@ -18,9 +19,9 @@ typedef struct hs_scratch hs_scratch_t;
 
 namespace amon {
 
-// Quic: a QUIC long-header packet. Its Initial carries a ClientHello (SNI)
-// under keys anyone can derive; amon does not decrypt it yet, so consumers
-// that protect tls.sni get such packets without payload (fail closed).
+// Quic: a QUIC long-header packet. A client's Initial carries a ClientHello
+// (SNI) under keys anyone can derive from its DCID: decrypted once per
+// packet, rewritten and re-encrypted per consumer (plugins/quic).
 enum class App : uint8_t { Unknown = 0, Dns, DnsTcp, Tls, Http, Quic, Other };
 
 // Registry ids of the application fields, resolved once.
@@ -62,7 +63,8 @@ struct L7Parse {
   ~L7Parse();
   void reset(uint64_t packet_id) {
     if (packet_id != packet)
-      packet = packet_id, dns_msg = -1, tls_state = http_state = 0, tls_prefix = hold_hint = http_udp = false;
+      packet = packet_id, dns_msg = -1, tls_state = http_state = quic_state = 0,
+      tls_prefix = hold_hint = http_udp = false;
   }
   uint64_t packet = ~0ULL;
   // Some consumer protects DNS fields: UDP on other ports is probed for DNS
@@ -84,6 +86,11 @@ struct L7Parse {
   // would complete (the engine may hold the segment until they come).
   bool hold_hint = false;
   hs_scratch_t* probe_scratch = nullptr;  // ContentProbes
+  // QUIC: the worker's OpenSSL contexts and key caches, and the datagram's
+  // decrypted Initials (shared by the consumers, each rewrites its copy).
+  std::unique_ptr<quic::Crypto> qcrypto = std::make_unique<quic::Crypto>();
+  std::unique_ptr<quic::Datagram> quic = std::make_unique<quic::Datagram>();
+  int quic_state = 0;  // 0 not analysed, 1 analysed (quic->status)
 };
 
 const http::Matcher& http_matcher();

@@ -763,6 +763,8 @@ bool ProgramInstance::eval(const dsl::Cond& c, Eval& e) {
         if (P->dns->names[i].role == dns::NameRole::Qname) val = P->dns->name_text(i), found = true;
     } else if (f == L.tls_sni && P->tls_state == 1 && P->tls->status == tls::Status::Ok && P->tls->n_sni) {
       val = P->tls->sni_text(0), found = true;
+    } else if (f == L.tls_sni && P->quic_state == 1 && P->quic->status == quic::Status::Located && P->quic->n_names) {
+      val = P->quic->name_text(0), found = true;
     } else if (P->http_state == 1) {
       const http::Result& H = *P->http;
       for (unsigned i = 0; i < H.n_occ && !found; ++i) {
@@ -997,6 +999,18 @@ bool ProgramInstance::l7_rewrite(uint8_t* buf, const Decoded& d, Eval& e) {
       }
       note(clear);
       return true;
+    }
+    case App::Quic: {
+      quic::Datagram& Q = *P.quic;
+      names::Decision dec[quic::Datagram::kMaxNames];
+      bool change = false;
+      for (unsigned i = 0; i < Q.n_names; ++i) {
+        dec[i] = decide_name(L.tls_sni, Q.name_text(i), e);
+        change = change || dec[i].action != names::Action::Keep;
+      }
+      // Re-encrypted only when this consumer's names differ.
+      if (!change) return true;
+      return quic::rewrite(pl, avail, Q, dec, *P.qcrypto) || !protects;
     }
     case App::Http: {
       const http::Result& H = *P.http;
@@ -1236,7 +1250,27 @@ void analyze_l7(const uint8_t* p, const Decoded& d, PacketMeta& m, L7Parse& P) {
     return;
   }
   if (app == App::Quic) {
-    m.l7 = L7State::Incomplete;  // names inside, not located (see App::Quic)
+    // Decrypted once here; consumers that protect tls.sni rewrite their
+    // copy (l7_rewrite). Datagrams that can hold no client name (1-RTT,
+    // Handshake, 0-RTT, Retry, the server's Initials, ACK-only Initials)
+    // pass; anything not understood fails closed.
+    quic::FlowState qs;
+    if (fs) qs = {fs->quic_mode, fs->quic_client, fs->quic_a, fs->quic_b, fs->quic_end};
+    // One direction of the flow: keys its remembered DCID per worker.
+    uint64_t fk = 0x9e3779b97f4a7c15ULL ^ (uint64_t(d.sport) << 16 | d.dport);
+    if (d.has_ip() && d.dst_off() + d.addr_len() <= d.cap_len) {
+      for (uint32_t i = 0; i < d.addr_len(); ++i) fk = (fk ^ p[d.src_off() + i]) * 0x100000001b3ULL;
+      for (uint32_t i = 0; i < d.addr_len(); ++i) fk = (fk ^ p[d.dst_off() + i]) * 0x100000001b3ULL;
+    }
+    quic::Status st = quic::analyze(pl, avail, dir, fk | 1, *P.qcrypto, qs, *P.quic);
+    if (fs) fs->quic_mode = qs.mode, fs->quic_client = qs.client, fs->quic_a = qs.a, fs->quic_b = qs.b, fs->quic_end = qs.end;
+    P.quic_state = 1;
+    switch (st) {
+      case quic::Status::None: m.l7 = L7State::None; break;
+      case quic::Status::Located: m.l7 = L7State::Parsed; break;
+      case quic::Status::Incomplete: m.l7 = L7State::Incomplete; break;
+      case quic::Status::Malformed: m.l7 = L7State::Malformed; break;
+    }
     return;
   }
   if (app == App::Http && fs && fs->unbounded[dir]) {

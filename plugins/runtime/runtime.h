@@ -56,6 +56,10 @@ struct FlowState {
   uint16_t tls_srv_left = 0;    // bytes of the server's current TLS record still to come
   uint8_t tls_srv = 0;          // server records: 0 handshake, 1 past it (encrypted from here), 2 record sync lost
   uint8_t tls_srv_type = 0;     // content type of that record
+  // QUIC: progress through a ClientHello spread over several Initials
+  // (quic::FlowState: walk position or located server_name, client side).
+  uint8_t quic_mode = 0, quic_client = 0;
+  uint16_t quic_a = 0, quic_b = 0, quic_end = 0;
 };
 
 enum class L7State : uint8_t {

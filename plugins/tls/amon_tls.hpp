@@ -77,6 +77,12 @@ constexpr bool is_grease(uint16_t v) { return (v & 0x0f0f) == 0x0a0a && (v >> 8)
 // server direction, possibly reassembled across TCP segments).
 Status parse_client_hello(const uint8_t* buf, size_t len, ClientHello& out);
 
+// The same for a bare handshake message (no record layer: buf starts at the
+// 4-byte handshake header), as QUIC carries it in CRYPTO frames. Spans are
+// offsets in buf; record_version and n_records stay 0. Truncated when buf
+// ends before the message does (need = 4 + hs_len).
+Status parse_client_hello_message(const uint8_t* buf, size_t len, ClientHello& out);
+
 // For a ClientHello that continues in later TCP segments: walks the prefix
 // held in one handshake record as far as it goes and reports the SNI
 // host_names that lie complete inside it (offsets relative to buf). Returns

@@ -14,6 +14,7 @@ struct Parser {
   ClientHello& c;
   const uint8_t* h = nullptr;  // contiguous handshake body (after the 4-byte header)
   uint32_t hlen = 0;
+  bool bare = false;  // no record layer: buf starts at the handshake header (QUIC CRYPTO)
 
   Status fail(Status s, Error e) {
     c.status = s;
@@ -35,7 +36,31 @@ struct Parser {
   }
   Span bspan(uint32_t body_off, uint32_t n) const { return span(body_off + 4, n); }
 
+  // QUIC carries the handshake in CRYPTO frames without records: one
+  // fragment, the whole message, from the first byte.
+  Status message() {
+    if (len < 4) {
+      c.need = 4;
+      return fail(Status::Truncated, Error::NeedMore);
+    }
+    if (buf[0] != 1) return fail(Status::Malformed, Error::NotClientHello);
+    const uint32_t hs = uint32_t(buf[1]) << 16 | uint32_t(buf[2]) << 8 | buf[3];
+    if (hs > ClientHello::kMaxHello) return fail(Status::Malformed, Error::HelloTooLarge);
+    c.hs_len = hs;
+    if (len < 4 + size_t(hs)) {
+      c.need = 4 + hs;
+      return fail(Status::Truncated, Error::NeedMore);
+    }
+    c.frags[0] = {0, 0, 4 + hs};
+    c.n_frags = 1;
+    c.consumed = 4 + hs;
+    h = buf + 4;
+    hlen = hs;
+    return Status::Ok;
+  }
+
   Status records() {
+    if (bare) return message();
     size_t p = 0;
     uint32_t have = 0;           // handshake bytes gathered
     uint32_t want = 0;           // 4 + hs_len once known
@@ -223,7 +248,8 @@ struct Parser {
 
 }  // namespace
 
-Status parse_client_hello(const uint8_t* buf, size_t len, ClientHello& out) {
+namespace {
+Status parse_any(const uint8_t* buf, size_t len, ClientHello& out, bool bare) {
   out.status = Status::Malformed;
   out.error = Error::None;
   out.need = 0;
@@ -239,10 +265,18 @@ Status parse_client_hello(const uint8_t* buf, size_t len, ClientHello& out) {
   out.text_len = 0;
   out.n_frags = 0;
   Parser p{buf, len, out};
+  p.bare = bare;
   if (Status s = p.records(); s != Status::Ok) return s;
   if (Status s = p.hello(); s != Status::Ok) return s;
   out.status = Status::Ok;
   return Status::Ok;
+}
+}  // namespace
+
+Status parse_client_hello(const uint8_t* buf, size_t len, ClientHello& out) { return parse_any(buf, len, out, false); }
+
+Status parse_client_hello_message(const uint8_t* buf, size_t len, ClientHello& out) {
+  return parse_any(buf, len, out, true);
 }
 
 bool rewrite_sni(uint8_t* buf, size_t len, const ClientHello& ch, unsigned i, const names::Decision& d) {

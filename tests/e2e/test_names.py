@@ -213,9 +213,11 @@ def zref_case(amon, psl, d, label, inp, clients, z, dt_s, fallback, fails, must_
     out = os.path.join(d, f"zref-{label}.pcap")
     L.run_amon(amon, inp, [("z", pol, out)])
     _, recs = L.read_pcap(inp)
-    # Only untunnelled TCP ClientHellos/HTTP requests and DNS messages are
-    # name occurrences for amon (QUIC and tunnelled names are not parsed).
-    flt = "dns || (tcp && (tls.handshake.type == 1 || http.request))"
+    # Untunnelled TCP ClientHellos/HTTP requests, QUIC client Initials and
+    # DNS messages are name occurrences for amon (tunnelled names are not
+    # parsed). The captures here hold no retransmitted Initial, which amon
+    # counts as an occurrence and tshark does not show.
+    flt = "dns || (tcp && (tls.handshake.type == 1 || http.request)) || (quic && tls.handshake.type == 1)"
     rows = {r[0]: r for r in L.tshark_fields(inp, ADDR + QFIELDS + ["tls.handshake.extension.type"], flt)}
     orows = {r[0]: r for r in L.tshark_fields(out, QFIELDS, flt)}
     all_names = sorted({L.norm_name(x) for r in rows.values() for c in r[10:13] for x in c})

@@ -9,7 +9,8 @@ os.makedirs(out, exist_ok=True)
 n = 0
 for f in ["dns-udp-many-queries.pcap", "tls-clienthello-many-sni.pcap", "http-requests-4k.pcap",
           "vlan-qinq-pppoe.pcap", "ipv6-ext-headers-http.pcap", "tunnel-vxlan.pcap", "ipv6-mixed-dns-ssh.pcap",
-          "dns-tcp-multirequest.pcap", "ipv4-fragments.pcap", "malformed-fuzz-ndpi-2006.pcap"]:
+          "dns-tcp-multirequest.pcap", "ipv4-fragments.pcap", "malformed-fuzz-ndpi-2006.pcap", "quic-chromium.pcap",
+          "quic-illustrated.pcap"]:
     path = os.path.join(src, f)
     if not os.path.exists(path):
         continue

@@ -12,6 +12,8 @@
 #include <random>
 
 #include "frames.h"
+#include "l7_build.hpp"
+#include "quic_build.hpp"
 #include "l2l4.h"
 #include "l7.h"
 #include "policy.h"
@@ -575,4 +577,73 @@ TEST_CASE("content probes name the application from a stream's first bytes, on a
   CHECK(classify("XGET / HTTP/1.1") == App::Unknown);        // no line end yet, not a known method
   CHECK(classify(" GET / HTTP/1.1\r\n") == App::Unknown);    // anchored at the stream's start
   CHECK(classify("") == App::Unknown);
+}
+
+TEST_CASE("QUIC Initial: the SNI is rewritten and re-encrypted, conditions see it, checksums hold", "[runtime][l7][quic]") {
+  register_builtin_plugins();
+  quic::Crypto qc;
+  const auto hello = l7test::client_hello_body(0x0303, {l7test::sni_ext({"quic.Example.org"})});
+  const auto pkt = quictest::initial(qc, quic::kVersion1, {1, 2, 3, 4, 5, 6, 7, 8}, 0,
+                                     quictest::crypto_frame(0, hello, 0, hello.size()), 1162);
+  V4 h;
+  h.proto = 17;
+  const Bytes f = cat({eth(0x0800), ipv4(h, cat({udp_hdr(50000, 443, uint16_t(8 + pkt.size())), pkt}))});
+  // Runs one consumer on a copy: the packet's analysis first, as the engine does.
+  auto through = [&](Consumer& c, L7Parse& parse, FlowState& flow, uint64_t id) {
+    Decoded d;
+    decode(f.data(), uint32_t(f.size()), uint32_t(f.size()), d);
+    PacketMeta m = meta();
+    m.flow = &flow;
+    m.orig = f.data();
+    parse.reset(id);
+    analyze_l7(f.data(), d, m, parse);
+    CHECK(m.app == uint8_t(App::Quic));
+    CHECK(m.l7 == L7State::Parsed);
+    Bytes g = f;
+    CHECK(c.run(g, m) == Verdict::Forward);
+    return g;
+  };
+  // The SNI as the output's Initial decrypts to (fresh state: a monitor).
+  auto sni_of = [](const Bytes& g) {
+    quic::Crypto c;
+    auto dg = std::make_unique<quic::Datagram>();
+    quic::FlowState st;
+    const size_t at = 14 + 20 + 8;
+    REQUIRE(quic::analyze(g.data() + at, g.size() - at, 0, 1, c, st, *dg) == quic::Status::Located);
+    return std::string(dg->name_text(0));
+  };
+  L7Parse parse;
+  FlowState flow;
+  Consumer hide("tls.sni : redact()\n");
+  Bytes out = through(hide, parse, flow, 1);
+  check_lengths_and_checksums(out, 14);
+  CHECK(out.size() == f.size());
+  CHECK(sni_of(out) == "xxxx.xxxxxxx.xxx");
+  CHECK(hide.c.l7_cut == 0);
+  // keep(), and a condition that does not hold: the bytes are the input's.
+  Consumer keep("tls.sni : keep()\n");
+  CHECK(through(keep, parse, flow, 2) == f);
+  Consumer other("tls.sni : redact() when tls.sni == \"other.example.org\"\n");
+  CHECK(through(other, parse, flow, 3) == f);
+  Consumer match("tls.sni : redact() when tls.sni == \"quic.example.org\"\n");
+  Bytes m2 = through(match, parse, flow, 4);
+  check_lengths_and_checksums(m2, 14);
+  CHECK(sni_of(m2) == "xxxx.xxxxxxx.xxx");
+  // An unknown version fails closed for the consumer that protects the name.
+  Bytes bad = f;
+  bad[14 + 20 + 8 + 1] = 0x51;  // version 0x51000001: no Initial keys
+  Decoded d;
+  decode(bad.data(), uint32_t(bad.size()), uint32_t(bad.size()), d);
+  PacketMeta m = meta();
+  FlowState fl2;
+  m.flow = &fl2;
+  m.orig = bad.data();
+  parse.reset(5);
+  analyze_l7(bad.data(), d, m, parse);
+  CHECK(m.l7 == L7State::Malformed);
+  Bytes g = bad;
+  CHECK(hide.run(g, m) == Verdict::Forward);
+  CHECK(g.size() == 14 + 20 + 8u);  // payload cut
+  CHECK(hide.c.l7_cut == 1);
+  check_lengths_and_checksums(g, 14);
 }
