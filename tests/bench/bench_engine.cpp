@@ -4,7 +4,7 @@
 // an empty policy (I/O only: mbuf allocation, copy-in, decode, flow lookup,
 // refcount, free), so the cost of anonymization reads off the difference.
 //
-//   bench_engine --pcap FILE [--seconds S] [--flows N] POLICY.amon [POLICY.amon ...]
+//   bench_engine --pcap FILE [--seconds S] [--flows N] [--no-baseline] POLICY.amon [POLICY.amon ...]
 #include <rte_eal.h>
 #include <rte_errno.h>
 #include <rte_lcore.h>
@@ -101,11 +101,13 @@ int main(int argc, char** argv) {
   std::string pcap_path;
   double seconds = 3;
   std::vector<std::string> policies;
+  bool baseline = true;  // false: skip the empty policy (profilers then see only the policies asked for)
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--pcap" && i + 1 < argc) pcap_path = argv[++i];
     else if (a == "--seconds" && i + 1 < argc) seconds = std::atof(argv[++i]);
     else if (a == "--flows" && i + 1 < argc) g_flows = uint32_t(std::strtoul(argv[++i], nullptr, 10));
+    else if (a == "--no-baseline") baseline = false;
     else policies.push_back(a);
   }
   if (pcap_path.empty()) {
@@ -168,7 +170,7 @@ int main(int argc, char** argv) {
     names.push_back(pol);
     sets.push_back({c});
   }
-  for (size_t i = 0; i < sets.size(); ++i) {
+  for (size_t i = baseline ? 0 : 1; i < sets.size(); ++i) {
     uint64_t pk = 0, rounds = 0;
     double el = run_one(recs, sets[i], pool, seconds, pk, rounds);
     double mpps = double(pk) / el / 1e6;
