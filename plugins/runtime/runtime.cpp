@@ -281,6 +281,21 @@ ProgramInstance::ProgramInstance(const Program& p) : prog_(p), uhash_(p.services
       }
     }
   }
+  name_plan_.resize(p.plans_.size());
+  for (size_t i = 0; i < p.plans_.size(); ++i) {
+    if (!p.plans_[i]) continue;
+    const ActionCall& a = *p.plans_[i]->call;
+    const std::string& n = a.desc->name;
+    NamePlan& np = name_plan_[i];
+    np.kind = n == "keep" ? NamePlan::Keep : n == "drop" ? NamePlan::Drop : n == "hash" ? NamePlan::Hash
+            : n == "zanon" ? NamePlan::Zanon : NamePlan::Redact;  // redact, zero: a name keeps only its shape
+    if (np.kind != NamePlan::Zanon) continue;
+    np.zp = zanon::ZParams{uint32_t(a.int_or("z", 10)), uint64_t(a.int_or("dt", 0))};
+    const ArgValue* fb = a.arg("fallback");
+    if (fb && fb->action && fb->action->desc->name == "hash") np.fb = NamePlan::FbHash;
+    else if (fb && !fb->action && fb->s == "sld") np.fb = NamePlan::FbSld;
+    else if (fb && !fb->action && (fb->s == "redact" || fb->s == "zero")) np.fb = NamePlan::FbRedact;
+  }
   if (RAND_bytes(reinterpret_cast<unsigned char*>(&rng_), sizeof rng_) != 1) throw std::runtime_error("RAND_bytes failed");
   {
     const L7Fields& L = L7Fields::get();
@@ -801,16 +816,17 @@ uint64_t ProgramInstance::dns_memo_key(uint32_t flow, unsigned qdir, uint16_t id
 names::Decision ProgramInstance::decide_name(FieldId f, std::string_view text, Eval& e, DnsRecall* recall) {
   int ri = pick(f, e);
   if (ri < 0) return names::Decision::keep();
-  const ActionCall& a = prog_.policy_->rules[ri].action;
-  const std::string& n = a.desc->name;
-  if (n == "keep") return names::Decision::keep();
-  if (n == "drop") return e.drop = true, names::Decision::redact();
-  if (n == "hash") return names::Decision::mask(name_key_[ri] ? name_key_[ri] : 1);
-  if (n != "zanon") return names::Decision::redact();  // redact, zero: a name keeps only its shape
+  const NamePlan& np = name_plan_[ri];
+  switch (np.kind) {
+    case NamePlan::Keep: return names::Decision::keep();
+    case NamePlan::Drop: return e.drop = true, names::Decision::redact();
+    case NamePlan::Hash: return names::Decision::mask(name_key_[ri] ? name_key_[ri] : 1);
+    case NamePlan::Redact: return names::Decision::redact();
+    case NamePlan::Zanon: break;
+  }
   // Names are counted case-insensitively, without a trailing dot (the
   // parsers give the lowercased presentation form).
   while (!text.empty() && text.back() == '.') text.remove_suffix(1);
-  const ArgValue* fb = a.arg("fallback");
   DnsOutcome out;
   uint8_t keep = 0;
   uint64_t seed;
@@ -829,13 +845,14 @@ names::Decision ProgramInstance::decide_name(FieldId f, std::string_view text, E
     seed = recall ? recall->seed : splitmix(rng_);
     zanon::Store* st = prog_.services_->zstore;
     if (!e.have_user) e.user = user_of(e.client, e.alen), e.have_user = true;
-    zanon::ZParams zp{uint32_t(a.int_or("z", 10)), uint64_t(a.int_or("dt", 0))};
+    const zanon::ZParams zp = np.zp;
     zanon::Scope sc{field_class_[f], zscope_.kind};
     out = DnsOutcome::Hidden;
-    if (st->observe(st->key(sc, text), e.user, e.m->ts_ns, zp)) {
+    const zanon::Key key = st->key(sc, text);
+    if (st->observe(key, e.user, e.m->ts_ns, zp)) {
       out = DnsOutcome::Released;
-    } else if (fb && !fb->action && fb->s == "sld") {
-      unsigned total = names::count_labels(text), k = sld_labels(text);
+    } else if (np.fb == NamePlan::FbSld) {
+      unsigned total = names::count_labels(text), k = sld_labels(text, key.h);
       if (k != 0 && k < total) {
         // The registrable domain is a value of the same class with its own test.
         size_t pos = text.size();
@@ -852,8 +869,8 @@ names::Decision ProgramInstance::decide_name(FieldId f, std::string_view text, E
   if (out == DnsOutcome::Released) return ++e.c->zanon_released, names::Decision::keep();
   ++e.c->zanon_hidden;
   if (out == DnsOutcome::Sld) return names::Decision::mask_left_of(keep, seed);
-  if (fb && fb->action && fb->action->desc->name == "hash") return names::Decision::mask(name_key_[ri] ? name_key_[ri] : 1);
-  if (fb && !fb->action && (fb->s == "redact" || fb->s == "zero")) return names::Decision::redact();
+  if (np.fb == NamePlan::FbHash) return names::Decision::mask(name_key_[ri] ? name_key_[ri] : 1);
+  if (np.fb == NamePlan::FbRedact) return names::Decision::redact();
   return names::Decision::mask(seed);
 }
 
@@ -875,11 +892,17 @@ const ProgramInstance::DnsMemo* ProgramInstance::dns_memo_find(uint64_t key, uin
   return nullptr;
 }
 
-unsigned ProgramInstance::sld_labels(std::string_view name) {
-  uint64_t h = std::hash<std::string_view>{}(name) | 1;  // 0 marks an empty slot
-  SldSlot& s = sld_cache_[h & (sld_cache_.size() - 1)];
-  if (s.h != h) s.h = h, s.labels = uint8_t(names::registrable_label_count(name));
-  return s.labels;
+unsigned ProgramInstance::sld_labels(std::string_view name, const zanon::Hash128& h) {
+  const uint64_t tag = h.hi | 1;
+  SldSlot* set = &sld_cache_[(h.lo >> 32) % kSldSets * 2];
+  if (set[0].tag == tag) return unsigned(set[0].labels);
+  if (set[1].tag == tag) {
+    std::swap(set[0], set[1]);  // most recent first: the other way is the victim
+    return unsigned(set[0].labels);
+  }
+  set[1] = set[0];
+  set[0] = SldSlot{tag, names::registrable_label_count(name)};
+  return unsigned(set[0].labels);
 }
 
 bool ProgramInstance::apply_text(FieldId f, uint8_t* p, uint32_t len, Eval& e) {

@@ -181,6 +181,14 @@ class ProgramInstance {
   zanon::Scope zscope_;
   std::vector<std::unique_ptr<RtAction>> zfallback_;  // per rule: zanon's fallback as an action
   std::vector<uint64_t> name_key_;                    // per rule: hash(key=K) seed for names
+  // Per rule: what decide_name does, resolved once (not by action name and
+  // argument lookups per name).
+  struct NamePlan {
+    enum Kind : uint8_t { Keep, Drop, Hash, Redact, Zanon } kind = Keep;
+    enum Fallback : uint8_t { FbMask, FbHash, FbRedact, FbSld } fb = FbMask;
+    zanon::ZParams zp;
+  };
+  std::vector<NamePlan> name_plan_;
   std::vector<uint16_t> field_class_;                 // by FieldId: z-anonymity value class
   uint64_t rng_;                                      // unlinkable masks for hidden values
   // DNS query memory: a response's question name (and the owner names equal
@@ -207,13 +215,16 @@ class ProgramInstance {
   const DnsMemo* dns_memo_find(uint64_t key, uint32_t now) const;
   uint64_t dns_memo_key(uint32_t flow, unsigned qdir, uint16_t id, std::string_view qname) const;
   // libpsl answers in ~1 us; names repeat, so each worker remembers the
-  // registrable-domain label count of recent names (direct-mapped).
+  // registrable-domain label count of recent names: 2-way sets (a
+  // direct-mapped table thrashed on a few hundred names), tagged by the
+  // store's keyed 128-bit hash of the name, which the caller has anyway.
   struct SldSlot {
-    uint64_t h = 0;
-    uint8_t labels = 0;
+    uint64_t tag = 0;  // 0: free
+    uint64_t labels = 0;
   };
-  std::vector<SldSlot> sld_cache_ = std::vector<SldSlot>(4096);
-  unsigned sld_labels(std::string_view name);
+  static constexpr size_t kSldSets = 4096;
+  std::vector<SldSlot> sld_cache_ = std::vector<SldSlot>(2 * kSldSets);
+  unsigned sld_labels(std::string_view name, const zanon::Hash128& h);
   ::hs_scratch* hs_ = nullptr;
 };
 

@@ -4,7 +4,7 @@
 // an empty policy (I/O only: mbuf allocation, copy-in, decode, flow lookup,
 // refcount, free), so the cost of anonymization reads off the difference.
 //
-//   bench_engine --pcap FILE [--seconds S] [--flows N] [--no-baseline] POLICY.amon [POLICY.amon ...]
+//   bench_engine --pcap FILE [--seconds S] [--flows N] [--no-baseline] [--rounds N] POLICY.amon [POLICY.amon ...]
 #include <rte_eal.h>
 #include <rte_errno.h>
 #include <rte_lcore.h>
@@ -38,6 +38,7 @@ struct Rec {
 void null_sink(void*, unsigned, rte_mbuf* m) { rte_pktmbuf_free(m); }
 
 uint32_t g_flows = 1u << 18;  // the engine's default flows per worker
+uint64_t g_rounds = 0;        // > 0: exactly this many timed rounds (profilers: equal work per run)
 
 double run_one(const std::vector<Rec>& recs, const std::vector<std::shared_ptr<const dsl::Policy>>& pols,
                rte_mempool* pool, double seconds, uint64_t& packets_out, uint64_t& rounds) {
@@ -86,7 +87,7 @@ double run_one(const std::vector<Rec>& recs, const std::vector<std::shared_ptr<c
   rounds = 0;
   auto t0 = std::chrono::steady_clock::now();
   double elapsed = 0;
-  while (elapsed < seconds) {
+  while (g_rounds ? rounds < g_rounds : elapsed < seconds) {
     done += round();
     ++rounds;
     elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -108,6 +109,7 @@ int main(int argc, char** argv) {
     else if (a == "--seconds" && i + 1 < argc) seconds = std::atof(argv[++i]);
     else if (a == "--flows" && i + 1 < argc) g_flows = uint32_t(std::strtoul(argv[++i], nullptr, 10));
     else if (a == "--no-baseline") baseline = false;
+    else if (a == "--rounds" && i + 1 < argc) g_rounds = std::strtoull(argv[++i], nullptr, 10);
     else policies.push_back(a);
   }
   if (pcap_path.empty()) {
