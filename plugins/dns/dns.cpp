@@ -1,5 +1,6 @@
 #include "amon_dns.hpp"
 
+#include <array>
 #include <cstring>
 
 namespace amon::dns {
@@ -64,6 +65,46 @@ struct Parser {
     return true;
   }
 
+  // A name that is nothing but a pointer to the start of a name parsed
+  // before (an answer owner pointing at the question, the next owner at a
+  // CNAME target) has exactly that name's labels and text: share them instead
+  // of walking and copying again. The earlier name passed every check this
+  // walk would make (its bytes all lie before `pos`, its pointers decrease
+  // from the same target), so the result is the same. Returns false when the
+  // name is not of that form; only the first name and the two latest are
+  // candidates (the forms responses use).
+  bool shared_pointer_name(uint32_t pos, uint32_t limit, NameRef& n, uint32_t* next) {
+    if (pos + 1 >= limit || (m[pos] & 0xc0) != 0xc0) return false;
+    const uint32_t target = uint32_t(m[pos] & 0x3f) << 8 | m[pos + 1];
+    if (target >= pos || m[target] == 0 || (m[target] & 0xc0)) return false;
+    const unsigned nn = r.n_names;
+    const unsigned cand[3] = {0u, nn >= 1 ? nn - 1 : 0u, nn >= 2 ? nn - 2 : 0u};
+    for (unsigned c : cand) {
+      if (c >= nn) continue;
+      const NameRef& t = r.names[c];
+      if (t.off != target || t.n_labels == 0) continue;
+      n.first_ref = t.first_ref;
+      n.n_labels = t.n_labels;
+      n.text_off = t.text_off;
+      n.text_len = t.text_len;
+      n.compressed = true;
+      n.wire_len = 2;
+      *next = pos + 2;
+      return true;
+    }
+    return false;
+  }
+
+  // Presentation text of one label: letters lowercased, '.' and '\\'
+  // escaped, other bytes outside 0x21..0x7e as \DDD. 0 in the table marks
+  // the bytes that need an escape.
+  static constexpr auto kText = [] {
+    std::array<uint8_t, 256> t{};
+    for (unsigned c = 0x21; c < 0x7f; ++c) t[c] = uint8_t(c >= 'A' && c <= 'Z' ? c + 32 : c);
+    t['.'] = t['\\'] = 0;
+    return t;
+  }();
+
   // Parse a name starting at pos; linear bytes must stay below `limit`.
   // On success *next = first byte after the linear encoding.
   Status name(uint32_t pos, uint32_t limit, NameRole role, Section sec, uint16_t type,
@@ -75,6 +116,10 @@ struct Parser {
     n.rr_type = type;
     n.rr_index = rr_index;
     n.off = uint16_t(pos);
+    if (shared_pointer_name(pos, limit, n, next)) {
+      *name_index = r.n_names++;
+      return Status::Ok;
+    }
     n.first_ref = r.n_label_refs;
     n.n_labels = 0;
     n.compressed = false;
@@ -130,6 +175,29 @@ struct Parser {
       if (li == 0xffff) return fail(Status::Malformed, Error::BadPointer, p);  // unreachable: checked at jump
       r.label_refs[r.n_label_refs++] = li;
       ++n.n_labels;
+      if (r.text_len + 1 + 4u * b <= ParseResult::kTextCap) {
+        // Room for the worst case (every byte as \DDD): no check per byte.
+        char* out = r.text + r.text_len;
+        if (r.text_len != text_start) *out++ = '.';
+        const uint8_t* src = m + p + 1;
+        for (uint32_t i = 0; i < b; ++i) {
+          const uint8_t c = src[i], t = kText[c];
+          if (t) {
+            *out++ = char(t);
+          } else if (c == '.' || c == '\\') {
+            *out++ = '\\';
+            *out++ = char(c);
+          } else {
+            *out++ = '\\';
+            *out++ = char('0' + c / 100);
+            *out++ = char('0' + c / 10 % 10);
+            *out++ = char('0' + c % 10);
+          }
+        }
+        r.text_len = uint32_t(out - r.text);
+        p += 1u + b;
+        continue;
+      }
       if (r.text_len != text_start && !put_text('.')) return fail(Status::Malformed, Error::Capacity, p);
       for (uint32_t i = 0; i < b; ++i) {
         const uint8_t c = m[p + 1 + i];
