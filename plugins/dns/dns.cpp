@@ -453,6 +453,11 @@ int rewrite_names(uint8_t* msg, size_t len, const ParseResult& pr, DecideFn fn, 
     }
     const unsigned keep = d.action == names::Action::MaskLeftOf ? d.keep_labels : 0;
     if (keep >= n.n_labels) continue;
+    // A name whose labels to mask all have an action already (an owner
+    // sharing the question's labels) changes nothing: skip its seed chain.
+    bool fresh = false;
+    for (unsigned k = 0; k + keep < n.n_labels && !fresh; ++k) fresh = act[pr.label_refs[n.first_ref + k]] == 0;
+    if (!fresh) continue;
     uint64_t right = 0;
     for (unsigned k = n.n_labels; k-- > 0;) {
       const uint16_t li = pr.label_refs[n.first_ref + k];

@@ -1007,8 +1007,9 @@ bool ProgramInstance::l7_dns(uint8_t* msg, uint32_t len, Eval& e, int msg_index)
     return c->self->decide_name(f, nv.text, *c->e, rc);
   };
   dns::rewrite_names(msg, len, pr, fn, &cx);
-  for (unsigned i = 0; i < pr.n_addrs; ++i)
-    if (!apply_addr_occ(L.dns_answer_addr, msg + pr.addrs[i].off, pr.addrs[i].family, e)) e.drop = true;
+  if (!prog_.field_rules_[L.dns_answer_addr].empty())
+    for (unsigned i = 0; i < pr.n_addrs; ++i)
+      if (!apply_addr_occ(L.dns_answer_addr, msg + pr.addrs[i].off, pr.addrs[i].family, e)) e.drop = true;
   if (pr.ecs.present && pr.ecs.addr_len) {
     int ri = pick(L.dns_ecs, e);
     if (ri >= 0) {
