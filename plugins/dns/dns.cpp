@@ -109,6 +109,29 @@ struct Parser {
     return t;
   }();
 
+  // Appends one label's presentation text (and the dot before it). The
+  // caller checked there is room for the worst case (every byte as \DDD),
+  // so there is no check per byte.
+  void append_text(const uint8_t* src, uint8_t b, bool dot) {
+    char* out = r.text + r.text_len;
+    if (dot) *out++ = '.';
+    for (uint32_t i = 0; i < b; ++i) {
+      const uint8_t c = src[i], t = kText[c];
+      if (t) {
+        *out++ = char(t);
+      } else if (c == '.' || c == '\\') {
+        *out++ = '\\';
+        *out++ = char(c);
+      } else {
+        *out++ = '\\';
+        *out++ = char('0' + c / 100);
+        *out++ = char('0' + c / 10 % 10);
+        *out++ = char('0' + c % 10);
+      }
+    }
+    r.text_len = uint32_t(out - r.text);
+  }
+
   // Parse a name starting at pos; linear bytes must stay below `limit`.
   // On success *next = first byte after the linear encoding.
   Status name(uint32_t pos, uint32_t limit, NameRole role, Section sec, uint16_t type,
@@ -131,6 +154,22 @@ struct Parser {
     const uint32_t text_start = r.text_len;
     uint32_t p = pos, run_start = pos, wire = 0, end_linear = 0;
     bool jumped = false;
+    // Leading linear labels, the bulk of every name, without the jumped-run
+    // bookkeeping: stops at the end, a pointer, or anything the general loop
+    // below must judge (it re-reads the same byte, so errors are unchanged).
+    while (p < limit) {
+      const uint8_t b = m[p];
+      if (b == 0 || b >= 0x40 || p + 1 + b > limit || wire + 1u + b + 1 > 255 ||
+          r.text_len + 1 + 4u * b > ParseResult::kTextCap || r.n_labels >= ParseResult::kMaxLabels ||
+          r.n_label_refs >= ParseResult::kMaxLabelRefs || (r.n_labels && r.labels[r.n_labels - 1].off >= p + 1))
+        break;
+      wire += 1u + b;
+      r.labels[r.n_labels] = {uint16_t(p + 1), b};
+      r.label_refs[r.n_label_refs++] = r.n_labels++;
+      ++n.n_labels;
+      append_text(m + p + 1, b, r.text_len != text_start);
+      p += 1u + b;
+    }
     for (;;) {
       // Bytes of a jumped run must lie before the name itself: a pointer
       // names a prior occurrence, and this keeps jumped labels from
@@ -180,25 +219,7 @@ struct Parser {
       r.label_refs[r.n_label_refs++] = li;
       ++n.n_labels;
       if (r.text_len + 1 + 4u * b <= ParseResult::kTextCap) {
-        // Room for the worst case (every byte as \DDD): no check per byte.
-        char* out = r.text + r.text_len;
-        if (r.text_len != text_start) *out++ = '.';
-        const uint8_t* src = m + p + 1;
-        for (uint32_t i = 0; i < b; ++i) {
-          const uint8_t c = src[i], t = kText[c];
-          if (t) {
-            *out++ = char(t);
-          } else if (c == '.' || c == '\\') {
-            *out++ = '\\';
-            *out++ = char(c);
-          } else {
-            *out++ = '\\';
-            *out++ = char('0' + c / 100);
-            *out++ = char('0' + c / 10 % 10);
-            *out++ = char('0' + c % 10);
-          }
-        }
-        r.text_len = uint32_t(out - r.text);
+        append_text(m + p + 1, b, r.text_len != text_start);
         p += 1u + b;
         continue;
       }
