@@ -243,8 +243,12 @@ struct Store::Impl {
     uint64_t* ts = times(slot);
     const uint32_t n = e->n;
     int idx = -1;
+    // A user is stored at most once: the first match is the only one.
     for (uint32_t i = 0; i < n; ++i)
-      if (us[i] == user) idx = int(i);
+      if (us[i] == user) {
+        idx = int(i);
+        break;
+      }
     if (idx >= 0) {
       ts[idx] = std::max(ts[idx], t);
     } else if (n < zmax) {

@@ -1,10 +1,10 @@
 // Keyed hashing for hash(key=K) actions, z-anonymity user ids and MAC pseudonyms.
 //
-// SipHash-2-4 (64-bit output) through OpenSSL 3's EVP_MAC "SIPHASH". HMAC-SHA256
-// costs several hundred ns per short input; SipHash is a PRF designed for short
-// inputs. A freshly fetched EVP_MAC per call costs ~300 ns, so the object keeps
-// one keyed EVP_MAC_CTX and re-initialises it with the same key per call
-// (~50 ns for 15 bytes, see doc/cryptopan.md).
+// SipHash-2-4 (64-bit output). HMAC-SHA256 costs several hundred ns per short
+// input; SipHash is a PRF designed for short inputs. hash64 computes it
+// inline (the EVP_MAC path costs ~10x the hash itself in call overhead);
+// hash64_openssl is the same function through OpenSSL 3's EVP_MAC "SIPHASH",
+// kept as the tests' independent reference.
 //
 // Threading: not thread-safe (the context is mutated per call); one object per
 // worker thread and key.
@@ -39,6 +39,8 @@ public:
     // SipHash-2-4(key, data) as the standard little-endian 64-bit value
     // (key 00..0f, data 00..0e -> 0xa129ca6149be45e5).
     uint64_t hash64(std::span<const uint8_t> data);
+    // The same through OpenSSL's EVP_MAC "SIPHASH" (the tests' oracle for hash64).
+    uint64_t hash64_openssl(std::span<const uint8_t> data);
 
     // Length-preserving MAC pseudonym: 6 bytes of the keyed hash of the 6 input
     // bytes, with the I/G bit (bit 0 of octet 0) copied from the input so

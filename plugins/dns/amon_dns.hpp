@@ -112,10 +112,6 @@ struct ParseResult {
   RR rrs[kMaxRRs];
   AddrRef addrs[kMaxAddrs];
   char text[kTextCap];
-  // Label dedup table, generation-stamped so a reused ParseResult needs no clearing.
-  uint32_t gen;
-  uint32_t slot_gen[4096];
-  uint16_t slot_off[4096], slot_idx[4096];
 
   std::string_view name_text(unsigned i) const { return {text + names[i].text_off, names[i].text_len}; }
   const LabelSpan& name_label(unsigned i, unsigned k) const { return labels[label_refs[names[i].first_ref + k]]; }

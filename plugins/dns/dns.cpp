@@ -1,5 +1,6 @@
 #include "amon_dns.hpp"
 
+#include <array>
 #include <cstring>
 
 namespace amon::dns {
@@ -40,28 +41,95 @@ struct Parser {
     return s;
   }
 
-  // Returns label index, kMaxLabels on capacity overflow, 0xffff if absent and !insert.
+  // Returns label index, kMaxLabels on capacity overflow, 0xffff if absent
+  // (or, for an insert, if it would not be the rightmost label yet). The
+  // parser reads linear labels strictly left to right, so labels[] is
+  // sorted by offset: inserts append, lookups (pointer targets and the
+  // labels reached through them) binary-search. A hash table here touched
+  // three random lines of 32 KB per label, as big as the L1 cache.
   uint16_t find_label(uint16_t off, uint8_t llen, bool insert) {
-    uint32_t h = (uint32_t(off) * 2654435761u) >> 20;  // 12 bits
-    for (;;) {
-      if (r.slot_gen[h] != r.gen) {
-        if (!insert) return 0xffff;
-        if (r.n_labels >= ParseResult::kMaxLabels) return ParseResult::kMaxLabels;
-        r.slot_gen[h] = r.gen;
-        r.slot_off[h] = off;
-        r.slot_idx[h] = r.n_labels;
-        r.labels[r.n_labels] = {off, llen};
-        return r.n_labels++;
-      }
-      if (r.slot_off[h] == off) return r.slot_idx[h];
-      h = (h + 1) & 4095;
+    const unsigned n = r.n_labels;
+    if (insert && (n == 0 || r.labels[n - 1].off < off)) {
+      if (n >= ParseResult::kMaxLabels) return ParseResult::kMaxLabels;
+      r.labels[n] = {off, llen};
+      return uint16_t(r.n_labels++);
     }
+    unsigned lo = 0, hi = n;
+    while (lo < hi) {
+      const unsigned mid = (lo + hi) / 2;
+      if (r.labels[mid].off < off) lo = mid + 1;
+      else hi = mid;
+    }
+    return lo < n && r.labels[lo].off == off ? uint16_t(lo) : uint16_t(0xffff);
   }
 
   bool put_text(char c) {
     if (r.text_len >= ParseResult::kTextCap) return false;
     r.text[r.text_len++] = c;
     return true;
+  }
+
+  // A name that is nothing but a pointer to the start of a name parsed
+  // before (an answer owner pointing at the question, the next owner at a
+  // CNAME target) has exactly that name's labels and text: share them instead
+  // of walking and copying again. The earlier name passed every check this
+  // walk would make (its bytes all lie before `pos`, its pointers decrease
+  // from the same target), so the result is the same. Returns false when the
+  // name is not of that form; only the first name and the two latest are
+  // candidates (the forms responses use).
+  bool shared_pointer_name(uint32_t pos, uint32_t limit, NameRef& n, uint32_t* next) {
+    if (pos + 1 >= limit || (m[pos] & 0xc0) != 0xc0) return false;
+    const uint32_t target = uint32_t(m[pos] & 0x3f) << 8 | m[pos + 1];
+    if (target >= pos || m[target] == 0 || (m[target] & 0xc0)) return false;
+    const unsigned nn = r.n_names;
+    const unsigned cand[3] = {0u, nn >= 1 ? nn - 1 : 0u, nn >= 2 ? nn - 2 : 0u};
+    for (unsigned c : cand) {
+      if (c >= nn) continue;
+      const NameRef& t = r.names[c];
+      if (t.off != target || t.n_labels == 0) continue;
+      n.first_ref = t.first_ref;
+      n.n_labels = t.n_labels;
+      n.text_off = t.text_off;
+      n.text_len = t.text_len;
+      n.compressed = true;
+      n.wire_len = 2;
+      *next = pos + 2;
+      return true;
+    }
+    return false;
+  }
+
+  // Presentation text of one label: letters lowercased, '.' and '\\'
+  // escaped, other bytes outside 0x21..0x7e as \DDD. 0 in the table marks
+  // the bytes that need an escape.
+  static constexpr auto kText = [] {
+    std::array<uint8_t, 256> t{};
+    for (unsigned c = 0x21; c < 0x7f; ++c) t[c] = uint8_t(c >= 'A' && c <= 'Z' ? c + 32 : c);
+    t['.'] = t['\\'] = 0;
+    return t;
+  }();
+
+  // Appends one label's presentation text (and the dot before it). The
+  // caller checked there is room for the worst case (every byte as \DDD),
+  // so there is no check per byte.
+  void append_text(const uint8_t* src, uint8_t b, bool dot) {
+    char* out = r.text + r.text_len;
+    if (dot) *out++ = '.';
+    for (uint32_t i = 0; i < b; ++i) {
+      const uint8_t c = src[i], t = kText[c];
+      if (t) {
+        *out++ = char(t);
+      } else if (c == '.' || c == '\\') {
+        *out++ = '\\';
+        *out++ = char(c);
+      } else {
+        *out++ = '\\';
+        *out++ = char('0' + c / 100);
+        *out++ = char('0' + c / 10 % 10);
+        *out++ = char('0' + c % 10);
+      }
+    }
+    r.text_len = uint32_t(out - r.text);
   }
 
   // Parse a name starting at pos; linear bytes must stay below `limit`.
@@ -75,6 +143,10 @@ struct Parser {
     n.rr_type = type;
     n.rr_index = rr_index;
     n.off = uint16_t(pos);
+    if (shared_pointer_name(pos, limit, n, next)) {
+      *name_index = r.n_names++;
+      return Status::Ok;
+    }
     n.first_ref = r.n_label_refs;
     n.n_labels = 0;
     n.compressed = false;
@@ -82,6 +154,22 @@ struct Parser {
     const uint32_t text_start = r.text_len;
     uint32_t p = pos, run_start = pos, wire = 0, end_linear = 0;
     bool jumped = false;
+    // Leading linear labels, the bulk of every name, without the jumped-run
+    // bookkeeping: stops at the end, a pointer, or anything the general loop
+    // below must judge (it re-reads the same byte, so errors are unchanged).
+    while (p < limit) {
+      const uint8_t b = m[p];
+      if (b == 0 || b >= 0x40 || p + 1 + b > limit || wire + 1u + b + 1 > 255 ||
+          r.text_len + 1 + 4u * b > ParseResult::kTextCap || r.n_labels >= ParseResult::kMaxLabels ||
+          r.n_label_refs >= ParseResult::kMaxLabelRefs || (r.n_labels && r.labels[r.n_labels - 1].off >= p + 1))
+        break;
+      wire += 1u + b;
+      r.labels[r.n_labels] = {uint16_t(p + 1), b};
+      r.label_refs[r.n_label_refs++] = r.n_labels++;
+      ++n.n_labels;
+      append_text(m + p + 1, b, r.text_len != text_start);
+      p += 1u + b;
+    }
     for (;;) {
       // Bytes of a jumped run must lie before the name itself: a pointer
       // names a prior occurrence, and this keeps jumped labels from
@@ -130,6 +218,11 @@ struct Parser {
       if (li == 0xffff) return fail(Status::Malformed, Error::BadPointer, p);  // unreachable: checked at jump
       r.label_refs[r.n_label_refs++] = li;
       ++n.n_labels;
+      if (r.text_len + 1 + 4u * b <= ParseResult::kTextCap) {
+        append_text(m + p + 1, b, r.text_len != text_start);
+        p += 1u + b;
+        continue;
+      }
       if (r.text_len != text_start && !put_text('.')) return fail(Status::Malformed, Error::Capacity, p);
       for (uint32_t i = 0; i < b; ++i) {
         const uint8_t c = m[p + 1 + i];
@@ -325,10 +418,6 @@ Status parse(const uint8_t* msg, size_t len, ParseResult& out) {
   out.n_names = out.n_labels = out.n_label_refs = out.n_rrs = out.n_addrs = 0;
   out.text_len = 0;
   out.ecs = {};
-  if (++out.gen == 0) {
-    std::memset(out.slot_gen, 0, sizeof out.slot_gen);
-    out.gen = 1;
-  }
   Parser p{msg, uint32_t(len > 0x10000 ? 0x10000 : len), out};
   if (len > 0xffff) return p.fail(Status::Malformed, Error::TooLong, 0);
   return p.run();
@@ -385,6 +474,11 @@ int rewrite_names(uint8_t* msg, size_t len, const ParseResult& pr, DecideFn fn, 
     }
     const unsigned keep = d.action == names::Action::MaskLeftOf ? d.keep_labels : 0;
     if (keep >= n.n_labels) continue;
+    // A name whose labels to mask all have an action already (an owner
+    // sharing the question's labels) changes nothing: skip its seed chain.
+    bool fresh = false;
+    for (unsigned k = 0; k + keep < n.n_labels && !fresh; ++k) fresh = act[pr.label_refs[n.first_ref + k]] == 0;
+    if (!fresh) continue;
     uint64_t right = 0;
     for (unsigned k = n.n_labels; k-- > 0;) {
       const uint16_t li = pr.label_refs[n.first_ref + k];

@@ -71,11 +71,35 @@ uint64_t siphash64(uint64_t key, const void* data, size_t len) {
 }
 
 uint64_t label_seed(uint64_t key, const char* label, size_t len, uint64_t right_seed) {
+  // SipHash over lowercase(label) || 0xff || right_seed (little-endian),
+  // the 0xff length-separating the label from the chained seed so "ab"+X !=
+  // "a"+Y. Assembled in a buffer and absorbed a word at a time (the
+  // byte-at-a-time form cost ~4x; the result is the same byte stream's hash,
+  // checked against siphash64 in the tests).
+  if (len > 255) {
+    Sip s(key);
+    for (size_t i = 0; i < len; ++i) s.byte(uint8_t(lower(label[i])));
+    s.byte(0xff);
+    for (int i = 0; i < 8; ++i) s.byte(uint8_t(right_seed >> (8 * i)));
+    return s.finish();
+  }
+  uint8_t buf[255 + 9 + 7];
+  for (size_t i = 0; i < len; ++i) buf[i] = uint8_t(lower(label[i]));
+  buf[len] = 0xff;
+  std::memcpy(buf + len + 1, &right_seed, 8);
+  const size_t n = len + 9;
   Sip s(key);
-  for (size_t i = 0; i < len; ++i) s.byte(uint8_t(lower(label[i])));
-  // Length-separate the label from the chained seed so "ab"+X != "a"+Y.
-  s.byte(0xff);
-  for (int i = 0; i < 8; ++i) s.byte(uint8_t(right_seed >> (8 * i)));
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    uint64_t w;
+    std::memcpy(&w, buf + i, 8);
+    s.word(w);
+  }
+  uint64_t tail = 0;
+  std::memcpy(&tail, buf + i, n - i);
+  s.tail = tail;
+  s.ntail = unsigned(n - i);
+  s.total = n;
   return s.finish();
 }
 

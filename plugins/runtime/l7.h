@@ -73,6 +73,7 @@ struct L7Parse {
   std::unique_ptr<dns::ParseResult> dns;
   std::unique_ptr<dns::TcpSplit> split;
   int dns_msg = -1;  // which message of the packet `dns` holds (-1: none)
+  uint32_t dns_flows = 0;  // FlowState::dns_flow numbers handed out by this worker
   std::unique_ptr<tls::ClientHello> tls;
   int tls_state = 0;  // 0 not parsed, 1 parsed
   uint32_t tls_skip = 0;  // bytes of records before the ClientHello (ChangeCipherSpec)

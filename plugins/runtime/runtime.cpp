@@ -281,7 +281,33 @@ ProgramInstance::ProgramInstance(const Program& p) : prog_(p), uhash_(p.services
       }
     }
   }
+  name_plan_.resize(p.plans_.size());
+  for (size_t i = 0; i < p.plans_.size(); ++i) {
+    if (!p.plans_[i]) continue;
+    const ActionCall& a = *p.plans_[i]->call;
+    const std::string& n = a.desc->name;
+    NamePlan& np = name_plan_[i];
+    np.kind = n == "keep" ? NamePlan::Keep : n == "drop" ? NamePlan::Drop : n == "hash" ? NamePlan::Hash
+            : n == "zanon" ? NamePlan::Zanon : NamePlan::Redact;  // redact, zero: a name keeps only its shape
+    if (np.kind != NamePlan::Zanon) continue;
+    np.zp = zanon::ZParams{uint32_t(a.int_or("z", 10)), uint64_t(a.int_or("dt", 0))};
+    const ArgValue* fb = a.arg("fallback");
+    if (fb && fb->action && fb->action->desc->name == "hash") np.fb = NamePlan::FbHash;
+    else if (fb && !fb->action && fb->s == "sld") np.fb = NamePlan::FbSld;
+    else if (fb && !fb->action && (fb->s == "redact" || fb->s == "zero")) np.fb = NamePlan::FbRedact;
+  }
   if (RAND_bytes(reinterpret_cast<unsigned char*>(&rng_), sizeof rng_) != 1) throw std::runtime_error("RAND_bytes failed");
+  {
+    const L7Fields& L = L7Fields::get();
+    bool dns_zanon = false;
+    for (FieldId f : {L.dns_qname, L.dns_answer_name})
+      for (uint32_t ri : p.field_rules_[f]) dns_zanon = dns_zanon || p.policy_->rules[ri].action.desc->name == "zanon";
+    if (dns_zanon) {
+      dns_memo_.resize(kDnsMemoSets * kDnsMemoWays);
+      if (RAND_bytes(reinterpret_cast<unsigned char*>(&dns_memo_secret_), sizeof dns_memo_secret_) != 1)
+        throw std::runtime_error("RAND_bytes failed");
+    }
+  }
   for (auto* db : p.regexes_->dbs)
     if (hs_alloc_scratch(db, &hs_) != HS_SUCCESS) throw std::runtime_error("hs_alloc_scratch failed");
   if (name_zanon && !p.services_->zstore) throw std::runtime_error("zanon rules need the z-anonymity store");
@@ -805,56 +831,135 @@ int ProgramInstance::pick(FieldId f, Eval& e) {
   return -1;
 }
 
-static uint64_t splitmix(uint64_t& s) {
-  uint64_t z = (s += 0x9e3779b97f4a7c15ULL);
+static uint64_t splitmix_of(uint64_t z) {
+  z += 0x9e3779b97f4a7c15ULL;
   z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
   z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
   return z ^ (z >> 31);
 }
 
-names::Decision ProgramInstance::decide_name(FieldId f, std::string_view text, Eval& e) {
+static uint64_t splitmix(uint64_t& s) {
+  const uint64_t z = s;
+  s += 0x9e3779b97f4a7c15ULL;
+  return splitmix_of(z);
+}
+
+struct ProgramInstance::DnsRecall {
+  uint64_t key = 0;
+  uint32_t t = 0;             // the query's time (memory units)
+  bool record = false;        // a query: remember the decision
+  const DnsMemo* hit = nullptr;  // a response: its query's decision
+  uint64_t seed = 0;          // masks of this exchange (the same in query and response)
+};
+
+// Not a PRF, but keyed by a per-instance secret and never published: an
+// accidental collision needs the same flow, direction and transaction id
+// too, and a deliberate one needs the secret.
+uint64_t ProgramInstance::dns_memo_key(uint32_t flow, unsigned qdir, uint16_t id, std::string_view qname) const {
+  uint64_t h = dns_memo_secret_ ^ (uint64_t(flow) << 32 | uint64_t(id) << 8 | qdir << 1 | 1) ^ (qname.size() * 0x9e3779b97f4a7c15ULL);
+  size_t i = 0;
+  for (; i + 8 <= qname.size(); i += 8) {
+    uint64_t w;
+    std::memcpy(&w, qname.data() + i, 8);
+    h = (h ^ w) * 0xbf58476d1ce4e5b9ULL;
+    h ^= h >> 31;
+  }
+  uint64_t w = 0;
+  std::memcpy(&w, qname.data() + i, qname.size() - i);
+  h = splitmix_of(h ^ w);
+  return h | 1;  // 0 marks a free entry
+}
+
+names::Decision ProgramInstance::decide_name(FieldId f, std::string_view text, Eval& e, DnsRecall* recall) {
   int ri = pick(f, e);
   if (ri < 0) return names::Decision::keep();
-  const ActionCall& a = prog_.policy_->rules[ri].action;
-  const std::string& n = a.desc->name;
-  if (n == "keep") return names::Decision::keep();
-  if (n == "drop") return e.drop = true, names::Decision::redact();
-  if (n == "hash") return names::Decision::mask(name_key_[ri] ? name_key_[ri] : 1);
-  if (n != "zanon") return names::Decision::redact();  // redact, zero: a name keeps only its shape
-  zanon::Store* st = prog_.services_->zstore;
-  if (!e.have_user) e.user = user_of(e.client, e.alen), e.have_user = true;
-  zanon::ZParams zp{uint32_t(a.int_or("z", 10)), uint64_t(a.int_or("dt", 0))};
-  zanon::Scope sc{field_class_[f], zscope_.kind};
+  const NamePlan& np = name_plan_[ri];
+  switch (np.kind) {
+    case NamePlan::Keep: return names::Decision::keep();
+    case NamePlan::Drop: return e.drop = true, names::Decision::redact();
+    case NamePlan::Hash: return names::Decision::mask(name_key_[ri] ? name_key_[ri] : 1);
+    case NamePlan::Redact: return names::Decision::redact();
+    case NamePlan::Zanon: break;
+  }
   // Names are counted case-insensitively, without a trailing dot (the
   // parsers give the lowercased presentation form).
   while (!text.empty() && text.back() == '.') text.remove_suffix(1);
-  bool rel = st->observe(st->key(sc, text), e.user, e.m->ts_ns, zp);
-  if (rel) return ++e.c->zanon_released, names::Decision::keep();
-  ++e.c->zanon_hidden;
-  // Hidden: fresh random masks, so hidden values cannot be linked across
-  // packets (a stable pseudonym of a rare name would single its users out).
-  const ArgValue* fb = a.arg("fallback");
-  uint64_t seed = splitmix(rng_);
-  if (fb && fb->action && fb->action->desc->name == "hash") return names::Decision::mask(name_key_[ri] ? name_key_[ri] : 1);
-  if (fb && !fb->action && fb->s == "sld") {
-    unsigned total = names::count_labels(text), keep = sld_labels(text);
-    if (keep == 0 || keep >= total) return names::Decision::mask(seed);
-    // The registrable domain is a value of the same class with its own test.
-    size_t pos = text.size();
-    for (unsigned k = 0; k < keep; ++k) pos = text.rfind('.', pos - 1);
-    std::string_view sld = text.substr(pos + 1);
-    if (st->observe(st->key(sc, sld), e.user, e.m->ts_ns, zp)) return names::Decision::mask_left_of(uint8_t(keep), seed);
-    return names::Decision::mask(seed);
+  DnsOutcome out;
+  uint8_t keep = 0;
+  uint64_t seed;
+  if (recall && recall->hit && recall->hit->rule == uint16_t(ri)) {
+    // The query's decision, not a new observation: the exchange is one
+    // occurrence, and the response must not release what the query hid
+    // (nor hide what it released).
+    out = DnsOutcome(recall->hit->outcome);
+    keep = recall->hit->sld_keep;
+    seed = recall->seed;
+  } else {
+    // A hidden name gets fresh random masks, so hidden values cannot be
+    // linked across exchanges (a stable pseudonym of a rare name would single
+    // its users out). Within one exchange the query's seed is reused, so the
+    // response shows the query's masked name.
+    seed = recall ? recall->seed : splitmix(rng_);
+    zanon::Store* st = prog_.services_->zstore;
+    if (!e.have_user) e.user = user_of(e.client, e.alen), e.have_user = true;
+    const zanon::ZParams zp = np.zp;
+    zanon::Scope sc{field_class_[f], zscope_.kind};
+    out = DnsOutcome::Hidden;
+    const zanon::Key key = st->key(sc, text);
+    if (st->observe(key, e.user, e.m->ts_ns, zp)) {
+      out = DnsOutcome::Released;
+    } else if (np.fb == NamePlan::FbSld) {
+      unsigned total = names::count_labels(text), k = sld_labels(text, key.h);
+      if (k != 0 && k < total) {
+        // The registrable domain is a value of the same class with its own test.
+        size_t pos = text.size();
+        for (unsigned j = 0; j < k; ++j) pos = text.rfind('.', pos - 1);
+        std::string_view sld = text.substr(pos + 1);
+        if (st->observe(st->key(sc, sld), e.user, e.m->ts_ns, zp)) out = DnsOutcome::Sld, keep = uint8_t(k);
+      }
+    }
+    if (recall && recall->record) {
+      DnsMemo& slot = dns_memo_slot(recall->key);
+      slot = DnsMemo{recall->key, recall->t, uint16_t(ri), uint8_t(out), keep};
+    }
   }
-  if (fb && !fb->action && (fb->s == "redact" || fb->s == "zero")) return names::Decision::redact();
+  if (out == DnsOutcome::Released) return ++e.c->zanon_released, names::Decision::keep();
+  ++e.c->zanon_hidden;
+  if (out == DnsOutcome::Sld) return names::Decision::mask_left_of(keep, seed);
+  if (np.fb == NamePlan::FbHash) return names::Decision::mask(name_key_[ri] ? name_key_[ri] : 1);
+  if (np.fb == NamePlan::FbRedact) return names::Decision::redact();
   return names::Decision::mask(seed);
 }
 
-unsigned ProgramInstance::sld_labels(std::string_view name) {
-  uint64_t h = std::hash<std::string_view>{}(name) | 1;  // 0 marks an empty slot
-  SldSlot& s = sld_cache_[h & (sld_cache_.size() - 1)];
-  if (s.h != h) s.h = h, s.labels = uint8_t(names::registrable_label_count(name));
-  return s.labels;
+ProgramInstance::DnsMemo& ProgramInstance::dns_memo_slot(uint64_t key) {
+  DnsMemo* set = &dns_memo_[(key >> 20) % kDnsMemoSets * kDnsMemoWays];
+  DnsMemo* victim = set;
+  for (unsigned i = 0; i < kDnsMemoWays; ++i) {
+    if (set[i].key == key || set[i].key == 0) return set[i];
+    // Oldest by wrap-around age relative to the newest entry's time.
+    if (int32_t(set[i].t - victim->t) < 0) victim = &set[i];
+  }
+  return *victim;
+}
+
+const ProgramInstance::DnsMemo* ProgramInstance::dns_memo_find(uint64_t key, uint32_t now) const {
+  const DnsMemo* set = &dns_memo_[(key >> 20) % kDnsMemoSets * kDnsMemoWays];
+  for (unsigned i = 0; i < kDnsMemoWays; ++i)
+    if (set[i].key == key) return uint32_t(now - set[i].t) <= kDnsMemoMaxAge ? &set[i] : nullptr;
+  return nullptr;
+}
+
+unsigned ProgramInstance::sld_labels(std::string_view name, const zanon::Hash128& h) {
+  const uint64_t tag = h.hi | 1;
+  SldSlot* set = &sld_cache_[(h.lo >> 32) % kSldSets * 2];
+  if (set[0].tag == tag) return unsigned(set[0].labels);
+  if (set[1].tag == tag) {
+    std::swap(set[0], set[1]);  // most recent first: the other way is the victim
+    return unsigned(set[0].labels);
+  }
+  set[1] = set[0];
+  set[0] = SldSlot{tag, names::registrable_label_count(name)};
+  return unsigned(set[0].labels);
 }
 
 bool ProgramInstance::apply_text(FieldId f, uint8_t* p, uint32_t len, Eval& e) {
@@ -915,23 +1020,53 @@ bool ProgramInstance::l7_dns(uint8_t* msg, uint32_t len, Eval& e, int msg_index)
   struct Ctx {
     ProgramInstance* self;
     Eval* e;
-  } cx{this, &e};
+    DnsRecall* rc;
+    std::string_view qname;
+  } cx{this, &e, nullptr, {}};
+  // The exchange this message belongs to: a query records its first
+  // question's decision, a response recalls it for that question and for the
+  // owner names equal to it. Other names (CNAME targets, rdata) are decided
+  // at their own time.
+  DnsRecall rc;
+  if (!dns_memo_.empty() && e.m->flow && e.m->flow->dns_flow && pr.hdr.qdcount && pr.n_names &&
+      pr.names[0].role == dns::NameRole::Qname) {
+    cx.qname = pr.name_text(0);
+    const bool response = pr.hdr.qr();
+    const unsigned qdir = (e.m->initiator_is_src ? 0u : 1u) ^ (response ? 1u : 0u);
+    rc.key = dns_memo_key(e.m->flow->dns_flow, qdir, pr.hdr.id, cx.qname);
+    const uint32_t now = uint32_t(e.m->ts_ns >> 20);
+    if (!response) {
+      rc.record = true;
+      rc.t = now;
+    } else if (const DnsMemo* h = dns_memo_find(rc.key, now)) {
+      rc.hit = h;
+      rc.t = h->t;
+    }
+    if (rc.record || rc.hit) {
+      rc.seed = splitmix_of(dns_memo_secret_ ^ rc.key ^ (uint64_t(rc.t) << 17));
+      cx.rc = &rc;
+    }
+  }
   auto fn = [](void* vctx, const dns::NameView& nv) -> names::Decision {
     auto* c = static_cast<Ctx*>(vctx);
     const L7Fields& L = L7Fields::get();
     FieldId f;
+    bool owner = false;
     switch (nv.role) {
       case dns::NameRole::Qname: f = L.dns_qname; break;
       case dns::NameRole::AnswerOwner:
       case dns::NameRole::AuthorityOwner:
-      case dns::NameRole::AdditionalOwner: f = L.dns_answer_name; break;
+      case dns::NameRole::AdditionalOwner: f = L.dns_answer_name, owner = true; break;
       default: f = L.dns_rdata_name; break;
     }
-    return c->self->decide_name(f, nv.text, *c->e);
+    DnsRecall* rc = nullptr;
+    if (c->rc && (nv.index == 0 || (owner && c->rc->hit && nv.text == c->qname))) rc = c->rc;
+    return c->self->decide_name(f, nv.text, *c->e, rc);
   };
   dns::rewrite_names(msg, len, pr, fn, &cx);
-  for (unsigned i = 0; i < pr.n_addrs; ++i)
-    if (!apply_addr_occ(L.dns_answer_addr, msg + pr.addrs[i].off, pr.addrs[i].family, e)) e.drop = true;
+  if (!prog_.field_rules_[L.dns_answer_addr].empty())
+    for (unsigned i = 0; i < pr.n_addrs; ++i)
+      if (!apply_addr_occ(L.dns_answer_addr, msg + pr.addrs[i].off, pr.addrs[i].family, e)) e.drop = true;
   if (pr.ecs.present && pr.ecs.addr_len) {
     int ri = pick(L.dns_ecs, e);
     if (ri >= 0) {
@@ -1249,6 +1384,8 @@ void analyze_l7(const uint8_t* p, const Decoded& d, PacketMeta& m, L7Parse& P) {
     m.l7 = L7State::Incomplete;  // a new head starts inside this segment: not located
     return;
   }
+  if (fs && !fs->dns_flow && (app == App::Dns || app == App::DnsTcp))
+    if (!(fs->dns_flow = ++P.dns_flows)) fs->dns_flow = ++P.dns_flows;  // 0 means "none"
   if (app == App::Quic) {
     // Decrypted once here; consumers that protect tls.sni rewrite their
     // copy (l7_rewrite). Datagrams that can hold no client name (1-RTT,

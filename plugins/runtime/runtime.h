@@ -60,6 +60,11 @@ struct FlowState {
   // (quic::FlowState: walk position or located server_name, client side).
   uint8_t quic_mode = 0, quic_client = 0;
   uint16_t quic_a = 0, quic_b = 0, quic_end = 0;
+  // DNS: this flow's number in its worker (0 until its first DNS message).
+  // The query memory of each ProgramInstance keys on it rather than on the
+  // entry's address, so a flow that reuses an evicted flow's entry never
+  // picks up that flow's query decisions.
+  uint32_t dns_flow = 0;
 };
 
 enum class L7State : uint8_t {
@@ -207,7 +212,8 @@ class ProgramInstance {
   struct Eval;
   bool eval(const dsl::Cond& c, Eval& e);
   int pick(FieldId f, Eval& e);
-  names::Decision decide_name(FieldId f, std::string_view text, Eval& e);
+  struct DnsRecall;
+  names::Decision decide_name(FieldId f, std::string_view text, Eval& e, DnsRecall* recall = nullptr);
   bool apply_text(FieldId f, uint8_t* p, uint32_t len, Eval& e);  // false: drop
   bool apply_addr_occ(FieldId f, uint8_t* a, uint8_t family, Eval& e);
   bool l7_dns(uint8_t* msg, uint32_t len, Eval& e, int msg_index);
@@ -224,16 +230,50 @@ class ProgramInstance {
   zanon::Scope zscope_;
   std::vector<std::unique_ptr<RtAction>> zfallback_;  // per rule: zanon's fallback as an action
   std::vector<uint64_t> name_key_;                    // per rule: hash(key=K) seed for names
+  // Per rule: what decide_name does, resolved once (not by action name and
+  // argument lookups per name).
+  struct NamePlan {
+    enum Kind : uint8_t { Keep, Drop, Hash, Redact, Zanon } kind = Keep;
+    enum Fallback : uint8_t { FbMask, FbHash, FbRedact, FbSld } fb = FbMask;
+    zanon::ZParams zp;
+  };
+  std::vector<NamePlan> name_plan_;
   std::vector<uint16_t> field_class_;                 // by FieldId: z-anonymity value class
   uint64_t rng_;                                      // unlinkable masks for hidden values
-  // libpsl answers in ~1 us; names repeat, so each worker remembers the
-  // registrable-domain label count of recent names (direct-mapped).
-  struct SldSlot {
-    uint64_t h = 0;
-    uint8_t labels = 0;
+  // DNS query memory: a response's question name (and the owner names equal
+  // to it) take the z-anonymity decision its query got, so one exchange is
+  // one occurrence with one decision, whatever the store says by the time the
+  // response passes. Keyed by (flow number, query direction, transaction id,
+  // qname); 4-way sets, the oldest entry of a set is replaced. A response
+  // whose query is not here (capture started later, replaced, older than
+  // kDnsMemoMaxAge) is decided at its own time. Empty unless the policy has
+  // zanon on a DNS name field.
+  struct DnsMemo {
+    uint64_t key = 0;     // 0: free
+    uint32_t t = 0;       // query time, ns >> 20 (~1 ms units, wraps after ~52 days)
+    uint16_t rule = 0;    // the rule that decided (a response picking another rule decides anew)
+    uint8_t outcome = 0;  // DnsOutcome
+    uint8_t sld_keep = 0; // labels kept by fallback=sld
   };
-  std::vector<SldSlot> sld_cache_ = std::vector<SldSlot>(4096);
-  unsigned sld_labels(std::string_view name);
+  enum class DnsOutcome : uint8_t { Released = 1, Hidden = 2, Sld = 3 };  // Sld: fallback=sld released the registrable domain
+  static constexpr unsigned kDnsMemoSets = 1024, kDnsMemoWays = 4;
+  static constexpr uint32_t kDnsMemoMaxAge = uint32_t(60ULL * 1000000000ULL >> 20);  // the UDP flow timeout
+  std::vector<DnsMemo> dns_memo_;
+  uint64_t dns_memo_secret_ = 0;
+  DnsMemo& dns_memo_slot(uint64_t key);
+  const DnsMemo* dns_memo_find(uint64_t key, uint32_t now) const;
+  uint64_t dns_memo_key(uint32_t flow, unsigned qdir, uint16_t id, std::string_view qname) const;
+  // libpsl answers in ~1 us; names repeat, so each worker remembers the
+  // registrable-domain label count of recent names: 2-way sets (a
+  // direct-mapped table thrashed on a few hundred names), tagged by the
+  // store's keyed 128-bit hash of the name, which the caller has anyway.
+  struct SldSlot {
+    uint64_t tag = 0;  // 0: free
+    uint64_t labels = 0;
+  };
+  static constexpr size_t kSldSets = 4096;
+  std::vector<SldSlot> sld_cache_ = std::vector<SldSlot>(2 * kSldSets);
+  unsigned sld_labels(std::string_view name, const zanon::Hash128& h);
   ::hs_scratch* hs_ = nullptr;
 };
 

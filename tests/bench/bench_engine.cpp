@@ -1,15 +1,29 @@
 // Replays a capture from memory through the real worker path (decode, flow
-// table, every consumer's program, copy-or-share) into a null sink, on one
-// core, and prints Mpps and ns per packet. Each policy is measured next to
-// an empty policy (I/O only: mbuf allocation, copy-in, decode, flow lookup,
-// refcount, free), so the cost of anonymization reads off the difference.
+// table, every consumer's program, copy-or-share) into a null sink and prints
+// Mpps and ns per packet. Each policy is measured next to an empty policy
+// (I/O only: mbuf allocation, copy-in, decode, flow lookup, refcount, free),
+// so the cost of anonymization reads off the difference.
 //
-//   bench_engine --pcap FILE [--seconds S] [--flows N] POLICY.amon [POLICY.amon ...]
+// --workers N: N threads on N EAL lcores (lcore i pinned to CPU i mod the
+// CPUs this process may use; the main lcore is worker 0, so N workers need
+// only N CPUs). Each has its own WorkerPath and flow table and replays its
+// share of the capture, split by the engine's symmetric flow hash modulo N as
+// the dispatcher does; all share one z-anonymity store. Prints aggregate and
+// per-worker Mpps, by wall clock and per CPU second of the worker thread
+// (the latter is what a core gives when the machine is shared).
+//
+//   bench_engine --pcap FILE [--seconds S] [--rounds R] [--workers N] [--flows N] [--zmax Z]
+//                [--no-baseline] POLICY.amon [POLICY.amon ...]
 #include <rte_eal.h>
 #include <rte_errno.h>
+#include <rte_launch.h>
 #include <rte_lcore.h>
 #include <rte_mbuf.h>
+#include <sched.h>
+#include <time.h>
 
+#include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -38,36 +52,43 @@ struct Rec {
 void null_sink(void*, unsigned, rte_mbuf* m) { rte_pktmbuf_free(m); }
 
 uint32_t g_flows = 1u << 18;  // the engine's default flows per worker
+uint64_t g_rounds = 0;        // > 0: exactly this many timed rounds (profilers: equal work per run)
+uint32_t g_zmax = 0;          // > 0: store zmax instead of the policies' largest z
 
-double run_one(const std::vector<Rec>& recs, const std::vector<std::shared_ptr<const dsl::Policy>>& pols,
-               rte_mempool* pool, double seconds, uint64_t& packets_out, uint64_t& rounds) {
-  SharedServices svc;
-  // The same store the engine builds (sized for the largest z and dt).
-  zanon::Config zc;
-  zc.zmax = 50;  // the largest z the shipped policies use
-  zc.max_dt_ns = 7ULL * 86400 * 1000000000ULL;
-  zc.max_values = 1u << 18;
-  zanon::Store store(zc);
-  svc.zstore = &store;
-  std::vector<std::unique_ptr<Program>> progs;
-  for (size_t i = 0; i < pols.size(); ++i) progs.push_back(std::make_unique<Program>(pols[i], int(i), &svc));
-  static int n = 0;
-  WorkerPath path(progs, pool,
-                  std::make_unique<FlowTable>("bench_flows" + std::to_string(n++), g_flows, FlowTimeouts{},
-                                              int(rte_socket_id())));
+double thread_cpu_s() {
+  timespec ts;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return double(ts.tv_sec) + double(ts.tv_nsec) * 1e-9;
+}
+
+struct WorkerRun {
+  const std::vector<const Rec*>* recs = nullptr;  // this worker's share, in capture order
+  WorkerPath* path = nullptr;
+  rte_mempool* pool = nullptr;
+  double seconds = 0;
+  std::atomic<unsigned>* ready = nullptr;  // start barrier
+  unsigned nworkers = 1;
+  // results
+  uint64_t packets = 0, rounds = 0;
+  double wall = 0, cpu = 0;
+};
+
+int worker_main(void* arg) {
+  WorkerRun& w = *static_cast<WorkerRun*>(arg);
   constexpr unsigned kBurst = 32;
   rte_mbuf* burst[kBurst];
-  // One pass over the capture: mbufs filled as a NIC's DMA would, then the
-  // worker path on each burst.
+  const auto& recs = *w.recs;
+  // One pass over this worker's share: mbufs filled as a NIC's DMA would,
+  // then the worker path on each burst.
   auto round = [&]() -> uint64_t {
     for (size_t i = 0; i < recs.size(); i += kBurst) {
       unsigned n = unsigned(std::min<size_t>(kBurst, recs.size() - i));
-      if (rte_pktmbuf_alloc_bulk(pool, burst, n) != 0) {
+      if (rte_pktmbuf_alloc_bulk(w.pool, burst, n) != 0) {
         std::fprintf(stderr, "mbuf pool exhausted\n");
         std::exit(1);
       }
       for (unsigned k = 0; k < n; ++k) {
-        const Rec& r = recs[i + k];
+        const Rec& r = *recs[i + k];
         rte_mbuf* m = burst[k];
         std::memcpy(rte_pktmbuf_mtod(m, uint8_t*), r.data.data(), r.data.size());
         m->data_len = uint16_t(r.data.size());
@@ -75,24 +96,96 @@ double run_one(const std::vector<Rec>& recs, const std::vector<std::shared_ptr<c
         mbuf_set_ts(m, r.ts);
         mbuf_set_wire_len(m, r.wire);
       }
-      path.process_burst(burst, n, null_sink, nullptr);
+      w.path->process_burst(burst, n, null_sink, nullptr);
     }
     return recs.size();
   };
   // Untimed first: the flow table and the z-anonymity store touch their
   // memory for the first time (page faults are start-up, not steady state).
   round();
-  uint64_t done = 0;
-  rounds = 0;
+  w.ready->fetch_add(1);
+  while (w.ready->load() < w.nworkers) _mm_pause();
+  uint64_t done = 0, rounds = 0;
+  const double c0 = thread_cpu_s();
   auto t0 = std::chrono::steady_clock::now();
   double elapsed = 0;
-  while (elapsed < seconds) {
+  while (g_rounds ? rounds < g_rounds : elapsed < w.seconds) {
     done += round();
     ++rounds;
     elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   }
-  packets_out = done;
-  return elapsed;
+  w.cpu = thread_cpu_s() - c0;
+  w.wall = elapsed;
+  w.packets = done;
+  w.rounds = rounds;
+  return 0;
+}
+
+struct Result {
+  double mpps_wall = 0, mpps_cpu = 0;  // aggregate
+  std::vector<WorkerRun> per;
+};
+
+Result run_one(const std::vector<std::vector<const Rec*>>& shares,
+               const std::vector<std::shared_ptr<const dsl::Policy>>& pols, rte_mempool* pool, double seconds) {
+  SharedServices svc;
+  // The store the engine builds: sized for the largest z and dt the
+  // policies use (engine.cpp), so an entry spans the lines it would there
+  // (z = 10: 4 lines; z = 50: 14). max_values stays below the engine's
+  // default (1M) to keep the benchmark's memory small; the replays touch a
+  // few thousand values either way.
+  zanon::Config zc;
+  zc.zmax = 0;
+  zc.max_dt_ns = 0;
+  for (auto& p : pols)
+    for (auto& r : p->rules)
+      if (r.action.desc->name == "zanon") {
+        zc.zmax = std::max<uint32_t>(zc.zmax, uint32_t(r.action.int_or("z", 10)));
+        zc.max_dt_ns = std::max<uint64_t>(zc.max_dt_ns, uint64_t(r.action.int_or("dt", 0)));
+      }
+  if (g_zmax) zc.zmax = g_zmax;
+  if (!zc.zmax) zc.zmax = 10;  // no zanon rule: the store is never asked
+  zc.max_values = 1u << 18;
+  zanon::Store store(zc);
+  svc.zstore = &store;
+  std::vector<std::unique_ptr<Program>> progs;
+  for (size_t i = 0; i < pols.size(); ++i) progs.push_back(std::make_unique<Program>(pols[i], int(i), &svc));
+  static int n = 0;
+  const unsigned nw = unsigned(shares.size());
+  std::vector<std::unique_ptr<WorkerPath>> paths;
+  std::atomic<unsigned> ready{0};
+  Result res;
+  res.per.resize(nw);
+  for (unsigned i = 0; i < nw; ++i) {
+    paths.push_back(std::make_unique<WorkerPath>(
+        progs, pool,
+        std::make_unique<FlowTable>("bench_flows" + std::to_string(n++), g_flows, FlowTimeouts{},
+                                    int(rte_socket_id()))));
+    WorkerRun& w = res.per[i];
+    w.recs = &shares[i];
+    w.path = paths.back().get();
+    w.pool = pool;
+    w.seconds = seconds;
+    w.ready = &ready;
+    w.nworkers = nw;
+  }
+  // Worker i > 0 on the i-th worker lcore; worker 0 on the main lcore.
+  unsigned lc = RTE_MAX_LCORE, i = 1;
+  RTE_LCORE_FOREACH_WORKER(lc) {
+    if (i >= nw) break;
+    if (rte_eal_remote_launch(worker_main, &res.per[i], lc) != 0) {
+      std::fprintf(stderr, "cannot launch worker %u on lcore %u\n", i, lc);
+      std::exit(1);
+    }
+    ++i;
+  }
+  worker_main(&res.per[0]);
+  rte_eal_mp_wait_lcore();
+  for (const WorkerRun& w : res.per) {
+    res.mpps_wall += double(w.packets) / w.wall / 1e6;
+    res.mpps_cpu += double(w.packets) / w.cpu / 1e6;
+  }
+  return res;
 }
 
 }  // namespace
@@ -101,18 +194,43 @@ int main(int argc, char** argv) {
   std::string pcap_path;
   double seconds = 3;
   std::vector<std::string> policies;
+  unsigned workers = 1;
+  bool baseline = true;  // false: skip the empty policy (profilers then see only the policies asked for)
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--pcap" && i + 1 < argc) pcap_path = argv[++i];
     else if (a == "--seconds" && i + 1 < argc) seconds = std::atof(argv[++i]);
     else if (a == "--flows" && i + 1 < argc) g_flows = uint32_t(std::strtoul(argv[++i], nullptr, 10));
+    else if (a == "--no-baseline") baseline = false;
+    else if (a == "--rounds" && i + 1 < argc) g_rounds = std::strtoull(argv[++i], nullptr, 10);
+    else if (a == "--zmax" && i + 1 < argc) g_zmax = uint32_t(std::strtoul(argv[++i], nullptr, 10));
+    else if (a == "--workers" && i + 1 < argc) workers = unsigned(std::strtoul(argv[++i], nullptr, 10));
     else policies.push_back(a);
   }
   if (pcap_path.empty()) {
-    std::fprintf(stderr, "usage: bench_engine --pcap FILE [--seconds S] POLICY.amon...\n");
+    std::fprintf(stderr,
+                 "usage: bench_engine --pcap FILE [--seconds S] [--rounds R] [--workers N] [--flows N] [--zmax Z] [--no-baseline] "
+                 "POLICY.amon...\n");
     return 2;
   }
-  const char* eal[] = {"bench", "--no-huge", "--no-pci", "--no-shconf", "-m", "1024", "--lcores=0@0",
+  if (workers < 1 || workers > 64) {
+    std::fprintf(stderr, "--workers: 1..64\n");
+    return 2;
+  }
+  // lcore i pinned to the i-th CPU this process may run on (wrapping), so
+  // `taskset -c 0,1 bench_engine --workers 2` gives each worker its own CPU.
+  std::vector<int> cpus;
+  {
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    sched_getaffinity(0, sizeof set, &set);
+    for (int c = 0; c < CPU_SETSIZE; ++c)
+      if (CPU_ISSET(c, &set)) cpus.push_back(c);
+  }
+  std::string lcores = "--lcores=";
+  for (unsigned i = 0; i < workers; ++i)
+    lcores += (i ? "," : "") + std::to_string(i) + "@" + std::to_string(cpus[i % cpus.size()]);
+  const char* eal[] = {"bench", "--no-huge", "--no-pci", "--no-shconf", "-m", "1024", lcores.c_str(),
                        "--log-level=*:error", "--no-telemetry"};
   if (rte_eal_init(int(sizeof eal / sizeof *eal), const_cast<char**>(eal)) < 0) {
     std::fprintf(stderr, "EAL: %s\n", rte_strerror(rte_errno));
@@ -147,8 +265,27 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "pool: %s\n", rte_strerror(rte_errno));
     return 1;
   }
-  std::printf("capture: %s, %zu packets, mean %.0f bytes\n", pcap_path.c_str(), recs.size(), double(bytes) / recs.size());
-  std::printf("%-40s %10s %10s %12s\n", "policy", "Mpps", "ns/pkt", "Gbit/s");
+  // Each worker's share: the packets the dispatcher would hand it.
+  std::vector<std::vector<const Rec*>> shares(workers);
+  for (const Rec& r : recs) {
+    unsigned wi = 0;
+    if (workers > 1) {
+      Decoded d;
+      decode(r.data.data(), uint32_t(r.data.size()), r.wire, d);
+      wi = symmetric_flow_hash(r.data.data(), d) % workers;
+    }
+    shares[wi].push_back(&r);
+  }
+  std::printf("capture: %s, %zu packets, mean %.0f bytes, %u worker(s) on CPUs", pcap_path.c_str(), recs.size(),
+              double(bytes) / recs.size(), workers);
+  for (unsigned i = 0; i < workers; ++i) std::printf(" %d", cpus[i % cpus.size()]);
+  std::printf("\n");
+  if (workers > 1) {
+    std::printf("packets per worker:");
+    for (auto& sh : shares) std::printf(" %zu", sh.size());
+    std::printf("\n");
+  }
+  std::printf("%-40s %10s %10s %12s %12s\n", "policy", "Mpps", "ns/pkt", "Gbit/s", "Mpps/CPU-s");
   std::vector<std::string> names{"(empty policy: I/O only)"};
   std::vector<std::vector<std::shared_ptr<const dsl::Policy>>> sets;
   dsl::Diagnostics diags;
@@ -168,12 +305,20 @@ int main(int argc, char** argv) {
     names.push_back(pol);
     sets.push_back({c});
   }
-  for (size_t i = 0; i < sets.size(); ++i) {
-    uint64_t pk = 0, rounds = 0;
-    double el = run_one(recs, sets[i], pool, seconds, pk, rounds);
-    double mpps = double(pk) / el / 1e6;
-    std::printf("%-40s %10.2f %10.1f %12.2f\n", names[i].c_str(), mpps, 1e9 * el / double(pk),
-                mpps * 1e6 * (double(bytes) / recs.size()) * 8 / 1e9);
+  // Mpps: packets over wall-clock time (summed over workers); ns/pkt: wall
+  // time per packet of one worker; Mpps/CPU-s: packets per second of CPU
+  // time the worker threads got (equal to Mpps on an idle machine).
+  for (size_t i = baseline ? 0 : 1; i < sets.size(); ++i) {
+    Result r = run_one(shares, sets[i], pool, seconds);
+    std::printf("%-40s %10.2f %10.1f %12.2f %12.2f\n", names[i].c_str(), r.mpps_wall, 1e3 * workers / r.mpps_wall,
+                r.mpps_wall * 1e6 * (double(bytes) / recs.size()) * 8 / 1e9, r.mpps_cpu);
+    if (workers > 1)
+      for (unsigned w = 0; w < workers; ++w) {
+        const WorkerRun& p = r.per[w];
+        std::printf("  worker %u: %llu packets, %.2f Mpps, %.2f Mpps/CPU-s (%.2f s wall, %.2f s CPU)\n", w,
+                    (unsigned long long)p.packets, double(p.packets) / p.wall / 1e6, double(p.packets) / p.cpu / 1e6,
+                    p.wall, p.cpu);
+      }
   }
   rte_eal_cleanup();
   return 0;

@@ -218,13 +218,18 @@ def zref_case(amon, psl, d, label, inp, clients, z, dt_s, fallback, fails, must_
     # parsed). The captures here hold no retransmitted Initial, which amon
     # counts as an occurrence and tshark does not show.
     flt = "dns || (tcp && (tls.handshake.type == 1 || http.request)) || (quic && tls.handshake.type == 1)"
-    rows = {r[0]: r for r in L.tshark_fields(inp, ADDR + QFIELDS + ["tls.handshake.extension.type"], flt)}
+    rows = {r[0]: r for r in L.tshark_fields(inp, ADDR + QFIELDS + ["tls.handshake.extension.type", "dns.id",
+                                                                    "dns.flags.response"], flt)}
     orows = {r[0]: r for r in L.tshark_fields(out, QFIELDS, flt)}
     all_names = sorted({L.norm_name(x) for r in rows.values() for c in r[10:13] for x in c})
     reg = registrable(psl, all_names) if fallback == "sld" else {}
     ref = Ref(z, dt_s * 1_000_000_000)
     initiators = {}
-    n_occ = n_rel = n_sld = mism = n_dup = 0
+    # A DNS response's first question takes its query's decision (same flow,
+    # direction, transaction id and name, within 60 s) without a new
+    # observation; a response without its query is decided at its own time.
+    asked = {}
+    n_occ = n_rel = n_sld = mism = n_dup = n_recall = 0
     for fr in sorted(rows):
         r = rows[fr]
         user = client_of(r, cl, initiators)
@@ -245,14 +250,39 @@ def zref_case(amon, psl, d, label, inp, clients, z, dt_s, fallback, fails, must_
                                      f"SNI {got_of(orow, col, k)!r}")
                     n_dup += 1
                     continue
-                rel = ref.observe(n, user, ts)
-                want = raw
-                if not rel:
-                    if fallback == "sld" and reg.get(n) and reg[n] != n and ref.observe(reg[n], user, ts):
-                        want = ("sld", reg[n])
-                        n_sld += 1
+                exch = None
+                if col == 10 and k == 0 and r[14]:
+                    src = (r[1] or r[2])[0], (r[5] or r[7] or ["0"])[0]
+                    dst = (r[3] or r[4])[0], (r[6] or r[8] or ["0"])[0]
+                    response = r[15] and r[15][0] in ("1", "True", "true")
+                    exch = (frozenset([src, dst]), dst if response else src, r[14][0], n)
+                    prev = asked.get(exch) if response else None
+                    if prev and 0 <= ts - prev[0] <= 60 * 1_000_000_000:
+                        outcome = prev[1]
+                        n_recall += 1
+                        exch = None
                     else:
-                        want = None
+                        outcome = None
+                        if response:
+                            exch = None
+                else:
+                    outcome = None
+                if outcome is None:
+                    rel = ref.observe(n, user, ts)
+                    outcome = "rel"
+                    if not rel:
+                        if fallback == "sld" and reg.get(n) and reg[n] != n and ref.observe(reg[n], user, ts):
+                            outcome = "sld"
+                        else:
+                            outcome = "hid"
+                    if exch:
+                        asked[exch] = (ts, outcome)
+                want = raw
+                if outcome == "sld":
+                    want = ("sld", reg[n])
+                    n_sld += 1
+                elif outcome == "hid":
+                    want = None
                 else:
                     n_rel += 1
                 got = got_of(orow, col, k)
@@ -276,7 +306,8 @@ def zref_case(amon, psl, d, label, inp, clients, z, dt_s, fallback, fails, must_
         fails.append(f"{label}: reference released {n_rel} of {n_occ}: the case does not discriminate")
     health(inp, out, label, fails)
     print(f"  {label}: z={z} dt={dt_s}s fallback={fallback}: {n_occ} occurrences, reference releases {n_rel}"
-          f"{f', sld {n_sld}' if fallback == 'sld' else ''}; {n_dup} invalid ClientHellos cut; {mism} mismatches")
+          f"{f', sld {n_sld}' if fallback == 'sld' else ''}; {n_recall} DNS responses with their query's decision; "
+          f"{n_dup} invalid ClientHellos cut; {mism} mismatches")
 
 
 def mode_zref(amon, gen, psl, pdir, d, fallback):

@@ -2,6 +2,7 @@
 
 #include <cctype>
 #include <cstring>
+#include <random>
 #include <string>
 
 #include "amon_names.hpp"
@@ -96,4 +97,19 @@ TEST_CASE("siphash64 depends on key and data") {
   CHECK(siphash64(1, "abc", 3) != siphash64(1, "abd", 3));
   CHECK(label_seed(1, "ab", 2, 0) != label_seed(1, "a", 1, 0));
   CHECK(label_seed(1, "AB", 2, 5) == label_seed(1, "ab", 2, 5));
+}
+
+TEST_CASE("label_seed is siphash64 of lowercase(label) || 0xff || right seed (little-endian)") {
+  std::mt19937_64 rng(3);
+  for (int i = 0; i < 5000; ++i) {
+    const size_t len = rng() % 70;
+    std::string label(len, '\0');
+    for (auto& c : label) c = char(rng());
+    const uint64_t key = rng(), right = rng();
+    std::string msg;
+    for (char c : label) msg += (c >= 'A' && c <= 'Z') ? char(c + 32) : c;
+    msg += char(0xff);
+    for (int b = 0; b < 8; ++b) msg += char(right >> (8 * b));
+    CHECK(label_seed(key, label.data(), len, right) == siphash64(key, msg.data(), msg.size()));
+  }
 }
