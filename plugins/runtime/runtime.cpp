@@ -230,6 +230,18 @@ Program::Program(std::shared_ptr<const dsl::Policy> policy, int consumer_index, 
                                 !field_rules_[F.ip_server].empty() || has_l7_);
   wants_l7_ = has_l7_ || policy_->select_cond != nullptr;
   for (const auto& r : rules) wants_l7_ = wants_l7_ || r.when != nullptr;
+  unconditional_ = true;
+  for (const auto& r : rules) unconditional_ = unconditional_ && r.when == nullptr;
+  fixed_rule_.assign(field_rules_.size(), -1);
+  for (size_t f = 0; f < field_rules_.size(); ++f)
+    if (!field_rules_[f].empty()) fixed_rule_[f] = int(field_rules_[f][0]);
+  // An address position takes the first rule in source order naming it by
+  // position or by role (the same choice process() makes with conditions).
+  for (int is_src = 0; is_src < 2; ++is_src)
+    for (int is_client = 0; is_client < 2; ++is_client) {
+      int a = fixed_rule_[is_src ? F.ip_src : F.ip_dst], b = fixed_rule_[is_client ? F.ip_client : F.ip_server];
+      addr_rule_[is_src][is_client] = a < 0 ? b : b < 0 ? a : std::min(a, b);
+    }
   wants_flows_ = wants_flows_ || wants_l7_;
 }
 
@@ -356,7 +368,11 @@ Verdict ProgramInstance::process(uint8_t* buf, uint32_t& cap, uint32_t& wire, co
 
   // Roles: the policy's clients set decides when exactly one end is inside.
   bool client_is_src = m.initiator_is_src;
-  uint8_t old_src[16] = {}, old_dst[16] = {};
+  // Source then destination, adjacent as in the header (IPv4 12..19, IPv6
+  // 8..39): one copy.
+  uint8_t old_addrs[32] = {};
+  uint8_t* const old_src = old_addrs;
+  uint8_t* const old_dst = old_addrs + (ip_ok ? d.addr_len() : 16);
   if (ip_ok) {
     if (!pol.clients.empty()) {
       bool s_in = false, d_in = false;
@@ -366,8 +382,7 @@ Verdict ProgramInstance::process(uint8_t* buf, uint32_t& cap, uint32_t& wire, co
       }
       if (s_in != d_in) client_is_src = s_in;
     }
-    std::memcpy(old_src, buf + so, alen);
-    std::memcpy(old_dst, buf + dof, alen);
+    std::memcpy(old_addrs, buf + so, 2 * alen);
   }
   Eval e{&d, &m, &c, &ctx, client_is_src, client_is_src ? old_src : old_dst, alen, buf};
 
@@ -441,13 +456,17 @@ Verdict ProgramInstance::process(uint8_t* buf, uint32_t& cap, uint32_t& wire, co
     // The first rule in source order naming this address, by position or by
     // role, and whose condition holds, wins.
     int best = -1;
-    for (FieldId f : {pos_field, role_field}) {
-      for (uint32_t ri : P.field_rules_[f]) {
-        if (best >= 0 && int(ri) >= best) break;
-        const dsl::Rule& r = pol.rules[ri];
-        if (!r.when || eval(*r.when, e)) {
-          best = int(ri);
-          break;
+    if (P.unconditional_) {
+      best = P.addr_rule_[is_src][is_client];
+    } else {
+      for (FieldId f : {pos_field, role_field}) {
+        for (uint32_t ri : P.field_rules_[f]) {
+          if (best >= 0 && int(ri) >= best) break;
+          const dsl::Rule& r = pol.rules[ri];
+          if (!r.when || eval(*r.when, e)) {
+            best = int(ri);
+            break;
+          }
         }
       }
     }
@@ -611,6 +630,8 @@ Verdict ProgramInstance::process(uint8_t* buf, uint32_t& cap, uint32_t& wire, co
   uint16_t ck = rd16(l4 + csum_off);
   if (udp && ck == 0) return Verdict::Forward;  // the sender computed none
   if (pseudo && addr_changed) {
+    // One update per address, not one for both: the same sum, but the
+    // result could differ in the representation of zero (0x0000/0xffff).
     ck = csum_replace(ck, {old_src, alen}, {buf + so, alen});
     ck = csum_replace(ck, {old_dst, alen}, {buf + dof, alen});
   }
@@ -737,6 +758,14 @@ bool ProgramInstance::eval(const dsl::Cond& c, Eval& e) {
 }
 
 int ProgramInstance::pick(FieldId f, Eval& e) {
+  if (prog_.unconditional_) {
+    int ri = prog_.fixed_rule_[f];
+    if (ri >= 0) {
+      if (e.c->rule_hits.size() < prog_.plans_.size()) e.c->rule_hits.resize(prog_.plans_.size());
+      ++e.c->rule_hits[ri];
+    }
+    return ri;
+  }
   for (uint32_t ri : prog_.field_rules_[f]) {
     const dsl::Rule& r = prog_.policy_->rules[ri];
     if (!r.when || eval(*r.when, e)) {

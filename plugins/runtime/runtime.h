@@ -129,6 +129,11 @@ class Program {
   int payload_default_plan_ = -1;
   std::vector<uint32_t> zslot_rule_;  // rule index of each z-anonymity slot
   std::vector<std::vector<uint32_t>> field_rules_;  // by FieldId: rule indexes in source order
+  // No rule has a `when`: the rule that applies to a field never depends on
+  // the packet, so it is chosen here once instead of searched per packet.
+  bool unconditional_ = false;
+  std::vector<int> fixed_rule_;  // by FieldId: the first rule naming it, -1 none
+  int addr_rule_[2][2] = {{-1, -1}, {-1, -1}};  // [address is the source][address is the client]
   uint32_t l7_protect_ = 0;  // bit per App whose fields this policy rewrites
   bool has_l7_ = false;
   bool wants_l7_ = false;
