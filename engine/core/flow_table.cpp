@@ -66,16 +66,12 @@ size_t FlowTable::memory_bytes() const {
   return size_t(nb_) * sizeof(Bucket) + size_t(cap_) * sizeof(FlowEntry);
 }
 
-uint32_t FlowTable::hash_of(const FlowKey& k) {
-  // CRC32-C of the five words, without rte_hash_crc's run-time dispatch.
-  uint64_t w[5];
-  std::memcpy(w, &k, sizeof w);
-  uint64_t h = 0;
-  for (uint64_t x : w) h = __builtin_ia32_crc32di(h, x);
-  return uint32_t(h);
+void FlowTable::make_key(const uint8_t* pkt, const Decoded& d, FlowKey& k, bool& src_is_lo, bool with_ports) {
+  key_and_hash(pkt, d, k, src_is_lo, with_ports);
 }
 
-void FlowTable::make_key(const uint8_t* pkt, const Decoded& d, FlowKey& k, bool& src_is_lo, bool with_ports) {
+uint32_t FlowTable::key_and_hash(const uint8_t* pkt, const Decoded& d, FlowKey& k, bool& src_is_lo,
+                                 bool with_ports) {
   uint32_t al = d.addr_len();
   const uint8_t* s = pkt + d.src_off();
   const uint8_t* t = pkt + d.dst_off();
@@ -84,9 +80,8 @@ void FlowTable::make_key(const uint8_t* pkt, const Decoded& d, FlowKey& k, bool&
   bool ports = with_ports && d.l4_hdr_len && !(d.flags & kFlagFragment) &&
                (d.l4_proto == kProtoTcp || d.l4_proto == kProtoUdp || d.l4_proto == kProtoSctp);
   uint16_t sp = ports ? d.sport : 0, dp = ports ? d.dport : 0;
-  // The key is written as whole 8-byte words: hash_of reads it back that
-  // way right after, and byte-sized stores under an 8-byte load would cost a
-  // store-forwarding stall per word.
+  // The key is assembled in five words and hashed from them: hashing it
+  // back from memory right after writing it would stall store forwarding.
   uint64_t w[5];
   if (al == 4) {
     // IPv4, the common case: fixed-size loads instead of library calls.
@@ -107,9 +102,12 @@ void FlowTable::make_key(const uint8_t* pkt, const Decoded& d, FlowKey& k, bool&
   }
   const uint16_t lp = src_is_lo ? sp : dp, hp = src_is_lo ? dp : sp;
   // lo_port, hi_port, proto, family, pad: FlowKey's last word (little-endian
-  // host, as the CRC32 instruction in hash_of already assumes).
+  // host, as the CRC32 instruction below already assumes).
   w[4] = uint64_t(lp) | uint64_t(hp) << 16 | uint64_t(d.l4_proto) << 32 | uint64_t(d.ip_version) << 40;
   std::memcpy(&k, w, sizeof w);
+  uint64_t h = 0;
+  for (uint64_t x : w) h = __builtin_ia32_crc32di(h, x);
+  return uint32_t(h);
 }
 
 uint32_t symmetric_flow_hash(const uint8_t* pkt, const Decoded& d) {
@@ -217,9 +215,8 @@ void FlowTable::expire(uint64_t now_ns, uint32_t budget) {
 void FlowTable::lookup(const uint8_t* pkt, const Decoded& d, uint64_t ts_ns, PacketMeta& meta) {
   FlowKey k;
   bool src_is_lo;
-  make_key(pkt, d, k, src_is_lo);
+  const uint32_t h = key_and_hash(pkt, d, k, src_is_lo, true);
   ++st_.lookups;
-  const uint32_t h = hash_of(k);
   if (FlowEntry* e = find(k, h)) return hit(*e, d, src_is_lo, ts_ns, meta);
   insert(pkt, d, k, h, src_is_lo, ts_ns, meta);
 }
@@ -275,15 +272,15 @@ void FlowTable::insert(const uint8_t* pkt, const Decoded& d, const FlowKey& k, u
     bool p_src_is_lo;
     Decoded nd = d;
     nd.flags &= uint8_t(~kFlagFragment);
-    make_key(pkt, nd, pk, p_src_is_lo);
-    if (const FlowEntry* pe = find(pk, hash_of(pk))) src_init = pe->initiator_is_lo == p_src_is_lo;
+    const uint32_t ph = key_and_hash(pkt, nd, pk, p_src_is_lo, true);
+    if (const FlowEntry* pe = find(pk, ph)) src_init = pe->initiator_is_lo == p_src_is_lo;
   } else if (!(d.flags & kFlagFragment) && d.l4_proto == kProtoUdp) {
     // And the other way: an unfragmented UDP packet after fragmented ones
     // (NFS, DNS) takes the roles the fragments' entry already has.
     FlowKey ak;
     bool a_src_is_lo;
-    make_key(pkt, d, ak, a_src_is_lo, false);
-    if (const FlowEntry* ae = find(ak, hash_of(ak))) src_init = ae->initiator_is_lo == a_src_is_lo;
+    const uint32_t ah = key_and_hash(pkt, d, ak, a_src_is_lo, false);
+    if (const FlowEntry* ae = find(ak, ah)) src_init = ae->initiator_is_lo == a_src_is_lo;
   }
   e.initiator_is_lo = src_init ? src_is_lo : !src_is_lo;
   meta.flow = &e.state;
@@ -304,8 +301,7 @@ void FlowTable::lookup_burst(const uint8_t* const* pkts, const Decoded* ds, cons
   // earlier packet of the burst created).
   for (unsigned i = 0; i < n; ++i) {
     if (!want[i]) continue;
-    make_key(pkts[i], ds[i], keys[m], lo[m]);
-    hs[m] = hash_of(keys[m]);
+    hs[m] = key_and_hash(pkts[i], ds[i], keys[m], lo[m], true);
     rte_prefetch0(&buckets_[home(hs[m])]);
     idx[m++] = i;
   }

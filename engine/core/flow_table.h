@@ -104,7 +104,8 @@ class FlowTable {
   // little; beyond this the insert evicts instead.
   static constexpr unsigned kMaxReach = 16;
 
-  static uint32_t hash_of(const FlowKey& k);
+  // make_key, also returning the key's hash (CRC32-C of its five words).
+  static uint32_t key_and_hash(const uint8_t* pkt, const Decoded& d, FlowKey& k, bool& src_is_lo, bool with_ports);
   // The home bucket takes the hash's high bits (multiply-shift: any bucket
   // count, no power of two needed), the tag its low bits.
   uint32_t home(uint32_t h) const { return uint32_t((uint64_t(h) * nb_) >> 32); }
