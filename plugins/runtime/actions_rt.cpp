@@ -1,5 +1,6 @@
 #include "actions_rt.h"
 
+#include <bit>
 #include <cstring>
 #include <stdexcept>
 
@@ -64,7 +65,8 @@ class Timestamp final : public RtAction {
   ActResult mac(uint8_t* m, ApplyCtx& c) override {
     uint64_t v = c.field == dst_ ? c.ts_ns / 1000000000ULL : c.ts_ns % 1000000000ULL;
     // 48 bits big-endian in one byte swap and two stores, not six byte stores.
-    uint64_t be = __builtin_bswap64(v << 16);
+    uint64_t be = v << 16;
+    if constexpr (std::endian::native == std::endian::little) be = __builtin_bswap64(be);
     std::memcpy(m, &be, 6);
     return ActResult::Done;
   }
@@ -126,9 +128,13 @@ class CryptoPan final : public RtAction {
       }
     }
     if (c.family == 4) {
-      uint32_t v = uint32_t(a[0]) << 24 | uint32_t(a[1]) << 16 | uint32_t(a[2]) << 8 | a[3];
+      // One 4-byte store: the checksum updates read the address back as a word.
+      uint32_t v;
+      std::memcpy(&v, a, 4);
+      if constexpr (std::endian::native == std::endian::little) v = __builtin_bswap32(v);
       v = cache_.anon_v4_cached(v);
-      a[0] = uint8_t(v >> 24), a[1] = uint8_t(v >> 16), a[2] = uint8_t(v >> 8), a[3] = uint8_t(v);
+      if constexpr (std::endian::native == std::endian::little) v = __builtin_bswap32(v);
+      std::memcpy(a, &v, 4);
     } else {
       uint8_t out[16];
       cache_.anon_v6_cached(a, out);

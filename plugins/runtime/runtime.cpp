@@ -1,5 +1,6 @@
 #include "runtime.h"
 
+#include <bit>
 #include <cstring>
 #include <functional>
 #include <stdexcept>
@@ -81,7 +82,12 @@ uint32_t packet_protos(const Decoded& d, uint8_t app) {
 }
 
 inline uint16_t rd16(const uint8_t* p) { return uint16_t(p[0] << 8 | p[1]); }
-inline void wr16(uint8_t* p, uint16_t v) { p[0] = uint8_t(v >> 8), p[1] = uint8_t(v); }
+// One 2-byte store: the checksums read these fields back as part of wider
+// words, and two byte stores under one load stall store forwarding.
+inline void wr16(uint8_t* p, uint16_t v) {
+  if constexpr (std::endian::native == std::endian::little) v = __builtin_bswap16(v);
+  std::memcpy(p, &v, 2);
+}
 
 }  // namespace
 
