@@ -356,6 +356,18 @@ void ProgramInstance::decide_flow(const uint8_t* server, const uint8_t* client, 
   }
 }
 
+// Defined ahead of process() so that the common, unconditional case inlines
+// there; the search through conditions stays out of line.
+inline int ProgramInstance::pick(FieldId f, Eval& e) {
+  if (!prog_.unconditional_) return pick_cond(f, e);
+  int ri = prog_.fixed_rule_[f];
+  if (ri >= 0) {
+    if (e.c->rule_hits.size() < prog_.plans_.size()) e.c->rule_hits.resize(prog_.plans_.size());
+    ++e.c->rule_hits[ri];
+  }
+  return ri;
+}
+
 Verdict ProgramInstance::process(uint8_t* buf, uint32_t& cap, uint32_t& wire, const Decoded& d, const PacketMeta& m,
                                  ConsumerCounters& c) {
   const Program& P = prog_;
@@ -763,15 +775,7 @@ bool ProgramInstance::eval(const dsl::Cond& c, Eval& e) {
   return finish(any);
 }
 
-int ProgramInstance::pick(FieldId f, Eval& e) {
-  if (prog_.unconditional_) {
-    int ri = prog_.fixed_rule_[f];
-    if (ri >= 0) {
-      if (e.c->rule_hits.size() < prog_.plans_.size()) e.c->rule_hits.resize(prog_.plans_.size());
-      ++e.c->rule_hits[ri];
-    }
-    return ri;
-  }
+int ProgramInstance::pick_cond(FieldId f, Eval& e) {
   for (uint32_t ri : prog_.field_rules_[f]) {
     const dsl::Rule& r = prog_.policy_->rules[ri];
     if (!r.when || eval(*r.when, e)) {

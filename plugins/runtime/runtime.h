@@ -164,7 +164,8 @@ class ProgramInstance {
  private:
   struct Eval;
   bool eval(const dsl::Cond& c, Eval& e);
-  int pick(FieldId f, Eval& e);
+  int pick(FieldId f, Eval& e);       // the rule for field f in this packet, -1 none (counts the hit)
+  int pick_cond(FieldId f, Eval& e);  // pick() for policies with conditions
   names::Decision decide_name(FieldId f, std::string_view text, Eval& e);
   bool apply_text(FieldId f, uint8_t* p, uint32_t len, Eval& e);  // false: drop
   bool apply_addr_occ(FieldId f, uint8_t* a, uint8_t family, Eval& e);
