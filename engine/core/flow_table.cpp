@@ -1,42 +1,77 @@
 #include "flow_table.h"
 
-#include <rte_errno.h>
 #include <rte_hash_crc.h>
-#include <rte_jhash.h>
+#include <rte_prefetch.h>
+#include <sys/mman.h>
 
+#include <cerrno>
+#include <cstddef>
 #include <cstring>
+#include <new>
 #include <stdexcept>
 
 namespace amon {
 
+namespace {
+
+constexpr size_t kHuge = 2u << 20;
+
+inline bool key_eq(const FlowKey& a, const FlowKey& b) {
+  // Five 8-byte words, no call: memcmp's dispatch cost more than the compare.
+  uint64_t x[5], y[5];
+  std::memcpy(x, &a, sizeof x);
+  std::memcpy(y, &b, sizeof y);
+  return ((x[0] ^ y[0]) | (x[1] ^ y[1]) | (x[2] ^ y[2]) | (x[3] ^ y[3]) | (x[4] ^ y[4])) == 0;
+}
+static_assert(sizeof(FlowKey) == 40);
+
+}  // namespace
+
 FlowTable::FlowTable(const std::string& name, uint32_t capacity, const FlowTimeouts& timeouts, int socket)
-    : cap_(capacity), to_(timeouts) {
-  rte_hash_parameters p{};
-  p.name = name.c_str();
-  // rte_hash needs headroom above the entries it holds; we bound occupancy
-  // ourselves at cap_.
-  p.entries = capacity + capacity / 8 + 64;
-  p.key_len = sizeof(FlowKey);
-  p.hash_func = rte_hash_crc;
-  p.hash_func_init_val = 0;
-  p.socket_id = socket;
-  p.extra_flag = RTE_HASH_EXTRA_FLAGS_EXT_TABLE;
-  h_ = rte_hash_create(&p);
-  if (!h_) throw std::runtime_error("flow table " + name + ": rte_hash_create failed: " + rte_strerror(rte_errno));
-  entries_.resize(p.entries + 1);
+    : cap_(capacity ? capacity : 1), to_(timeouts) {
+  (void)socket;  // first touch by the owning worker places the pages on its node
+  // 4 entries per 8-slot bucket on average when full: about 2 % of the
+  // buckets then spill into the next one.
+  const uint32_t nb = nb_ = (cap_ + 3) / 4;
+  size_t bbytes = size_t(nb) * sizeof(Bucket);
+  size_t ebytes = (size_t(cap_) * sizeof(FlowEntry) + 63) & ~size_t(63);
+  map_bytes_ = bbytes + ebytes + kHuge;  // slack to start on a 2 MiB boundary
+  map_ = mmap(nullptr, map_bytes_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (map_ == MAP_FAILED) {
+    map_ = nullptr;
+    throw std::runtime_error("flow table " + name + ": cannot map " + std::to_string(map_bytes_) + " bytes: " +
+                             std::strerror(errno));
+  }
+  uintptr_t base = (reinterpret_cast<uintptr_t>(map_) + kHuge - 1) & ~(kHuge - 1);
+  // Advice only: without THP the table works the same on 4 KiB pages.
+  madvise(reinterpret_cast<void*>(base), bbytes + ebytes, MADV_HUGEPAGE);
+  buckets_ = reinterpret_cast<Bucket*>(base);
+  entries_ = reinterpret_cast<FlowEntry*>(base + bbytes);
+  // Touched now, not on the packet path: the table's memory is committed up
+  // front (bounded, and no page faults while packets wait).
+  for (uint32_t i = 0; i < nb; ++i) new (&buckets_[i]) Bucket{};
+  // Lowest indexes first: a lightly used table stays compact.
+  for (uint32_t i = 0; i < cap_; ++i) {
+    new (&entries_[i]) FlowEntry{};
+    entries_[i].hash = i + 1 < cap_ ? i + 1 : kNone;
+  }
+  free_head_ = 0;
 }
 
 FlowTable::~FlowTable() {
-  if (h_) rte_hash_free(h_);
+  if (map_) munmap(map_, map_bytes_);
 }
 
 size_t FlowTable::memory_bytes() const {
-  // rte_hash: key store (key + pointer per slot) plus buckets (8 slots, 64 B).
-  size_t slots = entries_.size();
-  return slots * (sizeof(FlowKey) + sizeof(void*)) + (slots / 8 + 1) * 64 + entries_.size() * sizeof(FlowEntry);
+  return size_t(nb_) * sizeof(Bucket) + size_t(cap_) * sizeof(FlowEntry);
 }
 
 void FlowTable::make_key(const uint8_t* pkt, const Decoded& d, FlowKey& k, bool& src_is_lo, bool with_ports) {
+  key_and_hash(pkt, d, k, src_is_lo, with_ports);
+}
+
+uint32_t FlowTable::key_and_hash(const uint8_t* pkt, const Decoded& d, FlowKey& k, bool& src_is_lo,
+                                 bool with_ports) {
   uint32_t al = d.addr_len();
   const uint8_t* s = pkt + d.src_off();
   const uint8_t* t = pkt + d.dst_off();
@@ -45,28 +80,34 @@ void FlowTable::make_key(const uint8_t* pkt, const Decoded& d, FlowKey& k, bool&
   bool ports = with_ports && d.l4_hdr_len && !(d.flags & kFlagFragment) &&
                (d.l4_proto == kProtoTcp || d.l4_proto == kProtoUdp || d.l4_proto == kProtoSctp);
   uint16_t sp = ports ? d.sport : 0, dp = ports ? d.dport : 0;
+  // The key is assembled in five words and hashed from them: hashing it
+  // back from memory right after writing it would stall store forwarding.
+  uint64_t w[5];
   if (al == 4) {
     // IPv4, the common case: fixed-size loads instead of library calls.
     uint32_t a, b;  // memcpy: addresses are not 4-byte aligned after the 14-byte Ethernet header
     std::memcpy(&a, s, 4);
     std::memcpy(&b, t, 4);
-    a = __builtin_bswap32(a);
-    b = __builtin_bswap32(b);
-    src_is_lo = a < b || (a == b && sp <= dp);
-    std::memset(&k, 0, sizeof k);
-    std::memcpy(k.lo, src_is_lo ? s : t, 4);
-    std::memcpy(k.hi, src_is_lo ? t : s, 4);
+    uint32_t ha = __builtin_bswap32(a), hb = __builtin_bswap32(b);
+    src_is_lo = ha < hb || (ha == hb && sp <= dp);
+    w[0] = src_is_lo ? a : b;  // the address's bytes in memory order, zero padded
+    w[1] = 0;
+    w[2] = src_is_lo ? b : a;
+    w[3] = 0;
   } else {
     int c = std::memcmp(s, t, 16);
     src_is_lo = c < 0 || (c == 0 && sp <= dp);
-    std::memcpy(k.lo, src_is_lo ? s : t, 16);
-    std::memcpy(k.hi, src_is_lo ? t : s, 16);
-    k.pad[0] = k.pad[1] = 0;
+    std::memcpy(&w[0], src_is_lo ? s : t, 16);
+    std::memcpy(&w[2], src_is_lo ? t : s, 16);
   }
-  k.lo_port = src_is_lo ? sp : dp;
-  k.hi_port = src_is_lo ? dp : sp;
-  k.proto = d.l4_proto;
-  k.family = d.ip_version;
+  const uint16_t lp = src_is_lo ? sp : dp, hp = src_is_lo ? dp : sp;
+  // lo_port, hi_port, proto, family, pad: FlowKey's last word (little-endian
+  // host, as the CRC32 instruction below already assumes).
+  w[4] = uint64_t(lp) | uint64_t(hp) << 16 | uint64_t(d.l4_proto) << 32 | uint64_t(d.ip_version) << 40;
+  std::memcpy(&k, w, sizeof w);
+  uint64_t h = 0;
+  for (uint64_t x : w) h = __builtin_ia32_crc32di(h, x);
+  return uint32_t(h);
 }
 
 uint32_t symmetric_flow_hash(const uint8_t* pkt, const Decoded& d) {
@@ -77,21 +118,78 @@ uint32_t symmetric_flow_hash(const uint8_t* pkt, const Decoded& d) {
   return rte_hash_crc(&k, sizeof k, 0x6d5a6d5a);
 }
 
+FlowEntry* FlowTable::find(const FlowKey& k, uint32_t h) {
+  const uint16_t tag = tag_of(h);
+  uint32_t bi = home(h);
+  for (uint32_t j = 0, reach = buckets_[bi].reach; j <= reach; ++j, bi = next(bi)) {
+    const Bucket& b = buckets_[bi];
+    for (unsigned s = 0; s < Bucket::kSlots; ++s) {
+      if (b.tag[s] != tag) continue;
+      FlowEntry& e = entries_[b.idx[s]];
+      if (key_eq(e.key, k)) return &e;
+    }
+  }
+  return nullptr;
+}
+
+bool FlowTable::place(uint32_t h, uint32_t idx) {
+  const uint16_t tag = tag_of(h);
+  const uint32_t hb = home(h);
+  uint32_t bi = hb;
+  for (uint32_t j = 0; j <= kMaxReach && j < nb_; ++j, bi = next(bi)) {
+    Bucket& b = buckets_[bi];
+    for (unsigned s = 0; s < Bucket::kSlots; ++s) {
+      if (b.tag[s]) continue;
+      b.tag[s] = tag;
+      b.idx[s] = idx;
+      if (j) {
+        ++buckets_[hb].spilled;
+        if (j > buckets_[hb].reach) buckets_[hb].reach = uint8_t(j);
+      }
+      return true;
+    }
+  }
+  return false;
+}
+
+uint32_t FlowTable::oldest_in_home(uint32_t h) const {
+  const Bucket& b = buckets_[home(h)];
+  uint32_t best = kNone;
+  for (unsigned s = 0; s < Bucket::kSlots; ++s)
+    if (b.tag[s] && !held(entries_[b.idx[s]]) && (best == kNone || entries_[b.idx[s]].last_ns < entries_[best].last_ns))
+      best = b.idx[s];  // a flow with held segments is in use by the worker: never taken
+  return best;
+}
+
 void FlowTable::remove(uint32_t idx) {
-  void* key = nullptr;
-  // rte_hash keeps the key; asking it back saves a copy per flow.
-  if (rte_hash_get_key_with_position(h_, int32_t(idx), &key) == 0) rte_hash_del_key(h_, key);
-  entries_[idx].used = false;
+  FlowEntry& e = entries_[idx];
+  Bucket& hb = buckets_[home(e.hash)];
+  uint32_t bi = home(e.hash);
+  bool done = false;
+  for (uint32_t j = 0, reach = hb.reach; j <= reach && !done; ++j, bi = next(bi)) {
+    Bucket& b = buckets_[bi];
+    for (unsigned s = 0; s < Bucket::kSlots; ++s) {
+      if (!b.tag[s] || b.idx[s] != idx) continue;
+      b.tag[s] = 0;
+      if (j && --hb.spilled == 0) hb.reach = 0;
+      done = true;
+      break;
+    }
+  }
+  e.used = false;
+  e.hash = free_head_;
+  free_head_ = idx;
   --size_;
 }
 
 void FlowTable::evict_one(uint64_t now_ns) {
   // Oldest of a small sample: cheap, and close enough to LRU for a table
   // that is only full under attack or misconfiguration.
+  (void)now_ns;
   uint32_t best = UINT32_MAX;
   uint64_t best_t = UINT64_MAX;
-  uint32_t n = uint32_t(entries_.size());
-  for (uint32_t probes = 0, i = sweep_pos_; probes < 64; ++probes, i = (i + 1) % n) {
+  const uint32_t n = cap_;
+  for (uint32_t probes = 0, i = sweep_pos_ % n; probes < 64; ++probes, i = (i + 1) % n) {
     // A flow with held segments is in use by the worker: never taken.
     if (entries_[i].used && entries_[i].last_ns < best_t && !held(entries_[i])) best_t = entries_[i].last_ns, best = i;
   }
@@ -103,7 +201,7 @@ void FlowTable::evict_one(uint64_t now_ns) {
 }
 
 void FlowTable::expire(uint64_t now_ns, uint32_t budget) {
-  uint32_t n = uint32_t(entries_.size());
+  const uint32_t n = cap_;
   for (uint32_t k = 0; k < budget && k < n; ++k) {
     uint32_t i = sweep_pos_;
     sweep_pos_ = (sweep_pos_ + 1) % n;
@@ -119,44 +217,42 @@ void FlowTable::expire(uint64_t now_ns, uint32_t budget) {
 void FlowTable::lookup(const uint8_t* pkt, const Decoded& d, uint64_t ts_ns, PacketMeta& meta) {
   FlowKey k;
   bool src_is_lo;
-  make_key(pkt, d, k, src_is_lo);
+  const uint32_t h = key_and_hash(pkt, d, k, src_is_lo, true);
   ++st_.lookups;
-  hash_sig_t sig = rte_hash_crc(&k, sizeof k, 0);
-  // rte_hash returns the key's slot position; it indexes our entry arrays.
-  int32_t found = rte_hash_lookup_with_hash(h_, &k, sig);
-  if (found >= 0) {
-    FlowEntry& e = entries_[uint32_t(found)];
-    e.last_ns = ts_ns > e.last_ns ? ts_ns : e.last_ns;
-    note_tcp(e, d, src_is_lo);
-    meta.flow = &e.state;
-    meta.flow_first = false;
-    meta.initiator_is_src = e.initiator_is_lo == src_is_lo;
-    return;
-  }
-  insert(pkt, d, k, sig, src_is_lo, ts_ns, meta);
+  if (FlowEntry* e = find(k, h)) return hit(*e, d, src_is_lo, ts_ns, meta);
+  insert(pkt, d, k, h, src_is_lo, ts_ns, meta);
 }
 
-void FlowTable::insert(const uint8_t* pkt, const Decoded& d, const FlowKey& k, hash_sig_t sig, bool src_is_lo,
+void FlowTable::insert(const uint8_t* pkt, const Decoded& d, const FlowKey& k, uint32_t h, bool src_is_lo,
                        uint64_t ts_ns, PacketMeta& meta) {
   if (size_ >= cap_) {
     ++st_.full;
     expire(ts_ns, 256);
     if (size_ >= cap_) evict_one(ts_ns);
   }
-  int32_t pos = rte_hash_add_key_with_hash(h_, &k, sig);
-  if (pos < 0) {  // bucket overflow even with the extension table: evict and retry once
-    evict_one(ts_ns);
-    pos = rte_hash_add_key_with_hash(h_, &k, sig);
-    if (pos < 0) {
-      meta.flow = nullptr;  // no state: every decision is taken as for a new flow (fail closed)
-      meta.flow_first = true;
-      meta.initiator_is_src = true;
-      return;
+  bool ok = free_head_ != kNone;
+  if (ok && !place(h, free_head_)) {
+    // Its buckets are full as far as an entry may spill: the oldest flow of
+    // its home bucket makes room.
+    uint32_t victim = oldest_in_home(h);
+    if (victim != kNone) {
+      remove(victim);
+      ++st_.evicted;
     }
+    ok = place(h, free_head_);
   }
-  uint32_t idx = uint32_t(pos);
+  if (!ok) {
+    meta.flow = nullptr;  // no state: every decision is taken as for a new flow (fail closed)
+    meta.flow_first = true;
+    meta.initiator_is_src = true;
+    return;
+  }
+  const uint32_t idx = free_head_;
   FlowEntry& e = entries_[idx];
+  free_head_ = e.hash;
   e = FlowEntry{};
+  e.key = k;
+  e.hash = h;
   e.used = true;
   e.last_ns = ts_ns;
   e.proto = d.l4_proto;
@@ -178,17 +274,15 @@ void FlowTable::insert(const uint8_t* pkt, const Decoded& d, const FlowKey& k, h
     bool p_src_is_lo;
     Decoded nd = d;
     nd.flags &= uint8_t(~kFlagFragment);
-    make_key(pkt, nd, pk, p_src_is_lo);
-    int32_t ppos = rte_hash_lookup_with_hash(h_, &pk, rte_hash_crc(&pk, sizeof pk, 0));
-    if (ppos >= 0) src_init = entries_[uint32_t(ppos)].initiator_is_lo == p_src_is_lo;
+    const uint32_t ph = key_and_hash(pkt, nd, pk, p_src_is_lo, true);
+    if (const FlowEntry* pe = find(pk, ph)) src_init = pe->initiator_is_lo == p_src_is_lo;
   } else if (!(d.flags & kFlagFragment) && d.l4_proto == kProtoUdp) {
     // And the other way: an unfragmented UDP packet after fragmented ones
     // (NFS, DNS) takes the roles the fragments' entry already has.
     FlowKey ak;
     bool a_src_is_lo;
-    make_key(pkt, d, ak, a_src_is_lo, false);
-    int32_t apos = rte_hash_lookup_with_hash(h_, &ak, rte_hash_crc(&ak, sizeof ak, 0));
-    if (apos >= 0) src_init = entries_[uint32_t(apos)].initiator_is_lo == a_src_is_lo;
+    const uint32_t ah = key_and_hash(pkt, d, ak, a_src_is_lo, false);
+    if (const FlowEntry* ae = find(ak, ah)) src_init = ae->initiator_is_lo == a_src_is_lo;
   }
   e.initiator_is_lo = src_init ? src_is_lo : !src_is_lo;
   meta.flow = &e.state;
@@ -196,51 +290,41 @@ void FlowTable::insert(const uint8_t* pkt, const Decoded& d, const FlowKey& k, h
   meta.initiator_is_src = src_init;
 }
 
-}  // namespace amon
-
-namespace amon {
-
 void FlowTable::lookup_burst(const uint8_t* const* pkts, const Decoded* ds, const bool* want, unsigned n,
                              PacketMeta* metas) {
   FlowKey keys[kBurstMax];
-  const void* kp[kBurstMax];
-  hash_sig_t sigs[kBurstMax];
+  uint32_t hs[kBurstMax];
   bool lo[kBurstMax];
   unsigned idx[kBurstMax];
-  int32_t pos[kBurstMax];
   unsigned m = 0;
+  // Three passes so that each packet's misses are in flight while the others
+  // are worked on: keys and home buckets, then the entries the tags point
+  // to, then the lookups proper (in order: a packet may find the flow an
+  // earlier packet of the burst created).
   for (unsigned i = 0; i < n; ++i) {
     if (!want[i]) continue;
-    make_key(pkts[i], ds[i], keys[m], lo[m]);
-    sigs[m] = rte_hash_crc(&keys[m], sizeof(FlowKey), 0);
-    kp[m] = &keys[m];
+    hs[m] = key_and_hash(pkts[i], ds[i], keys[m], lo[m], true);
+    rte_prefetch0(&buckets_[home(hs[m])]);
     idx[m++] = i;
   }
   if (m == 0) return;
   st_.lookups += m;
-  rte_hash_lookup_with_hash_bulk(h_, kp, sigs, m, pos);
+  for (unsigned j = 0; j < m; ++j) {
+    const Bucket& b = buckets_[home(hs[j])];
+    const uint16_t tag = tag_of(hs[j]);
+    for (unsigned s = 0; s < Bucket::kSlots; ++s) {
+      if (b.tag[s] != tag) continue;
+      const char* e = reinterpret_cast<const char*>(&entries_[b.idx[s]]);
+      rte_prefetch0(e);
+      rte_prefetch0(e + offsetof(FlowEntry, state) - 1);  // the key may straddle two lines
+      break;
+    }
+  }
   for (unsigned j = 0; j < m; ++j) {
     PacketMeta& meta = metas[idx[j]];
-    if (pos[j] >= 0) {
-      FlowEntry& e = entries_[uint32_t(pos[j])];
-      if (meta.ts_ns > e.last_ns) e.last_ns = meta.ts_ns;
-      note_tcp(e, ds[idx[j]], lo[j]);
-      meta.flow = &e.state;
-      meta.flow_first = false;
-      meta.initiator_is_src = e.initiator_is_lo == lo[j];
-      continue;
-    }
-    // A miss may be a flow an earlier packet of this burst just created.
-    int32_t again = rte_hash_lookup_with_hash(h_, &keys[j], sigs[j]);
-    if (again >= 0) {
-      FlowEntry& e = entries_[uint32_t(again)];
-      note_tcp(e, ds[idx[j]], lo[j]);
-      meta.flow = &e.state;
-      meta.flow_first = false;
-      meta.initiator_is_src = e.initiator_is_lo == lo[j];
-      continue;
-    }
-    insert(pkts[idx[j]], ds[idx[j]], keys[j], sigs[j], lo[j], meta.ts_ns, meta);
+    const Decoded& d = ds[idx[j]];
+    if (FlowEntry* e = find(keys[j], hs[j])) hit(*e, d, lo[j], meta.ts_ns, meta);
+    else insert(pkts[idx[j]], d, keys[j], hs[j], lo[j], meta.ts_ns, meta);
   }
 }
 

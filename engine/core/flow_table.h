@@ -2,9 +2,17 @@
 // entry (the key orders the endpoints), so the dispatcher's symmetric hash
 // and this table agree on what "one flow" is. Single-threaded by design: each
 // worker owns its table and no lock is taken on the packet path.
+//
+// Layout (why not rte_hash): a lookup touches one 64-byte bucket and the
+// first line or two of one entry, and nothing else. rte_hash went bucket ->
+// key store slot -> our entry array: three scattered lines per packet, each a
+// likely cache and TLB miss. Buckets hold 8 (16-bit tag, entry index) pairs;
+// the entry holds the full key next to the flow's state, so the key compare
+// and the state update hit the same lines. A full bucket spills into the
+// next ones; the home bucket counts its spilled entries and how far they
+// went, so lookups probe further only where something spilled, and removal
+// needs neither tombstones nor moving entries (FlowState pointers stay valid).
 #pragma once
-
-#include <rte_hash.h>
 
 #include <cstdint>
 #include <string>
@@ -24,13 +32,18 @@ struct FlowKey {
 };
 static_assert(sizeof(FlowKey) == 40);
 
+// What a lookup reads (key, times, flags) comes first: 56 bytes, so one or
+// two cache lines; FlowState follows and is only touched by policies that
+// use it.
 struct FlowEntry {
-  FlowState state;
+  FlowKey key{};
   uint64_t last_ns = 0;
+  uint32_t hash = 0;   // of the key: home bucket, tag (unused entry: the next unused one)
   bool initiator_is_lo = true;
   bool used = false;
   uint8_t proto = 0;
   uint8_t fin = 0;     // bit 0: FIN from lo, bit 1: FIN from hi, bit 2: RST
+  FlowState state;
 };
 
 // Idle timeouts by kind of flow; a TCP flow that saw FIN both ways or a RST
@@ -57,8 +70,9 @@ class FlowTable {
   // initiator_is_src and flow_first. Never fails: a full table evicts.
   void lookup(const uint8_t* pkt, const Decoded& d, uint64_t ts_ns, PacketMeta& meta);
 
-  // The same for up to kBurstMax packets at once: rte_hash's bulk lookup
-  // overlaps the cache misses of the whole burst. want[i] false skips packet i.
+  // The same for up to kBurstMax packets at once: buckets and then entries
+  // are prefetched for the whole burst before the first is used, so the
+  // cache misses overlap. want[i] false skips packet i.
   static constexpr unsigned kBurstMax = 64;
   void lookup_burst(const uint8_t* const* pkts, const Decoded* ds, const bool* want, unsigned n,
                     PacketMeta* metas);
@@ -76,13 +90,53 @@ class FlowTable {
   size_t memory_bytes() const;
 
  private:
-  void remove(uint32_t idx);
-  void insert(const uint8_t* pkt, const Decoded& d, const FlowKey& k, hash_sig_t sig, bool src_is_lo,
-              uint64_t ts_ns, PacketMeta& meta);
-  void evict_one(uint64_t now_ns);
+  struct alignas(64) Bucket {
+    static constexpr unsigned kSlots = 8;
+    uint16_t tag[kSlots];  // 0: free slot
+    uint32_t idx[kSlots];  // entry index
+    uint8_t spilled;       // entries whose home is this bucket stored in a later one
+    uint8_t reach;         // buckets after this one that hold them (0: none)
+    uint8_t pad[14];
+  };
+  static_assert(sizeof(Bucket) == 64);
+  // How far an entry may spill from its home bucket. With at most 4 entries
+  // per bucket on average at full capacity, a bucket overflows rarely and by
+  // little; beyond this the insert evicts instead.
+  static constexpr unsigned kMaxReach = 16;
 
-  rte_hash* h_ = nullptr;
-  std::vector<FlowEntry> entries_;  // indexed by rte_hash's key position
+  // make_key, also returning the key's hash (CRC32-C of its five words).
+  static uint32_t key_and_hash(const uint8_t* pkt, const Decoded& d, FlowKey& k, bool& src_is_lo, bool with_ports);
+  // The home bucket takes the hash's high bits (multiply-shift: any bucket
+  // count, no power of two needed), the tag its low bits.
+  uint32_t home(uint32_t h) const { return uint32_t((uint64_t(h) * nb_) >> 32); }
+  uint32_t next(uint32_t b) const { return b + 1 == nb_ ? 0 : b + 1; }
+  static uint16_t tag_of(uint32_t h) { return uint16_t(h | 1); }
+  FlowEntry* find(const FlowKey& k, uint32_t h);
+  void remove(uint32_t idx);
+  void insert(const uint8_t* pkt, const Decoded& d, const FlowKey& k, uint32_t h, bool src_is_lo,
+              uint64_t ts_ns, PacketMeta& meta);
+  bool place(uint32_t h, uint32_t idx);
+  uint32_t oldest_in_home(uint32_t h) const;
+  void evict_one(uint64_t now_ns);
+  void hit(FlowEntry& e, const Decoded& d, bool src_is_lo, uint64_t ts_ns, PacketMeta& meta) {
+    if (ts_ns > e.last_ns) e.last_ns = ts_ns;
+    note_tcp(e, d, src_is_lo);
+    meta.flow = &e.state;
+    meta.flow_first = false;
+    meta.initiator_is_src = e.initiator_is_lo == src_is_lo;
+  }
+
+  // Both arrays live in anonymous memory advised for transparent huge pages
+  // (CPU-only data: it needs no DMA-able EAL memory, and EAL's --no-huge
+  // memory is a shared memfd that THP does not cover).
+  Bucket* buckets_ = nullptr;
+  FlowEntry* entries_ = nullptr;
+  size_t map_bytes_ = 0;
+  void* map_ = nullptr;
+  uint32_t nb_ = 0;
+  // Unused entries form a stack linked through their `hash` field.
+  static constexpr uint32_t kNone = UINT32_MAX;
+  uint32_t free_head_ = kNone;
   uint32_t cap_, size_ = 0, sweep_pos_ = 0;
   FlowTimeouts to_;
   uint64_t timeout_of(const FlowEntry& e) const {

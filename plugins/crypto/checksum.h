@@ -5,6 +5,9 @@
 // Store results with rte_cpu_to_be_16() (or equivalent). "Sum" = the folded,
 // not inverted, ones-complement sum; "checksum" = the value for the header field.
 //
+// Everything is inline: the packet path sums 4-, 16- and 20-byte spans,
+// for which a call and the generic loop cost more than the sum itself.
+//
 // Why not DPDK's rte_raw_cksum: it accumulates 16-bit words in 32 bits (one
 // add per 2 bytes, overflows past ~128 KiB); csum_sum adds 32-bit halves of
 // 64-bit loads into 64-bit accumulators. Tests cross-check both; the
@@ -14,7 +17,10 @@
 // below take the length explicitly.
 #pragma once
 
+#include <bit>
+#include <cassert>
 #include <cstddef>
+#include <cstring>
 #include <cstdint>
 #include <span>
 
@@ -22,7 +28,7 @@ namespace amon {
 
 // Ones-complement sum of `data` treated as big-endian 16-bit words; an odd
 // trailing byte is padded with a zero low byte. `initial` is added in.
-uint16_t csum_sum(std::span<const uint8_t> data, uint16_t initial = 0);
+inline uint16_t csum_sum(std::span<const uint8_t> data, uint16_t initial = 0);
 
 // Ones-complement addition of two sums.
 inline uint16_t csum_add(uint16_t a, uint16_t b) {
@@ -59,33 +65,176 @@ inline uint16_t csum_finish_udp(uint16_t sum) {
 
 // IPv4 header checksum over the whole header (IHL*4 bytes, options included);
 // the current checksum field (bytes 10-11) is ignored. hdr.size() >= 20.
-uint16_t ipv4_header_checksum(std::span<const uint8_t> hdr);
+inline uint16_t ipv4_header_checksum(std::span<const uint8_t> hdr);
 
 // Pseudo-header sums. l4_len is the upper-layer length (TCP/UDP header +
 // payload), not the IP payload length: they differ with IPv6 extension headers.
-uint16_t pseudo_sum_v4(const uint8_t src[4], const uint8_t dst[4], uint8_t proto, uint16_t l4_len);
-uint16_t pseudo_sum_v6(const uint8_t src[16], const uint8_t dst[16], uint8_t next_header,
+inline uint16_t pseudo_sum_v4(const uint8_t src[4], const uint8_t dst[4], uint8_t proto, uint16_t l4_len);
+inline uint16_t pseudo_sum_v6(const uint8_t src[16], const uint8_t dst[16], uint8_t next_header,
                        uint32_t l4_len);
 
 // Full TCP (6) / UDP (17) / ICMPv6 (58, v6 only) checksum: pseudo-header plus
 // `l4` (header + payload) with the 2 bytes at csum_offset (TCP 16, UDP 6,
 // ICMPv6 2) treated as zero. For UDP the 0 -> 0xFFFF rule is applied.
-uint16_t l4_checksum_v4(const uint8_t src[4], const uint8_t dst[4], uint8_t proto,
+inline uint16_t l4_checksum_v4(const uint8_t src[4], const uint8_t dst[4], uint8_t proto,
                         std::span<const uint8_t> l4, size_t csum_offset);
-uint16_t l4_checksum_v6(const uint8_t src[16], const uint8_t dst[16], uint8_t next_header,
+inline uint16_t l4_checksum_v6(const uint8_t src[16], const uint8_t dst[16], uint8_t next_header,
                         std::span<const uint8_t> l4, size_t csum_offset);
 
 // RFC 1624 eqn. 3 incremental update, HC' = ~(~HC + ~m + m'), for a field
 // that changed from old_bytes to new_bytes (same length; 2, 4 and 16 bytes are
 // the usual ports/addresses). field_offset is the field's byte offset in the
 // checksummed region; only its parity matters.
-uint16_t csum_replace(uint16_t old_csum, std::span<const uint8_t> old_bytes,
+inline uint16_t csum_replace(uint16_t old_csum, std::span<const uint8_t> old_bytes,
                       std::span<const uint8_t> new_bytes, size_t field_offset = 0);
 
 // UDP variant: a checksum of 0 means the sender computed none (allowed over
 // IPv4; over IPv6 only for tunnels, RFC 6935) and stays 0 - "updating" it would
 // invent a checksum over data nobody summed. A result of 0 becomes 0xFFFF.
-uint16_t csum_replace_udp(uint16_t old_csum, std::span<const uint8_t> old_bytes,
+inline uint16_t csum_replace_udp(uint16_t old_csum, std::span<const uint8_t> old_bytes,
                           std::span<const uint8_t> new_bytes, size_t field_offset = 0);
+
+// ---- definitions ----
+
+namespace csum_detail {
+
+inline uint16_t bswap16(uint16_t v) { return static_cast<uint16_t>(v << 8 | v >> 8); }
+
+// Sum in native word order: the ones-complement sum commutes with byte
+// swapping (RFC 1071 section 2(B)), so one swap at the end replaces a swap per
+// word on little-endian hosts.
+inline uint64_t native_acc(const uint8_t* p, size_t n) {
+    // Four accumulators keep four independent add chains in flight. Each adds
+    // at most 2^33 per 32 bytes, so 64 bits cannot overflow for any span.
+    uint64_t a0 = 0, a1 = 0, a2 = 0, a3 = 0;
+    while (n >= 32) {
+        uint64_t w[4];
+        std::memcpy(w, p, 32);
+        a0 += (w[0] & 0xffffffffu) + (w[0] >> 32);
+        a1 += (w[1] & 0xffffffffu) + (w[1] >> 32);
+        a2 += (w[2] & 0xffffffffu) + (w[2] >> 32);
+        a3 += (w[3] & 0xffffffffu) + (w[3] >> 32);
+        p += 32;
+        n -= 32;
+    }
+    uint64_t acc = a0 + a1 + a2 + a3;
+    while (n >= 4) {
+        uint32_t w;
+        std::memcpy(&w, p, 4);
+        acc += w;
+        p += 4;
+        n -= 4;
+    }
+    if (n >= 2) {
+        uint16_t w;
+        std::memcpy(&w, p, 2);
+        acc += w;
+        p += 2;
+        n -= 2;
+    }
+    if (n) {
+        // The odd byte is the first (high, in network order) byte of a word
+        // whose second byte is zero padding; in native order that is where
+        // the byte lands when stored at the word's address.
+        uint16_t w = 0;
+        std::memcpy(&w, p, 1);
+        acc += w;
+    }
+    return acc;
+}
+
+inline uint16_t to_numeric(uint16_t native_sum) {
+    if constexpr (std::endian::native == std::endian::little) return bswap16(native_sum);
+    return native_sum;
+}
+
+}  // namespace csum_detail
+
+inline uint16_t csum_sum(std::span<const uint8_t> data, uint16_t initial) {
+    return csum_add(initial, csum_detail::to_numeric(csum_fold(csum_detail::native_acc(data.data(), data.size()))));
+}
+
+inline uint16_t ipv4_header_checksum(std::span<const uint8_t> hdr) {
+    assert(hdr.size() >= 20);
+    // One accumulation with the checksum field masked out: the same sum as
+    // adding the two sides of the field separately (a ones-complement sum
+    // does not depend on where it is folded).
+    // Masked in a register, not zeroed in a copy: bytes stored and then
+    // reloaded as part of a wider word stall store forwarding.
+    uint32_t w[5];
+    std::memcpy(w, hdr.data(), 20);
+    constexpr uint8_t keep[4] = {0xff, 0xff, 0, 0};  // bytes 8-11: keep 8-9, drop the field at 10-11
+    uint32_t mask;
+    std::memcpy(&mask, keep, 4);
+    uint64_t acc = uint64_t(w[0]) + w[1] + (w[2] & mask) + w[3] + w[4] +
+                   csum_detail::native_acc(hdr.data() + 20, hdr.size() - 20);
+    return csum_finish(csum_detail::to_numeric(csum_fold(acc)));
+}
+
+inline uint16_t pseudo_sum_v4(const uint8_t src[4], const uint8_t dst[4], uint8_t proto, uint16_t l4_len) {
+    uint64_t acc = 0;
+    for (int i = 0; i < 4; i += 2) {
+        acc += uint32_t{src[i]} << 8 | src[i + 1];
+        acc += uint32_t{dst[i]} << 8 | dst[i + 1];
+    }
+    acc += proto;
+    acc += l4_len;
+    return csum_fold(acc);
+}
+
+inline uint16_t pseudo_sum_v6(const uint8_t src[16], const uint8_t dst[16], uint8_t next_header,
+                       uint32_t l4_len) {
+    uint64_t acc = 0;
+    for (int i = 0; i < 16; i += 2) {
+        acc += uint32_t{src[i]} << 8 | src[i + 1];
+        acc += uint32_t{dst[i]} << 8 | dst[i + 1];
+    }
+    acc += l4_len >> 16;
+    acc += l4_len & 0xffff;
+    acc += next_header;
+    return csum_fold(acc);
+}
+
+namespace csum_detail {
+
+inline uint16_t l4_sum_skipping(uint16_t pseudo, std::span<const uint8_t> l4, size_t csum_offset) {
+    assert(csum_offset % 2 == 0 && csum_offset + 2 <= l4.size());
+    // Both sides of the (even-offset) field in one accumulation.
+    uint64_t acc = native_acc(l4.data(), csum_offset) +
+                   native_acc(l4.data() + csum_offset + 2, l4.size() - csum_offset - 2);
+    return csum_add(pseudo, to_numeric(csum_fold(acc)));
+}
+
+}  // namespace csum_detail
+
+inline uint16_t l4_checksum_v4(const uint8_t src[4], const uint8_t dst[4], uint8_t proto,
+                        std::span<const uint8_t> l4, size_t csum_offset) {
+    const uint16_t s =
+        csum_detail::l4_sum_skipping(pseudo_sum_v4(src, dst, proto, static_cast<uint16_t>(l4.size())), l4, csum_offset);
+    return proto == 17 ? csum_finish_udp(s) : csum_finish(s);
+}
+
+inline uint16_t l4_checksum_v6(const uint8_t src[16], const uint8_t dst[16], uint8_t next_header,
+                        std::span<const uint8_t> l4, size_t csum_offset) {
+    const uint16_t s = csum_detail::l4_sum_skipping(
+        pseudo_sum_v6(src, dst, next_header, static_cast<uint32_t>(l4.size())), l4, csum_offset);
+    return next_header == 17 ? csum_finish_udp(s) : csum_finish(s);
+}
+
+inline uint16_t csum_replace(uint16_t old_csum, std::span<const uint8_t> old_bytes,
+                      std::span<const uint8_t> new_bytes, size_t field_offset) {
+    assert(old_bytes.size() == new_bytes.size());
+    // ~m + m' as one sum: the old field's sum enters complemented.
+    uint16_t delta = csum_add(static_cast<uint16_t>(~csum_sum(old_bytes)), csum_sum(new_bytes));
+    const uint16_t s = csum_add_at(static_cast<uint16_t>(~old_csum), delta, field_offset);
+    return static_cast<uint16_t>(~s);
+}
+
+inline uint16_t csum_replace_udp(uint16_t old_csum, std::span<const uint8_t> old_bytes,
+                          std::span<const uint8_t> new_bytes, size_t field_offset) {
+    if (old_csum == 0) return 0;
+    const uint16_t c = csum_replace(old_csum, old_bytes, new_bytes, field_offset);
+    return c == 0 ? 0xffff : c;
+}
 
 }  // namespace amon

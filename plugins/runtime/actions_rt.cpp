@@ -1,5 +1,6 @@
 #include "actions_rt.h"
 
+#include <bit>
 #include <cstring>
 #include <stdexcept>
 
@@ -63,7 +64,10 @@ class Timestamp final : public RtAction {
   explicit Timestamp(FieldId dst_field) : dst_(dst_field) {}
   ActResult mac(uint8_t* m, ApplyCtx& c) override {
     uint64_t v = c.field == dst_ ? c.ts_ns / 1000000000ULL : c.ts_ns % 1000000000ULL;
-    for (int i = 5; i >= 0; --i, v >>= 8) m[i] = uint8_t(v);
+    // 48 bits big-endian in one byte swap and two stores, not six byte stores.
+    uint64_t be = v << 16;
+    if constexpr (std::endian::native == std::endian::little) be = __builtin_bswap64(be);
+    std::memcpy(m, &be, 6);
     return ActResult::Done;
   }
 
@@ -124,9 +128,13 @@ class CryptoPan final : public RtAction {
       }
     }
     if (c.family == 4) {
-      uint32_t v = uint32_t(a[0]) << 24 | uint32_t(a[1]) << 16 | uint32_t(a[2]) << 8 | a[3];
+      // One 4-byte store: the checksum updates read the address back as a word.
+      uint32_t v;
+      std::memcpy(&v, a, 4);
+      if constexpr (std::endian::native == std::endian::little) v = __builtin_bswap32(v);
       v = cache_.anon_v4_cached(v);
-      a[0] = uint8_t(v >> 24), a[1] = uint8_t(v >> 16), a[2] = uint8_t(v >> 8), a[3] = uint8_t(v);
+      if constexpr (std::endian::native == std::endian::little) v = __builtin_bswap32(v);
+      std::memcpy(a, &v, 4);
     } else {
       uint8_t out[16];
       cache_.anon_v6_cached(a, out);
@@ -152,15 +160,34 @@ inline void keep_prefix(uint8_t* a, int width_bytes, int bits) {
 
 class Prefix final : public RtAction {
  public:
-  explicit Prefix(const ActionCall& call) : v4_(int(call.int_or("bits", 24))), v6_(int(call.int_or("v6", 48))) {}
+  explicit Prefix(const ActionCall& call) {
+    // The kept bits as byte masks, built once: a rewrite is then an AND.
+    uint8_t m4[4], m6[16];
+    std::memset(m4, 0xff, 4);
+    std::memset(m6, 0xff, 16);
+    keep_prefix(m4, 4, int(call.int_or("bits", 24)));
+    keep_prefix(m6, 16, int(call.int_or("v6", 48)));
+    std::memcpy(&m4_, m4, 4);
+    std::memcpy(m6_, m6, 16);
+  }
   ActResult addr(uint8_t* a, ApplyCtx& c) override {
-    if (c.family == 4) keep_prefix(a, 4, v4_);
-    else keep_prefix(a, 16, v6_);
+    if (c.family == 4) {
+      uint32_t v;
+      std::memcpy(&v, a, 4);
+      v &= m4_;
+      std::memcpy(a, &v, 4);
+    } else {
+      uint64_t v[2];
+      std::memcpy(v, a, 16);
+      v[0] &= m6_[0], v[1] &= m6_[1];
+      std::memcpy(a, v, 16);
+    }
     return ActResult::Done;
   }
 
  private:
-  int v4_, v6_;
+  uint32_t m4_;
+  uint64_t m6_[2];
 };
 
 // zanon on an address field (ip.server): the decision is taken once per flow

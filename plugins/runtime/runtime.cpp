@@ -1,5 +1,6 @@
 #include "runtime.h"
 
+#include <bit>
 #include <cstring>
 #include <functional>
 #include <stdexcept>
@@ -81,7 +82,12 @@ uint32_t packet_protos(const Decoded& d, uint8_t app) {
 }
 
 inline uint16_t rd16(const uint8_t* p) { return uint16_t(p[0] << 8 | p[1]); }
-inline void wr16(uint8_t* p, uint16_t v) { p[0] = uint8_t(v >> 8), p[1] = uint8_t(v); }
+// One 2-byte store: the checksums read these fields back as part of wider
+// words, and two byte stores under one load stall store forwarding.
+inline void wr16(uint8_t* p, uint16_t v) {
+  if constexpr (std::endian::native == std::endian::little) v = __builtin_bswap16(v);
+  std::memcpy(p, &v, 2);
+}
 
 }  // namespace
 
@@ -230,6 +236,18 @@ Program::Program(std::shared_ptr<const dsl::Policy> policy, int consumer_index, 
                                 !field_rules_[F.ip_server].empty() || has_l7_);
   wants_l7_ = has_l7_ || policy_->select_cond != nullptr;
   for (const auto& r : rules) wants_l7_ = wants_l7_ || r.when != nullptr;
+  unconditional_ = true;
+  for (const auto& r : rules) unconditional_ = unconditional_ && r.when == nullptr;
+  fixed_rule_.assign(field_rules_.size(), -1);
+  for (size_t f = 0; f < field_rules_.size(); ++f)
+    if (!field_rules_[f].empty()) fixed_rule_[f] = int(field_rules_[f][0]);
+  // An address position takes the first rule in source order naming it by
+  // position or by role (the same choice process() makes with conditions).
+  for (int is_src = 0; is_src < 2; ++is_src)
+    for (int is_client = 0; is_client < 2; ++is_client) {
+      int a = fixed_rule_[is_src ? F.ip_src : F.ip_dst], b = fixed_rule_[is_client ? F.ip_client : F.ip_server];
+      addr_rule_[is_src][is_client] = a < 0 ? b : b < 0 ? a : std::min(a, b);
+    }
   wants_flows_ = wants_flows_ || wants_l7_;
 }
 
@@ -367,8 +385,8 @@ void ProgramInstance::decide_flow(const uint8_t* server, const uint8_t* client, 
 // Roles: the policy's clients set decides when exactly one end is inside,
 // else the flow's initiator is the client. alen = 0 when the addresses were
 // not captured.
-bool ProgramInstance::roles(const uint8_t* buf, uint32_t cap, const Decoded& d, const PacketMeta& m, uint8_t* old_src,
-                            uint8_t* old_dst, uint32_t& alen) {
+bool ProgramInstance::roles(const uint8_t* buf, uint32_t cap, const Decoded& d, const PacketMeta& m, uint8_t* old_addrs,
+                            uint32_t& alen) {
   const dsl::Policy& pol = *prog_.policy_;
   const bool ip_ok = d.has_ip() && d.ip_version != 0 && d.dst_off() + d.addr_len() <= cap &&
                      d.src_off() + d.addr_len() <= cap;
@@ -384,8 +402,9 @@ bool ProgramInstance::roles(const uint8_t* buf, uint32_t cap, const Decoded& d, 
     }
     if (s_in != d_in) client_is_src = s_in;
   }
-  std::memcpy(old_src, buf + so, alen);
-  std::memcpy(old_dst, buf + dof, alen);
+  // Source then destination, adjacent as in the header (IPv4 12..19, IPv6
+  // 8..39): one copy.
+  std::memcpy(old_addrs, buf + so, 2 * alen);
   return client_is_src;
 }
 
@@ -397,9 +416,11 @@ uint8_t ProgramInstance::rewrite_stream(uint8_t* buf, const Decoded& d, const Pa
   ctx.d = &d;
   ctx.m = &m;
   ctx.counters = &c;
-  uint8_t old_src[16] = {}, old_dst[16] = {};
+  uint8_t old_addrs[32] = {};
   uint32_t alen = 0;
-  const bool client_is_src = roles(buf, d.cap_len, d, m, old_src, old_dst, alen);
+  const bool client_is_src = roles(buf, d.cap_len, d, m, old_addrs, alen);
+  const uint8_t* old_src = old_addrs;
+  const uint8_t* old_dst = old_addrs + (alen ? alen : 16);
   Eval e{&d, &m, &c, &ctx, client_is_src, client_is_src ? old_src : old_dst, alen, buf};
   // A consumer that does not select the packet never sees its bytes.
   if (P.policy_->select_cond && !eval(*P.policy_->select_cond, e)) return StreamView::Unchanged;
@@ -408,6 +429,19 @@ uint8_t ProgramInstance::rewrite_stream(uint8_t* buf, const Decoded& d, const Pa
   if (!l7_rewrite(buf, d, e)) return StreamView::Failed;
   if (e.drop) return StreamView::Drop;
   return StreamView::Rewritten;
+}
+
+// Defined ahead of process() so that the common, unconditional case inlines
+// there; the search through conditions stays out of line.
+inline int ProgramInstance::pick(FieldId f, Eval& e) {
+  if (!prog_.unconditional_) return pick_cond(f, e);
+  int ri = prog_.fixed_rule_[f];
+  if (ri >= 0) {
+    if (e.c->rule_hits.size() < prog_.plans_.size()) e.c->rule_hits.resize(prog_.plans_.size());
+    ++e.c->rule_hits[ri];
+  }
+  return ri;
+
 }
 
 Verdict ProgramInstance::process(uint8_t* buf, uint32_t& cap, uint32_t& wire, const Decoded& d, const PacketMeta& m,
@@ -421,11 +455,13 @@ Verdict ProgramInstance::process(uint8_t* buf, uint32_t& cap, uint32_t& wire, co
   ctx.m = &m;
   ctx.counters = &c;
 
-  uint8_t old_src[16] = {}, old_dst[16] = {};
+  uint8_t old_addrs[32] = {};
   uint32_t alen = 0;
-  const bool client_is_src = roles(buf, cap, d, m, old_src, old_dst, alen);
+  const bool client_is_src = roles(buf, cap, d, m, old_addrs, alen);
   const bool ip_ok = alen != 0;
   const uint32_t so = ip_ok ? d.src_off() : 0, dof = ip_ok ? d.dst_off() : 0;
+  uint8_t* const old_src = old_addrs;
+  uint8_t* const old_dst = old_addrs + (ip_ok ? alen : 16);
   Eval e{&d, &m, &c, &ctx, client_is_src, client_is_src ? old_src : old_dst, alen, buf};
 
   if (pol.select_cond && !eval(*pol.select_cond, e)) return Verdict::Filtered;
@@ -498,13 +534,17 @@ Verdict ProgramInstance::process(uint8_t* buf, uint32_t& cap, uint32_t& wire, co
     // The first rule in source order naming this address, by position or by
     // role, and whose condition holds, wins.
     int best = -1;
-    for (FieldId f : {pos_field, role_field}) {
-      for (uint32_t ri : P.field_rules_[f]) {
-        if (best >= 0 && int(ri) >= best) break;
-        const dsl::Rule& r = pol.rules[ri];
-        if (!r.when || eval(*r.when, e)) {
-          best = int(ri);
-          break;
+    if (P.unconditional_) {
+      best = P.addr_rule_[is_src][is_client];
+    } else {
+      for (FieldId f : {pos_field, role_field}) {
+        for (uint32_t ri : P.field_rules_[f]) {
+          if (best >= 0 && int(ri) >= best) break;
+          const dsl::Rule& r = pol.rules[ri];
+          if (!r.when || eval(*r.when, e)) {
+            best = int(ri);
+            break;
+          }
         }
       }
     }
@@ -691,6 +731,8 @@ Verdict ProgramInstance::process(uint8_t* buf, uint32_t& cap, uint32_t& wire, co
   uint16_t ck = rd16(l4 + csum_off);
   if (udp && ck == 0) return Verdict::Forward;  // the sender computed none
   if (pseudo && addr_changed) {
+    // One update per address, not one for both: the same sum, but the
+    // result could differ in the representation of zero (0x0000/0xffff).
     ck = csum_replace(ck, {old_src, alen}, {buf + so, alen});
     ck = csum_replace(ck, {old_dst, alen}, {buf + dof, alen});
   }
@@ -819,7 +861,7 @@ bool ProgramInstance::eval(const dsl::Cond& c, Eval& e) {
   return finish(any);
 }
 
-int ProgramInstance::pick(FieldId f, Eval& e) {
+int ProgramInstance::pick_cond(FieldId f, Eval& e) {
   for (uint32_t ri : prog_.field_rules_[f]) {
     const dsl::Rule& r = prog_.policy_->rules[ri];
     if (!r.when || eval(*r.when, e)) {

@@ -177,6 +177,11 @@ class Program {
   int payload_default_plan_ = -1;
   std::vector<uint32_t> zslot_rule_;  // rule index of each z-anonymity slot
   std::vector<std::vector<uint32_t>> field_rules_;  // by FieldId: rule indexes in source order
+  // No rule has a `when`: the rule that applies to a field never depends on
+  // the packet, so it is chosen here once instead of searched per packet.
+  bool unconditional_ = false;
+  std::vector<int> fixed_rule_;  // by FieldId: the first rule naming it, -1 none
+  int addr_rule_[2][2] = {{-1, -1}, {-1, -1}};  // [address is the source][address is the client]
   uint32_t l7_protect_ = 0;  // bit per App whose fields this policy rewrites
   bool has_l7_ = false;
   bool wants_l7_ = false;
@@ -211,15 +216,17 @@ class ProgramInstance {
  private:
   struct Eval;
   bool eval(const dsl::Cond& c, Eval& e);
-  int pick(FieldId f, Eval& e);
+  int pick(FieldId f, Eval& e);       // the rule for field f in this packet, -1 none (counts the hit)
+  int pick_cond(FieldId f, Eval& e);  // pick() for policies with conditions
   struct DnsRecall;
   names::Decision decide_name(FieldId f, std::string_view text, Eval& e, DnsRecall* recall = nullptr);
   bool apply_text(FieldId f, uint8_t* p, uint32_t len, Eval& e);  // false: drop
   bool apply_addr_occ(FieldId f, uint8_t* a, uint8_t family, Eval& e);
   bool l7_dns(uint8_t* msg, uint32_t len, Eval& e, int msg_index);
   bool l7_rewrite(uint8_t* buf, const Decoded& d, Eval& e);  // false: drop
-  bool roles(const uint8_t* buf, uint32_t cap, const Decoded& d, const PacketMeta& m, uint8_t* old_src, uint8_t* old_dst,
-             uint32_t& alen);  // client_is_src; copies the clear addresses
+  // client_is_src; copies the clear source and destination addresses to
+  // old_addrs (2 x alen bytes; alen = 0 when they were not captured).
+  bool roles(const uint8_t* buf, uint32_t cap, const Decoded& d, const PacketMeta& m, uint8_t* old_addrs, uint32_t& alen);
   uint64_t user_of(const uint8_t* client, uint32_t alen);
   void decide_flow(const uint8_t* server, const uint8_t* client, uint32_t alen, const PacketMeta& m,
                    ConsumerCounters& c);
