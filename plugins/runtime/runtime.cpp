@@ -408,14 +408,21 @@ bool ProgramInstance::roles(const uint8_t* buf, uint32_t cap, const Decoded& d, 
   return client_is_src;
 }
 
-uint8_t ProgramInstance::rewrite_stream(uint8_t* buf, const Decoded& d, const PacketMeta& m, ConsumerCounters& c) {
-  const Program& P = prog_;
-  if (!P.has_l7_) return StreamView::Unchanged;
+namespace {
+inline ApplyCtx packet_ctx(const Decoded& d, const PacketMeta& m, ConsumerCounters& c) {
   ApplyCtx ctx;
   ctx.ts_ns = m.ts_ns;
   ctx.d = &d;
   ctx.m = &m;
   ctx.counters = &c;
+  return ctx;
+}
+}  // namespace
+
+uint8_t ProgramInstance::rewrite_stream(uint8_t* buf, const Decoded& d, const PacketMeta& m, ConsumerCounters& c) {
+  const Program& P = prog_;
+  if (!P.has_l7_) return StreamView::Unchanged;
+  ApplyCtx ctx = packet_ctx(d, m, c);
   uint8_t old_addrs[32] = {};
   uint32_t alen = 0;
   const bool client_is_src = roles(buf, d.cap_len, d, m, old_addrs, alen);
@@ -441,7 +448,6 @@ inline int ProgramInstance::pick(FieldId f, Eval& e) {
     ++e.c->rule_hits[ri];
   }
   return ri;
-
 }
 
 Verdict ProgramInstance::process(uint8_t* buf, uint32_t& cap, uint32_t& wire, const Decoded& d, const PacketMeta& m,
@@ -449,11 +455,7 @@ Verdict ProgramInstance::process(uint8_t* buf, uint32_t& cap, uint32_t& wire, co
   const Program& P = prog_;
   const dsl::Policy& pol = *P.policy_;
   const auto& F = l2l4::g_fields;
-  ApplyCtx ctx;
-  ctx.ts_ns = m.ts_ns;
-  ctx.d = &d;
-  ctx.m = &m;
-  ctx.counters = &c;
+  ApplyCtx ctx = packet_ctx(d, m, c);
 
   uint8_t old_addrs[32] = {};
   uint32_t alen = 0;

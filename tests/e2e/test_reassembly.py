@@ -91,68 +91,54 @@ def build(tmp):
     cases = {}  # name -> (kind, complete?)
     t = 1_000_000_000
 
-    def sni_pos(rec, name):
-        return rec.index(name.encode())
+    def tls_flow(t, port, name, complete):
+        """A new client flow (handshake done) that will send a ClientHello
+        naming `name`: returns the flow, the record and the name's offset."""
+        rec = client_hello(name)
+        f = Flow(frames, port, 443)
+        f.handshake(t)
+        cases[name] = ("tls", complete)
+        return f, rec, rec.index(name.encode())
 
     # 1. in order, the name across a segment boundary
     name = "inorder-secret-alpha.example.com"
-    rec = client_hello(name)
-    p = sni_pos(rec, name)
-    f = Flow(frames, 40001, 443)
-    f.handshake(t)
+    f, rec, p = tls_flow(t, 40001, name, True)
     for i, (off, ch) in enumerate(cuts(rec, [200, 400, p + 9])):
         f.data(t + 10 + i, off, ch)
     f.server_ack(t + 20, len(rec))
-    cases[name] = ("tls", True)
 
     # 2. out of order: 1, 3, 4, 2
     t += 100 * MS
     name = "outoforder-secret-bravo.example.net"
-    rec = client_hello(name)
-    p = sni_pos(rec, name)
-    f = Flow(frames, 40002, 443)
-    f.handshake(t)
+    f, rec, p = tls_flow(t, 40002, name, True)
     segs = cuts(rec, [250, p + 4, p + 20])
     for i, k in enumerate([0, 2, 3, 1]):
         f.data(t + 10 + i, *segs[k])
-    cases[name] = ("tls", True)
 
     # 3. duplicate and partly overlapping retransmissions while held
     t += 100 * MS
     name = "retrans-secret-charlie.example.org"
-    rec = client_hello(name)
-    p = sni_pos(rec, name)
-    f = Flow(frames, 40003, 443)
-    f.handshake(t)
+    f, rec, p = tls_flow(t, 40003, name, True)
     f.data(t + 10, 0, rec[:300])
     f.data(t + 11, 0, rec[:300])                       # duplicate
     f.data(t + 12, 200, rec[200:p + 6])                # overlaps the first, carries part of the name
     f.data(t + 13, p + 6, rec[p + 6:])
-    cases[name] = ("tls", True)
 
     # 4. a segment never comes: fail closed
     t += 100 * MS
     name = "gap-secret-delta.example.com"
-    rec = client_hello(name)
-    p = sni_pos(rec, name)
-    f = Flow(frames, 40004, 443)
-    f.handshake(t)
+    f, rec, p = tls_flow(t, 40004, name, False)
     f.data(t + 10, 0, rec[:p + 3])
     f.data(t + 11, p + 10, rec[p + 10:])               # the middle of the name is missing
     f.data(t + 12, len(rec), b"", L.ACK | L.FIN)
-    cases[name] = ("tls", False)
 
     # 5. retransmission after release: the copy cannot carry the name
     t += 100 * MS
     name = "late-secret-echo.example.com"
-    rec = client_hello(name)
-    p = sni_pos(rec, name)
-    f = Flow(frames, 40005, 443)
-    f.handshake(t)
+    f, rec, p = tls_flow(t, 40005, name, True)
     f.data(t + 10, 0, rec[:p + 5])
     f.data(t + 11, p + 5, rec[p + 5:])
     f.data(t + 200 * MS, p + 5, rec[p + 5:])           # retransmitted long after
-    cases[name] = ("tls", True)
 
     # 6. HTTP head in three segments, Host split; another flow in between
     t += 300 * MS
@@ -185,24 +171,16 @@ def build(tmp):
     #    timeout (1 s of packet time), then released fail-closed
     t += 100 * MS
     name = "timeout-secret-india.example.com"
-    rec = client_hello(name)
-    p = sni_pos(rec, name)
-    f = Flow(frames, 40008, 443)
-    f.handshake(t)
+    f, rec, p = tls_flow(t, 40008, name, False)
     f.data(t + 10, 0, rec[:p + 8])
     g = Flow(frames, 40018, 80)
     g.handshake(t + 3000 * MS)
-    cases[name] = ("tls", False)
 
     # 9. the capture ends while a header is held: released fail-closed
     t += 4000 * MS
     name = "endofinput-secret-juliet.example.com"
-    rec = client_hello(name)
-    p = sni_pos(rec, name)
-    f = Flow(frames, 40009, 443)
-    f.handshake(t)
+    f, rec, p = tls_flow(t, 40009, name, False)
     f.data(t + 10, 0, rec[:p + 8])
-    cases[name] = ("tls", False)
 
     frames.sort(key=lambda x: x[0])
     path = os.path.join(tmp, "split.pcap")
