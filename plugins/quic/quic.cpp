@@ -566,6 +566,7 @@ struct Analyzer {
     d.n_pkt = d.n_frag = d.n_names = d.n_cover = 0;
     d.text_len = 0;
     if (len > Datagram::kMaxDatagram) return fail(Status::Malformed, Error::Capacity);
+    if (!len) return Status::None;
     std::memcpy(d.plain, in, len);
     if (Status s = packets(); s != Status::None) return s;
     if (!d.n_frag) return Status::None;  // ACK/PING/PADDING only, or no client Initial
