@@ -2,7 +2,10 @@
 
 #include <rte_hash_crc.h>
 #include <rte_prefetch.h>
+#include <linux/mempolicy.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <cstddef>
@@ -29,7 +32,6 @@ static_assert(sizeof(FlowKey) == 40);
 
 FlowTable::FlowTable(const std::string& name, uint32_t capacity, const FlowTimeouts& timeouts, int socket)
     : cap_(capacity ? capacity : 1), to_(timeouts) {
-  (void)socket;  // first touch by the owning worker places the pages on its node
   // 4 entries per 8-slot bucket on average when full: about 2 % of the
   // buckets then spill into the next one.
   const uint32_t nb = nb_ = (cap_ + 3) / 4;
@@ -45,6 +47,13 @@ FlowTable::FlowTable(const std::string& name, uint32_t capacity, const FlowTimeo
   uintptr_t base = (reinterpret_cast<uintptr_t>(map_) + kHuge - 1) & ~(kHuge - 1);
   // Advice only: without THP the table works the same on 4 KiB pages.
   madvise(reinterpret_cast<void*>(base), bbytes + ebytes, MADV_HUGEPAGE);
+  // The pages are placed on the NUMA node the caller names (as rte_hash's
+  // socket_id did), not wherever the constructing thread runs. Advice too:
+  // it fails harmlessly without NUMA support or with SOCKET_ID_ANY.
+  if (socket >= 0 && socket < int(8 * sizeof(unsigned long))) {
+    unsigned long nodes = 1UL << socket;
+    syscall(SYS_mbind, base, bbytes + ebytes, MPOL_PREFERRED, &nodes, 8 * sizeof nodes, 0);
+  }
   buckets_ = reinterpret_cast<Bucket*>(base);
   entries_ = reinterpret_cast<FlowEntry*>(base + bbytes);
   // Touched now, not on the packet path: the table's memory is committed up
