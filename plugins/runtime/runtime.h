@@ -34,38 +34,41 @@ inline constexpr int kMaxConsumers = 16;
 inline constexpr int kZSlotsPerConsumer = 4;
 
 // Per-flow state the engine's flow table keeps for the runtime.
+// Fields are ordered by size so the struct has no padding: it lives in every
+// flow-table entry (bytes per flow).
 struct FlowState {
   uint64_t zdecided = 0;  // bit set once the slot's decision was taken for this flow
   uint64_t zreleased = 0; // bit set when the value was released (not z-private)
   // Application-layer stream state, per direction (0: from the initiator).
-  uint8_t app = 0;              // App, once known from a payload
-  uint8_t frag_tunnel = 0;      // fragments of this address pair carried a tunnel
-  uint8_t names_done = 0;       // bit per direction: the pending bytes hold no name (SNI already handled)
-  uint8_t unbounded[2] = {};    // inside a body of unknown length (HTTP chunked / until close)
   uint32_t pending[2] = {};     // bytes still belonging to an incomplete header/message
   uint32_t body[2] = {};        // bytes of a known-length body still to come (not parsed; capped at 4 GiB)
   // TCP stream holding (engine/core/worker_path.cpp): a header split over
   // segments is held until complete, then rewritten as one.
-  uint16_t hold[2] = {};        // 1 + index of the worker's held stream for this direction, 0 when none
-  uint8_t stream_failed = 0;    // bit per direction: a header could not be completed; the rest stays closed
-  uint8_t released = 0;         // bit per direction: released_end is valid
   uint32_t released_end[2] = {};  // TCP sequence number after the last header rewritten from a held stream
-  // The server's TLS handshake names the server too (a TLS 1.2 Certificate):
-  // consumers whose SNI decision hid the name get it without payload.
-  uint16_t sni_clear = 0;       // bit per consumer: its tls.sni decision for this flow left the name in clear
-  uint16_t tls_srv_left = 0;    // bytes of the server's current TLS record still to come
-  uint8_t tls_srv = 0;          // server records: 0 handshake, 1 past it (encrypted from here), 2 record sync lost
-  uint8_t tls_srv_type = 0;     // content type of that record
-  // QUIC: progress through a ClientHello spread over several Initials
-  // (quic::FlowState: walk position or located server_name, client side).
-  uint8_t quic_mode = 0, quic_client = 0;
-  uint16_t quic_a = 0, quic_b = 0, quic_end = 0;
   // DNS: this flow's number in its worker (0 until its first DNS message).
   // The query memory of each ProgramInstance keys on it rather than on the
   // entry's address, so a flow that reuses an evicted flow's entry never
   // picks up that flow's query decisions.
   uint32_t dns_flow = 0;
+  uint16_t hold[2] = {};        // 1 + index of the worker's held stream for this direction, 0 when none
+  // The server's TLS handshake names the server too (a TLS 1.2 Certificate):
+  // consumers whose SNI decision hid the name get it without payload.
+  uint16_t sni_clear = 0;       // bit per consumer: its tls.sni decision for this flow left the name in clear
+  uint16_t tls_srv_left = 0;    // bytes of the server's current TLS record still to come
+  // QUIC: progress through a ClientHello spread over several Initials
+  // (quic::FlowState: walk position or located server_name, client side).
+  uint16_t quic_a = 0, quic_b = 0, quic_end = 0;
+  uint8_t quic_mode = 0, quic_client = 0;
+  uint8_t app = 0;              // App, once known from a payload
+  uint8_t frag_tunnel = 0;      // fragments of this address pair carried a tunnel
+  uint8_t names_done = 0;       // bit per direction: the pending bytes hold no name (SNI already handled)
+  uint8_t unbounded[2] = {};    // inside a body of unknown length (HTTP chunked / until close)
+  uint8_t stream_failed = 0;    // bit per direction: a header could not be completed; the rest stays closed
+  uint8_t released = 0;         // bit per direction: released_end is valid
+  uint8_t tls_srv = 0;          // server records: 0 handshake, 1 past it (encrypted from here), 2 record sync lost
+  uint8_t tls_srv_type = 0;     // content type of that record
 };
+static_assert(sizeof(FlowState) == 72, "FlowState: keep it without padding (it is in every flow entry)");
 
 enum class L7State : uint8_t {
   None,        // nothing application-level to rewrite in this packet
