@@ -795,6 +795,22 @@ struct ProgramInstance::DnsRecall {
   uint64_t seed = 0;          // masks of this exchange (the same in query and response)
 };
 
+// Names of one DNS message already decided by a zanon rule: the same name
+// again (an owner repeating the question, a CNAME target and the owner
+// after it) gets that decision, not a second observation and other masks:
+// one decision per name per message.
+struct ProgramInstance::MsgNames {
+  struct Seen {
+    std::string_view text;
+    int rule;
+    uint16_t cls;
+    names::Decision d;
+  };
+  static constexpr unsigned kMax = 16;
+  Seen seen[kMax];
+  unsigned n = 0;
+};
+
 // Not a PRF, but keyed by a per-instance secret and never published: an
 // accidental collision needs the same flow, direction and transaction id
 // too, and a deliberate one needs the secret.
@@ -813,7 +829,8 @@ uint64_t ProgramInstance::dns_memo_key(uint32_t flow, unsigned qdir, uint16_t id
   return h | 1;  // 0 marks a free entry
 }
 
-names::Decision ProgramInstance::decide_name(FieldId f, std::string_view text, Eval& e, DnsRecall* recall) {
+names::Decision ProgramInstance::decide_name(FieldId f, std::string_view text, Eval& e, DnsRecall* recall,
+                                             MsgNames* seen) {
   int ri = pick(f, e);
   if (ri < 0) return names::Decision::keep();
   const NamePlan& np = name_plan_[ri];
@@ -827,6 +844,17 @@ names::Decision ProgramInstance::decide_name(FieldId f, std::string_view text, E
   // Names are counted case-insensitively, without a trailing dot (the
   // parsers give the lowercased presentation form).
   while (!text.empty() && text.back() == '.') text.remove_suffix(1);
+  if (seen)
+    for (unsigned i = 0; i < seen->n; ++i)
+      if (seen->seen[i].rule == ri && seen->seen[i].cls == field_class_[f] && seen->seen[i].text == text)
+        return seen->seen[i].d;
+  const names::Decision d = decide_zanon(f, ri, np, text, e, recall);
+  if (seen && seen->n < MsgNames::kMax) seen->seen[seen->n++] = {text, ri, field_class_[f], d};
+  return d;
+}
+
+names::Decision ProgramInstance::decide_zanon(FieldId f, int ri, const NamePlan& np, std::string_view text, Eval& e,
+                                              DnsRecall* recall) {
   DnsOutcome out;
   uint8_t keep = 0;
   uint64_t seed;
@@ -965,7 +993,8 @@ bool ProgramInstance::l7_dns(uint8_t* msg, uint32_t len, Eval& e, int msg_index)
     Eval* e;
     DnsRecall* rc;
     std::string_view qname;
-  } cx{this, &e, nullptr, {}};
+    MsgNames seen;
+  } cx{this, &e, nullptr, {}, {}};
   // The exchange this message belongs to: a query records its first
   // question's decision, a response recalls it for that question and for the
   // owner names equal to it. Other names (CNAME targets, rdata) are decided
@@ -1004,7 +1033,7 @@ bool ProgramInstance::l7_dns(uint8_t* msg, uint32_t len, Eval& e, int msg_index)
     }
     DnsRecall* rc = nullptr;
     if (c->rc && (nv.index == 0 || (owner && c->rc->hit && nv.text == c->qname))) rc = c->rc;
-    return c->self->decide_name(f, nv.text, *c->e, rc);
+    return c->self->decide_name(f, nv.text, *c->e, rc, &c->seen);
   };
   dns::rewrite_names(msg, len, pr, fn, &cx);
   if (!prog_.field_rules_[L.dns_answer_addr].empty())

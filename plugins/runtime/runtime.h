@@ -166,7 +166,9 @@ class ProgramInstance {
   bool eval(const dsl::Cond& c, Eval& e);
   int pick(FieldId f, Eval& e);
   struct DnsRecall;
-  names::Decision decide_name(FieldId f, std::string_view text, Eval& e, DnsRecall* recall = nullptr);
+  struct MsgNames;
+  names::Decision decide_name(FieldId f, std::string_view text, Eval& e, DnsRecall* recall = nullptr,
+                              MsgNames* seen = nullptr);
   bool apply_text(FieldId f, uint8_t* p, uint32_t len, Eval& e);  // false: drop
   bool apply_addr_occ(FieldId f, uint8_t* a, uint8_t family, Eval& e);
   bool l7_dns(uint8_t* msg, uint32_t len, Eval& e, int msg_index);
@@ -206,7 +208,9 @@ class ProgramInstance {
     uint8_t outcome = 0;  // DnsOutcome
     uint8_t sld_keep = 0; // labels kept by fallback=sld
   };
-  enum class DnsOutcome : uint8_t { Released = 1, Hidden = 2, Sld = 3 };  // Sld: fallback=sld released the registrable domain
+  enum class DnsOutcome : uint8_t { Released = 1, Hidden = 2, Sld = 3 };
+  names::Decision decide_zanon(FieldId f, int ri, const NamePlan& np, std::string_view text, Eval& e,
+                               DnsRecall* recall);  // Sld: fallback=sld released the registrable domain
   static constexpr unsigned kDnsMemoSets = 1024, kDnsMemoWays = 4;
   static constexpr uint32_t kDnsMemoMaxAge = uint32_t(60ULL * 1000000000ULL >> 20);  // the UDP flow timeout
   std::vector<DnsMemo> dns_memo_;
