@@ -807,7 +807,13 @@ struct ProgramInstance::MsgNames {
     names::Decision d;
   };
   static constexpr unsigned kMax = 16;
-  Seen seen[kMax];
+  // Left uninitialised (a union with an empty constructor): entries are
+  // written before they are read, and a message rarely has more than a few.
+  union Slots {
+    Slots() {}
+    Seen s[kMax];
+  } slots;
+  Seen* seen = slots.s;
   unsigned n = 0;
 };
 
@@ -991,10 +997,12 @@ bool ProgramInstance::l7_dns(uint8_t* msg, uint32_t len, Eval& e, int msg_index)
   struct Ctx {
     ProgramInstance* self;
     Eval* e;
-    DnsRecall* rc;
+    DnsRecall* rc = nullptr;
     std::string_view qname;
-    MsgNames seen;
-  } cx{this, &e, nullptr, {}, {}};
+    MsgNames seen;  // default-initialised: its slots are not zeroed per message
+  } cx;
+  cx.self = this;
+  cx.e = &e;
   // The exchange this message belongs to: a query records its first
   // question's decision, a response recalls it for that question and for the
   // owner names equal to it. Other names (CNAME targets, rdata) are decided
