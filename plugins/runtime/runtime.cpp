@@ -403,7 +403,7 @@ Verdict ProgramInstance::process(uint8_t* buf, uint32_t& cap, uint32_t& wire, co
   auto drop = [&]() { ++c.policy_drop; return Verdict::Drop; };
 
   // L2: MAC addresses exist in every frame of 14 bytes or more.
-  if (cap >= 14) {
+  if (cap >= 14 && (!P.field_rules_[F.eth_dst].empty() || !P.field_rules_[F.eth_src].empty())) {
     ctx.field = F.eth_dst;
     int r = pick(F.eth_dst, e);
     if (r >= 0 && actions_[r]->mac(buf, ctx) == ActResult::Drop) return drop();
@@ -459,7 +459,10 @@ Verdict ProgramInstance::process(uint8_t* buf, uint32_t& cap, uint32_t& wire, co
   ctx.family = d.ip_version;
   ctx.client_addr = client_clear;
   bool addr_changed = false;
-  for (int pos = 0; pos < 2; ++pos) {
+  // No rule names an address (an L7-only policy): nothing to choose per position.
+  const bool addr_rules = !P.field_rules_[F.ip_src].empty() || !P.field_rules_[F.ip_dst].empty() ||
+                          !P.field_rules_[F.ip_client].empty() || !P.field_rules_[F.ip_server].empty();
+  for (int pos = 0; addr_rules && pos < 2; ++pos) {
     bool is_src = pos == 0;
     bool is_client = is_src == client_is_src;
     FieldId pos_field = is_src ? F.ip_src : F.ip_dst;
