@@ -889,13 +889,11 @@ names::Decision ProgramInstance::decide_zanon(FieldId f, int ri, const NamePlan&
     if (st->observe(key, e.user, e.m->ts_ns, zp)) {
       out = DnsOutcome::Released;
     } else if (np.fb == NamePlan::FbSld) {
-      unsigned total = names::count_labels(text), k = sld_labels(text, key.h);
-      if (k != 0 && k < total) {
+      const SldInfo si = sld_info(text, key.h);
+      if (si.keep != 0 && si.keep < si.total) {
         // The registrable domain is a value of the same class with its own test.
-        size_t pos = text.size();
-        for (unsigned j = 0; j < k; ++j) pos = text.rfind('.', pos - 1);
-        std::string_view sld = text.substr(pos + 1);
-        if (st->observe(st->key(sc, sld), e.user, e.m->ts_ns, zp)) out = DnsOutcome::Sld, keep = uint8_t(k);
+        std::string_view sld = text.substr(text.size() - si.sld_len);
+        if (st->observe(st->key(sc, sld), e.user, e.m->ts_ns, zp)) out = DnsOutcome::Sld, keep = si.keep;
       }
     }
     if (recall && recall->record) {
@@ -929,17 +927,26 @@ const ProgramInstance::DnsMemo* ProgramInstance::dns_memo_find(uint64_t key, uin
   return nullptr;
 }
 
-unsigned ProgramInstance::sld_labels(std::string_view name, const zanon::Hash128& h) {
+ProgramInstance::SldInfo ProgramInstance::sld_info(std::string_view name, const zanon::Hash128& h) {
   const uint64_t tag = h.hi | 1;
   SldSlot* set = &sld_cache_[(h.lo >> 32) % kSldSets * 2];
-  if (set[0].tag == tag) return unsigned(set[0].labels);
+  if (set[0].tag == tag) return set[0].info;
   if (set[1].tag == tag) {
     std::swap(set[0], set[1]);  // most recent first: the other way is the victim
-    return unsigned(set[0].labels);
+    return set[0].info;
+  }
+  SldInfo si;
+  const unsigned total = names::count_labels(name), keep = names::registrable_label_count(name);
+  si.total = uint8_t(std::min(total, 255u));
+  si.keep = uint8_t(std::min(keep, 255u));
+  if (keep != 0 && keep < total) {
+    size_t pos = name.size();
+    for (unsigned j = 0; j < keep; ++j) pos = name.rfind('.', pos - 1);
+    si.sld_len = uint16_t(name.size() - pos - 1);
   }
   set[1] = set[0];
-  set[0] = SldSlot{tag, names::registrable_label_count(name)};
-  return unsigned(set[0].labels);
+  set[0] = SldSlot{tag, si};
+  return si;
 }
 
 bool ProgramInstance::apply_text(FieldId f, uint8_t* p, uint32_t len, Eval& e) {

@@ -222,13 +222,18 @@ class ProgramInstance {
   // registrable-domain label count of recent names: 2-way sets (a
   // direct-mapped table thrashed on a few hundred names), tagged by the
   // store's keyed 128-bit hash of the name, which the caller has anyway.
+  struct SldInfo {
+    uint8_t keep = 0;      // labels of the registrable domain (0: none)
+    uint8_t total = 0;     // labels of the name
+    uint16_t sld_len = 0;  // bytes of the registrable domain at the end of the name (when keep < total)
+  };
   struct SldSlot {
     uint64_t tag = 0;  // 0: free
-    uint64_t labels = 0;
+    SldInfo info;
   };
   static constexpr size_t kSldSets = 4096;
   std::vector<SldSlot> sld_cache_ = std::vector<SldSlot>(2 * kSldSets);
-  unsigned sld_labels(std::string_view name, const zanon::Hash128& h);
+  SldInfo sld_info(std::string_view name, const zanon::Hash128& h);
   ::hs_scratch* hs_ = nullptr;
 };
 
