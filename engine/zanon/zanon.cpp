@@ -249,8 +249,11 @@ struct Store::Impl {
         idx = int(i);
         break;
       }
+    // Unchanged values are not written back: a store to a line another
+    // worker holds takes it away from that worker even when nothing changes
+    // (a user seen again out of order, or at the same time).
     if (idx >= 0) {
-      ts[idx] = std::max(ts[idx], t);
+      if (t > ts[idx]) ts[idx] = t;
     } else if (n < zmax) {
       us[n] = user;
       ts[n] = t;
@@ -264,7 +267,7 @@ struct Store::Impl {
         ts[m] = t;
       }
     }
-    e->newest = std::max(e->newest, t);
+    if (t > e->newest) e->newest = t;
   }
 };
 

@@ -472,7 +472,7 @@ Verdict ProgramInstance::process(uint8_t* buf, uint32_t& cap, uint32_t& wire, co
   auto drop = [&]() { ++c.policy_drop; return Verdict::Drop; };
 
   // L2: MAC addresses exist in every frame of 14 bytes or more.
-  if (cap >= 14) {
+  if (cap >= 14 && (!P.field_rules_[F.eth_dst].empty() || !P.field_rules_[F.eth_src].empty())) {
     ctx.field = F.eth_dst;
     int r = pick(F.eth_dst, e);
     if (r >= 0 && actions_[r]->mac(buf, ctx) == ActResult::Drop) return drop();
@@ -528,7 +528,10 @@ Verdict ProgramInstance::process(uint8_t* buf, uint32_t& cap, uint32_t& wire, co
   ctx.family = d.ip_version;
   ctx.client_addr = client_clear;
   bool addr_changed = false;
-  for (int pos = 0; pos < 2; ++pos) {
+  // No rule names an address (an L7-only policy): nothing to choose per position.
+  const bool addr_rules = !P.field_rules_[F.ip_src].empty() || !P.field_rules_[F.ip_dst].empty() ||
+                          !P.field_rules_[F.ip_client].empty() || !P.field_rules_[F.ip_server].empty();
+  for (int pos = 0; addr_rules && pos < 2; ++pos) {
     bool is_src = pos == 0;
     bool is_client = is_src == client_is_src;
     FieldId pos_field = is_src ? F.ip_src : F.ip_dst;
@@ -896,6 +899,28 @@ struct ProgramInstance::DnsRecall {
   uint64_t seed = 0;          // masks of this exchange (the same in query and response)
 };
 
+// Names of one DNS message already decided by a zanon rule: the same name
+// again (an owner repeating the question, a CNAME target and the owner
+// after it) gets that decision, not a second observation and other masks:
+// one decision per name per message.
+struct ProgramInstance::MsgNames {
+  struct Seen {
+    std::string_view text;
+    int rule;
+    uint16_t cls;
+    names::Decision d;
+  };
+  static constexpr unsigned kMax = 16;
+  // Left uninitialised (a union with an empty constructor): entries are
+  // written before they are read, and a message rarely has more than a few.
+  union Slots {
+    Slots() {}
+    Seen s[kMax];
+  } slots;
+  Seen* seen = slots.s;
+  unsigned n = 0;
+};
+
 // Not a PRF, but keyed by a per-instance secret and never published: an
 // accidental collision needs the same flow, direction and transaction id
 // too, and a deliberate one needs the secret.
@@ -914,7 +939,8 @@ uint64_t ProgramInstance::dns_memo_key(uint32_t flow, unsigned qdir, uint16_t id
   return h | 1;  // 0 marks a free entry
 }
 
-names::Decision ProgramInstance::decide_name(FieldId f, std::string_view text, Eval& e, DnsRecall* recall) {
+names::Decision ProgramInstance::decide_name(FieldId f, std::string_view text, Eval& e, DnsRecall* recall,
+                                             MsgNames* seen) {
   int ri = pick(f, e);
   if (ri < 0) return names::Decision::keep();
   const NamePlan& np = name_plan_[ri];
@@ -928,6 +954,17 @@ names::Decision ProgramInstance::decide_name(FieldId f, std::string_view text, E
   // Names are counted case-insensitively, without a trailing dot (the
   // parsers give the lowercased presentation form).
   while (!text.empty() && text.back() == '.') text.remove_suffix(1);
+  if (seen)
+    for (unsigned i = 0; i < seen->n; ++i)
+      if (seen->seen[i].rule == ri && seen->seen[i].cls == field_class_[f] && seen->seen[i].text == text)
+        return seen->seen[i].d;
+  const names::Decision d = decide_zanon(f, ri, np, text, e, recall);
+  if (seen && seen->n < MsgNames::kMax) seen->seen[seen->n++] = {text, ri, field_class_[f], d};
+  return d;
+}
+
+names::Decision ProgramInstance::decide_zanon(FieldId f, int ri, const NamePlan& np, std::string_view text, Eval& e,
+                                              DnsRecall* recall) {
   DnsOutcome out;
   uint8_t keep = 0;
   uint64_t seed;
@@ -953,13 +990,11 @@ names::Decision ProgramInstance::decide_name(FieldId f, std::string_view text, E
     if (st->observe(key, e.user, e.m->ts_ns, zp)) {
       out = DnsOutcome::Released;
     } else if (np.fb == NamePlan::FbSld) {
-      unsigned total = names::count_labels(text), k = sld_labels(text, key.h);
-      if (k != 0 && k < total) {
+      const SldInfo si = sld_info(text, key.h);
+      if (si.keep != 0 && si.keep < si.total) {
         // The registrable domain is a value of the same class with its own test.
-        size_t pos = text.size();
-        for (unsigned j = 0; j < k; ++j) pos = text.rfind('.', pos - 1);
-        std::string_view sld = text.substr(pos + 1);
-        if (st->observe(st->key(sc, sld), e.user, e.m->ts_ns, zp)) out = DnsOutcome::Sld, keep = uint8_t(k);
+        std::string_view sld = text.substr(text.size() - si.sld_len);
+        if (st->observe(st->key(sc, sld), e.user, e.m->ts_ns, zp)) out = DnsOutcome::Sld, keep = si.keep;
       }
     }
     if (recall && recall->record) {
@@ -993,17 +1028,26 @@ const ProgramInstance::DnsMemo* ProgramInstance::dns_memo_find(uint64_t key, uin
   return nullptr;
 }
 
-unsigned ProgramInstance::sld_labels(std::string_view name, const zanon::Hash128& h) {
+ProgramInstance::SldInfo ProgramInstance::sld_info(std::string_view name, const zanon::Hash128& h) {
   const uint64_t tag = h.hi | 1;
   SldSlot* set = &sld_cache_[(h.lo >> 32) % kSldSets * 2];
-  if (set[0].tag == tag) return unsigned(set[0].labels);
+  if (set[0].tag == tag) return set[0].info;
   if (set[1].tag == tag) {
     std::swap(set[0], set[1]);  // most recent first: the other way is the victim
-    return unsigned(set[0].labels);
+    return set[0].info;
+  }
+  SldInfo si;
+  const unsigned total = names::count_labels(name), keep = names::registrable_label_count(name);
+  si.total = uint8_t(std::min(total, 255u));
+  si.keep = uint8_t(std::min(keep, 255u));
+  if (keep != 0 && keep < total) {
+    size_t pos = name.size();
+    for (unsigned j = 0; j < keep; ++j) pos = name.rfind('.', pos - 1);
+    si.sld_len = uint16_t(name.size() - pos - 1);
   }
   set[1] = set[0];
-  set[0] = SldSlot{tag, names::registrable_label_count(name)};
-  return unsigned(set[0].labels);
+  set[0] = SldSlot{tag, si};
+  return si;
 }
 
 bool ProgramInstance::apply_text(FieldId f, uint8_t* p, uint32_t len, Eval& e) {
@@ -1064,9 +1108,12 @@ bool ProgramInstance::l7_dns(uint8_t* msg, uint32_t len, Eval& e, int msg_index)
   struct Ctx {
     ProgramInstance* self;
     Eval* e;
-    DnsRecall* rc;
+    DnsRecall* rc = nullptr;
     std::string_view qname;
-  } cx{this, &e, nullptr, {}};
+    MsgNames seen;  // default-initialised: its slots are not zeroed per message
+  } cx;
+  cx.self = this;
+  cx.e = &e;
   // The exchange this message belongs to: a query records its first
   // question's decision, a response recalls it for that question and for the
   // owner names equal to it. Other names (CNAME targets, rdata) are decided
@@ -1105,7 +1152,7 @@ bool ProgramInstance::l7_dns(uint8_t* msg, uint32_t len, Eval& e, int msg_index)
     }
     DnsRecall* rc = nullptr;
     if (c->rc && (nv.index == 0 || (owner && c->rc->hit && nv.text == c->qname))) rc = c->rc;
-    return c->self->decide_name(f, nv.text, *c->e, rc);
+    return c->self->decide_name(f, nv.text, *c->e, rc, &c->seen);
   };
   dns::rewrite_names(msg, len, pr, fn, &cx);
   if (!prog_.field_rules_[L.dns_answer_addr].empty())

@@ -222,7 +222,9 @@ class ProgramInstance {
   int pick(FieldId f, Eval& e);       // the rule for field f in this packet, -1 none (counts the hit)
   int pick_cond(FieldId f, Eval& e);  // pick() for policies with conditions
   struct DnsRecall;
-  names::Decision decide_name(FieldId f, std::string_view text, Eval& e, DnsRecall* recall = nullptr);
+  struct MsgNames;
+  names::Decision decide_name(FieldId f, std::string_view text, Eval& e, DnsRecall* recall = nullptr,
+                              MsgNames* seen = nullptr);
   bool apply_text(FieldId f, uint8_t* p, uint32_t len, Eval& e);  // false: drop
   bool apply_addr_occ(FieldId f, uint8_t* a, uint8_t family, Eval& e);
   bool l7_dns(uint8_t* msg, uint32_t len, Eval& e, int msg_index);
@@ -265,7 +267,9 @@ class ProgramInstance {
     uint8_t outcome = 0;  // DnsOutcome
     uint8_t sld_keep = 0; // labels kept by fallback=sld
   };
-  enum class DnsOutcome : uint8_t { Released = 1, Hidden = 2, Sld = 3 };  // Sld: fallback=sld released the registrable domain
+  enum class DnsOutcome : uint8_t { Released = 1, Hidden = 2, Sld = 3 };
+  names::Decision decide_zanon(FieldId f, int ri, const NamePlan& np, std::string_view text, Eval& e,
+                               DnsRecall* recall);  // Sld: fallback=sld released the registrable domain
   static constexpr unsigned kDnsMemoSets = 1024, kDnsMemoWays = 4;
   static constexpr uint32_t kDnsMemoMaxAge = uint32_t(60ULL * 1000000000ULL >> 20);  // the UDP flow timeout
   std::vector<DnsMemo> dns_memo_;
@@ -277,13 +281,18 @@ class ProgramInstance {
   // registrable-domain label count of recent names: 2-way sets (a
   // direct-mapped table thrashed on a few hundred names), tagged by the
   // store's keyed 128-bit hash of the name, which the caller has anyway.
+  struct SldInfo {
+    uint8_t keep = 0;      // labels of the registrable domain (0: none)
+    uint8_t total = 0;     // labels of the name
+    uint16_t sld_len = 0;  // bytes of the registrable domain at the end of the name (when keep < total)
+  };
   struct SldSlot {
     uint64_t tag = 0;  // 0: free
-    uint64_t labels = 0;
+    SldInfo info;
   };
   static constexpr size_t kSldSets = 4096;
   std::vector<SldSlot> sld_cache_ = std::vector<SldSlot>(2 * kSldSets);
-  unsigned sld_labels(std::string_view name, const zanon::Hash128& h);
+  SldInfo sld_info(std::string_view name, const zanon::Hash128& h);
   ::hs_scratch* hs_ = nullptr;
 };
 

@@ -15,6 +15,9 @@ The key cases cross the z threshold between a query and its response:
      for a popular name, hidden for a rare one).
   D  a response with a queried transaction id but another question name:
      not the query's decision, decided at its own time.
+  H  a response without its query whose owner is a literal copy of the
+     (hidden) question: one decision for the name in the message, so the
+     same mask twice.
   F  as A over TCP (length-prefixed messages, query and response in
      separate segments).
   G  fallback=sld: the query released only the registrable domain; by the
@@ -60,16 +63,17 @@ def dns_query(txid, qname):
     return struct.pack("!HHHHHH", txid, 0x0100, 1, 0, 0, 0) + wire_name(qname) + struct.pack("!HH", 1, 1)
 
 
-def dns_response(txid, qname, cname=None, addr="203.0.113.7"):
-    """Answer owners are compression pointers to the question (offset 12); a
-    CNAME chain's second owner points at the CNAME target's rdata."""
+def dns_response(txid, qname, cname=None, addr="203.0.113.7", compress=True):
+    """Answer owners are compression pointers to the question (offset 12),
+    or a literal copy of it (compress=False); a CNAME chain's second owner
+    points at the CNAME target's rdata."""
     q = wire_name(qname) + struct.pack("!HH", 1, 1)
     body, an = b"", 0
-    ptr_q = struct.pack("!H", 0xC000 | 12)
+    ptr_q = struct.pack("!H", 0xC000 | 12) if compress else wire_name(qname)
     if cname:
         rdata = wire_name(cname)
         body += ptr_q + struct.pack("!HHIH", 5, 1, 300, len(rdata)) + rdata
-        target_off = 12 + len(q) + 2 + 10
+        target_off = 12 + len(q) + len(ptr_q) + 10
         body += struct.pack("!H", 0xC000 | target_off) + struct.pack("!HHIH", 1, 1, 300, 4) + L.ip4(addr)
         an = 2
     else:
@@ -150,6 +154,9 @@ def build_main():
     # D: c2 asks for a rare name; a response with that id names C.
     cap.query(305.0, c[1], 40026, 0x4444, "e.example.com", "D c2 query")
     cap.response(305.1, c[1], 40026, 0x4444, C, "D mismatching response")
+    # H: no query, the owner a literal copy of a hidden question: one name,
+    # one decision in the message (the same mask twice).
+    cap.response(400.0, c[7], 40027, 0x7777, "h.example.com", "H literal owner", compress=False)
     # F: over TCP, hidden query, popular by the response.
     Fn = "f.example.com"
     cap.tcp_exchange(500.0, c[0], 40031, 0x5001, Fn, 500.3, "F c1")
@@ -239,6 +246,10 @@ def main():
     hidden("C unasked rare", "rare.example.com")
     hidden("D c2 query", "e.example.com")
     clear("D mismatching response", "c.example.com")
+
+    hidden("H literal owner", "h.example.com")
+    qh, oh, _, _ = q("H literal owner")
+    check(oh == qh, f"H: literal owner {oh} differs from the question's mask {qh} (one decision per name per message)")
 
     Fn = "f.example.com"
     hidden("F c1 query", Fn)

@@ -2,6 +2,7 @@
 
 #include <memory>
 #include <string>
+#include <utility>
 
 #include "amon_dns.hpp"
 #include "l7_build.hpp"
@@ -33,6 +34,17 @@ TEST_CASE("dns: compressed response, roles, shared label spans, addresses, ECS")
   CHECK(r->name_label(0, 1).off == r->name_label(2, 1).off);  // "example" shared
   CHECK(r->names[1].compressed);
   CHECK(!r->names[0].compressed);
+  // Owners that are only a pointer to an earlier name's start share its
+  // labels (and text); one pointing into a name's middle is walked.
+  for (auto [owner, target] : {std::pair{1u, 0u}, {3u, 2u}, {6u, 5u}}) {
+    CAPTURE(owner);
+    REQUIRE(r->names[owner].n_labels == r->names[target].n_labels);
+    for (unsigned k = 0; k < r->names[owner].n_labels; ++k)
+      CHECK(r->name_label(owner, k).off == r->name_label(target, k).off);
+    CHECK(r->names[owner].wire_len == 2);
+  }
+  CHECK(r->names[4].n_labels == 2);
+  CHECK(r->name_label(4, 0).off == r->name_label(0, 1).off);
   REQUIRE(r->n_addrs == 2);
   CHECK(r->addrs[0].family == 4);
   CHECK(r->addrs[0].section == Section::Answer);
