@@ -165,7 +165,10 @@ using DecideFn = names::Decision (*)(void* ctx, const NameView& name);
 // are added to these accumulators as big-endian 16-bit words, a byte at an
 // even offset from msg being the high half (fold with csum_fold): an
 // incremental checksum update over the changed bytes only (RFC 1624).
-int rewrite_names(uint8_t* msg, size_t len, const ParseResult& pr, DecideFn fn, void* ctx, uint64_t* sums = nullptr);
+// roles: bit (1 << NameRole) set for the roles fn decides; the names of
+// other roles are kept without asking fn (a caller with no rule for them).
+int rewrite_names(uint8_t* msg, size_t len, const ParseResult& pr, DecideFn fn, void* ctx, uint64_t* sums = nullptr,
+                  uint32_t roles = ~0u);
 
 template <class F>
 int rewrite_names(uint8_t* msg, size_t len, const ParseResult& pr, F&& f) {

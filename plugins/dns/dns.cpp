@@ -491,7 +491,8 @@ inline uint64_t span_sum(const uint8_t* msg, unsigned off, unsigned n) {
 }
 }  // namespace
 
-int rewrite_names(uint8_t* msg, size_t len, const ParseResult& pr, DecideFn fn, void* ctx, uint64_t* sums) {
+int rewrite_names(uint8_t* msg, size_t len, const ParseResult& pr, DecideFn fn, void* ctx, uint64_t* sums,
+                  uint32_t roles) {
   if (pr.status != Status::Ok || len != pr.msg_len) return -1;
   // Actions per unique label span: 0 keep, 1 mask, 2 redact.
   uint8_t act[ParseResult::kMaxLabels];
@@ -499,7 +500,7 @@ int rewrite_names(uint8_t* msg, size_t len, const ParseResult& pr, DecideFn fn, 
   std::memset(act, 0, pr.n_labels);
   for (unsigned i = 0; i < pr.n_names; ++i) {
     const NameRef& n = pr.names[i];
-    if (n.n_labels == 0) continue;
+    if (n.n_labels == 0 || !((roles >> unsigned(n.role)) & 1)) continue;
     const NameView v{i, n.role, n.section, n.rr_type, pr.name_text(i)};
     const names::Decision d = fn(ctx, v);
     if (d.action == names::Action::Keep) continue;

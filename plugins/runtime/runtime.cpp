@@ -1171,7 +1171,17 @@ bool ProgramInstance::l7_dns(uint8_t* msg, uint32_t len, Eval& e, int msg_index)
     return c->self->decide_name(f, nv.text, *c->e, rc, &c->seen);
   };
   uint64_t* const sums = e.l7_sums;  // msg is the payload's start when set
-  dns::rewrite_names(msg, len, pr, fn, &cx, sums);
+  // Only the roles this policy has rules for are decided: a name of a field
+  // without rules is kept (pick() finds nothing, and counts nothing).
+  constexpr uint32_t kOwners = 1u << unsigned(dns::NameRole::AnswerOwner) | 1u << unsigned(dns::NameRole::AuthorityOwner) |
+                               1u << unsigned(dns::NameRole::AdditionalOwner);
+  constexpr uint32_t kQname = 1u << unsigned(dns::NameRole::Qname);
+  static_assert(unsigned(dns::NameRole::RdataOther) < 32);
+  uint32_t roles = 0;
+  if (!prog_.field_rules_[L.dns_qname].empty()) roles |= kQname;
+  if (!prog_.field_rules_[L.dns_answer_name].empty()) roles |= kOwners;
+  if (!prog_.field_rules_[L.dns_rdata_name].empty()) roles |= ~(kQname | kOwners);
+  if (roles) dns::rewrite_names(msg, len, pr, fn, &cx, sums, roles);
   auto span_sum = [&](unsigned off, unsigned n) -> uint64_t {
     const uint16_t s = csum_sum({msg + off, n});
     return (off & 1) ? uint16_t(s << 8 | s >> 8) : s;
