@@ -161,7 +161,14 @@ using DecideFn = names::Decision (*)(void* ctx, const NameView& name);
 // differ, the first name in message order sets the span's seed.
 // Returns the number of label spans rewritten, or -1 if pr.status != Ok.
 // msg must be the buffer pr was parsed from (same length).
-int rewrite_names(uint8_t* msg, size_t len, const ParseResult& pr, DecideFn fn, void* ctx);
+// sums (optional): the rewritten spans' bytes before ([0]) and after ([1])
+// are added to these accumulators as big-endian 16-bit words, a byte at an
+// even offset from msg being the high half (fold with csum_fold): an
+// incremental checksum update over the changed bytes only (RFC 1624).
+// roles: bit (1 << NameRole) set for the roles fn decides; the names of
+// other roles are kept without asking fn (a caller with no rule for them).
+int rewrite_names(uint8_t* msg, size_t len, const ParseResult& pr, DecideFn fn, void* ctx, uint64_t* sums = nullptr,
+                  uint32_t roles = ~0u);
 
 template <class F>
 int rewrite_names(uint8_t* msg, size_t len, const ParseResult& pr, F&& f) {

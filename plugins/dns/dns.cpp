@@ -1,6 +1,8 @@
 #include "amon_dns.hpp"
 
+#include <algorithm>
 #include <array>
+#include <bit>
 #include <cstring>
 
 namespace amon::dns {
@@ -456,7 +458,41 @@ Status split_tcp(const uint8_t* data, size_t len, TcpSplit& out) {
   return Status::Ok;
 }
 
-int rewrite_names(uint8_t* msg, size_t len, const ParseResult& pr, DecideFn fn, void* ctx) {
+namespace {
+// Big-endian 16-bit word sum of msg[off, off+n), folded to 16 bits (a byte
+// at an even offset from msg is a word's high half). Summed as
+// little-endian words 8 bytes at a time, then byte-swapped (RFC 1071's
+// byte-order independence); a span at an odd offset is the other way round.
+inline uint64_t span_sum(const uint8_t* msg, unsigned off, unsigned n) {
+  static_assert(std::endian::native == std::endian::little);
+  const uint8_t* p = msg + off;
+  uint64_t acc = 0;
+  for (; n >= 8; p += 8, n -= 8) {
+    uint64_t w;
+    std::memcpy(&w, p, 8);
+    acc += (w & 0xffffffffu) + (w >> 32);
+  }
+  if (n >= 4) {
+    uint32_t w;
+    std::memcpy(&w, p, 4);
+    acc += w, p += 4, n -= 4;
+  }
+  if (n >= 2) {
+    uint16_t w;
+    std::memcpy(&w, p, 2);
+    acc += w, p += 2, n -= 2;
+  }
+  if (n) acc += *p;  // the padded last word: its byte is the low half here
+  acc = (acc & 0xffffffffu) + (acc >> 32);
+  acc = (acc & 0xffffu) + (acc >> 16);
+  acc = (acc & 0xffffu) + (acc >> 16);
+  acc = (acc & 0xffffu) + (acc >> 16);
+  return (off & 1) ? acc : ((acc & 0xff) << 8 | acc >> 8);
+}
+}  // namespace
+
+int rewrite_names(uint8_t* msg, size_t len, const ParseResult& pr, DecideFn fn, void* ctx, uint64_t* sums,
+                  uint32_t roles) {
   if (pr.status != Status::Ok || len != pr.msg_len) return -1;
   // Actions per unique label span: 0 keep, 1 mask, 2 redact.
   uint8_t act[ParseResult::kMaxLabels];
@@ -464,7 +500,7 @@ int rewrite_names(uint8_t* msg, size_t len, const ParseResult& pr, DecideFn fn, 
   std::memset(act, 0, pr.n_labels);
   for (unsigned i = 0; i < pr.n_names; ++i) {
     const NameRef& n = pr.names[i];
-    if (n.n_labels == 0) continue;
+    if (n.n_labels == 0 || !((roles >> unsigned(n.role)) & 1)) continue;
     const NameView v{i, n.role, n.section, n.rr_type, pr.name_text(i)};
     const names::Decision d = fn(ctx, v);
     if (d.action == names::Action::Keep) continue;
@@ -490,6 +526,14 @@ int rewrite_names(uint8_t* msg, size_t len, const ParseResult& pr, DecideFn fn, 
       }
     }
   }
+  // The checksum sums: one span from the first rewritten label to the end
+  // of the last (the bytes between are unchanged and count on both sides).
+  unsigned lo = ~0u, hi = 0;
+  if (sums) {
+    for (unsigned li = 0; li < pr.n_labels; ++li)
+      if (act[li]) lo = std::min<unsigned>(lo, pr.labels[li].off), hi = std::max<unsigned>(hi, pr.labels[li].off + pr.labels[li].len);
+    if (lo < hi) sums[0] += span_sum(msg, lo, hi - lo);
+  }
   int changed = 0;
   for (unsigned li = 0; li < pr.n_labels; ++li) {
     const LabelSpan& l = pr.labels[li];
@@ -501,6 +545,7 @@ int rewrite_names(uint8_t* msg, size_t len, const ParseResult& pr, DecideFn fn, 
       ++changed;
     }
   }
+  if (sums && lo < hi) sums[1] += span_sum(msg, lo, hi - lo);
   return changed;
 }
 

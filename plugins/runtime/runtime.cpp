@@ -31,6 +31,11 @@ struct ProgramInstance::Eval {
   uint32_t protos = 0;  // packet_protos(), computed on first use (top bit: computed)
   bool have_user = false;
   uint64_t user = 0;
+  // Set for a UDP DNS message (the whole payload): l7_dns adds the sums of
+  // the bytes it rewrites, before ([0]) and after ([1]), as 16-bit words at
+  // their offsets in the payload; process() updates the checksum by their
+  // difference instead of summing the payload before and after.
+  uint64_t* l7_sums = nullptr;
 };
 
 struct ActionPlan {
@@ -628,6 +633,7 @@ Verdict ProgramInstance::process(uint8_t* buf, uint32_t& cap, uint32_t& wire, co
   const uint32_t plen = pend > d.payload_off ? pend - d.payload_off : 0;
   uint8_t* pl = buf + d.payload_off;
   uint16_t pay_old_sum = quote_old_sum;
+  uint64_t l7_sums[2] = {0, 0};  // see Eval::l7_sums
   bool sum_taken = quote_changed, payload_changed = quote_changed;
   auto take_sum = [&] {
     if (!sum_taken && plen) pay_old_sum = csum_sum({pl, plen}), sum_taken = true;
@@ -651,12 +657,19 @@ Verdict ProgramInstance::process(uint8_t* buf, uint32_t& cap, uint32_t& wire, co
       default: break;
     }
   } else if (P.has_l7_ && d.status == DecodeStatus::Ok && cut_at == UINT32_MAX && m.l7 != L7State::None) {
-    take_sum();
+    // A UDP DNS message is rewritten in label spans (and addresses, ECS):
+    // the checksum follows the sums of those spans only. UDP only: its
+    // checksum is the same whichever representation of zero a sum takes
+    // (0 is sent as 0xffff), so the result is the full update's bytes.
+    const bool by_spans = !sum_taken && d.l4_proto == kProtoUdp && m.app == uint8_t(App::Dns);
+    if (by_spans) e.l7_sums = l7_sums;
+    else take_sum();
     if (!l7_rewrite(buf, d, e)) {
       if (error_exit(d.payload_off, c.l7_cut)) return Verdict::Drop;
-    } else {
+    } else if (!by_spans) {
       payload_changed = true;
     }
+    e.l7_sums = nullptr;
     if (e.drop) return drop();
   }
   // A server handshake (TLS 1.2 certificates) would name the server the
@@ -732,7 +745,8 @@ Verdict ProgramInstance::process(uint8_t* buf, uint32_t& cap, uint32_t& wire, co
     wr16(l4 + csum_off, ck);
     return Verdict::Forward;
   }
-  if (!addr_changed && !payload_changed) return Verdict::Forward;
+  const bool spans_changed = l7_sums[0] != l7_sums[1];
+  if (!addr_changed && !payload_changed && !spans_changed) return Verdict::Forward;
   uint16_t ck = rd16(l4 + csum_off);
   if (udp && ck == 0) return Verdict::Forward;  // the sender computed none
   if (pseudo && addr_changed) {
@@ -745,6 +759,8 @@ Verdict ProgramInstance::process(uint8_t* buf, uint32_t& cap, uint32_t& wire, co
     // HC' = ~(~HC + ~m + m') over the payload's sums (RFC 1624 eqn. 3).
     ck = csum_finish(csum_add(csum_add(uint16_t(~ck), uint16_t(~pay_old_sum)), pay_new_sum));
   }
+  if (spans_changed)  // the same over the spans the L7 rewrite changed (bytes after it are pay_old_sum's)
+    ck = csum_finish(csum_add(csum_add(uint16_t(~ck), uint16_t(~csum_fold(l7_sums[0]))), csum_fold(l7_sums[1])));
   if (udp && ck == 0) ck = 0xffff;
   wr16(l4 + csum_off, ck);
   return Verdict::Forward;
@@ -1154,10 +1170,29 @@ bool ProgramInstance::l7_dns(uint8_t* msg, uint32_t len, Eval& e, int msg_index)
     if (c->rc && (nv.index == 0 || (owner && c->rc->hit && nv.text == c->qname))) rc = c->rc;
     return c->self->decide_name(f, nv.text, *c->e, rc, &c->seen);
   };
-  dns::rewrite_names(msg, len, pr, fn, &cx);
+  uint64_t* const sums = e.l7_sums;  // msg is the payload's start when set
+  // Only the roles this policy has rules for are decided: a name of a field
+  // without rules is kept (pick() finds nothing, and counts nothing).
+  constexpr uint32_t kOwners = 1u << unsigned(dns::NameRole::AnswerOwner) | 1u << unsigned(dns::NameRole::AuthorityOwner) |
+                               1u << unsigned(dns::NameRole::AdditionalOwner);
+  constexpr uint32_t kQname = 1u << unsigned(dns::NameRole::Qname);
+  static_assert(unsigned(dns::NameRole::RdataOther) < 32);
+  uint32_t roles = 0;
+  if (!prog_.field_rules_[L.dns_qname].empty()) roles |= kQname;
+  if (!prog_.field_rules_[L.dns_answer_name].empty()) roles |= kOwners;
+  if (!prog_.field_rules_[L.dns_rdata_name].empty()) roles |= ~(kQname | kOwners);
+  if (roles) dns::rewrite_names(msg, len, pr, fn, &cx, sums, roles);
+  auto span_sum = [&](unsigned off, unsigned n) -> uint64_t {
+    const uint16_t s = csum_sum({msg + off, n});
+    return (off & 1) ? uint16_t(s << 8 | s >> 8) : s;
+  };
   if (!prog_.field_rules_[L.dns_answer_addr].empty())
-    for (unsigned i = 0; i < pr.n_addrs; ++i)
-      if (!apply_addr_occ(L.dns_answer_addr, msg + pr.addrs[i].off, pr.addrs[i].family, e)) e.drop = true;
+    for (unsigned i = 0; i < pr.n_addrs; ++i) {
+      const unsigned off = pr.addrs[i].off, n = pr.addrs[i].family == 4 ? 4 : 16;
+      if (sums) sums[0] += span_sum(off, n);
+      if (!apply_addr_occ(L.dns_answer_addr, msg + off, pr.addrs[i].family, e)) e.drop = true;
+      if (sums) sums[1] += span_sum(off, n);
+    }
   if (pr.ecs.present && pr.ecs.addr_len) {
     int ri = pick(L.dns_ecs, e);
     if (ri >= 0) {
@@ -1165,7 +1200,10 @@ bool ProgramInstance::l7_dns(uint8_t* msg, uint32_t len, Eval& e, int msg_index)
       if (n == "drop") e.drop = true;
       // The subnet is the client's own network: any protecting action
       // removes it (the prefix length stays, so the option still parses).
-      else if (n != "keep") std::memset(msg + pr.ecs.addr_off, 0, pr.ecs.addr_len);
+      else if (n != "keep") {
+        if (sums) sums[0] += span_sum(pr.ecs.addr_off, pr.ecs.addr_len);
+        std::memset(msg + pr.ecs.addr_off, 0, pr.ecs.addr_len);
+      }
     }
   }
   return true;
