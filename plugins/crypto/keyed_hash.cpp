@@ -1,5 +1,7 @@
 #include "keyed_hash.h"
 
+#include "amon_siphash.h"
+
 #include "hkdf.h"
 
 #include <openssl/core_names.h>
@@ -69,18 +71,6 @@ std::array<uint8_t, 16> KeyedHash::derive_key(std::span<const uint8_t, 32> key_f
     return out;
 }
 
-namespace {
-
-inline uint64_t rotl(uint64_t x, int b) { return (x << b) | (x >> (64 - b)); }
-
-inline uint64_t le64(const uint8_t* p) {
-    uint64_t v;
-    std::memcpy(&v, p, 8);
-    return v;  // x86-64 (the only target): little-endian already
-}
-
-}  // namespace
-
 uint64_t KeyedHash::hash64(std::span<const uint8_t> data) {
     // SipHash-2-4 computed here rather than through EVP_MAC: the EVP path
     // (init with the key, update, final, parameter lookups) costs ~1000
@@ -88,28 +78,7 @@ uint64_t KeyedHash::hash64(std::span<const uint8_t> data) {
     // hashes one user identifier per packet. The result is the reference
     // SipHash-2-4 (the tests check the published vectors and OpenSSL's
     // SIPHASH on random inputs).
-    const uint64_t k0 = le64(key_.data()), k1 = le64(key_.data() + 8);
-    uint64_t v0 = 0x736f6d6570736575ULL ^ k0, v1 = 0x646f72616e646f6dULL ^ k1;
-    uint64_t v2 = 0x6c7967656e657261ULL ^ k0, v3 = 0x7465646279746573ULL ^ k1;
-    auto round = [&] {
-        v0 += v1; v1 = rotl(v1, 13); v1 ^= v0; v0 = rotl(v0, 32);
-        v2 += v3; v3 = rotl(v3, 16); v3 ^= v2;
-        v0 += v3; v3 = rotl(v3, 21); v3 ^= v0;
-        v2 += v1; v1 = rotl(v1, 17); v1 ^= v2; v2 = rotl(v2, 32);
-    };
-    const uint8_t* p = data.data();
-    const size_t n = data.size();
-    const uint8_t* end = p + (n & ~size_t{7});
-    for (; p != end; p += 8) {
-        const uint64_t m = le64(p);
-        v3 ^= m; round(); round(); v0 ^= m;
-    }
-    uint64_t b = uint64_t(n) << 56;
-    for (size_t i = 0; i < (n & 7); ++i) b |= uint64_t(p[i]) << (8 * i);
-    v3 ^= b; round(); round(); v0 ^= b;
-    v2 ^= 0xff;
-    round(); round(); round(); round();
-    return v0 ^ v1 ^ v2 ^ v3;
+    return sip::hash64(sip::load_le64(key_.data()), sip::load_le64(key_.data() + 8), data.data(), data.size());
 }
 
 uint64_t KeyedHash::hash64_openssl(std::span<const uint8_t> data) {

@@ -2,35 +2,22 @@
 
 #include <libpsl.h>
 
+#include "amon_siphash.h"
+
 #include <cstring>
 
 namespace amon::names {
 namespace {
 
-inline uint64_t rotl(uint64_t x, int b) { return (x << b) | (x >> (64 - b)); }
-
+// SipHash-2-4 fed a byte at a time (label_seed also feeds it words).
 struct Sip {
-  uint64_t v0, v1, v2, v3;
+  sip::State st;
   uint64_t tail = 0;
   unsigned ntail = 0;
   uint64_t total = 0;
-  explicit Sip(uint64_t key) {
-    // Second key half derived from the first: the contract is a 64-bit seed.
-    const uint64_t k0 = key, k1 = key ^ 0x9e3779b97f4a7c15ull;
-    v0 = 0x736f6d6570736575ull ^ k0;
-    v1 = 0x646f72616e646f6dull ^ k1;
-    v2 = 0x6c7967656e657261ull ^ k0;
-    v3 = 0x7465646279746573ull ^ k1;
-  }
-  inline void round() {
-    v0 += v1; v1 = rotl(v1, 13); v1 ^= v0; v0 = rotl(v0, 32);
-    v2 += v3; v3 = rotl(v3, 16); v3 ^= v2;
-    v0 += v3; v3 = rotl(v3, 21); v3 ^= v0;
-    v2 += v1; v1 = rotl(v1, 17); v1 ^= v2; v2 = rotl(v2, 32);
-  }
-  inline void word(uint64_t m) {
-    v3 ^= m; round(); round(); v0 ^= m;
-  }
+  // Second key half derived from the first: the contract is a 64-bit seed.
+  explicit Sip(uint64_t key) : st(key, key ^ 0x9e3779b97f4a7c15ull) {}
+  inline void word(uint64_t m) { st.absorb(m); }
   inline void byte(uint8_t b) {
     tail |= uint64_t(b) << (8 * ntail);
     ++total;
@@ -38,9 +25,7 @@ struct Sip {
   }
   uint64_t finish() {
     word(tail | (total << 56));
-    v2 ^= 0xff;
-    round(); round(); round(); round();
-    return v0 ^ v1 ^ v2 ^ v3;
+    return st.finish64();
   }
 };
 
