@@ -26,8 +26,14 @@ WorkerPath::WorkerPath(const std::vector<std::unique_ptr<Program>>& programs, rt
   if (hold_) {
     hl_.streams = std::min<uint32_t>(hl_.streams, 65535);
     holds_.resize(hl_.streams);
+    // The packet path allocates nothing for a hold but, once per slot, its
+    // byte buffer (lazily: 16 KiB per stream slot adds up).
+    for (Hold& h : holds_) h.segs.reserve(hl_.stream_segments), h.hdr.reserve(512);
     for (uint32_t i = hl_.streams; i-- > 0;) free_holds_.push_back(uint16_t(i));
+    active_.reserve(hl_.streams);
     sbuf_.resize(progs_.size());
+    sorig_.reserve(512 + hl_.bytes + 64);  // headers + the largest stream + slack
+    for (auto& b : sbuf_) b.reserve(512 + hl_.bytes + 64);
   }
 }
 
