@@ -671,6 +671,16 @@ def check_capture(args, ck, cap, policies, have_tshark):
         if c == "protect":
             # Payload is kept: the dissection must be as clean as the input's.
             new_err = [(i + 1, k + 1) for i, k in pairs if (k + 1) in tout_err and (i + 1) not in tin_err]
+            if new_err or len(tout_err) > len(tin_err):
+                # tshark 4.0 is not deterministic on some captures: the same
+                # file (malformed-fuzz-ndpi-2020.pcap's RADIUS/EAP frames)
+                # gets an expert error in about one run of five. A frame
+                # counts only when every output run flags it and no input
+                # run does.
+                for _ in range(2):
+                    tin_err |= tshark_errors(cap)
+                    tout_err &= tshark_errors(outs[c])
+                new_err = [(i + 1, k + 1) for i, k in pairs if (k + 1) in tout_err and (i + 1) not in tin_err]
             ck.check(not new_err, w, "%d frames malformed/expert error in the output but not in the input "
                      "(input frame, output frame): %s" % (len(new_err), new_err[:8]))
             ck.check(len(tout_err) <= len(tin_err), w, "malformed/error frames grew %d -> %d"
