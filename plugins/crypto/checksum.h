@@ -151,7 +151,20 @@ inline uint16_t to_numeric(uint16_t native_sum) {
 }  // namespace csum_detail
 
 inline uint16_t csum_sum(std::span<const uint8_t> data, uint16_t initial) {
-    return csum_add(initial, csum_detail::to_numeric(csum_fold(csum_detail::native_acc(data.data(), data.size()))));
+    uint64_t acc;
+    // Addresses (4 and 16 bytes) are what the packet path sums most: no loop for them.
+    if (data.size() == 4) {
+        uint32_t w;
+        std::memcpy(&w, data.data(), 4);
+        acc = w;
+    } else if (data.size() == 16) {
+        uint64_t w[2];
+        std::memcpy(w, data.data(), 16);
+        acc = (w[0] & 0xffffffffu) + (w[0] >> 32) + (w[1] & 0xffffffffu) + (w[1] >> 32);
+    } else {
+        acc = csum_detail::native_acc(data.data(), data.size());
+    }
+    return csum_add(initial, csum_detail::to_numeric(csum_fold(acc)));
 }
 
 inline uint16_t ipv4_header_checksum(std::span<const uint8_t> hdr) {
@@ -171,53 +184,57 @@ inline uint16_t ipv4_header_checksum(std::span<const uint8_t> hdr) {
     return csum_finish(csum_detail::to_numeric(csum_fold(acc)));
 }
 
-inline uint16_t pseudo_sum_v4(const uint8_t src[4], const uint8_t dst[4], uint8_t proto, uint16_t l4_len) {
-    uint64_t acc = 0;
-    for (int i = 0; i < 4; i += 2) {
-        acc += uint32_t{src[i]} << 8 | src[i + 1];
-        acc += uint32_t{dst[i]} << 8 | dst[i + 1];
-    }
-    acc += proto;
-    acc += l4_len;
-    return csum_fold(acc);
-}
-
-inline uint16_t pseudo_sum_v6(const uint8_t src[16], const uint8_t dst[16], uint8_t next_header,
-                       uint32_t l4_len) {
-    uint64_t acc = 0;
-    for (int i = 0; i < 16; i += 2) {
-        acc += uint32_t{src[i]} << 8 | src[i + 1];
-        acc += uint32_t{dst[i]} << 8 | dst[i + 1];
-    }
-    acc += l4_len >> 16;
-    acc += l4_len & 0xffff;
-    acc += next_header;
-    return csum_fold(acc);
-}
-
 namespace csum_detail {
 
-inline uint16_t l4_sum_skipping(uint16_t pseudo, std::span<const uint8_t> l4, size_t csum_offset) {
+// The pseudo-headers in native word order (see native_acc): the addresses
+// as loaded, the numeric words byte-swapped into the same order.
+inline uint64_t pseudo_acc_v4(const uint8_t src[4], const uint8_t dst[4], uint8_t proto, uint16_t l4_len) {
+    uint32_t a, b;
+    std::memcpy(&a, src, 4);
+    std::memcpy(&b, dst, 4);
+    return uint64_t{a} + b + to_numeric(proto) + to_numeric(l4_len);
+}
+
+inline uint64_t pseudo_acc_v6(const uint8_t src[16], const uint8_t dst[16], uint8_t next_header, uint32_t l4_len) {
+    uint64_t w[4];
+    std::memcpy(w, src, 16);
+    std::memcpy(w + 2, dst, 16);
+    uint64_t acc = 0;
+    for (uint64_t x : w) acc += (x & 0xffffffffu) + (x >> 32);
+    return acc + to_numeric(static_cast<uint16_t>(l4_len >> 16)) + to_numeric(static_cast<uint16_t>(l4_len)) +
+           to_numeric(next_header);
+}
+
+// The L4 bytes without the (even-offset) checksum field, added to a
+// pseudo-header's accumulation: one fold for all of it.
+inline uint16_t l4_sum_skipping_acc(uint64_t acc, std::span<const uint8_t> l4, size_t csum_offset) {
     assert(csum_offset % 2 == 0 && csum_offset + 2 <= l4.size());
-    // Both sides of the (even-offset) field in one accumulation.
-    uint64_t acc = native_acc(l4.data(), csum_offset) +
-                   native_acc(l4.data() + csum_offset + 2, l4.size() - csum_offset - 2);
-    return csum_add(pseudo, to_numeric(csum_fold(acc)));
+    acc += native_acc(l4.data(), csum_offset) + native_acc(l4.data() + csum_offset + 2, l4.size() - csum_offset - 2);
+    return to_numeric(csum_fold(acc));
 }
 
 }  // namespace csum_detail
 
+inline uint16_t pseudo_sum_v4(const uint8_t src[4], const uint8_t dst[4], uint8_t proto, uint16_t l4_len) {
+    return csum_detail::to_numeric(csum_fold(csum_detail::pseudo_acc_v4(src, dst, proto, l4_len)));
+}
+
+inline uint16_t pseudo_sum_v6(const uint8_t src[16], const uint8_t dst[16], uint8_t next_header,
+                       uint32_t l4_len) {
+    return csum_detail::to_numeric(csum_fold(csum_detail::pseudo_acc_v6(src, dst, next_header, l4_len)));
+}
+
 inline uint16_t l4_checksum_v4(const uint8_t src[4], const uint8_t dst[4], uint8_t proto,
                         std::span<const uint8_t> l4, size_t csum_offset) {
-    const uint16_t s =
-        csum_detail::l4_sum_skipping(pseudo_sum_v4(src, dst, proto, static_cast<uint16_t>(l4.size())), l4, csum_offset);
+    const uint16_t s = csum_detail::l4_sum_skipping_acc(
+        csum_detail::pseudo_acc_v4(src, dst, proto, static_cast<uint16_t>(l4.size())), l4, csum_offset);
     return proto == 17 ? csum_finish_udp(s) : csum_finish(s);
 }
 
 inline uint16_t l4_checksum_v6(const uint8_t src[16], const uint8_t dst[16], uint8_t next_header,
                         std::span<const uint8_t> l4, size_t csum_offset) {
-    const uint16_t s = csum_detail::l4_sum_skipping(
-        pseudo_sum_v6(src, dst, next_header, static_cast<uint32_t>(l4.size())), l4, csum_offset);
+    const uint16_t s = csum_detail::l4_sum_skipping_acc(
+        csum_detail::pseudo_acc_v6(src, dst, next_header, static_cast<uint32_t>(l4.size())), l4, csum_offset);
     return next_header == 17 ? csum_finish_udp(s) : csum_finish(s);
 }
 

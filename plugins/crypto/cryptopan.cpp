@@ -231,12 +231,6 @@ size_t checked_sets(size_t entries, const char* what) {
     return entries / 2;
 }
 
-// Fibonacci hashing: the multiply spreads addresses that differ only in low
-// bits (one subnet) across sets; sets.size() is a power of two.
-inline size_t set_index4(uint32_t addr, size_t nsets) {
-    return static_cast<size_t>((uint64_t{addr} * 0x9E3779B97F4A7C15ull) >> 32) & (nsets - 1);
-}
-
 inline size_t set_index6(const uint8_t a[16], size_t nsets) {
     uint64_t hi, lo;
     std::memcpy(&hi, a, 8);
@@ -268,15 +262,7 @@ void CryptoPAnCache::rekey(std::span<const uint8_t, 32> key) {
     clear();
 }
 
-uint32_t CryptoPAnCache::anon_v4_cached(uint32_t addr) {
-    Set4& s = v4_sets_[set_index4(addr, v4_sets_.size())];
-    for (unsigned w = 0; w < 2; ++w) {
-        if ((s.valid >> w & 1) && s.addr[w] == addr) {
-            ++hits_;
-            s.victim = static_cast<uint8_t>(w ^ 1);
-            return s.anon[w];
-        }
-    }
+uint32_t CryptoPAnCache::anon_v4_miss(Set4& s, uint32_t addr) {
     ++misses_;
     const unsigned w = s.victim;
     const uint32_t anon = pan_.anon_v4(addr);

@@ -81,7 +81,19 @@ public:
     // v4_entries / v6_entries: total entries, powers of two >= 2 (std::invalid_argument otherwise).
     CryptoPAnCache(std::span<const uint8_t, 32> key, size_t v4_entries, size_t v6_entries);
 
-    uint32_t anon_v4_cached(uint32_t host_order_addr);
+    // Inline: a hit is a multiply, a compare or two, and every packet of a
+    // Crypto-PAn policy takes one; a miss goes out of line.
+    uint32_t anon_v4_cached(uint32_t host_order_addr) {
+        Set4& s = v4_sets_[set_index4(host_order_addr, v4_sets_.size())];
+        for (unsigned w = 0; w < 2; ++w) {
+            if ((s.valid >> w & 1) && s.addr[w] == host_order_addr) {
+                ++hits_;
+                s.victim = static_cast<uint8_t>(w ^ 1);
+                return s.anon[w];
+            }
+        }
+        return anon_v4_miss(s, host_order_addr);
+    }
     void anon_v6_cached(const uint8_t in[16], uint8_t out[16]);
 
     // Key rotation: new key, every entry invalidated, counters kept.
@@ -96,6 +108,12 @@ public:
     // through this, or stale entries would be served.
     CryptoPAn& uncached() { return pan_; }
 
+    // Fibonacci hashing: the multiply spreads addresses that differ only in low
+    // bits (one subnet) across sets; nsets is a power of two.
+    static size_t set_index4(uint32_t addr, size_t nsets) {
+        return static_cast<size_t>((uint64_t{addr} * 0x9E3779B97F4A7C15ull) >> 32) & (nsets - 1);
+    }
+
 private:
     struct Set4 {
         uint32_t addr[2];
@@ -109,6 +127,8 @@ private:
         uint8_t valid;
         uint8_t victim;
     };
+
+    uint32_t anon_v4_miss(Set4& s, uint32_t addr);
 
     CryptoPAn pan_;
     std::unique_ptr<Set4[]> v4_store_;

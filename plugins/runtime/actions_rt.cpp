@@ -56,25 +56,6 @@ class Cut final : public RtAction {
   ActResult bytes(uint8_t*, uint32_t, ApplyCtx&) override { return ActResult::Cut; }
 };
 
-// Layout (doc/language.md): eth.dst gets the seconds since the Unix epoch and
-// eth.src the nanoseconds within that second, each as a 48-bit big-endian
-// number. Both are below 2^47, so the I/G bit stays 0 (unicast).
-class Timestamp final : public RtAction {
- public:
-  explicit Timestamp(FieldId dst_field) : dst_(dst_field) {}
-  ActResult mac(uint8_t* m, ApplyCtx& c) override {
-    uint64_t v = c.field == dst_ ? c.ts_ns / 1000000000ULL : c.ts_ns % 1000000000ULL;
-    // 48 bits big-endian in one byte swap and two stores, not six byte stores.
-    uint64_t be = v << 16;
-    if constexpr (std::endian::native == std::endian::little) be = __builtin_bswap64(be);
-    std::memcpy(m, &be, 6);
-    return ActResult::Done;
-  }
-
- private:
-  FieldId dst_;
-};
-
 class Hash final : public RtAction {
  public:
   explicit Hash(const ActionCall& call) : h_(hash_key(call)) {}
@@ -115,41 +96,6 @@ class Hash final : public RtAction {
   KeyedHash h_;
 };
 
-class CryptoPan final : public RtAction {
- public:
-  CryptoPan(const ActionCall& call)
-      : base_(key32(call, "key")), rotate_ns_(call.int_or("rotate", 0)), cache_(base_, 1 << 14, 1 << 12) {}
-  ActResult addr(uint8_t* a, ApplyCtx& c) override {
-    if (rotate_ns_ > 0) {
-      uint64_t epoch = c.ts_ns / uint64_t(rotate_ns_);
-      if (epoch != epoch_) {
-        epoch_ = epoch;
-        cache_.rekey(CryptoPAn::derive_epoch_key(base_, epoch));
-      }
-    }
-    if (c.family == 4) {
-      // One 4-byte store: the checksum updates read the address back as a word.
-      uint32_t v;
-      std::memcpy(&v, a, 4);
-      if constexpr (std::endian::native == std::endian::little) v = __builtin_bswap32(v);
-      v = cache_.anon_v4_cached(v);
-      if constexpr (std::endian::native == std::endian::little) v = __builtin_bswap32(v);
-      std::memcpy(a, &v, 4);
-    } else {
-      uint8_t out[16];
-      cache_.anon_v6_cached(a, out);
-      std::memcpy(a, out, 16);
-    }
-    return ActResult::Done;
-  }
-
- private:
-  std::array<uint8_t, 32> base_;
-  int64_t rotate_ns_;
-  uint64_t epoch_ = UINT64_MAX;
-  CryptoPAnCache cache_;
-};
-
 inline void keep_prefix(uint8_t* a, int width_bytes, int bits) {
   for (int i = 0; i < width_bytes; ++i) {
     int keep = bits - i * 8;
@@ -157,38 +103,6 @@ inline void keep_prefix(uint8_t* a, int width_bytes, int bits) {
     a[i] = keep <= 0 ? 0 : uint8_t(a[i] & (0xff00 >> keep));
   }
 }
-
-class Prefix final : public RtAction {
- public:
-  explicit Prefix(const ActionCall& call) {
-    // The kept bits as byte masks, built once: a rewrite is then an AND.
-    uint8_t m4[4], m6[16];
-    std::memset(m4, 0xff, 4);
-    std::memset(m6, 0xff, 16);
-    keep_prefix(m4, 4, int(call.int_or("bits", 24)));
-    keep_prefix(m6, 16, int(call.int_or("v6", 48)));
-    std::memcpy(&m4_, m4, 4);
-    std::memcpy(m6_, m6, 16);
-  }
-  ActResult addr(uint8_t* a, ApplyCtx& c) override {
-    if (c.family == 4) {
-      uint32_t v;
-      std::memcpy(&v, a, 4);
-      v &= m4_;
-      std::memcpy(a, &v, 4);
-    } else {
-      uint64_t v[2];
-      std::memcpy(v, a, 16);
-      v[0] &= m6_[0], v[1] &= m6_[1];
-      std::memcpy(a, v, 16);
-    }
-    return ActResult::Done;
-  }
-
- private:
-  uint32_t m4_;
-  uint64_t m6_[2];
-};
 
 // zanon on an address field (ip.server): the decision is taken once per flow
 // (by ProgramInstance at the flow's first packet) and read from the flow here.
@@ -212,6 +126,35 @@ class ZanonAddr final : public RtAction {
 
 }  // namespace
 
+namespace rt {
+
+Prefix::Prefix(const ActionCall& call) {
+  kind = RtKind::Prefix;
+  // The kept bits as byte masks, built once: a rewrite is then an AND.
+  uint8_t m4[4], m6[16];
+  std::memset(m4, 0xff, 4);
+  std::memset(m6, 0xff, 16);
+  keep_prefix(m4, 4, int(call.int_or("bits", 24)));
+  keep_prefix(m6, 16, int(call.int_or("v6", 48)));
+  std::memcpy(&m4_, m4, 4);
+  std::memcpy(m6_, m6, 16);
+}
+
+CryptoPan::CryptoPan(const ActionCall& call)
+    : base_(key32(call, "key")), rotate_ns_(call.int_or("rotate", 0)), cache_(base_, 1 << 14, 1 << 12) {
+  kind = RtKind::CryptoPan;
+}
+
+void CryptoPan::rotate(uint64_t ts_ns) {
+  uint64_t epoch = ts_ns / uint64_t(rotate_ns_);
+  if (epoch != epoch_) {
+    epoch_ = epoch;
+    cache_.rekey(CryptoPAn::derive_epoch_key(base_, epoch));
+  }
+}
+
+}  // namespace rt
+
 std::unique_ptr<RtAction> make_rt_action(const ActionCall& call, const dsl::Policy& pol, SharedServices* svc,
                                          const ZanonSlotInfo* zslot) {
   const std::string& n = call.desc->name;
@@ -221,10 +164,10 @@ std::unique_ptr<RtAction> make_rt_action(const ActionCall& call, const dsl::Poli
   if (n == "redact") return std::make_unique<Redact>();
   if (n == "drop") return std::make_unique<Drop>();
   if (n == "cut") return std::make_unique<Cut>();
-  if (n == "timestamp") return std::make_unique<Timestamp>(reg.field("eth.dst")->id);
+  if (n == "timestamp") return std::make_unique<rt::Timestamp>(reg.field("eth.dst")->id);
   if (n == "hash") return std::make_unique<Hash>(call);
-  if (n == "cryptopan") return std::make_unique<CryptoPan>(call);
-  if (n == "prefix") return std::make_unique<Prefix>(call);
+  if (n == "cryptopan") return std::make_unique<rt::CryptoPan>(call);
+  if (n == "prefix") return std::make_unique<rt::Prefix>(call);
   if (n == "zanon") {
     if (!zslot) throw std::runtime_error("zanon: no decision slot (too many zanon rules in one policy?)");
     const ArgValue* fb = call.arg("fallback");

@@ -1,9 +1,12 @@
 // Runtime of the built-in actions: one small object per (rule, worker).
 #pragma once
 
+#include <bit>
 #include <cstdint>
+#include <cstring>
 #include <memory>
 
+#include "cryptopan.h"
 #include "registry.h"
 #include "runtime.h"
 
@@ -23,15 +26,105 @@ struct ApplyCtx {
   ConsumerCounters* counters = nullptr;
 };
 
+// The actions a header-only policy uses most, which its fast path calls
+// directly (no virtual call, inlined): ProgramInstance::process_hdr.
+enum class RtKind : uint8_t { Other, Timestamp, Prefix, CryptoPan };
+
 class RtAction {
  public:
   virtual ~RtAction() = default;
   bool modifies = true;
   bool cuts = false;  // removes the bytes (their old checksum sum is not needed)
+  RtKind kind = RtKind::Other;
   virtual ActResult mac(uint8_t* m, ApplyCtx& c) { return ActResult::Done; }
   virtual ActResult addr(uint8_t* a, ApplyCtx& c) { return ActResult::Done; }
   virtual ActResult bytes(uint8_t* p, uint32_t len, ApplyCtx& c) { return ActResult::Done; }
 };
+
+namespace rt {
+
+// Layout (doc/language.md): eth.dst gets the seconds since the Unix epoch and
+// eth.src the nanoseconds within that second, each as a 48-bit big-endian
+// number. Both are below 2^47, so the I/G bit stays 0 (unicast).
+inline void put_mac48(uint8_t* m, uint64_t v) {
+  // 48 bits big-endian in one byte swap and two stores, not six byte stores.
+  uint64_t be = v << 16;
+  if constexpr (std::endian::native == std::endian::little) be = __builtin_bswap64(be);
+  std::memcpy(m, &be, 6);
+}
+
+class Timestamp final : public RtAction {
+ public:
+  explicit Timestamp(FieldId dst_field) : dst_(dst_field) { kind = RtKind::Timestamp; }
+  ActResult mac(uint8_t* m, ApplyCtx& c) override {
+    put_mac48(m, c.field == dst_ ? c.ts_ns / 1000000000ULL : c.ts_ns % 1000000000ULL);
+    return ActResult::Done;
+  }
+
+ private:
+  FieldId dst_;
+};
+
+class Prefix final : public RtAction {
+ public:
+  explicit Prefix(const ActionCall& call);
+  ActResult addr(uint8_t* a, ApplyCtx& c) override {
+    apply(a, c.family);
+    return ActResult::Done;
+  }
+  void apply(uint8_t* a, uint8_t family) const {
+    if (family == 4) {
+      uint32_t v;
+      std::memcpy(&v, a, 4);
+      v &= m4_;
+      std::memcpy(a, &v, 4);
+    } else {
+      uint64_t v[2];
+      std::memcpy(v, a, 16);
+      v[0] &= m6_[0], v[1] &= m6_[1];
+      std::memcpy(a, v, 16);
+    }
+  }
+
+ private:
+  uint32_t m4_;
+  uint64_t m6_[2];
+};
+
+class CryptoPan final : public RtAction {
+ public:
+  explicit CryptoPan(const ActionCall& call);
+  ActResult addr(uint8_t* a, ApplyCtx& c) override {
+    apply(a, c.family, c.ts_ns);
+    return ActResult::Done;
+  }
+  void apply(uint8_t* a, uint8_t family, uint64_t ts_ns) {
+    if (rotate_ns_ > 0) [[unlikely]]
+      rotate(ts_ns);
+    if (family == 4) {
+      // One 4-byte store: the checksum updates read the address back as a word.
+      uint32_t v;
+      std::memcpy(&v, a, 4);
+      if constexpr (std::endian::native == std::endian::little) v = __builtin_bswap32(v);
+      v = cache_.anon_v4_cached(v);
+      if constexpr (std::endian::native == std::endian::little) v = __builtin_bswap32(v);
+      std::memcpy(a, &v, 4);
+    } else {
+      uint8_t out[16];
+      cache_.anon_v6_cached(a, out);
+      std::memcpy(a, out, 16);
+    }
+  }
+
+ private:
+  void rotate(uint64_t ts_ns);
+  std::array<uint8_t, 32> base_;
+  int64_t rotate_ns_;
+  uint64_t epoch_ = UINT64_MAX;
+  CryptoPAnCache cache_;
+};
+
+}  // namespace rt
 
 struct ZanonSlotInfo {
   int bit = -1;        // bit in FlowState masks

@@ -254,6 +254,12 @@ Program::Program(std::shared_ptr<const dsl::Policy> policy, int consumer_index, 
       addr_rule_[is_src][is_client] = a < 0 ? b : b < 0 ? a : std::min(a, b);
     }
   wants_flows_ = wants_flows_ || wants_l7_;
+  hdr_only_ = unconditional_ && !has_l7_ && !wants_l7_ && !policy_->select_cond && !bpf_ && zslot_rule_.empty();
+  mac_rule_[0] = fixed_rule_[F.eth_dst];
+  mac_rule_[1] = fixed_rule_[F.eth_src];
+  pay_rule_ = fixed_rule_[F.payload];
+  pay_counts_ = pay_rule_ >= 0;
+  if (pay_rule_ < 0) pay_rule_ = payload_default_plan_;
 }
 
 Program::~Program() = default;
@@ -261,6 +267,7 @@ Program::~Program() = default;
 std::unique_ptr<ProgramInstance> Program::instantiate() const { return std::make_unique<ProgramInstance>(*this); }
 
 ProgramInstance::ProgramInstance(const Program& p) : prog_(p), uhash_(p.services_->user_hash_key) {
+  hdr_fast_ = p.hdr_only_;
   actions_.resize(p.plans_.size());
   zfallback_.resize(p.plans_.size());
   name_key_.resize(p.plans_.size());
@@ -455,8 +462,148 @@ inline int ProgramInstance::pick(FieldId f, Eval& e) {
   return ri;
 }
 
-Verdict ProgramInstance::process(uint8_t* buf, uint32_t& cap, uint32_t& wire, const Decoded& d, const PacketMeta& m,
-                                 ConsumerCounters& c) {
+// The general path below, specialised: every choice that depends only on
+// the policy was made by Program, and the packet is known to be a plain
+// TCP/UDP/ICMP packet with its headers captured, so none of the fail-closed
+// branches (fragments, tunnels, ICMP quotes, decode errors, application
+// fields) can apply. Its output must stay byte-identical to the general
+// path's: test_hdr_fast compares the two on every shared capture.
+Verdict ProgramInstance::process_hdr(uint8_t* buf, uint32_t& cap, uint32_t& wire, const Decoded& d,
+                                     const PacketMeta& m, ConsumerCounters& c) {
+  const Program& P = prog_;
+  const auto& F = l2l4::g_fields;
+  if (c.rule_hits.size() < P.plans_.size()) [[unlikely]] c.rule_hits.resize(P.plans_.size());
+  uint64_t* const hits = c.rule_hits.data();
+  ApplyCtx ctx = packet_ctx(d, m, c);
+
+  if (cap >= 14) {
+    for (int i = 0; i < 2; ++i) {  // eth.dst, then eth.src
+      const int r = P.mac_rule_[i];
+      if (r < 0) continue;
+      ++hits[r];
+      RtAction& a = *actions_[r];
+      if (a.kind == RtKind::Timestamp) {
+        rt::put_mac48(buf + 6 * i, i ? m.ts_ns % 1000000000ULL : m.ts_ns / 1000000000ULL);
+        continue;
+      }
+      ctx.field = i ? F.eth_src : F.eth_dst;
+      if (a.mac(buf + 6 * i, ctx) == ActResult::Drop) return ++c.policy_drop, Verdict::Drop;
+    }
+  }
+
+  const bool v4 = d.ip_version == 4;
+  const uint32_t alen = v4 ? 4 : 16, so = d.src_off(), dof = d.dst_off();
+  uint8_t old[32];  // clear source, then destination (adjacent in both headers)
+  if (v4) std::memcpy(old, buf + so, 8);
+  else std::memcpy(old, buf + so, 32);
+  bool client_is_src = m.initiator_is_src;
+  if (!P.policy_->clients.empty()) {
+    bool s_in = false, d_in = false;
+    for (const auto& cidr : P.policy_->clients) {
+      s_in = s_in || cidr.contains(d.ip_version, old);
+      d_in = d_in || cidr.contains(d.ip_version, old + alen);
+    }
+    if (s_in != d_in) client_is_src = s_in;
+  }
+  ctx.family = d.ip_version;
+  ctx.client_addr = client_is_src ? old : old + alen;
+  bool addr_changed = false;
+  for (int pos = 0; pos < 2; ++pos) {
+    const bool is_src = pos == 0, is_client = is_src == client_is_src;
+    const int r = P.addr_rule_[is_src][is_client];
+    if (r < 0) continue;
+    ++hits[r];
+    RtAction& a = *actions_[r];
+    uint8_t* const at = buf + (is_src ? so : dof);
+    switch (a.kind) {
+      case RtKind::CryptoPan: static_cast<rt::CryptoPan&>(a).apply(at, d.ip_version, m.ts_ns); break;
+      case RtKind::Prefix: static_cast<rt::Prefix&>(a).apply(at, d.ip_version); break;
+      default:
+        ctx.field = is_client ? F.ip_client : F.ip_server;
+        ctx.is_server = !is_client;
+        if (a.addr(at, ctx) == ActResult::Drop) return ++c.policy_drop, Verdict::Drop;
+    }
+    addr_changed = addr_changed || a.modifies;
+  }
+
+  const uint32_t pend = uint32_t(std::min<uint64_t>(uint64_t(d.payload_off) + d.payload_len, cap));
+  const uint32_t plen = pend > d.payload_off ? pend - d.payload_off : 0;
+  uint8_t* const pl = buf + d.payload_off;
+  bool cut = false, payload_changed = false;
+  uint16_t old_sum = 0, new_sum = 0;
+  if (P.pay_rule_ >= 0) {
+    if (P.pay_counts_) ++hits[P.pay_rule_];
+    RtAction& a = *actions_[P.pay_rule_];
+    ctx.field = F.payload;
+    const bool summed = a.modifies && !a.cuts && plen;
+    if (summed) old_sum = csum_sum({pl, plen});
+    const ActResult r = a.bytes(pl, plen, ctx);
+    if (r == ActResult::Drop) return ++c.policy_drop, Verdict::Drop;
+    if (r == ActResult::Cut) {
+      cut = true;
+    } else if (summed) {
+      new_sum = csum_sum({pl, plen});
+      payload_changed = new_sum != old_sum;
+    }
+  }
+
+  uint8_t* const ip = buf + d.l3_off;
+  const bool udp = d.l4_proto == kProtoUdp;
+  const uint32_t cut_at = d.payload_off;
+  // A cut at the end of the captured bytes still shortens a record the
+  // capture had cut short (wire > cap).
+  if (cut && (cut_at < cap || (cut_at == cap && wire > cap))) {
+    cap = wire = cut_at;
+    if (cut_at >= d.l3_off + (v4 ? 20u : 40u)) {
+      const uint32_t l3len = cut_at - d.l3_off;
+      if (v4) wr16(ip + 2, uint16_t(l3len));
+      else wr16(ip + 4, uint16_t(l3len - 40));
+      if (udp && cut_at >= d.l4_off + 8) wr16(buf + d.l4_off + 4, uint16_t(cut_at - d.l4_off));
+    }
+  } else {
+    cut = false;
+  }
+  if (v4 && cap >= d.l3_off + d.l3_hdr_len && d.l3_hdr_len >= 20 && (addr_changed || cut))
+    wr16(ip + 10, ipv4_header_checksum({ip, d.l3_hdr_len}));
+
+  const bool icmp4 = d.l4_proto == kProtoIcmp;  // the only one without a pseudo-header
+  const uint32_t csum_off = udp ? 6 : d.l4_proto == kProtoTcp ? 16 : 2;
+  uint8_t* const l4 = buf + d.l4_off;
+  if (d.l4_off + csum_off + 2 > cap) return Verdict::Forward;
+  if (cut) {
+    if (udp && rd16(l4 + 6) == 0) return Verdict::Forward;  // no checksum in use
+    const std::span<const uint8_t> seg{l4, cap - d.l4_off};
+    if (icmp4) {
+      wr16(l4 + 2, 0);
+      wr16(l4 + 2, csum_finish(csum_sum(seg)));
+    } else {
+      wr16(l4 + csum_off, v4 ? l4_checksum_v4(ip + 12, ip + 16, d.l4_proto, seg, csum_off)
+                             : l4_checksum_v6(ip + 8, ip + 24, d.l4_proto, seg, csum_off));
+    }
+    return Verdict::Forward;
+  }
+  if (!addr_changed && !payload_changed) return Verdict::Forward;
+  uint16_t ck = rd16(l4 + csum_off);
+  if (udp && ck == 0) return Verdict::Forward;  // the sender computed none
+  if (addr_changed && !icmp4) {
+    // One update per address, as the general path does (the representation
+    // of zero could differ otherwise).
+    if (v4) {
+      ck = csum_replace(ck, {old, 4}, {buf + so, 4});
+      ck = csum_replace(ck, {old + 4, 4}, {buf + dof, 4});
+    } else {
+      ck = csum_replace(ck, {old, 16}, {buf + so, 16});
+      ck = csum_replace(ck, {old + 16, 16}, {buf + dof, 16});
+    }
+  }
+  if (payload_changed) ck = csum_finish(csum_add(csum_add(uint16_t(~ck), uint16_t(~old_sum)), new_sum));
+  if (udp && ck == 0) ck = 0xffff;
+  wr16(l4 + csum_off, ck);
+  return Verdict::Forward;
+}
+
+Verdict ProgramInstance::process_general(uint8_t* buf, uint32_t& cap, uint32_t& wire, const Decoded& d,
+                                         const PacketMeta& m, ConsumerCounters& c) {
   const Program& P = prog_;
   const dsl::Policy& pol = *P.policy_;
   const auto& F = l2l4::g_fields;

@@ -185,6 +185,14 @@ class Program {
   bool unconditional_ = false;
   std::vector<int> fixed_rule_;  // by FieldId: the first rule naming it, -1 none
   int addr_rule_[2][2] = {{-1, -1}, {-1, -1}};  // [address is the source][address is the client]
+  // A policy of header rules only (no conditions, select, application
+  // fields or per-flow decisions) takes ProgramInstance::process_hdr on
+  // plain TCP/UDP packets: the same rewrite, without the general path's
+  // per-packet questions whose answers were fixed here.
+  bool hdr_only_ = false;
+  int mac_rule_[2] = {-1, -1};  // eth.dst, eth.src
+  int pay_rule_ = -1;           // payload: the rule naming it, else payload_default_plan_
+  bool pay_counts_ = false;     // pay_rule_ is a rule (counted), not the default
   uint32_t l7_protect_ = 0;  // bit per App whose fields this policy rewrites
   bool has_l7_ = false;
   bool wants_l7_ = false;
@@ -206,7 +214,10 @@ class ProgramInstance {
   // Applies the policy to `buf` (a writable copy of the packet, `cap`
   // captured bytes of a `wire`-byte frame). May shorten cap/wire (cut).
   Verdict process(uint8_t* buf, uint32_t& cap, uint32_t& wire, const Decoded& d, const PacketMeta& m,
-                  ConsumerCounters& c);
+                  ConsumerCounters& c) {
+    if (hdr_fast_ && hdr_packet(d, cap)) return process_hdr(buf, cap, wire, d, m, c);
+    return process_general(buf, cap, wire, d, m, c);
+  }
 
   // Rewrites the application fields of a header reassembled from held TCP
   // segments: `buf` is the first segment's headers followed by the stream
@@ -215,6 +226,19 @@ class ProgramInstance {
   uint8_t rewrite_stream(uint8_t* buf, const Decoded& d, const PacketMeta& m, ConsumerCounters& c);
 
   const Program& program() const { return prog_; }
+
+  // Tests compare the header fast path with the general one on the same
+  // packets; nothing else turns it off.
+  void set_header_fast_path(bool on) { hdr_fast_ = on && prog_.hdr_only_; }
+  bool header_fast_path() const { return hdr_fast_; }
+  // An unfragmented, untunnelled TCP, UDP or ICMP (not error) packet whose
+  // headers were captured, decoded without error and outside PPPoE.
+  static bool hdr_packet(const Decoded& d, uint32_t cap) {
+    return d.status == DecodeStatus::Ok && d.flags == 0 && d.pppoe_off == 0 && d.ip_version != 0 && d.l4_hdr_len &&
+           (d.l4_proto == kProtoTcp || d.l4_proto == kProtoUdp || d.l4_proto == kProtoIcmp ||
+            d.l4_proto == kProtoIcmpv6) &&
+           d.payload_off <= cap;
+  }
 
  private:
   struct Eval;
@@ -232,6 +256,12 @@ class ProgramInstance {
   // client_is_src; copies the clear source and destination addresses to
   // old_addrs (2 x alen bytes; alen = 0 when they were not captured).
   bool roles(const uint8_t* buf, uint32_t cap, const Decoded& d, const PacketMeta& m, uint8_t* old_addrs, uint32_t& alen);
+  Verdict process_general(uint8_t* buf, uint32_t& cap, uint32_t& wire, const Decoded& d, const PacketMeta& m,
+                          ConsumerCounters& c);
+  // process() for a header-only policy on such a packet (see Program::hdr_only_).
+  Verdict process_hdr(uint8_t* buf, uint32_t& cap, uint32_t& wire, const Decoded& d, const PacketMeta& m,
+                      ConsumerCounters& c);
+  bool hdr_fast_ = false;
   uint64_t user_of(const uint8_t* client, uint32_t alen);
   void decide_flow(const uint8_t* server, const uint8_t* client, uint32_t alen, const PacketMeta& m,
                    ConsumerCounters& c);
