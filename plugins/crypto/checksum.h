@@ -184,6 +184,99 @@ inline uint16_t ipv4_header_checksum(std::span<const uint8_t> hdr) {
     return csum_finish(csum_detail::to_numeric(csum_fold(acc)));
 }
 
+// The same for the usual 20-byte header, without the options' loop.
+[[gnu::always_inline]] inline uint16_t ipv4_header_checksum20(const uint8_t* hdr) {
+    uint32_t w[5];
+    std::memcpy(w, hdr, 20);
+    constexpr uint8_t keep[4] = {0xff, 0xff, 0, 0};
+    uint32_t mask;
+    std::memcpy(&mask, keep, 4);
+    const uint64_t acc = uint64_t(w[0]) + w[1] + (w[2] & mask) + w[3] + w[4];
+    return csum_finish(csum_detail::to_numeric(csum_fold(acc)));
+}
+
+// csum_replace for a 4- or 16-byte field (an address) at an even offset:
+// the same arithmetic, with the sums unrolled and inlined.
+[[gnu::always_inline]] inline uint16_t csum_replace_addr(uint16_t old_csum, const uint8_t* old_bytes, const uint8_t* new_bytes, bool v4) {
+    uint64_t o, n;
+    if (v4) {
+        uint32_t a, b;
+        std::memcpy(&a, old_bytes, 4);
+        std::memcpy(&b, new_bytes, 4);
+        o = a, n = b;
+    } else {
+        uint64_t a[2], b[2];
+        std::memcpy(a, old_bytes, 16);
+        std::memcpy(b, new_bytes, 16);
+        o = (a[0] & 0xffffffffu) + (a[0] >> 32) + (a[1] & 0xffffffffu) + (a[1] >> 32);
+        n = (b[0] & 0xffffffffu) + (b[0] >> 32) + (b[1] & 0xffffffffu) + (b[1] >> 32);
+    }
+    const uint16_t delta = csum_add(static_cast<uint16_t>(~csum_detail::to_numeric(csum_fold(o))),
+                                    csum_detail::to_numeric(csum_fold(n)));
+    return static_cast<uint16_t>(~csum_add(static_cast<uint16_t>(~old_csum), delta));
+}
+
+namespace csum_detail {
+
+// Native-order sum of a short span (an L4 header): 8-byte loads.
+[[gnu::always_inline]] inline uint64_t short_acc(const uint8_t* p, size_t n) {
+    uint64_t acc = 0;
+    for (; n >= 8; p += 8, n -= 8) {
+        uint64_t w;
+        std::memcpy(&w, p, 8);
+        acc += (w & 0xffffffffu) + (w >> 32);
+    }
+    if (n >= 4) {
+        uint32_t w;
+        std::memcpy(&w, p, 4);
+        acc += w;
+        p += 4, n -= 4;
+    }
+    if (n >= 2) {
+        uint16_t w;
+        std::memcpy(&w, p, 2);
+        acc += w;
+        p += 2, n -= 2;
+    }
+    if (n) {  // the odd byte, as native_acc adds it
+        uint16_t w = 0;
+        std::memcpy(&w, p, 1);
+        acc += w;
+    }
+    return acc;
+}
+
+}  // namespace csum_detail
+
+// l4_checksum_v4/v6 over a short L4 segment (a header left by a cut) whose
+// checksum field is at an even offset, for TCP, UDP and ICMPv6: the field is
+// summed with its complement (f + ~f = 0xffff, a ones-complement zero). That
+// equals leaving it out whenever the rest sums to non-zero, which the
+// pseudo-header's protocol number guarantees.
+[[gnu::always_inline]] inline uint16_t l4_checksum_short(const uint8_t* ip_src, const uint8_t* ip_dst, bool v4, uint8_t proto,
+                                  const uint8_t* l4, size_t len, size_t csum_offset) {
+    uint64_t acc = 0;
+    if (v4) {
+        uint32_t a, b;
+        std::memcpy(&a, ip_src, 4);
+        std::memcpy(&b, ip_dst, 4);
+        acc = uint64_t{a} + b + csum_detail::to_numeric(static_cast<uint16_t>(len));
+    } else {
+        uint64_t w[4];
+        std::memcpy(w, ip_src, 16);
+        std::memcpy(w + 2, ip_dst, 16);
+        for (uint64_t x : w) acc += (x & 0xffffffffu) + (x >> 32);
+        acc += csum_detail::to_numeric(static_cast<uint16_t>(len >> 16)) +
+               csum_detail::to_numeric(static_cast<uint16_t>(len));
+    }
+    acc += csum_detail::to_numeric(proto);
+    uint16_t f;
+    std::memcpy(&f, l4 + csum_offset, 2);
+    acc += csum_detail::short_acc(l4, len) + static_cast<uint16_t>(~f);
+    const uint16_t s = csum_detail::to_numeric(csum_fold(acc));
+    return proto == 17 ? csum_finish_udp(s) : csum_finish(s);
+}
+
 namespace csum_detail {
 
 // The pseudo-headers in native word order (see native_acc): the addresses

@@ -352,6 +352,13 @@ ProgramInstance::ProgramInstance(const Program& p) : prog_(p), uhash_(p.services
     for (const auto& f : Registry::instance().fields())
       if (!f.value_class.empty()) field_class_[f.id] = st->class_id(f.value_class);
   }
+  choose_hdr_kernel();
+}
+
+void ProgramInstance::set_header_fast_path(bool on, bool kernel) {
+  hdr_fast_ = on && prog_.hdr_only_;
+  if (kernel) choose_hdr_kernel();
+  else hdr_fn_ = &ProgramInstance::process_hdr;
 }
 
 ProgramInstance::~ProgramInstance() {
@@ -595,6 +602,203 @@ Verdict ProgramInstance::process_hdr(uint8_t* buf, uint32_t& cap, uint32_t& wire
       ck = csum_replace(ck, {old, 16}, {buf + so, 16});
       ck = csum_replace(ck, {old + 16, 16}, {buf + dof, 16});
     }
+  }
+  if (payload_changed) ck = csum_finish(csum_add(csum_add(uint16_t(~ck), uint16_t(~old_sum)), new_sum));
+  if (udp && ck == 0) ck = 0xffff;
+  wr16(l4 + csum_off, ck);
+  return Verdict::Forward;
+}
+
+namespace {
+// Header kernel operations (template arguments of hdr_kernel).
+enum : uint8_t { kANone, kACryptoPan, kAPrefix, kAVirtual };  // an address slot
+enum : uint8_t { kPNone, kPCut, kPVirtual };                   // the payload
+}  // namespace
+
+void ProgramInstance::choose_hdr_kernel() {
+  const Program& P = prog_;
+  hdr_fn_ = &ProgramInstance::process_hdr;
+  if (!P.hdr_only_) return;
+  auto named = [&](int r, const char* n) { return r >= 0 && P.plans_[r]->call->desc->name == n; };
+  // The kernel counts every rule's hit up front: no rule may stop the
+  // packet half-way (drop()).
+  for (int r : {P.mac_rule_[0], P.mac_rule_[1], P.addr_rule_[0][0], P.addr_rule_[0][1], P.addr_rule_[1][0],
+                P.addr_rule_[1][1], P.pay_rule_})
+    if (named(r, "drop")) return;
+  HdrKernel k;
+  const auto& A = P.addr_rule_;  // [is_src][is_client]
+  int slot[2];
+  if (A[0][1] == A[1][1] && A[0][0] == A[1][0]) {
+    k.by_role = true, slot[0] = A[0][1], slot[1] = A[0][0];  // client, server
+  } else if (A[1][0] == A[1][1] && A[0][0] == A[0][1]) {
+    k.by_role = false, slot[0] = A[1][0], slot[1] = A[0][0];  // source, destination
+  } else {
+    return;  // rules on positions and on roles: process_hdr chooses per packet
+  }
+  k.mac_ts = true;
+  for (int r : P.mac_rule_)
+    if (r >= 0) {
+      k.hits[k.nhits++] = uint16_t(r);
+      k.mac_ts = k.mac_ts && actions_[r]->kind == RtKind::Timestamp;
+    }
+  uint8_t op[2];
+  for (int i = 0; i < 2; ++i) {
+    const int r = slot[i];
+    op[i] = kANone;
+    if (r < 0) continue;
+    k.hits[k.nhits++] = uint16_t(r);
+    RtAction* a = actions_[r].get();
+    if (!a->modifies) continue;  // keep()
+    k.act[i] = a;
+    k.addr_mod = true;
+    op[i] = a->kind == RtKind::CryptoPan ? kACryptoPan : a->kind == RtKind::Prefix ? kAPrefix : kAVirtual;
+  }
+  uint8_t pop = kPNone;
+  if (P.pay_rule_ >= 0) {
+    if (P.pay_counts_) k.hits[k.nhits++] = uint16_t(P.pay_rule_);
+    RtAction* a = actions_[P.pay_rule_].get();
+    if (named(P.pay_rule_, "cut")) pop = kPCut;
+    else if (a->modifies && !a->cuts) pop = kPVirtual, k.pay = a;
+    else if (a->modifies) return;  // an action that cuts in its own way
+  }
+  hk_ = k;
+  static const auto table = []<size_t... I>(std::index_sequence<I...>) {
+    return std::array<HdrFn, sizeof...(I)>{
+        &ProgramInstance::hdr_kernel<uint8_t(I / 12), uint8_t(I / 3 % 4), uint8_t(I % 3)>...};
+  }(std::make_index_sequence<48>{});
+  hdr_fn_ = table[op[0] * 12 + op[1] * 3 + pop];
+}
+
+// process_hdr for one policy shape. Every step is process_hdr's (and so the
+// general path's), in the same order; test_hdr_fast holds all three to the
+// same bytes.
+template <uint8_t X, uint8_t Y, uint8_t PO>
+Verdict ProgramInstance::hdr_kernel(uint8_t* buf, uint32_t& cap, uint32_t& wire, const Decoded& d,
+                                    const PacketMeta& m, ConsumerCounters& c) {
+  const Program& P = prog_;
+  const HdrKernel& k = hk_;
+  if (c.rule_hits.size() < P.plans_.size()) [[unlikely]] c.rule_hits.resize(P.plans_.size());
+  uint64_t* const hits = c.rule_hits.data();
+  for (unsigned i = 0; i < k.nhits; ++i) ++hits[k.hits[i]];
+  const auto& F = l2l4::g_fields;
+  ApplyCtx ctx;
+  constexpr bool virt = X == kAVirtual || Y == kAVirtual || PO == kPVirtual;
+  if (virt || !k.mac_ts) ctx = packet_ctx(d, m, c);
+
+  if (k.mac_ts) {
+    if (P.mac_rule_[0] >= 0 || P.mac_rule_[1] >= 0) {
+      const uint64_t sec = m.ts_ns / 1000000000ULL;
+      if (P.mac_rule_[0] >= 0) rt::put_mac48(buf, sec);
+      if (P.mac_rule_[1] >= 0) rt::put_mac48(buf + 6, m.ts_ns - sec * 1000000000ULL);
+    }
+  } else {
+    for (int i = 0; i < 2; ++i) {
+      const int r = P.mac_rule_[i];
+      if (r < 0) continue;
+      ctx.field = i ? F.eth_src : F.eth_dst;
+      actions_[r]->mac(buf + 6 * i, ctx);  // never drop(): choose_hdr_kernel
+    }
+  }
+
+  const bool v4 = d.ip_version == 4;
+  const uint32_t alen = v4 ? 4 : 16, so = d.src_off(), dof = d.dst_off();
+  uint8_t old[32];  // clear source, then destination (adjacent in both headers)
+  if (v4) std::memcpy(old, buf + so, 8);
+  else std::memcpy(old, buf + so, 32);
+  bool client_is_src = m.initiator_is_src;
+  if (!P.policy_->clients.empty()) {
+    bool s_in = false, d_in = false;
+    for (const auto& cidr : P.policy_->clients) {
+      s_in = s_in || cidr.contains(d.ip_version, old);
+      d_in = d_in || cidr.contains(d.ip_version, old + alen);
+    }
+    if (s_in != d_in) client_is_src = s_in;
+  }
+  if constexpr (virt) {
+    ctx.family = d.ip_version;
+    ctx.client_addr = client_is_src ? old : old + alen;
+  }
+  // Slot 0 is the client (by role) or the source (by position).
+  const bool x_src = !k.by_role || client_is_src;
+  auto apply = [&]<uint8_t Op>(RtAction* a, uint8_t* at, bool is_src) {
+    if constexpr (Op == kACryptoPan) {
+      static_cast<rt::CryptoPan*>(a)->apply(at, d.ip_version, m.ts_ns);
+    } else if constexpr (Op == kAPrefix) {
+      static_cast<rt::Prefix*>(a)->apply(at, d.ip_version);
+    } else if constexpr (Op == kAVirtual) {
+      const bool is_client = is_src == client_is_src;
+      ctx.field = is_client ? F.ip_client : F.ip_server;
+      ctx.is_server = !is_client;
+      a->addr(at, ctx);
+    }
+  };
+  // Source first, as the general path rewrites them.
+  if (x_src) {
+    apply.template operator()<X>(k.act[0], buf + so, true);
+    apply.template operator()<Y>(k.act[1], buf + dof, false);
+  } else {
+    apply.template operator()<Y>(k.act[1], buf + so, true);
+    apply.template operator()<X>(k.act[0], buf + dof, false);
+  }
+  const bool addr_changed = k.addr_mod;
+
+  bool cut = false, payload_changed = false;
+  uint16_t old_sum = 0, new_sum = 0;
+  if constexpr (PO == kPVirtual) {
+    const uint32_t pend = uint32_t(std::min<uint64_t>(uint64_t(d.payload_off) + d.payload_len, cap));
+    const uint32_t plen = pend > d.payload_off ? pend - d.payload_off : 0;
+    uint8_t* const pl = buf + d.payload_off;
+    if (plen) old_sum = csum_sum({pl, plen});
+    ctx.field = F.payload;
+    k.pay->bytes(pl, plen, ctx);  // never drop(), never cuts: choose_hdr_kernel
+    if (plen) {
+      new_sum = csum_sum({pl, plen});
+      payload_changed = new_sum != old_sum;
+    }
+  }
+
+  uint8_t* const ip = buf + d.l3_off;
+  const bool udp = d.l4_proto == kProtoUdp;
+  if constexpr (PO == kPCut) {
+    const uint32_t cut_at = d.payload_off;
+    if (cut_at < cap || (cut_at == cap && wire > cap)) {
+      cut = true;
+      cap = wire = cut_at;
+      if (cut_at >= d.l3_off + (v4 ? 20u : 40u)) {
+        const uint32_t l3len = cut_at - d.l3_off;
+        if (v4) wr16(ip + 2, uint16_t(l3len));
+        else wr16(ip + 4, uint16_t(l3len - 40));
+        if (udp && cut_at >= d.l4_off + 8) wr16(buf + d.l4_off + 4, uint16_t(cut_at - d.l4_off));
+      }
+    }
+  }
+  if (v4 && cap >= d.l3_off + d.l3_hdr_len && d.l3_hdr_len >= 20 && (addr_changed || cut))
+    wr16(ip + 10, d.l3_hdr_len == 20 ? ipv4_header_checksum20(ip) : ipv4_header_checksum({ip, d.l3_hdr_len}));
+
+  const bool icmp4 = d.l4_proto == kProtoIcmp;
+  const uint32_t csum_off = udp ? 6 : d.l4_proto == kProtoTcp ? 16 : 2;
+  uint8_t* const l4 = buf + d.l4_off;
+  if (d.l4_off + csum_off + 2 > cap) return Verdict::Forward;
+  if (cut) {
+    if (udp && rd16(l4 + 6) == 0) return Verdict::Forward;  // no checksum in use
+    const std::span<const uint8_t> seg{l4, cap - d.l4_off};
+    if (icmp4) {
+      wr16(l4 + 2, 0);
+      wr16(l4 + 2, csum_finish(csum_sum(seg)));
+    } else {
+      wr16(l4 + csum_off, v4 ? l4_checksum_short(ip + 12, ip + 16, true, d.l4_proto, l4, seg.size(), csum_off)
+                             : l4_checksum_short(ip + 8, ip + 24, false, d.l4_proto, l4, seg.size(), csum_off));
+    }
+    return Verdict::Forward;
+  }
+  if (!addr_changed && !payload_changed) return Verdict::Forward;
+  uint16_t ck = rd16(l4 + csum_off);
+  if (udp && ck == 0) return Verdict::Forward;  // the sender computed none
+  if (addr_changed && !icmp4) {
+    // One update per address, as the general path does (the representation
+    // of zero could differ otherwise).
+    ck = csum_replace_addr(ck, old, buf + so, v4);
+    ck = csum_replace_addr(ck, old + alen, buf + dof, v4);
   }
   if (payload_changed) ck = csum_finish(csum_add(csum_add(uint16_t(~ck), uint16_t(~old_sum)), new_sum));
   if (udp && ck == 0) ck = 0xffff;

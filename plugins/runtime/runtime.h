@@ -215,7 +215,7 @@ class ProgramInstance {
   // captured bytes of a `wire`-byte frame). May shorten cap/wire (cut).
   Verdict process(uint8_t* buf, uint32_t& cap, uint32_t& wire, const Decoded& d, const PacketMeta& m,
                   ConsumerCounters& c) {
-    if (hdr_fast_ && hdr_packet(d, cap)) return process_hdr(buf, cap, wire, d, m, c);
+    if (hdr_fast_ && hdr_packet(d, cap)) return (this->*hdr_fn_)(buf, cap, wire, d, m, c);
     return process_general(buf, cap, wire, d, m, c);
   }
 
@@ -227,10 +227,12 @@ class ProgramInstance {
 
   const Program& program() const { return prog_; }
 
-  // Tests compare the header fast path with the general one on the same
-  // packets; nothing else turns it off.
-  void set_header_fast_path(bool on) { hdr_fast_ = on && prog_.hdr_only_; }
+  // Tests compare the header fast path (the policy's compiled kernel, or
+  // the generic process_hdr) with the general path on the same packets;
+  // nothing else turns it off.
+  void set_header_fast_path(bool on, bool kernel = true);
   bool header_fast_path() const { return hdr_fast_; }
+  bool header_kernel() const { return hdr_fast_ && hdr_fn_ != &ProgramInstance::process_hdr; }
   // An unfragmented, untunnelled TCP, UDP or ICMP (not error) packet whose
   // headers were captured, decoded without error and outside PPPoE.
   static bool hdr_packet(const Decoded& d, uint32_t cap) {
@@ -262,6 +264,26 @@ class ProgramInstance {
   Verdict process_hdr(uint8_t* buf, uint32_t& cap, uint32_t& wire, const Decoded& d, const PacketMeta& m,
                       ConsumerCounters& c);
   bool hdr_fast_ = false;
+  // The header path compiled for this policy's shape: the address actions
+  // of the two slots (client/server, or source/destination when the rules
+  // name positions) and the payload action are template arguments, so the
+  // usual policies run without a branch or call on what the policy is.
+  using HdrFn = Verdict (ProgramInstance::*)(uint8_t*, uint32_t&, uint32_t&, const Decoded&, const PacketMeta&,
+                                             ConsumerCounters&);
+  HdrFn hdr_fn_ = &ProgramInstance::process_hdr;
+  template <uint8_t X, uint8_t Y, uint8_t PO>
+  Verdict hdr_kernel(uint8_t* buf, uint32_t& cap, uint32_t& wire, const Decoded& d, const PacketMeta& m,
+                     ConsumerCounters& c);
+  struct HdrKernel {
+    bool by_role = true;        // slots: client, server (else source, destination)
+    bool mac_ts = false;        // every MAC rule is timestamp()
+    bool addr_mod = false;      // some address action changes the address
+    RtAction* act[2] = {};      // slot actions
+    RtAction* pay = nullptr;
+    uint8_t nhits = 0;
+    uint16_t hits[6] = {};      // rules applied to every such packet (a rule on two fields counts twice)
+  } hk_;
+  void choose_hdr_kernel();
   uint64_t user_of(const uint8_t* client, uint32_t alen);
   void decide_flow(const uint8_t* server, const uint8_t* client, uint32_t alen, const PacketMeta& m,
                    ConsumerCounters& c);

@@ -256,3 +256,39 @@ TEST_CASE("Incremental update of a field at an odd offset", "[checksum][incremen
         REQUIRE(csum_replace(before, old_f, new_f, off) == csum_finish(csum_sum(buf)));
     }
 }
+
+TEST_CASE("Unrolled helpers of the header path equal the general functions", "[checksum][fast]") {
+    std::mt19937_64 rng(7);
+    SECTION("ipv4_header_checksum20") {
+        for (int i = 0; i < 20000; ++i) {
+            auto h = random_bytes(rng, 20);
+            CHECK(ipv4_header_checksum20(h.data()) == ipv4_header_checksum({h.data(), 20}));
+        }
+    }
+    SECTION("csum_replace_addr, including checksums 0x0000 and 0xffff") {
+        for (int i = 0; i < 40000; ++i) {
+            const bool v4 = i & 1;
+            const size_t n = v4 ? 4 : 16;
+            auto o = random_bytes(rng, n), w = random_bytes(rng, n);
+            if (i % 7 == 0) std::fill(w.begin(), w.end(), 0);
+            if (i % 11 == 0) w = o;
+            const uint16_t ck = i % 5 == 0 ? 0 : i % 5 == 1 ? 0xffff : static_cast<uint16_t>(rng());
+            CHECK(csum_replace_addr(ck, o.data(), w.data(), v4) == csum_replace(ck, {o.data(), n}, {w.data(), n}));
+        }
+    }
+    SECTION("l4_checksum_short, every length and field offset the header path uses") {
+        for (int i = 0; i < 40000; ++i) {
+            const uint8_t protos[] = {6, 17, 58};
+            const uint8_t proto = protos[i % 3];
+            const size_t off = proto == 6 ? 16 : proto == 17 ? 6 : 2;
+            const size_t len = off + 2 + rng() % 48;  // odd lengths too
+            auto l4 = random_bytes(rng, len);
+            auto a = random_bytes(rng, 32);
+            if (i % 13 == 0) std::fill(l4.begin(), l4.end(), 0);  // a segment of zeros: only the pseudo-header sums
+            const bool v4 = i % 2;
+            const uint16_t want = v4 ? l4_checksum_v4(a.data(), a.data() + 4, proto, {l4.data(), len}, off)
+                                     : l4_checksum_v6(a.data(), a.data() + 16, proto, {l4.data(), len}, off);
+            CHECK(l4_checksum_short(a.data(), a.data() + (v4 ? 4 : 16), v4, proto, l4.data(), len, off) == want);
+        }
+    }
+}

@@ -54,6 +54,9 @@ const char* kPolicies[] = {
     "ip.server : cryptopan(key=k, rotate=1h)\nip.client : prefix(8)\non_error = drop\npayload : cut()\n",
     "eth.dst : timestamp()\npayload : zero()\n",
     "ip.src : keep()\nip.client : cryptopan(key=k)\n",
+    "ip.src : prefix(24)\nip.client : cryptopan(key=k)\npayload : redact()\n",
+    "eth.src, eth.dst : zero()\nip.dst : prefix(20)\npayload : keep()\n",
+    "ip.client : cryptopan(key=k)\nip.server : drop()\n",
 };
 
 struct Side {
@@ -76,7 +79,7 @@ zanon::Store& store() {
 struct Pair {
   std::shared_ptr<const dsl::Policy> policy;
   SharedServices svc{&store(), {}};
-  Side fast, general;
+  Side fast, generic, general;  // the policy's kernel, process_hdr, the general path
   FlowTable flows{"test", 1u << 16, FlowTimeouts{}, -1};
   uint64_t fast_taken = 0, compared = 0;
 
@@ -88,12 +91,13 @@ struct Pair {
     INFO(diags.render_text());
     REQUIRE(policy);
     REQUIRE(diags.errors() == 0);
-    for (Side* s : {&fast, &general}) {
+    for (Side* s : {&fast, &generic, &general}) {
       s->prog = std::make_unique<Program>(policy, 0, &svc);
       s->inst = s->prog->instantiate();
       s->c.rule_hits.resize(policy->rules.size() + 1);
     }
     fast.inst->set_header_fast_path(true);
+    generic.inst->set_header_fast_path(true, false);
     general.inst->set_header_fast_path(false);
   }
 
@@ -105,20 +109,28 @@ struct Pair {
     if (d.has_ip() && d.dst_off() + d.addr_len() <= cap && d.src_off() + d.addr_len() <= cap)
       flows.lookup(pkt, d, ts, m);
     m.orig = pkt;
-    std::vector<uint8_t> a(pkt, pkt + cap), b(pkt, pkt + cap);
-    uint32_t ca = cap, wa = wire, cb = cap, wb = wire;
+    std::vector<uint8_t> b(pkt, pkt + cap);
+    uint32_t cb = cap, wb = wire;
     fast_taken += ProgramInstance::hdr_packet(d, cap);
-    const Verdict va = fast.inst->process(a.data(), ca, wa, d, m, fast.c);
     const Verdict vb = general.inst->process(b.data(), cb, wb, d, m, general.c);
-    ++compared;
-    REQUIRE(va == vb);
-    REQUIRE(ca == cb);
-    REQUIRE(wa == wb);
-    if (va == Verdict::Forward) REQUIRE(std::memcmp(a.data(), b.data(), ca) == 0);
+    for (Side* s : {&fast, &generic}) {
+      std::vector<uint8_t> a(pkt, pkt + cap);
+      uint32_t ca = cap, wa = wire;
+      const Verdict va = s->inst->process(a.data(), ca, wa, d, m, s->c);
+      ++compared;
+      REQUIRE(va == vb);
+      REQUIRE(ca == cb);
+      REQUIRE(wa == wb);
+      if (va == Verdict::Forward) REQUIRE(std::memcmp(a.data(), b.data(), ca) == 0);
+    }
   }
 
   void same_counters() const {
-    const ConsumerCounters &x = fast.c, &y = general.c;
+    same_counters(fast.c);
+    same_counters(generic.c);
+  }
+  void same_counters(const ConsumerCounters& x) const {
+    const ConsumerCounters& y = general.c;
     CHECK(x.rule_hits == y.rule_hits);
     CHECK(x.policy_drop == y.policy_drop);
     CHECK(x.err_cut == y.err_cut);
@@ -149,6 +161,8 @@ TEST_CASE("header fast path: the same output as the general path on every shared
   for (const char* body : kPolicies) {
     Pair p(body);
     REQUIRE(p.fast.prog->policy().rules.size() > 0);
+    CHECK(p.fast.inst->header_fast_path());
+    CHECK_FALSE(p.generic.inst->header_kernel());
     std::mt19937 rng(12345);
     for (const auto& path : caps) {
       char err[PCAP_ERRBUF_SIZE];
@@ -200,5 +214,10 @@ TEST_CASE("header fast path: only header-only policies take it") {
   }
   Pair hdr("ip.client : cryptopan(key=k)\n");
   CHECK(hdr.fast.inst->header_fast_path());
+  CHECK(hdr.fast.inst->header_kernel());
   CHECK_FALSE(hdr.general.inst->header_fast_path());
+  // Rules on a position and on a role at once: process_hdr, no kernel.
+  Pair mixed("ip.src : prefix(24)\nip.client : cryptopan(key=k)\n");
+  CHECK(mixed.fast.inst->header_fast_path());
+  CHECK_FALSE(mixed.fast.inst->header_kernel());
 }
