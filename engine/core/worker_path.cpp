@@ -22,6 +22,7 @@ WorkerPath::WorkerPath(const std::vector<std::unique_ptr<Program>>& programs, rt
     for (App a : {App::DnsTcp, App::Tls, App::Http})
       if (p->protects_app(uint8_t(a))) hold_apps_ |= 1u << unsigned(a);
   }
+  single_modifier_ = progs_.size() == 1 && modifiers_ == 1;
   hold_ = hl_.enabled && hold_apps_ && l7_ && wants_flows_ && hl_.streams && hl_.segments;
   if (hold_) {
     hl_.streams = std::min<uint32_t>(hl_.streams, 65535);
@@ -288,9 +289,16 @@ void WorkerPath::consumers(rte_mbuf* m, const uint8_t* data, const Decoded& d, P
                            void* ctx) {
   // The first fragment says whether the datagram is a tunnel; later
   // fragments (same flow entry: fragments key on addresses) inherit it.
-  if (meta.flow && (d.flags & kFlagFragment) && (d.flags & kFlagTunnel)) meta.flow->frag_tunnel = 1;
+  if (meta.flow && (d.flags & kFlagFragment) && (d.flags & kFlagTunnel)) [[unlikely]]
+    meta.flow->frag_tunnel = 1;
   meta.orig = data;
-  if (l7_) {
+  if (l7_) return consumers_l7(m, data, d, meta, sink, ctx);
+  deliver(m, data, d, meta, sink, ctx);
+}
+
+void WorkerPath::consumers_l7(rte_mbuf* m, const uint8_t* data, const Decoded& d, PacketMeta& meta, Sink sink,
+                              void* ctx) {
+  {
     const bool can_hold = hold_ && holdable(m, d, meta);
     if (!active_.empty() && meta.flow && d.l4_proto == kProtoTcp && d.l4_hdr_len) {
       FlowState* fs = meta.flow;
@@ -321,6 +329,25 @@ void WorkerPath::deliver(rte_mbuf* m, const uint8_t* data, const Decoded& d, Pac
   const uint32_t wire0 = mbuf_wire_len(m);
   const bool linear = m->nb_segs == 1;
 
+  if (single_modifier_ && linear) {
+    // One consumer, which rewrites: in place, as the loop below would.
+    ConsumerCounters& c = counters_[0];
+    ++c.in;
+    uint32_t cap = cap0, wire = wire0;
+    const Verdict v = progs_[0]->process(rte_pktmbuf_mtod(m, uint8_t*), cap, wire, d, meta, c);
+    if (v != Verdict::Forward) [[unlikely]] {
+      rte_pktmbuf_free(m);
+      if (v == Verdict::Filtered) ++c.filtered;
+      else ++c.dropped;
+      return;
+    }
+    if (cap < cap0) rte_pktmbuf_trim(m, uint16_t(cap0 - cap));
+    mbuf_set_wire_len(m, wire);
+    ++c.copied;
+    ++c.out;
+    sink(ctx, 0, m);
+    return;
+  }
   const unsigned nc = unsigned(progs_.size());
   bool own_ref = true;  // our own reference to m is still held
   unsigned mod_seen = 0;

@@ -70,6 +70,8 @@ class WorkerPath {
   // Everything after the flow lookup: stream holding, the application
   // parse, then deliver().
   void consumers(rte_mbuf* m, const uint8_t* data, const Decoded& d, PacketMeta& meta, Sink sink, void* ctx);
+  // ... when some consumer looks past L4.
+  void consumers_l7(rte_mbuf* m, const uint8_t* data, const Decoded& d, PacketMeta& meta, Sink sink, void* ctx);
   // Each consumer's program on one packet, and the sink.
   void deliver(rte_mbuf* m, const uint8_t* data, const Decoded& d, PacketMeta& meta, Sink sink, void* ctx);
 
@@ -124,6 +126,7 @@ class WorkerPath {
   const uint8_t* datas_[FlowTable::kBurstMax];
   bool want_[FlowTable::kBurstMax];
   bool wants_flows_ = false;
+  bool single_modifier_ = false;  // one consumer, and it rewrites
 };
 
 }  // namespace amon

@@ -37,12 +37,14 @@ inline uint16_t csum_add(uint16_t a, uint16_t b) {
 }
 
 // Folds any 64-bit accumulation of 16-bit words down to a 16-bit sum.
+// 64 -> 32 bits with the end-around carry (lo + hi < 2^33, so adding its
+// carry back cannot carry again), then 32 -> 16 as x + rotr(x, 16), whose
+// high half is hi + lo + the carry out of the low half: the same value as
+// folding 16 bits at a time, zero only for zero.
 inline uint16_t csum_fold(uint64_t acc) {
-    acc = (acc & 0xffffffffu) + (acc >> 32);
-    acc = (acc & 0xffffu) + (acc >> 16);
-    acc = (acc & 0xffffu) + (acc >> 16);
-    acc = (acc & 0xffffu) + (acc >> 16);
-    return static_cast<uint16_t>(acc);
+    const uint64_t t = (acc & 0xffffffffu) + (acc >> 32);
+    const uint32_t x = static_cast<uint32_t>(t) + static_cast<uint32_t>(t >> 32);
+    return static_cast<uint16_t>((x + std::rotr(x, 16)) >> 16);
 }
 
 // Adds the sum of a chunk that starts `offset` bytes into the checksummed

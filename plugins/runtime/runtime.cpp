@@ -679,7 +679,15 @@ Verdict ProgramInstance::hdr_kernel(uint8_t* buf, uint32_t& cap, uint32_t& wire,
   const HdrKernel& k = hk_;
   if (c.rule_hits.size() < P.plans_.size()) [[unlikely]] c.rule_hits.resize(P.plans_.size());
   uint64_t* const hits = c.rule_hits.data();
-  for (unsigned i = 0; i < k.nhits; ++i) ++hits[k.hits[i]];
+  switch (k.nhits) {  // unrolled: the loop's compare and branch cost as much as the counts
+    case 6: ++hits[k.hits[5]]; [[fallthrough]];
+    case 5: ++hits[k.hits[4]]; [[fallthrough]];
+    case 4: ++hits[k.hits[3]]; [[fallthrough]];
+    case 3: ++hits[k.hits[2]]; [[fallthrough]];
+    case 2: ++hits[k.hits[1]]; [[fallthrough]];
+    case 1: ++hits[k.hits[0]]; [[fallthrough]];
+    default: break;
+  }
   const auto& F = l2l4::g_fields;
   ApplyCtx ctx;
   constexpr bool virt = X == kAVirtual || Y == kAVirtual || PO == kPVirtual;

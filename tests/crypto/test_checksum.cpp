@@ -292,3 +292,19 @@ TEST_CASE("Unrolled helpers of the header path equal the general functions", "[c
         }
     }
 }
+
+TEST_CASE("csum_fold equals folding 16 bits at a time", "[checksum][fold]") {
+    auto slow = [](uint64_t acc) {
+        while (acc >> 16) acc = (acc & 0xffff) + (acc >> 16);
+        return static_cast<uint16_t>(acc);
+    };
+    std::mt19937_64 rng(11);
+    const uint64_t edges[] = {0, 1, 0xffff, 0x10000, 0x1fffe, 0xffffffff, 0x100000000ull, 0xffff0001ull,
+                              0x1ffffffffull, 0xffffffffffffffffull, 0xffffffff00000001ull};
+    for (uint64_t e : edges) CHECK(csum_fold(e) == slow(e));
+    for (int i = 0; i < 200000; ++i) {
+        uint64_t x = rng();
+        if (i & 1) x >>= rng() % 64;
+        CHECK(csum_fold(x) == slow(x));
+    }
+}
