@@ -231,14 +231,6 @@ size_t checked_sets(size_t entries, const char* what) {
     return entries / 2;
 }
 
-inline size_t set_index6(const uint8_t a[16], size_t nsets) {
-    uint64_t hi, lo;
-    std::memcpy(&hi, a, 8);
-    std::memcpy(&lo, a + 8, 8);
-    const uint64_t h = (hi * 0x9E3779B97F4A7C15ull) ^ (lo * 0xC2B2AE3D27D4EB4Full);
-    return static_cast<size_t>(h ^ (h >> 29)) & (nsets - 1);
-}
-
 }  // namespace
 
 CryptoPAnCache::CryptoPAnCache(std::span<const uint8_t, 32> key, size_t v4_entries, size_t v6_entries)
@@ -273,16 +265,7 @@ uint32_t CryptoPAnCache::anon_v4_miss(Set4& s, uint32_t addr) {
     return anon;
 }
 
-void CryptoPAnCache::anon_v6_cached(const uint8_t in[16], uint8_t out[16]) {
-    Set6& s = v6_sets_[set_index6(in, v6_sets_.size())];
-    for (unsigned w = 0; w < 2; ++w) {
-        if ((s.valid >> w & 1) && std::memcmp(s.addr[w], in, 16) == 0) {
-            ++hits_;
-            s.victim = static_cast<uint8_t>(w ^ 1);
-            std::memmove(out, s.anon[w], 16);
-            return;
-        }
-    }
+void CryptoPAnCache::anon_v6_miss(Set6& s, const uint8_t in[16], uint8_t out[16]) {
     ++misses_;
     const unsigned w = s.victim;
     // Copy the input first: the caller may pass the same buffer as in and out.

@@ -13,6 +13,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <memory>
 #include <span>
 #include <string>
@@ -94,7 +95,22 @@ public:
         }
         return anon_v4_miss(s, host_order_addr);
     }
-    void anon_v6_cached(const uint8_t in[16], uint8_t out[16]);
+    void anon_v6_cached(const uint8_t in[16], uint8_t out[16]) {
+        uint64_t a[2];
+        std::memcpy(a, in, 16);
+        Set6& s = v6_sets_[set_index6(a[0], a[1], v6_sets_.size())];
+        for (unsigned w = 0; w < 2; ++w) {
+            uint64_t b[2];
+            std::memcpy(b, s.addr[w], 16);
+            if ((s.valid >> w & 1) && ((a[0] ^ b[0]) | (a[1] ^ b[1])) == 0) {
+                ++hits_;
+                s.victim = static_cast<uint8_t>(w ^ 1);
+                std::memcpy(out, s.anon[w], 16);  // in may be out: read in (above) before this
+                return;
+            }
+        }
+        anon_v6_miss(s, in, out);
+    }
 
     // Key rotation: new key, every entry invalidated, counters kept.
     void rekey(std::span<const uint8_t, 32> key);
@@ -114,6 +130,11 @@ public:
         return static_cast<size_t>((uint64_t{addr} * 0x9E3779B97F4A7C15ull) >> 32) & (nsets - 1);
     }
 
+    static size_t set_index6(uint64_t hi, uint64_t lo, size_t nsets) {
+        const uint64_t h = (hi * 0x9E3779B97F4A7C15ull) ^ (lo * 0xC2B2AE3D27D4EB4Full);
+        return static_cast<size_t>(h ^ (h >> 29)) & (nsets - 1);
+    }
+
 private:
     struct Set4 {
         uint32_t addr[2];
@@ -129,6 +150,7 @@ private:
     };
 
     uint32_t anon_v4_miss(Set4& s, uint32_t addr);
+    void anon_v6_miss(Set6& s, const uint8_t in[16], uint8_t out[16]);
 
     CryptoPAn pan_;
     std::unique_ptr<Set4[]> v4_store_;
