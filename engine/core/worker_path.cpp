@@ -355,8 +355,10 @@ void WorkerPath::deliver(rte_mbuf* m, const uint8_t* data, const Decoded& d, Pac
     ConsumerCounters& c = counters_[i];
     ++c.in;
     if (identity_[i]) {
-      // Every segment of a chain is shared, not only the head.
-      rte_pktmbuf_refcnt_update(m, 1);
+      // The last consumer takes our own reference when we still hold it:
+      // no count up now and down (atomically, the mbuf being shared) below.
+      if (i + 1 == nc && own_ref) own_ref = false;
+      else rte_pktmbuf_refcnt_update(m, 1);  // every segment of a chain, not only the head
       ++c.shared;
       ++c.out;
       sink(ctx, i, m);
