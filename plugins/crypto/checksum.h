@@ -186,10 +186,15 @@ inline uint16_t ipv4_header_checksum(std::span<const uint8_t> hdr) {
     return csum_finish(csum_detail::to_numeric(csum_fold(acc)));
 }
 
-// The same for the usual 20-byte header, without the options' loop.
-[[gnu::always_inline]] inline uint16_t ipv4_header_checksum20(const uint8_t* hdr) {
+// The same for the usual 20-byte header, without the options' loop; with
+// new_total_len >= 0, as if bytes 2-3 (total length) held that value.
+[[gnu::always_inline]] inline uint16_t ipv4_header_checksum20(const uint8_t* hdr, int32_t new_total_len = -1) {
     uint32_t w[5];
     std::memcpy(w, hdr, 20);
+    if (new_total_len >= 0) {
+        uint8_t b[4] = {hdr[0], hdr[1], static_cast<uint8_t>(new_total_len >> 8), static_cast<uint8_t>(new_total_len)};
+        std::memcpy(&w[0], b, 4);
+    }
     constexpr uint8_t keep[4] = {0xff, 0xff, 0, 0};
     uint32_t mask;
     std::memcpy(&mask, keep, 4);
@@ -255,8 +260,10 @@ namespace csum_detail {
 // summed with its complement (f + ~f = 0xffff, a ones-complement zero). That
 // equals leaving it out whenever the rest sums to non-zero, which the
 // pseudo-header's protocol number guarantees.
+// With new_udp_len >= 0, as if bytes 4-5 (the UDP length) held that value
+// (f + ~f as for the checksum field: the rest never sums to zero).
 [[gnu::always_inline]] inline uint16_t l4_checksum_short(const uint8_t* ip_src, const uint8_t* ip_dst, bool v4, uint8_t proto,
-                                  const uint8_t* l4, size_t len, size_t csum_offset) {
+                                  const uint8_t* l4, size_t len, size_t csum_offset, int32_t new_udp_len = -1) {
     uint64_t acc = 0;
     if (v4) {
         uint32_t a, b;
@@ -275,6 +282,11 @@ namespace csum_detail {
     uint16_t f;
     std::memcpy(&f, l4 + csum_offset, 2);
     acc += csum_detail::short_acc(l4, len) + static_cast<uint16_t>(~f);
+    if (new_udp_len >= 0) {
+        uint16_t u;
+        std::memcpy(&u, l4 + 4, 2);
+        acc += static_cast<uint16_t>(~u) + csum_detail::to_numeric(static_cast<uint16_t>(new_udp_len));
+    }
     const uint16_t s = csum_detail::to_numeric(csum_fold(acc));
     return proto == 17 ? csum_finish_udp(s) : csum_finish(s);
 }

@@ -767,6 +767,11 @@ Verdict ProgramInstance::hdr_kernel(uint8_t* buf, uint32_t& cap, uint32_t& wire,
 
   uint8_t* const ip = buf + d.l3_off;
   const bool udp = d.l4_proto == kProtoUdp;
+  // The new lengths of a cut are stored after the checksums that cover them
+  // have been computed with the new values: a 2-byte store read back by a
+  // wider load cannot be forwarded and stalls.
+  bool v4_len = false, udp_len = false;
+  uint16_t new_l3 = 0, new_udp = 0;
   if constexpr (PO == kPCut) {
     const uint32_t cut_at = d.payload_off;
     if (cut_at < cap || (cut_at == cap && wire > cap)) {
@@ -774,28 +779,43 @@ Verdict ProgramInstance::hdr_kernel(uint8_t* buf, uint32_t& cap, uint32_t& wire,
       cap = wire = cut_at;
       if (cut_at >= d.l3_off + (v4 ? 20u : 40u)) {
         const uint32_t l3len = cut_at - d.l3_off;
-        if (v4) wr16(ip + 2, uint16_t(l3len));
+        if (v4) v4_len = true, new_l3 = uint16_t(l3len);
         else wr16(ip + 4, uint16_t(l3len - 40));
-        if (udp && cut_at >= d.l4_off + 8) wr16(buf + d.l4_off + 4, uint16_t(cut_at - d.l4_off));
+        if (udp && cut_at >= d.l4_off + 8) udp_len = true, new_udp = uint16_t(cut_at - d.l4_off);
       }
     }
   }
-  if (v4 && cap >= d.l3_off + d.l3_hdr_len && d.l3_hdr_len >= 20 && (addr_changed || cut))
-    wr16(ip + 10, d.l3_hdr_len == 20 ? ipv4_header_checksum20(ip) : ipv4_header_checksum({ip, d.l3_hdr_len}));
+  if (v4 && cap >= d.l3_off + d.l3_hdr_len && d.l3_hdr_len >= 20 && (addr_changed || cut)) {
+    if (d.l3_hdr_len == 20) {
+      wr16(ip + 10, ipv4_header_checksum20(ip, v4_len ? int32_t(new_l3) : -1));
+    } else {
+      if (v4_len) wr16(ip + 2, new_l3), v4_len = false;
+      wr16(ip + 10, ipv4_header_checksum({ip, d.l3_hdr_len}));
+    }
+  }
+  if (v4_len) wr16(ip + 2, new_l3);
 
   const bool icmp4 = d.l4_proto == kProtoIcmp;
   const uint32_t csum_off = udp ? 6 : d.l4_proto == kProtoTcp ? 16 : 2;
   uint8_t* const l4 = buf + d.l4_off;
-  if (d.l4_off + csum_off + 2 > cap) return Verdict::Forward;
+  if (d.l4_off + csum_off + 2 > cap) {
+    if (udp_len) wr16(l4 + 4, new_udp);
+    return Verdict::Forward;
+  }
   if (cut) {
-    if (udp && rd16(l4 + 6) == 0) return Verdict::Forward;  // no checksum in use
+    if (udp && rd16(l4 + 6) == 0) {  // no checksum in use
+      if (udp_len) wr16(l4 + 4, new_udp);
+      return Verdict::Forward;
+    }
     const std::span<const uint8_t> seg{l4, cap - d.l4_off};
     if (icmp4) {
       wr16(l4 + 2, 0);
       wr16(l4 + 2, csum_finish(csum_sum(seg)));
     } else {
-      wr16(l4 + csum_off, v4 ? l4_checksum_short(ip + 12, ip + 16, true, d.l4_proto, l4, seg.size(), csum_off)
-                             : l4_checksum_short(ip + 8, ip + 24, false, d.l4_proto, l4, seg.size(), csum_off));
+      const int32_t ulen = udp_len ? int32_t(new_udp) : -1;
+      wr16(l4 + csum_off, v4 ? l4_checksum_short(ip + 12, ip + 16, true, d.l4_proto, l4, seg.size(), csum_off, ulen)
+                             : l4_checksum_short(ip + 8, ip + 24, false, d.l4_proto, l4, seg.size(), csum_off, ulen));
+      if (udp_len) wr16(l4 + 4, new_udp);
     }
     return Verdict::Forward;
   }

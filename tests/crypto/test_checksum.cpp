@@ -263,6 +263,11 @@ TEST_CASE("Unrolled helpers of the header path equal the general functions", "[c
         for (int i = 0; i < 20000; ++i) {
             auto h = random_bytes(rng, 20);
             CHECK(ipv4_header_checksum20(h.data()) == ipv4_header_checksum({h.data(), 20}));
+            // With a new total length: as if it had been stored first.
+            const uint16_t len = static_cast<uint16_t>(rng());
+            auto g = h;
+            put16(g.data() + 2, len);
+            CHECK(ipv4_header_checksum20(h.data(), len) == ipv4_header_checksum({g.data(), 20}));
         }
     }
     SECTION("csum_replace_addr, including checksums 0x0000 and 0xffff") {
@@ -289,6 +294,15 @@ TEST_CASE("Unrolled helpers of the header path equal the general functions", "[c
             const uint16_t want = v4 ? l4_checksum_v4(a.data(), a.data() + 4, proto, {l4.data(), len}, off)
                                      : l4_checksum_v6(a.data(), a.data() + 16, proto, {l4.data(), len}, off);
             CHECK(l4_checksum_short(a.data(), a.data() + (v4 ? 4 : 16), v4, proto, l4.data(), len, off) == want);
+            if (proto == 17) {  // a new UDP length, as if stored first
+                const uint16_t ulen = static_cast<uint16_t>(i % 17 == 0 ? 0 : rng());
+                auto m = l4;
+                put16(m.data() + 4, ulen);
+                const uint16_t want2 = v4 ? l4_checksum_v4(a.data(), a.data() + 4, proto, {m.data(), len}, off)
+                                          : l4_checksum_v6(a.data(), a.data() + 16, proto, {m.data(), len}, off);
+                CHECK(l4_checksum_short(a.data(), a.data() + (v4 ? 4 : 16), v4, proto, l4.data(), len, off, ulen) ==
+                      want2);
+            }
         }
     }
 }
