@@ -334,6 +334,11 @@ ProgramInstance::ProgramInstance(const Program& p) : prog_(p), uhash_(p.services
   for (auto* db : p.regexes_->dbs)
     if (hs_alloc_scratch(db, &hs_) != HS_SUCCESS) throw std::runtime_error("hs_alloc_scratch failed");
   if (name_zanon && !p.services_->zstore) throw std::runtime_error("zanon rules need the z-anonymity store");
+  if (name_zanon) {
+    name_keys_.resize(kNameKeySets * 2);
+    if (RAND_bytes(reinterpret_cast<unsigned char*>(&name_keys_secret_), sizeof name_keys_secret_) != 1)
+      throw std::runtime_error("RAND_bytes failed");
+  }
   if (!p.zslot_rule_.empty() || name_zanon) {
     if (!p.services_->zstore) throw std::runtime_error("zanon rules need the z-anonymity store");
     auto* st = p.services_->zstore;
@@ -1002,15 +1007,30 @@ names::Decision ProgramInstance::decide_zanon(FieldId f, int ri, const NamePlan&
     const zanon::ZParams zp = np.zp;
     zanon::Scope sc{field_class_[f], zscope_.kind};
     out = DnsOutcome::Hidden;
-    const zanon::Key key = st->key(sc, text);
+    NameKeys* nk = name_keys_.empty() ? nullptr : name_keys(sc, text, *st);
+    const zanon::Key key = nk ? zanon::Key{sc, {reinterpret_cast<const uint8_t*>(text.data()), text.size()}, nk->h}
+                              : st->key(sc, text);
     if (st->observe(key, e.user, e.m->ts_ns, zp)) {
       out = DnsOutcome::Released;
     } else if (np.fb == NamePlan::FbSld) {
-      const SldInfo si = sld_info(text, key.h);
+      SldInfo si;
+      if (!nk) {
+        si = sld_info(text, key.h);
+      } else {
+        if (!nk->have_si) nk->si = sld_info(text, key.h), nk->have_si = true;
+        si = nk->si;
+      }
       if (si.keep != 0 && si.keep < si.total) {
         // The registrable domain is a value of the same class with its own test.
         std::string_view sld = text.substr(text.size() - si.sld_len);
-        if (st->observe(st->key(sc, sld), e.user, e.m->ts_ns, zp)) out = DnsOutcome::Sld, keep = si.keep;
+        zanon::Key sk;
+        if (!nk) {
+          sk = st->key(sc, sld);
+        } else {
+          if (!nk->have_sld_h) nk->sld_h = st->key(sc, sld).h, nk->have_sld_h = true;
+          sk = zanon::Key{sc, {reinterpret_cast<const uint8_t*>(sld.data()), sld.size()}, nk->sld_h};
+        }
+        if (st->observe(sk, e.user, e.m->ts_ns, zp)) out = DnsOutcome::Sld, keep = si.keep;
       }
     }
     if (recall && recall->record) {
@@ -1042,6 +1062,42 @@ const ProgramInstance::DnsMemo* ProgramInstance::dns_memo_find(uint64_t key, uin
   for (unsigned i = 0; i < kDnsMemoWays; ++i)
     if (set[i].key == key) return uint32_t(now - set[i].t) <= kDnsMemoMaxAge ? &set[i] : nullptr;
   return nullptr;
+}
+
+// A hit must equal the name byte for byte (the tag only finds the slot), so
+// a collision of this cheap hash costs a miss, never a wrong key.
+ProgramInstance::NameKeys* ProgramInstance::name_keys(zanon::Scope sc, std::string_view text, const zanon::Store& st) {
+  const size_t n = text.size();
+  if (n > NameKeys::kText) return nullptr;
+  uint64_t h = name_keys_secret_ ^ (n * 0x9e3779b97f4a7c15ULL) ^ (uint64_t(sc.cls) << 32 | sc.kind);
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    uint64_t w;
+    std::memcpy(&w, text.data() + i, 8);
+    h = (h ^ w) * 0xbf58476d1ce4e5b9ULL;
+    h ^= h >> 31;
+  }
+  uint64_t w = 0;
+  for (size_t j = i; j < n; ++j) w |= uint64_t(uint8_t(text[j])) << (8 * (j - i));
+  const uint64_t tag = splitmix_of(h ^ w) | 1;
+  NameKeys* set = &name_keys_[(tag >> 32) % kNameKeySets * 2];
+  auto same = [&](const NameKeys& k) {
+    return k.tag == tag && k.len == n && k.cls == sc.cls && k.kind == sc.kind && std::memcmp(k.text, text.data(), n) == 0;
+  };
+  if (same(set[0])) return &set[0];
+  if (same(set[1])) return &set[1];
+  // Newest first, the older one moves to the other way (an entry is two
+  // lines: no swap on a hit).
+  set[1] = set[0];
+  NameKeys& k = set[0];
+  k.tag = tag;
+  k.h = st.key(sc, text).h;
+  k.cls = sc.cls;
+  k.kind = sc.kind;
+  k.len = uint8_t(n);
+  k.have_si = k.have_sld_h = false;
+  std::memcpy(k.text, text.data(), n);
+  return &k;
 }
 
 ProgramInstance::SldInfo ProgramInstance::sld_info(std::string_view name, const zanon::Hash128& h) {

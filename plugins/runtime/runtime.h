@@ -293,6 +293,27 @@ class ProgramInstance {
   static constexpr size_t kSldSets = 4096;
   std::vector<SldSlot> sld_cache_ = std::vector<SldSlot>(2 * kSldSets);
   SldInfo sld_info(std::string_view name, const zanon::Hash128& h);
+  // The store's keyed 128-bit hashes of recent names and of their
+  // registrable domains (~300 instructions of SipHash each) are functions of
+  // the name's bytes, its scope and the store's fixed key only, so each
+  // worker keeps them for names seen recently: 2-way sets, found by a cheap
+  // keyed hash and confirmed by comparing the bytes. Only these hashes and the
+  // registrable-domain split are kept; every occurrence is still observed.
+  struct alignas(64) NameKeys {
+    static constexpr unsigned kText = 76;  // longer names are hashed each time
+    uint64_t tag = 0;                      // 0: free
+    zanon::Hash128 h, sld_h;
+    uint16_t cls = 0, kind = 0;
+    uint8_t len = 0;
+    bool have_si = false, have_sld_h = false;
+    SldInfo si;
+    char text[kText];
+  };
+  static_assert(sizeof(NameKeys) == 128);
+  static constexpr size_t kNameKeySets = 1024;
+  std::vector<NameKeys> name_keys_;  // empty unless a name rule uses zanon
+  uint64_t name_keys_secret_ = 0;
+  NameKeys* name_keys(zanon::Scope sc, std::string_view text, const zanon::Store& st);
   ::hs_scratch* hs_ = nullptr;
 };
 
