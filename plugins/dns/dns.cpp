@@ -491,13 +491,28 @@ inline uint64_t span_sum(const uint8_t* msg, unsigned off, unsigned n) {
 }
 }  // namespace
 
+FirstNameMasks::FirstNameMasks() : slots_(new Entry[kSlots]) {
+  for (unsigned i = 0; i < kSlots; ++i) slots_[i].len = 0;
+}
+FirstNameMasks::~FirstNameMasks() { delete[] slots_; }
+
+const uint8_t* FirstNameMasks::find(uint64_t seed, uint8_t keep, const uint8_t* wire, unsigned len) const {
+  const Entry& e = slots_[(seed >> 40) % kSlots];
+  if (e.len == 0 || e.len != len || e.seed != seed || e.keep != keep || std::memcmp(e.orig, wire, len) != 0) return nullptr;
+  return e.masked;
+}
+
 int rewrite_names(uint8_t* msg, size_t len, const ParseResult& pr, DecideFn fn, void* ctx, uint64_t* sums,
-                  uint32_t roles) {
+                  uint32_t roles, FirstNameMasks* first) {
   if (pr.status != Status::Ok || len != pr.msg_len) return -1;
-  // Actions per unique label span: 0 keep, 1 mask, 2 redact.
+  // Actions per unique label span: 0 keep, 1 mask, 2 redact, 3 copy the
+  // first name's masks from `first` (a mask all the same).
   uint8_t act[ParseResult::kMaxLabels];
   uint64_t seed[ParseResult::kMaxLabels];
   std::memset(act, 0, pr.n_labels);
+  const uint8_t* reuse = nullptr;          // act 3: masked bytes of names[0]'s wire
+  FirstNameMasks::Entry* store = nullptr;  // names[0]'s masks to keep, once computed
+  unsigned store_keep = 0;
   for (unsigned i = 0; i < pr.n_names; ++i) {
     const NameRef& n = pr.names[i];
     if (n.n_labels == 0 || !((roles >> unsigned(n.role)) & 1)) continue;
@@ -515,6 +530,21 @@ int rewrite_names(uint8_t* msg, size_t len, const ParseResult& pr, DecideFn fn, 
     bool fresh = false;
     for (unsigned k = 0; k + keep < n.n_labels && !fresh; ++k) fresh = act[pr.label_refs[n.first_ref + k]] == 0;
     if (!fresh) continue;
+    // The first name is decided first, so all its labels are fresh here and
+    // take this chain's seeds: its masks depend on (seed, keep, bytes) only.
+    if (i == 0 && first && !n.compressed && n.wire_len <= FirstNameMasks::kBytes) {
+      if (const uint8_t* mk = first->find(d.seed, uint8_t(keep), msg + n.off, n.wire_len)) {
+        reuse = mk;
+        for (unsigned k = 0; k + keep < n.n_labels; ++k) act[pr.label_refs[n.first_ref + k]] = 3;
+        continue;
+      }
+      store = first->slot(d.seed);
+      store->len = 0;  // until filled below
+      store->seed = d.seed;
+      store->keep = uint8_t(keep);
+      std::memcpy(store->orig, msg + n.off, n.wire_len);
+      store_keep = keep;
+    }
     uint64_t right = 0;
     for (unsigned k = n.n_labels; k-- > 0;) {
       const uint16_t li = pr.label_refs[n.first_ref + k];
@@ -535,6 +565,7 @@ int rewrite_names(uint8_t* msg, size_t len, const ParseResult& pr, DecideFn fn, 
     if (lo < hi) sums[0] += span_sum(msg, lo, hi - lo);
   }
   int changed = 0;
+  const unsigned off0 = pr.n_names ? pr.names[0].off : 0;
   for (unsigned li = 0; li < pr.n_labels; ++li) {
     const LabelSpan& l = pr.labels[li];
     if (act[li] == 1) {
@@ -543,7 +574,24 @@ int rewrite_names(uint8_t* msg, size_t len, const ParseResult& pr, DecideFn fn, 
     } else if (act[li] == 2) {
       std::memset(msg + l.off, 'x', l.len);
       ++changed;
+    } else if (act[li] == 3) {
+      std::memcpy(msg + l.off, reuse + (l.off - off0), l.len);
+      ++changed;
     }
+  }
+  if (store) {
+    // Kept only if every label the first name masks shows its own mask (a
+    // later name may have redacted one of them).
+    const NameRef& n = pr.names[0];
+    std::memcpy(store->masked, store->orig, n.wire_len);
+    bool ok = true;
+    for (unsigned k = 0; k + store_keep < n.n_labels; ++k) {
+      const uint16_t li = pr.label_refs[n.first_ref + k];
+      const LabelSpan& l = pr.labels[li];
+      ok = ok && act[li] == 1;
+      std::memcpy(store->masked + (l.off - n.off), msg + l.off, l.len);
+    }
+    if (ok) store->len = uint8_t(n.wire_len);
   }
   if (sums && lo < hi) sums[1] += span_sum(msg, lo, hi - lo);
   return changed;

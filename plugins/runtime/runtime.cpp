@@ -327,6 +327,7 @@ ProgramInstance::ProgramInstance(const Program& p) : prog_(p), uhash_(p.services
       for (uint32_t ri : p.field_rules_[f]) dns_zanon = dns_zanon || p.policy_->rules[ri].action.desc->name == "zanon";
     if (dns_zanon) {
       dns_memo_.resize(kDnsMemoSets * kDnsMemoWays);
+      first_masks_ = std::make_unique<dns::FirstNameMasks>();
       if (RAND_bytes(reinterpret_cast<unsigned char*>(&dns_memo_secret_), sizeof dns_memo_secret_) != 1)
         throw std::runtime_error("RAND_bytes failed");
     }
@@ -1237,7 +1238,8 @@ bool ProgramInstance::l7_dns(uint8_t* msg, uint32_t len, Eval& e, int msg_index)
   if (!prog_.field_rules_[L.dns_qname].empty()) roles |= kQname;
   if (!prog_.field_rules_[L.dns_answer_name].empty()) roles |= kOwners;
   if (!prog_.field_rules_[L.dns_rdata_name].empty()) roles |= ~(kQname | kOwners);
-  if (roles) dns::rewrite_names(msg, len, pr, fn, &cx, sums, roles);
+  // Only an exchange's seed can come back (a fresh random one cannot).
+  if (roles) dns::rewrite_names(msg, len, pr, fn, &cx, sums, roles, cx.rc ? first_masks_.get() : nullptr);
   auto span_sum = [&](unsigned off, unsigned n) -> uint64_t {
     const uint16_t s = csum_sum({msg + off, n});
     return (off & 1) ? uint16_t(s << 8 | s >> 8) : s;

@@ -197,6 +197,9 @@ class Program {
 };
 
 class RtAction;
+namespace dns {
+class FirstNameMasks;
+}
 
 class ProgramInstance {
  public:
@@ -277,6 +280,9 @@ class ProgramInstance {
   DnsMemo& dns_memo_slot(uint64_t key);
   const DnsMemo* dns_memo_find(uint64_t key, uint32_t now) const;
   uint64_t dns_memo_key(uint32_t flow, unsigned qdir, uint16_t id, std::string_view qname) const;
+  // The query's masks of its question, for the response (same seed, same
+  // bytes: the same masks without the SipHash chain). With dns_memo_.
+  std::unique_ptr<dns::FirstNameMasks> first_masks_;
   // libpsl answers in ~1 us; names repeat, so each worker remembers the
   // registrable-domain label count of recent names: 2-way sets (a
   // direct-mapped table thrashed on a few hundred names), tagged by the
