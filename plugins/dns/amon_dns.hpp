@@ -175,6 +175,9 @@ class FirstNameMasks {
     uint8_t orig[kBytes], masked[kBytes];
   };
   static_assert(sizeof(Entry) == 128);
+  // What rewrite_names does with it: a query's masks are stored (its seed
+  // is new), a response's looked up (its seed is its query's).
+  bool reuse = false;
   // The masked bytes for `wire` (len bytes of a linear name), or null.
   const uint8_t* find(uint64_t seed, uint8_t keep, const uint8_t* wire, unsigned len) const;
   Entry* slot(uint64_t seed) { return &slots_[(seed >> 40) % kSlots]; }
@@ -198,8 +201,9 @@ class FirstNameMasks {
 // incremental checksum update over the changed bytes only (RFC 1624).
 // roles: bit (1 << NameRole) set for the roles fn decides; the names of
 // other roles are kept without asking fn (a caller with no rule for them).
-// first (optional): the first name's masks are taken from it when it holds
-// them for this seed, keep count and bytes, else computed and stored in it.
+// first (optional): with first->reuse, the first name's masks are taken from
+// it when it holds them for this seed, keep count and bytes; without, they are
+// computed and stored in it.
 int rewrite_names(uint8_t* msg, size_t len, const ParseResult& pr, DecideFn fn, void* ctx, uint64_t* sums = nullptr,
                   uint32_t roles = ~0u, FirstNameMasks* first = nullptr);
 

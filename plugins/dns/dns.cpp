@@ -533,17 +533,18 @@ int rewrite_names(uint8_t* msg, size_t len, const ParseResult& pr, DecideFn fn, 
     // The first name is decided first, so all its labels are fresh here and
     // take this chain's seeds: its masks depend on (seed, keep, bytes) only.
     if (i == 0 && first && !n.compressed && n.wire_len <= FirstNameMasks::kBytes) {
-      if (const uint8_t* mk = first->find(d.seed, uint8_t(keep), msg + n.off, n.wire_len)) {
+      if (!first->reuse) {
+        store = first->slot(d.seed);
+        store->len = 0;  // until filled below
+        store->seed = d.seed;
+        store->keep = uint8_t(keep);
+        std::memcpy(store->orig, msg + n.off, n.wire_len);
+        store_keep = keep;
+      } else if (const uint8_t* mk = first->find(d.seed, uint8_t(keep), msg + n.off, n.wire_len)) {
         reuse = mk;
         for (unsigned k = 0; k + keep < n.n_labels; ++k) act[pr.label_refs[n.first_ref + k]] = 3;
         continue;
       }
-      store = first->slot(d.seed);
-      store->len = 0;  // until filled below
-      store->seed = d.seed;
-      store->keep = uint8_t(keep);
-      std::memcpy(store->orig, msg + n.off, n.wire_len);
-      store_keep = keep;
     }
     uint64_t right = 0;
     for (unsigned k = n.n_labels; k-- > 0;) {

@@ -1238,7 +1238,9 @@ bool ProgramInstance::l7_dns(uint8_t* msg, uint32_t len, Eval& e, int msg_index)
   if (!prog_.field_rules_[L.dns_qname].empty()) roles |= kQname;
   if (!prog_.field_rules_[L.dns_answer_name].empty()) roles |= kOwners;
   if (!prog_.field_rules_[L.dns_rdata_name].empty()) roles |= ~(kQname | kOwners);
-  // Only an exchange's seed can come back (a fresh random one cannot).
+  // Only an exchange's seed can come back (a fresh random one cannot): a
+  // query stores its question's masks, its response takes them.
+  if (cx.rc) first_masks_->reuse = cx.rc->hit != nullptr;
   if (roles) dns::rewrite_names(msg, len, pr, fn, &cx, sums, roles, cx.rc ? first_masks_.get() : nullptr);
   auto span_sum = [&](unsigned off, unsigned n) -> uint64_t {
     const uint16_t s = csum_sum({msg + off, n});

@@ -30,6 +30,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using D = decltype(decide);
   const DecideFn fn = [](void* c, const NameView& v) { return (*static_cast<D*>(c))(v); };
   for (int pass = 0; pass < 2; ++pass) {
+    first->reuse = pass == 1;
     std::vector<uint8_t> f(data, data + size);
     rewrite_names(f.data(), f.size(), *r, fn, &decide, nullptr, ~0u, first);
     if (f != w) std::abort();
