@@ -358,6 +358,28 @@ ProgramInstance::~ProgramInstance() {
 }
 
 uint64_t ProgramInstance::user_of(const uint8_t* client, uint32_t alen) {
+  if (alen != 4 && alen != 16) return user_hash(client, alen);
+  uint64_t a, b = 0;
+  if (alen == 4) {
+    uint32_t v;
+    std::memcpy(&v, client, 4);
+    a = v;
+  } else {
+    std::memcpy(&a, client, 8);
+    std::memcpy(&b, client + 8, 8);
+  }
+  // Only the slot depends on this mix: a collision is a miss, never another
+  // client's hash.
+  const uint64_t h = (a * 0x9e3779b97f4a7c15ULL ^ b * 0xbf58476d1ce4e5b9ULL) + alen;
+  UserSlot* set = &users_[(h >> 40) % kUserSets * 2];
+  for (unsigned i = 0; i < 2; ++i)
+    if (set[i].a == a && set[i].b == b && set[i].alen == alen) return set[i].user;
+  set[1] = set[0];
+  set[0] = UserSlot{a, b, user_hash(client, alen), alen};
+  return set[0].user;
+}
+
+uint64_t ProgramInstance::user_hash(const uint8_t* client, uint32_t alen) {
   // The store only ever sees a keyed hash of the clear identifier (never
   // the anonymized address, which would change with key rotation).
   uint8_t buf[17];

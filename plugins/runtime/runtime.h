@@ -236,6 +236,17 @@ class ProgramInstance {
   // old_addrs (2 x alen bytes; alen = 0 when they were not captured).
   bool roles(const uint8_t* buf, uint32_t cap, const Decoded& d, const PacketMeta& m, uint8_t* old_addrs, uint32_t& alen);
   uint64_t user_of(const uint8_t* client, uint32_t alen);
+  uint64_t user_hash(const uint8_t* client, uint32_t alen);
+  // Each worker keeps the user hashes (SipHash under the engine's user key,
+  // a function of the address alone) of recent clients: 2-way sets found by
+  // a cheap hash and confirmed by comparing the address.
+  struct UserSlot {
+    uint64_t a = 0, b = 0;  // the address (IPv4: a's low half)
+    uint64_t user = 0;
+    uint32_t alen = 0;      // 0: free
+  };
+  static constexpr size_t kUserSets = 1024;
+  std::vector<UserSlot> users_ = std::vector<UserSlot>(2 * kUserSets);
   void decide_flow(const uint8_t* server, const uint8_t* client, uint32_t alen, const PacketMeta& m,
                    ConsumerCounters& c);
 
