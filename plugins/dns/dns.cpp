@@ -510,6 +510,14 @@ int rewrite_names(uint8_t* msg, size_t len, const ParseResult& pr, DecideFn fn, 
   uint8_t act[ParseResult::kMaxLabels];
   uint64_t seed[ParseResult::kMaxLabels];
   std::memset(act, 0, pr.n_labels);
+  // The labels given an action, each once: the passes below visit these, not
+  // every label of the message (a response's answers have many, mostly kept).
+  uint16_t marked[ParseResult::kMaxLabels];
+  unsigned n_marked = 0;
+  auto mark = [&](uint16_t li, uint8_t a) {
+    if (act[li] == 0) marked[n_marked++] = li;
+    act[li] = a;
+  };
   const uint8_t* reuse = nullptr;          // act 3: masked bytes of names[0]'s wire
   FirstNameMasks::Entry* store = nullptr;  // names[0]'s masks to keep, once computed
   unsigned store_keep = 0;
@@ -520,7 +528,7 @@ int rewrite_names(uint8_t* msg, size_t len, const ParseResult& pr, DecideFn fn, 
     const names::Decision d = fn(ctx, v);
     if (d.action == names::Action::Keep) continue;
     if (d.action == names::Action::Redact) {
-      for (unsigned k = 0; k < n.n_labels; ++k) act[pr.label_refs[n.first_ref + k]] = 2;
+      for (unsigned k = 0; k < n.n_labels; ++k) mark(pr.label_refs[n.first_ref + k], 2);
       continue;
     }
     const unsigned keep = d.action == names::Action::MaskLeftOf ? d.keep_labels : 0;
@@ -542,7 +550,7 @@ int rewrite_names(uint8_t* msg, size_t len, const ParseResult& pr, DecideFn fn, 
         store_keep = keep;
       } else if (const uint8_t* mk = first->find(d.seed, uint8_t(keep), msg + n.off, n.wire_len)) {
         reuse = mk;
-        for (unsigned k = 0; k + keep < n.n_labels; ++k) act[pr.label_refs[n.first_ref + k]] = 3;
+        for (unsigned k = 0; k + keep < n.n_labels; ++k) mark(pr.label_refs[n.first_ref + k], 3);
         continue;
       }
     }
@@ -552,7 +560,7 @@ int rewrite_names(uint8_t* msg, size_t len, const ParseResult& pr, DecideFn fn, 
       const LabelSpan& l = pr.labels[li];
       right = names::label_seed(d.seed, reinterpret_cast<const char*>(msg + l.off), l.len, right);
       if (k + keep < n.n_labels && act[li] == 0) {
-        act[li] = 1;
+        mark(li, 1);
         seed[li] = right;
       }
     }
@@ -561,25 +569,22 @@ int rewrite_names(uint8_t* msg, size_t len, const ParseResult& pr, DecideFn fn, 
   // of the last (the bytes between are unchanged and count on both sides).
   unsigned lo = ~0u, hi = 0;
   if (sums) {
-    for (unsigned li = 0; li < pr.n_labels; ++li)
-      if (act[li]) lo = std::min<unsigned>(lo, pr.labels[li].off), hi = std::max<unsigned>(hi, pr.labels[li].off + pr.labels[li].len);
+    for (unsigned j = 0; j < n_marked; ++j) {
+      const LabelSpan& l = pr.labels[marked[j]];
+      lo = std::min<unsigned>(lo, l.off), hi = std::max<unsigned>(hi, l.off + l.len);
+    }
     if (lo < hi) sums[0] += span_sum(msg, lo, hi - lo);
   }
-  int changed = 0;
+  // Spans are disjoint, so the order they are rewritten in does not matter.
   const unsigned off0 = pr.n_names ? pr.names[0].off : 0;
-  for (unsigned li = 0; li < pr.n_labels; ++li) {
+  for (unsigned j = 0; j < n_marked; ++j) {
+    const uint16_t li = marked[j];
     const LabelSpan& l = pr.labels[li];
-    if (act[li] == 1) {
-      names::mask_label(reinterpret_cast<char*>(msg + l.off), l.len, seed[li]);
-      ++changed;
-    } else if (act[li] == 2) {
-      std::memset(msg + l.off, 'x', l.len);
-      ++changed;
-    } else if (act[li] == 3) {
-      std::memcpy(msg + l.off, reuse + (l.off - off0), l.len);
-      ++changed;
-    }
+    if (act[li] == 1) names::mask_label(reinterpret_cast<char*>(msg + l.off), l.len, seed[li]);
+    else if (act[li] == 2) std::memset(msg + l.off, 'x', l.len);
+    else std::memcpy(msg + l.off, reuse + (l.off - off0), l.len);
   }
+  const int changed = int(n_marked);
   if (store) {
     // Kept only if every label the first name masks shows its own mask (a
     // later name may have redacted one of them).
