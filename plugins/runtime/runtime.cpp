@@ -342,6 +342,7 @@ ProgramInstance::ProgramInstance(const Program& p) : prog_(p), uhash_(p.services
   }
   if (!p.zslot_rule_.empty() || name_zanon) {
     if (!p.services_->zstore) throw std::runtime_error("zanon rules need the z-anonymity store");
+    users_.resize(2 * kUserSets);
     auto* st = p.services_->zstore;
     zscope_.cls = st->class_id("server-addr");
     std::string kind = p.policy_->identifier ? p.policy_->identifier->name : "ip.client";
@@ -358,7 +359,7 @@ ProgramInstance::~ProgramInstance() {
 }
 
 uint64_t ProgramInstance::user_of(const uint8_t* client, uint32_t alen) {
-  if (alen != 4 && alen != 16) return user_hash(client, alen);
+  if (users_.empty() || (alen != 4 && alen != 16)) return user_hash(client, alen);
   uint64_t a, b = 0;
   if (alen == 4) {
     uint32_t v;

@@ -246,7 +246,7 @@ class ProgramInstance {
     uint32_t alen = 0;      // 0: free
   };
   static constexpr size_t kUserSets = 1024;
-  std::vector<UserSlot> users_ = std::vector<UserSlot>(2 * kUserSets);
+  std::vector<UserSlot> users_;  // empty unless the policy has zanon rules
   void decide_flow(const uint8_t* server, const uint8_t* client, uint32_t alen, const PacketMeta& m,
                    ConsumerCounters& c);
 
