@@ -153,6 +153,15 @@ struct Parser {
     n.n_labels = 0;
     n.compressed = false;
     n.text_off = uint16_t(r.text_len);
+    if (pos < limit && m[pos] == 0) {
+      // The root (the OPT owner in nearly every message): what the loops
+      // below conclude for a first byte of 0, without them.
+      n.wire_len = 1;
+      n.text_len = 0;
+      *next = pos + 1;
+      *name_index = r.n_names++;
+      return Status::Ok;
+    }
     const uint32_t text_start = r.text_len;
     uint32_t p = pos, run_start = pos, wire = 0, end_linear = 0;
     bool jumped = false;
