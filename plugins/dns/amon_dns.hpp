@@ -152,6 +152,40 @@ struct NameView {
 };
 using DecideFn = names::Decision (*)(void* ctx, const NameView& name);
 
+// Masks of a message's first name, kept for a later message of the same
+// exchange: a response repeats its query's question and, through the
+// caller's query memory, the query's decision seed, so its masks are the
+// query's. The masks of a name are a function of (seed, labels kept, the
+// name's wire bytes) alone (label_seed and mask_label read nothing else), so
+// an entry is used only when all three are equal; anything else computes the
+// masks as always. Direct-mapped by seed (a fresh random value per exchange):
+// an entry lives until another exchange's query lands on its slot.
+class FirstNameMasks {
+ public:
+  static constexpr unsigned kBytes = 59;  // longer first names are not kept
+  static constexpr unsigned kSlots = 1024;
+  FirstNameMasks();
+  ~FirstNameMasks();
+  FirstNameMasks(const FirstNameMasks&) = delete;
+  FirstNameMasks& operator=(const FirstNameMasks&) = delete;
+
+  struct Entry {
+    uint64_t seed;
+    uint8_t keep, len;  // len 0: free
+    uint8_t orig[kBytes], masked[kBytes];
+  };
+  static_assert(sizeof(Entry) == 128);
+  // What rewrite_names does with it: a query's masks are stored (its seed
+  // is new), a response's looked up (its seed is its query's).
+  bool reuse = false;
+  // The masked bytes for `wire` (len bytes of a linear name), or null.
+  const uint8_t* find(uint64_t seed, uint8_t keep, const uint8_t* wire, unsigned len) const;
+  Entry* slot(uint64_t seed) { return &slots_[(seed >> 40) % kSlots]; }
+
+ private:
+  Entry* slots_;
+};
+
 // One decision per label span per message: each name's decision is expanded
 // to its labels; a span shared by several names (compression) gets the most
 // protective action (Redact > Mask > Keep; MaskLeftOf counts as Mask for the
@@ -167,8 +201,11 @@ using DecideFn = names::Decision (*)(void* ctx, const NameView& name);
 // incremental checksum update over the changed bytes only (RFC 1624).
 // roles: bit (1 << NameRole) set for the roles fn decides; the names of
 // other roles are kept without asking fn (a caller with no rule for them).
+// first (optional): with first->reuse, the first name's masks are taken from
+// it when it holds them for this seed, keep count and bytes; without, they are
+// computed and stored in it.
 int rewrite_names(uint8_t* msg, size_t len, const ParseResult& pr, DecideFn fn, void* ctx, uint64_t* sums = nullptr,
-                  uint32_t roles = ~0u);
+                  uint32_t roles = ~0u, FirstNameMasks* first = nullptr);
 
 template <class F>
 int rewrite_names(uint8_t* msg, size_t len, const ParseResult& pr, F&& f) {

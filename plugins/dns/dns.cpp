@@ -153,6 +153,15 @@ struct Parser {
     n.n_labels = 0;
     n.compressed = false;
     n.text_off = uint16_t(r.text_len);
+    if (pos < limit && m[pos] == 0) {
+      // The root (the OPT owner in nearly every message): what the loops
+      // below conclude for a first byte of 0, without them.
+      n.wire_len = 1;
+      n.text_len = 0;
+      *next = pos + 1;
+      *name_index = r.n_names++;
+      return Status::Ok;
+    }
     const uint32_t text_start = r.text_len;
     uint32_t p = pos, run_start = pos, wire = 0, end_linear = 0;
     bool jumped = false;
@@ -491,13 +500,36 @@ inline uint64_t span_sum(const uint8_t* msg, unsigned off, unsigned n) {
 }
 }  // namespace
 
+FirstNameMasks::FirstNameMasks() : slots_(new Entry[kSlots]) {
+  for (unsigned i = 0; i < kSlots; ++i) slots_[i].len = 0;
+}
+FirstNameMasks::~FirstNameMasks() { delete[] slots_; }
+
+const uint8_t* FirstNameMasks::find(uint64_t seed, uint8_t keep, const uint8_t* wire, unsigned len) const {
+  const Entry& e = slots_[(seed >> 40) % kSlots];
+  if (e.len == 0 || e.len != len || e.seed != seed || e.keep != keep || std::memcmp(e.orig, wire, len) != 0) return nullptr;
+  return e.masked;
+}
+
 int rewrite_names(uint8_t* msg, size_t len, const ParseResult& pr, DecideFn fn, void* ctx, uint64_t* sums,
-                  uint32_t roles) {
+                  uint32_t roles, FirstNameMasks* first) {
   if (pr.status != Status::Ok || len != pr.msg_len) return -1;
-  // Actions per unique label span: 0 keep, 1 mask, 2 redact.
+  // Actions per unique label span: 0 keep, 1 mask, 2 redact, 3 copy the
+  // first name's masks from `first` (a mask all the same).
   uint8_t act[ParseResult::kMaxLabels];
   uint64_t seed[ParseResult::kMaxLabels];
   std::memset(act, 0, pr.n_labels);
+  // The labels given an action, each once: the passes below visit these, not
+  // every label of the message (a response's answers have many, mostly kept).
+  uint16_t marked[ParseResult::kMaxLabels];
+  unsigned n_marked = 0;
+  auto mark = [&](uint16_t li, uint8_t a) {
+    if (act[li] == 0) marked[n_marked++] = li;
+    act[li] = a;
+  };
+  const uint8_t* reuse = nullptr;          // act 3: masked bytes of names[0]'s wire
+  FirstNameMasks::Entry* store = nullptr;  // names[0]'s masks to keep, once computed
+  unsigned store_keep = 0;
   for (unsigned i = 0; i < pr.n_names; ++i) {
     const NameRef& n = pr.names[i];
     if (n.n_labels == 0 || !((roles >> unsigned(n.role)) & 1)) continue;
@@ -505,7 +537,7 @@ int rewrite_names(uint8_t* msg, size_t len, const ParseResult& pr, DecideFn fn, 
     const names::Decision d = fn(ctx, v);
     if (d.action == names::Action::Keep) continue;
     if (d.action == names::Action::Redact) {
-      for (unsigned k = 0; k < n.n_labels; ++k) act[pr.label_refs[n.first_ref + k]] = 2;
+      for (unsigned k = 0; k < n.n_labels; ++k) mark(pr.label_refs[n.first_ref + k], 2);
       continue;
     }
     const unsigned keep = d.action == names::Action::MaskLeftOf ? d.keep_labels : 0;
@@ -515,13 +547,29 @@ int rewrite_names(uint8_t* msg, size_t len, const ParseResult& pr, DecideFn fn, 
     bool fresh = false;
     for (unsigned k = 0; k + keep < n.n_labels && !fresh; ++k) fresh = act[pr.label_refs[n.first_ref + k]] == 0;
     if (!fresh) continue;
+    // The first name is decided first, so all its labels are fresh here and
+    // take this chain's seeds: its masks depend on (seed, keep, bytes) only.
+    if (i == 0 && first && !n.compressed && n.wire_len <= FirstNameMasks::kBytes) {
+      if (!first->reuse) {
+        store = first->slot(d.seed);
+        store->len = 0;  // until filled below
+        store->seed = d.seed;
+        store->keep = uint8_t(keep);
+        std::memcpy(store->orig, msg + n.off, n.wire_len);
+        store_keep = keep;
+      } else if (const uint8_t* mk = first->find(d.seed, uint8_t(keep), msg + n.off, n.wire_len)) {
+        reuse = mk;
+        for (unsigned k = 0; k + keep < n.n_labels; ++k) mark(pr.label_refs[n.first_ref + k], 3);
+        continue;
+      }
+    }
     uint64_t right = 0;
     for (unsigned k = n.n_labels; k-- > 0;) {
       const uint16_t li = pr.label_refs[n.first_ref + k];
       const LabelSpan& l = pr.labels[li];
       right = names::label_seed(d.seed, reinterpret_cast<const char*>(msg + l.off), l.len, right);
       if (k + keep < n.n_labels && act[li] == 0) {
-        act[li] = 1;
+        mark(li, 1);
         seed[li] = right;
       }
     }
@@ -530,20 +578,35 @@ int rewrite_names(uint8_t* msg, size_t len, const ParseResult& pr, DecideFn fn, 
   // of the last (the bytes between are unchanged and count on both sides).
   unsigned lo = ~0u, hi = 0;
   if (sums) {
-    for (unsigned li = 0; li < pr.n_labels; ++li)
-      if (act[li]) lo = std::min<unsigned>(lo, pr.labels[li].off), hi = std::max<unsigned>(hi, pr.labels[li].off + pr.labels[li].len);
+    for (unsigned j = 0; j < n_marked; ++j) {
+      const LabelSpan& l = pr.labels[marked[j]];
+      lo = std::min<unsigned>(lo, l.off), hi = std::max<unsigned>(hi, l.off + l.len);
+    }
     if (lo < hi) sums[0] += span_sum(msg, lo, hi - lo);
   }
-  int changed = 0;
-  for (unsigned li = 0; li < pr.n_labels; ++li) {
+  // Spans are disjoint, so the order they are rewritten in does not matter.
+  const unsigned off0 = pr.n_names ? pr.names[0].off : 0;
+  for (unsigned j = 0; j < n_marked; ++j) {
+    const uint16_t li = marked[j];
     const LabelSpan& l = pr.labels[li];
-    if (act[li] == 1) {
-      names::mask_label(reinterpret_cast<char*>(msg + l.off), l.len, seed[li]);
-      ++changed;
-    } else if (act[li] == 2) {
-      std::memset(msg + l.off, 'x', l.len);
-      ++changed;
+    if (act[li] == 1) names::mask_label(reinterpret_cast<char*>(msg + l.off), l.len, seed[li]);
+    else if (act[li] == 2) std::memset(msg + l.off, 'x', l.len);
+    else std::memcpy(msg + l.off, reuse + (l.off - off0), l.len);
+  }
+  const int changed = int(n_marked);
+  if (store) {
+    // Kept only if every label the first name masks shows its own mask (a
+    // later name may have redacted one of them).
+    const NameRef& n = pr.names[0];
+    std::memcpy(store->masked, store->orig, n.wire_len);
+    bool ok = true;
+    for (unsigned k = 0; k + store_keep < n.n_labels; ++k) {
+      const uint16_t li = pr.label_refs[n.first_ref + k];
+      const LabelSpan& l = pr.labels[li];
+      ok = ok && act[li] == 1;
+      std::memcpy(store->masked + (l.off - n.off), msg + l.off, l.len);
     }
+    if (ok) store->len = uint8_t(n.wire_len);
   }
   if (sums && lo < hi) sums[1] += span_sum(msg, lo, hi - lo);
   return changed;

@@ -334,6 +334,7 @@ ProgramInstance::ProgramInstance(const Program& p) : prog_(p), uhash_(p.services
       for (uint32_t ri : p.field_rules_[f]) dns_zanon = dns_zanon || p.policy_->rules[ri].action.desc->name == "zanon";
     if (dns_zanon) {
       dns_memo_.resize(kDnsMemoSets * kDnsMemoWays);
+      first_masks_ = std::make_unique<dns::FirstNameMasks>();
       if (RAND_bytes(reinterpret_cast<unsigned char*>(&dns_memo_secret_), sizeof dns_memo_secret_) != 1)
         throw std::runtime_error("RAND_bytes failed");
     }
@@ -341,8 +342,14 @@ ProgramInstance::ProgramInstance(const Program& p) : prog_(p), uhash_(p.services
   for (auto* db : p.regexes_->dbs)
     if (hs_alloc_scratch(db, &hs_) != HS_SUCCESS) throw std::runtime_error("hs_alloc_scratch failed");
   if (name_zanon && !p.services_->zstore) throw std::runtime_error("zanon rules need the z-anonymity store");
+  if (name_zanon) {
+    name_keys_.resize(kNameKeySets * 2);
+    if (RAND_bytes(reinterpret_cast<unsigned char*>(&name_keys_secret_), sizeof name_keys_secret_) != 1)
+      throw std::runtime_error("RAND_bytes failed");
+  }
   if (!p.zslot_rule_.empty() || name_zanon) {
     if (!p.services_->zstore) throw std::runtime_error("zanon rules need the z-anonymity store");
+    users_.resize(2 * kUserSets);
     auto* st = p.services_->zstore;
     zscope_.cls = st->class_id("server-addr");
     std::string kind = p.policy_->identifier ? p.policy_->identifier->name : "ip.client";
@@ -366,6 +373,28 @@ ProgramInstance::~ProgramInstance() {
 }
 
 uint64_t ProgramInstance::user_of(const uint8_t* client, uint32_t alen) {
+  if (users_.empty() || (alen != 4 && alen != 16)) return user_hash(client, alen);
+  uint64_t a, b = 0;
+  if (alen == 4) {
+    uint32_t v;
+    std::memcpy(&v, client, 4);
+    a = v;
+  } else {
+    std::memcpy(&a, client, 8);
+    std::memcpy(&b, client + 8, 8);
+  }
+  // Only the slot depends on this mix: a collision is a miss, never another
+  // client's hash.
+  const uint64_t h = (a * 0x9e3779b97f4a7c15ULL ^ b * 0xbf58476d1ce4e5b9ULL) + alen;
+  UserSlot* set = &users_[(h >> 40) % kUserSets * 2];
+  for (unsigned i = 0; i < 2; ++i)
+    if (set[i].a == a && set[i].b == b && set[i].alen == alen) return set[i].user;
+  set[1] = set[0];
+  set[0] = UserSlot{a, b, user_hash(client, alen), alen};
+  return set[0].user;
+}
+
+uint64_t ProgramInstance::user_hash(const uint8_t* client, uint32_t alen) {
   // The store only ever sees a keyed hash of the clear identifier (never
   // the anonymized address, which would change with key rotation).
   uint8_t buf[17];
@@ -1381,15 +1410,30 @@ names::Decision ProgramInstance::decide_zanon(FieldId f, int ri, const NamePlan&
     const zanon::ZParams zp = np.zp;
     zanon::Scope sc{field_class_[f], zscope_.kind};
     out = DnsOutcome::Hidden;
-    const zanon::Key key = st->key(sc, text);
+    NameKeys* nk = name_keys_.empty() ? nullptr : name_keys(sc, text, *st);
+    const zanon::Key key = nk ? zanon::Key{sc, {reinterpret_cast<const uint8_t*>(text.data()), text.size()}, nk->h}
+                              : st->key(sc, text);
     if (st->observe(key, e.user, e.m->ts_ns, zp)) {
       out = DnsOutcome::Released;
     } else if (np.fb == NamePlan::FbSld) {
-      const SldInfo si = sld_info(text, key.h);
+      SldInfo si;
+      if (!nk) {
+        si = sld_info(text, key.h);
+      } else {
+        if (!nk->have_si) nk->si = sld_info(text, key.h), nk->have_si = true;
+        si = nk->si;
+      }
       if (si.keep != 0 && si.keep < si.total) {
         // The registrable domain is a value of the same class with its own test.
         std::string_view sld = text.substr(text.size() - si.sld_len);
-        if (st->observe(st->key(sc, sld), e.user, e.m->ts_ns, zp)) out = DnsOutcome::Sld, keep = si.keep;
+        zanon::Key sk;
+        if (!nk) {
+          sk = st->key(sc, sld);
+        } else {
+          if (!nk->have_sld_h) nk->sld_h = st->key(sc, sld).h, nk->have_sld_h = true;
+          sk = zanon::Key{sc, {reinterpret_cast<const uint8_t*>(sld.data()), sld.size()}, nk->sld_h};
+        }
+        if (st->observe(sk, e.user, e.m->ts_ns, zp)) out = DnsOutcome::Sld, keep = si.keep;
       }
     }
     if (recall && recall->record) {
@@ -1421,6 +1465,42 @@ const ProgramInstance::DnsMemo* ProgramInstance::dns_memo_find(uint64_t key, uin
   for (unsigned i = 0; i < kDnsMemoWays; ++i)
     if (set[i].key == key) return uint32_t(now - set[i].t) <= kDnsMemoMaxAge ? &set[i] : nullptr;
   return nullptr;
+}
+
+// A hit must equal the name byte for byte (the tag only finds the slot), so
+// a collision of this cheap hash costs a miss, never a wrong key.
+ProgramInstance::NameKeys* ProgramInstance::name_keys(zanon::Scope sc, std::string_view text, const zanon::Store& st) {
+  const size_t n = text.size();
+  if (n > NameKeys::kText) return nullptr;
+  uint64_t h = name_keys_secret_ ^ (n * 0x9e3779b97f4a7c15ULL) ^ (uint64_t(sc.cls) << 32 | sc.kind);
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    uint64_t w;
+    std::memcpy(&w, text.data() + i, 8);
+    h = (h ^ w) * 0xbf58476d1ce4e5b9ULL;
+    h ^= h >> 31;
+  }
+  uint64_t w = 0;
+  for (size_t j = i; j < n; ++j) w |= uint64_t(uint8_t(text[j])) << (8 * (j - i));
+  const uint64_t tag = splitmix_of(h ^ w) | 1;
+  NameKeys* set = &name_keys_[(tag >> 32) % kNameKeySets * 2];
+  auto same = [&](const NameKeys& k) {
+    return k.tag == tag && k.len == n && k.cls == sc.cls && k.kind == sc.kind && std::memcmp(k.text, text.data(), n) == 0;
+  };
+  if (same(set[0])) return &set[0];
+  if (same(set[1])) return &set[1];
+  // Newest first, the older one moves to the other way (an entry is two
+  // lines: no swap on a hit).
+  set[1] = set[0];
+  NameKeys& k = set[0];
+  k.tag = tag;
+  k.h = st.key(sc, text).h;
+  k.cls = sc.cls;
+  k.kind = sc.kind;
+  k.len = uint8_t(n);
+  k.have_si = k.have_sld_h = false;
+  std::memcpy(k.text, text.data(), n);
+  return &k;
 }
 
 ProgramInstance::SldInfo ProgramInstance::sld_info(std::string_view name, const zanon::Hash128& h) {
@@ -1560,7 +1640,10 @@ bool ProgramInstance::l7_dns(uint8_t* msg, uint32_t len, Eval& e, int msg_index)
   if (!prog_.field_rules_[L.dns_qname].empty()) roles |= kQname;
   if (!prog_.field_rules_[L.dns_answer_name].empty()) roles |= kOwners;
   if (!prog_.field_rules_[L.dns_rdata_name].empty()) roles |= ~(kQname | kOwners);
-  if (roles) dns::rewrite_names(msg, len, pr, fn, &cx, sums, roles);
+  // Only an exchange's seed can come back (a fresh random one cannot): a
+  // query stores its question's masks, its response takes them.
+  if (cx.rc) first_masks_->reuse = cx.rc->hit != nullptr;
+  if (roles) dns::rewrite_names(msg, len, pr, fn, &cx, sums, roles, cx.rc ? first_masks_.get() : nullptr);
   auto span_sum = [&](unsigned off, unsigned n) -> uint64_t {
     const uint16_t s = csum_sum({msg + off, n});
     return (off & 1) ? uint16_t(s << 8 | s >> 8) : s;

@@ -205,6 +205,9 @@ class Program {
 };
 
 class RtAction;
+namespace dns {
+class FirstNameMasks;
+}
 
 class ProgramInstance {
  public:
@@ -285,6 +288,17 @@ class ProgramInstance {
   } hk_;
   void choose_hdr_kernel();
   uint64_t user_of(const uint8_t* client, uint32_t alen);
+  uint64_t user_hash(const uint8_t* client, uint32_t alen);
+  // Each worker keeps the user hashes (SipHash under the engine's user key,
+  // a function of the address alone) of recent clients: 2-way sets found by
+  // a cheap hash and confirmed by comparing the address.
+  struct UserSlot {
+    uint64_t a = 0, b = 0;  // the address (IPv4: a's low half)
+    uint64_t user = 0;
+    uint32_t alen = 0;      // 0: free
+  };
+  static constexpr size_t kUserSets = 1024;
+  std::vector<UserSlot> users_;  // empty unless the policy has zanon rules
   void decide_flow(const uint8_t* server, const uint8_t* client, uint32_t alen, const PacketMeta& m,
                    ConsumerCounters& c);
 
@@ -329,6 +343,9 @@ class ProgramInstance {
   DnsMemo& dns_memo_slot(uint64_t key);
   const DnsMemo* dns_memo_find(uint64_t key, uint32_t now) const;
   uint64_t dns_memo_key(uint32_t flow, unsigned qdir, uint16_t id, std::string_view qname) const;
+  // The query's masks of its question, for the response (same seed, same
+  // bytes: the same masks without the SipHash chain). With dns_memo_.
+  std::unique_ptr<dns::FirstNameMasks> first_masks_;
   // libpsl answers in ~1 us; names repeat, so each worker remembers the
   // registrable-domain label count of recent names: 2-way sets (a
   // direct-mapped table thrashed on a few hundred names), tagged by the
@@ -345,6 +362,27 @@ class ProgramInstance {
   static constexpr size_t kSldSets = 4096;
   std::vector<SldSlot> sld_cache_ = std::vector<SldSlot>(2 * kSldSets);
   SldInfo sld_info(std::string_view name, const zanon::Hash128& h);
+  // The store's keyed 128-bit hashes of recent names and of their
+  // registrable domains (~300 instructions of SipHash each) are functions of
+  // the name's bytes, its scope and the store's fixed key only, so each
+  // worker keeps them for names seen recently: 2-way sets, found by a cheap
+  // keyed hash and confirmed by comparing the bytes. Only these hashes and the
+  // registrable-domain split are kept; every occurrence is still observed.
+  struct alignas(64) NameKeys {
+    static constexpr unsigned kText = 76;  // longer names are hashed each time
+    uint64_t tag = 0;                      // 0: free
+    zanon::Hash128 h, sld_h;
+    uint16_t cls = 0, kind = 0;
+    uint8_t len = 0;
+    bool have_si = false, have_sld_h = false;
+    SldInfo si;
+    char text[kText];
+  };
+  static_assert(sizeof(NameKeys) == 128);
+  static constexpr size_t kNameKeySets = 1024;
+  std::vector<NameKeys> name_keys_;  // empty unless a name rule uses zanon
+  uint64_t name_keys_secret_ = 0;
+  NameKeys* name_keys(zanon::Scope sc, std::string_view text, const zanon::Store& st);
   ::hs_scratch* hs_ = nullptr;
 };
 

@@ -15,14 +15,26 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (parse(data, size, *r) != Status::Ok) return 0;
   std::vector<uint8_t> w(data, data + size);
   const uint8_t sel = size ? data[size - 1] : 0;
-  rewrite_names(w.data(), w.size(), *r, [sel](const NameView& v) {
+  auto decide = [sel](const NameView& v) {
     switch ((v.index + sel) % 4) {
       case 0: return names::Decision::keep();
       case 1: return names::Decision::mask(v.index * 31u + sel);
       case 2: return names::Decision::mask_left_of(uint8_t(sel % 3), 99);
       default: return names::Decision::redact();
     }
-  });
+  };
+  rewrite_names(w.data(), w.size(), *r, decide);
+  // The first name's masks kept and taken from FirstNameMasks (the second
+  // rewrite finds what the first stored) give the same bytes.
+  static auto* first = new FirstNameMasks();
+  using D = decltype(decide);
+  const DecideFn fn = [](void* c, const NameView& v) { return (*static_cast<D*>(c))(v); };
+  for (int pass = 0; pass < 2; ++pass) {
+    first->reuse = pass == 1;
+    std::vector<uint8_t> f(data, data + size);
+    rewrite_names(f.data(), f.size(), *r, fn, &decide, nullptr, ~0u, first);
+    if (f != w) std::abort();
+  }
   if (parse(w.data(), w.size(), *r2) != Status::Ok) std::abort();
   if (r2->n_names != r->n_names || r2->n_labels != r->n_labels || r2->n_rrs != r->n_rrs) std::abort();
   for (unsigned i = 0; i < r->n_names; ++i) {

@@ -1,5 +1,6 @@
 #include <catch2/catch.hpp>
 
+#include <cctype>
 #include <memory>
 #include <string>
 #include <utility>
@@ -352,4 +353,68 @@ TEST_CASE("dns: second OPT and bad ECS lengths are Malformed") {
   auto r = pr_new();
   CHECK(parse(m.data(), m.size(), *r) == Status::Malformed);
   CHECK(r->error == Error::BadOpt);
+}
+
+TEST_CASE("dns: a first name's masks kept for the next message equal the ones computed anew") {
+  // Decisions as a policy would give them: the question masked left of its
+  // registrable domain with an exchange seed, owners redacted or masked.
+  struct Pick {
+    names::Decision q, owner;
+  };
+  auto fn = +[](void* c, const NameView& v) -> names::Decision {
+    const Pick& p = *static_cast<const Pick*>(c);
+    return v.role == NameRole::Qname ? p.q : v.role == NameRole::AnswerOwner ? p.owner : names::Decision::keep();
+  };
+  const Pick picks[] = {{names::Decision::mask_left_of(2, 77), names::Decision::keep()},
+                        {names::Decision::mask(78), names::Decision::keep()},
+                        {names::Decision::mask_left_of(2, 79), names::Decision::redact()},
+                        {names::Decision::mask(80), names::Decision::mask(81)}};
+  FirstNameMasks first;
+  for (const Pick& p : picks) {
+    for (const Bytes& m : {dns_query("www.Example.com"), dns_sample_response(), dns_query("a-b.c.example.com")}) {
+      auto r = pr_new();
+      REQUIRE(parse(m.data(), m.size(), *r) == Status::Ok);
+      Bytes plain = m, stored = m, reused = m;
+      uint64_t s0[2] = {0, 0}, s1[2] = {0, 0}, s2[2] = {0, 0};
+      const int n0 = rewrite_names(plain.data(), plain.size(), *r, fn, const_cast<Pick*>(&p), s0);
+      first.reuse = false;
+      const int n1 = rewrite_names(stored.data(), stored.size(), *r, fn, const_cast<Pick*>(&p), s1, ~0u, &first);
+      const unsigned keep = p.q.action == names::Action::MaskLeftOf ? p.q.keep_labels : 0;
+      const bool kept = first.find(p.q.seed, uint8_t(keep), m.data() + r->names[0].off, r->names[0].wire_len) != nullptr;
+      CHECK(kept == (p.owner.action != names::Action::Redact || !r->hdr.qr()));
+      if (p.owner.action == names::Action::Redact && r->hdr.qr()) {
+        // An owner sharing the question's labels redacts them: those are not
+        // the question's masks, so nothing is kept for them.
+        FirstNameMasks alone;
+        Bytes w = m;
+        rewrite_names(w.data(), w.size(), *r, fn, const_cast<Pick*>(&p), nullptr, ~0u, &alone);
+        CHECK(alone.find(p.q.seed, uint8_t(keep), m.data() + r->names[0].off, r->names[0].wire_len) == nullptr);
+        CHECK(w == plain);
+      }
+      first.reuse = true;
+      const int n2 = rewrite_names(reused.data(), reused.size(), *r, fn, const_cast<Pick*>(&p), s2, ~0u, &first);
+      CHECK(stored == plain);
+      CHECK(reused == plain);
+      CHECK(n0 == n1);
+      CHECK(n0 == n2);
+      CHECK(s0[0] == s2[0]);
+      CHECK(s0[1] == s2[1]);
+    }
+  }
+  // Another case pattern of the same name is other bytes: not reused, and
+  // masked with its own case.
+  Bytes q1 = dns_query("www.example.com"), q2 = dns_query("WWW.example.com");
+  auto r = pr_new();
+  const Pick p{names::Decision::mask(90), names::Decision::keep()};
+  REQUIRE(parse(q1.data(), q1.size(), *r) == Status::Ok);
+  first.reuse = false;
+  rewrite_names(q1.data(), q1.size(), *r, fn, const_cast<Pick*>(&p), nullptr, ~0u, &first);
+  first.reuse = true;
+  REQUIRE(parse(q2.data(), q2.size(), *r) == Status::Ok);
+  CHECK(first.find(90, 0, q2.data() + 12, r->names[0].wire_len) == nullptr);
+  Bytes plain = q2;
+  rewrite_names(plain.data(), plain.size(), *r, fn, const_cast<Pick*>(&p));
+  rewrite_names(q2.data(), q2.size(), *r, fn, const_cast<Pick*>(&p), nullptr, ~0u, &first);
+  CHECK(q2 == plain);
+  CHECK(std::isupper(q2[13]));
 }

@@ -112,4 +112,19 @@ TEST_CASE("label_seed is siphash64 of lowercase(label) || 0xff || right seed (li
     for (int b = 0; b < 8; ++b) msg += char(right >> (8 * b));
     CHECK(label_seed(key, label.data(), len, right) == siphash64(key, msg.data(), msg.size()));
   }
+  // Letters and their neighbours ('@' 'A' 'Z' '[' '`' 'a' 'z' '{', and the
+  // same with the top bit set) at every position of every word, lengths to 300.
+  static constexpr char kEdge[] = {'@', 'A', 'M', 'Z', '[', '`', 'a', 'z', '{', '-', '0',
+                                   char(0xc0), char(0xc1), char(0xda), char(0xdb), char(0xff), char(0x80), '\0'};
+  for (int i = 0; i < 5000; ++i) {
+    const size_t len = i < 4000 ? rng() % 40 : rng() % 300;
+    std::string label(len, '\0');
+    for (auto& c : label) c = kEdge[rng() % sizeof kEdge];
+    const uint64_t key = rng(), right = rng();
+    std::string msg;
+    for (char c : label) msg += (c >= 'A' && c <= 'Z') ? char(c + 32) : c;
+    msg += char(0xff);
+    for (int b = 0; b < 8; ++b) msg += char(right >> (8 * b));
+    CHECK(label_seed(key, label.data(), len, right) == siphash64(key, msg.data(), msg.size()));
+  }
 }
