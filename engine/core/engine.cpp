@@ -145,6 +145,13 @@ int worker_main(void* arg) {
   uint64_t last_expire = 0;
   uint64_t idle_since = 0;
   const uint64_t hold_tsc = E.cfg.hold.timeout_ns / 1000000ULL * (E.tsc_hz / 1000ULL) + 1;
+  // A live port's quiet link has no packet time to expire holds by, so an
+  // idle worker uses the wall clock. Offline (every input a capture file)
+  // packet time and the end of input are the only clocks: a worker waiting
+  // on the reader must not release holds, or the output would depend on
+  // scheduling.
+  bool wall_clock_holds = false;
+  for (const auto& in : E.inputs) wall_clock_holds = wall_clock_holds || !in.pcap;
   auto flush_tx = [&] {
     for (size_t ci = 0; ci < w.txb.size(); ++ci)
       if (w.txb[ci]) rte_eth_tx_buffer_flush(E.outputs[ci].port, uint16_t(w.id), w.txb[ci]);
@@ -167,7 +174,7 @@ int worker_main(void* arg) {
         uint64_t now = rte_rdtsc();
         if (!idle_since) idle_since = now;
         if (E.flush_holds.load(std::memory_order_acquire) || g_signal.load(std::memory_order_relaxed) ||
-            now - idle_since > hold_tsc) {
+            (wall_clock_holds && now - idle_since > hold_tsc)) {
           w.path->flush_held(enqueue_out, &w);
           w.held.store(0, std::memory_order_release);
         }

@@ -132,6 +132,7 @@ bool WorkerPath::start_hold(rte_mbuf* m, const uint8_t* data, const Decoded& d, 
   h.base = tcp_seq(data, d);
   h.contiguous = d.payload_len;
   h.deadline = meta.ts_ns + hl_.timeout_ns;
+  hold_deadline_ = std::min(hold_deadline_, h.deadline);
   if (h.bytes.size() < hl_.bytes + 64) h.bytes.resize(hl_.bytes + 64);  // once per slot; slack for Hyperscan
   std::memcpy(h.bytes.data(), data + d.payload_off, d.payload_len);
   h.hdr.assign(data, data + d.payload_off);
@@ -271,14 +272,17 @@ void WorkerPath::release(uint16_t idx, L7State st, Sink sink, void* ctx) {
 }
 
 void WorkerPath::expire_held(uint64_t now_ns, Sink sink, void* ctx) {
+  uint64_t next = UINT64_MAX;
   for (size_t i = 0; i < active_.size();) {
     uint16_t idx = active_[i];
     if (holds_[idx].deadline < now_ns) {
       release(idx, L7State::Incomplete, sink, ctx);  // swaps the last active slot into i
       continue;
     }
+    next = std::min(next, holds_[idx].deadline);
     ++i;
   }
+  hold_deadline_ = next;
 }
 
 void WorkerPath::flush_held(Sink sink, void* ctx) {
@@ -292,6 +296,10 @@ void WorkerPath::consumers(rte_mbuf* m, const uint8_t* data, const Decoded& d, P
   if (meta.flow && (d.flags & kFlagFragment) && (d.flags & kFlagTunnel)) [[unlikely]]
     meta.flow->frag_tunnel = 1;
   meta.orig = data;
+  // Held streams past their deadline leave before the first packet newer
+  // than it, whatever the bursts: an offline run gives the same output
+  // however its packets were batched.
+  if (meta.ts_ns > hold_deadline_ && !active_.empty()) [[unlikely]] expire_held(meta.ts_ns, sink, ctx);
   if (l7_) return consumers_l7(m, data, d, meta, sink, ctx);
   deliver(m, data, d, meta, sink, ctx);
 }

@@ -106,6 +106,7 @@ class WorkerPath {
   std::vector<Hold> holds_;
   std::vector<uint16_t> free_holds_, active_;
   uint32_t held_segs_ = 0;
+  uint64_t hold_deadline_ = UINT64_MAX;  // no active stream's deadline is earlier (may be stale-early)
   std::vector<std::vector<uint8_t>> sbuf_;  // per consumer: the rewritten stream
   std::vector<uint8_t> sorig_;
   StreamView sview_;
