@@ -88,8 +88,9 @@ void WorkerPath::process_burst(rte_mbuf** pkts, unsigned n, Sink sink, void* ctx
       metas[k] = PacketMeta{};
       metas[k].ts_ns = mbuf_ts(m);
       const Decoded& d = ds[k];
-      want[k] = wants_flows_ && d.has_ip() && d.dst_off() + d.addr_len() <= m->pkt_len &&
-                d.src_off() + d.addr_len() <= m->pkt_len;
+      // Both addresses captured: the destination ends the fixed header's
+      // addresses (IPv4 at 20 bytes, IPv6 at 40), the source lies before it.
+      want[k] = wants_flows_ && d.has_ip() && d.l3_off + (d.ip_version == 4 ? 20u : 40u) <= m->pkt_len;
       ++k;
     }
     if (k) {
