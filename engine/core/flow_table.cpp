@@ -158,7 +158,8 @@ uint32_t symmetric_flow_hash(const uint8_t* pkt, const Decoded& d) {
   return rte_hash_crc(&k, sizeof k, 0x6d5a6d5a);
 }
 
-FlowEntry* FlowTable::find_from(const FlowKey& k, uint32_t h, uint32_t bi, uint32_t hits) {
+__attribute__((always_inline)) inline FlowEntry* FlowTable::find_from(const FlowKey& k, uint32_t h, uint32_t bi,
+                                                                       uint32_t hits) {
   const Bucket* b = &buckets_[bi];
   for (uint32_t j = 0, reach = b->reach;;) {
     for (; hits; hits &= hits - 1) {
