@@ -285,8 +285,8 @@ void WorkerPath::flush_held(Sink sink, void* ctx) {
   while (!active_.empty()) release(active_.back(), L7State::Incomplete, sink, ctx);
 }
 
-void WorkerPath::consumers(rte_mbuf* m, const uint8_t* data, const Decoded& d, PacketMeta& meta, Sink sink,
-                           void* ctx) {
+__attribute__((always_inline)) inline void WorkerPath::consumers(rte_mbuf* m, const uint8_t* data, const Decoded& d,
+                                                                PacketMeta& meta, Sink sink, void* ctx) {
   // The first fragment says whether the datagram is a tunnel; later
   // fragments (same flow entry: fragments key on addresses) inherit it.
   if (meta.flow && (d.flags & kFlagFragment) && (d.flags & kFlagTunnel)) meta.flow->frag_tunnel = 1;
@@ -316,8 +316,8 @@ void WorkerPath::consumers(rte_mbuf* m, const uint8_t* data, const Decoded& d, P
   deliver(m, data, d, meta, sink, ctx);
 }
 
-void WorkerPath::deliver(rte_mbuf* m, const uint8_t* data, const Decoded& d, PacketMeta& meta, Sink sink,
-                         void* ctx) {
+__attribute__((always_inline)) inline void WorkerPath::deliver(rte_mbuf* m, const uint8_t* data, const Decoded& d,
+                                                              PacketMeta& meta, Sink sink, void* ctx) {
   const uint32_t cap0 = m->pkt_len;
   const uint32_t wire0 = mbuf_wire_len(m);
   const bool linear = m->nb_segs == 1;
