@@ -206,10 +206,12 @@ inline bool decode_fast(const uint8_t* p, uint32_t cap, uint32_t wire, Decoded& 
   uint16_t et = rd16(p + 12);
   uint32_t o = 14;
   uint8_t n_vlan = 0;
-  for (; n_vlan < 2 && (et == kEthVlan || et == kEthQinq || et == kEthQinqOld); ++n_vlan) {
-    if (o + 4 > cap) return false;
-    et = rd16(p + o + 2);
-    o += 4;
+  if (et != kEthIpv4 && et != kEthIpv6) {  // untagged frames test two EtherTypes, not five
+    for (; n_vlan < 2 && (et == kEthVlan || et == kEthQinq || et == kEthQinqOld); ++n_vlan) {
+      if (o + 4 > cap) return false;
+      et = rd16(p + o + 2);
+      o += 4;
+    }
   }
   uint32_t l3_len, l4;
   uint8_t proto;
