@@ -194,7 +194,8 @@ void decode_ipv6(const uint8_t* p, uint32_t cap, Decoded& d) {
 // consistent. For such a frame the full decoder makes exactly the checks
 // made here, so the result is the same; what it costs beyond them (the
 // Decoded{} reset, the loops, the truncation and malformation bookkeeping)
-// was about half of decode's instructions on small packets. Anything else
+// was ~40 % of decode's instructions on small packets (166 -> 103 per
+// packet with this path, callgrind, small.pcap). Anything else
 // returns false (d partly written) and takes the full way.
 // tests/engine/test_decode.cpp and fuzz_packet check that both give
 // identical results.
