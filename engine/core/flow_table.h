@@ -14,6 +14,7 @@
 // needs neither tombstones nor moving entries (FlowState pointers stay valid).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -45,6 +46,9 @@ struct FlowEntry {
   uint8_t fin = 0;     // bit 0: FIN from lo, bit 1: FIN from hi, bit 2: RST
   FlowState state;
 };
+// Entries start on a cache line (after the 64-byte buckets) and are a whole
+// number of lines, so what a lookup reads is always one line.
+static_assert(offsetof(FlowEntry, state) <= 64 && sizeof(FlowEntry) % 64 == 0);
 
 // Idle timeouts by kind of flow; a TCP flow that saw FIN both ways or a RST
 // is kept only `closed` longer (late retransmissions, the last ACK).
@@ -112,6 +116,8 @@ class FlowTable {
   uint32_t next(uint32_t b) const { return b + 1 == nb_ ? 0 : b + 1; }
   static uint16_t tag_of(uint32_t h) { return uint16_t(h | 1); }
   FlowEntry* find(const FlowKey& k, uint32_t h);
+  // find, given the tag matches `hits` (tag_hits) already taken in home bucket bi.
+  FlowEntry* find_from(const FlowKey& k, uint32_t h, uint32_t bi, uint32_t hits);
   void remove(uint32_t idx);
   void insert(const uint8_t* pkt, const Decoded& d, const FlowKey& k, uint32_t h, bool src_is_lo,
               uint64_t ts_ns, PacketMeta& meta);

@@ -89,8 +89,9 @@ void WorkerPath::process_burst(rte_mbuf** pkts, unsigned n, Sink sink, void* ctx
       metas[k] = PacketMeta{};
       metas[k].ts_ns = mbuf_ts(m);
       const Decoded& d = ds[k];
-      want[k] = wants_flows_ && d.has_ip() && d.dst_off() + d.addr_len() <= m->pkt_len &&
-                d.src_off() + d.addr_len() <= m->pkt_len;
+      // Both addresses captured: the destination ends the fixed header's
+      // addresses (IPv4 at 20 bytes, IPv6 at 40), the source lies before it.
+      want[k] = wants_flows_ && d.has_ip() && d.l3_off + (d.ip_version == 4 ? 20u : 40u) <= m->pkt_len;
       ++k;
     }
     if (k) {
@@ -289,8 +290,8 @@ void WorkerPath::flush_held(Sink sink, void* ctx) {
   while (!active_.empty()) release(active_.back(), L7State::Incomplete, sink, ctx);
 }
 
-void WorkerPath::consumers(rte_mbuf* m, const uint8_t* data, const Decoded& d, PacketMeta& meta, Sink sink,
-                           void* ctx) {
+__attribute__((always_inline)) inline void WorkerPath::consumers(rte_mbuf* m, const uint8_t* data, const Decoded& d,
+                                                                PacketMeta& meta, Sink sink, void* ctx) {
   // The first fragment says whether the datagram is a tunnel; later
   // fragments (same flow entry: fragments key on addresses) inherit it.
   if (meta.flow && (d.flags & kFlagFragment) && (d.flags & kFlagTunnel)) [[unlikely]]
@@ -331,8 +332,8 @@ void WorkerPath::consumers_l7(rte_mbuf* m, const uint8_t* data, const Decoded& d
   deliver(m, data, d, meta, sink, ctx);
 }
 
-void WorkerPath::deliver(rte_mbuf* m, const uint8_t* data, const Decoded& d, PacketMeta& meta, Sink sink,
-                         void* ctx) {
+__attribute__((always_inline)) inline void WorkerPath::deliver(rte_mbuf* m, const uint8_t* data, const Decoded& d,
+                                                              PacketMeta& meta, Sink sink, void* ctx) {
   const uint32_t cap0 = m->pkt_len;
   const uint32_t wire0 = mbuf_wire_len(m);
   const bool linear = m->nb_segs == 1;

@@ -188,9 +188,112 @@ void decode_ipv6(const uint8_t* p, uint32_t cap, Decoded& d) {
   decode_l4(p, cap, d);
 }
 
+// The frame nearly every packet is: Ethernet II with at most two VLAN tags,
+// IPv4 without options or IPv6 without extension headers, not a fragment,
+// TCP, UDP, ICMP or ICMPv6, every header captured and every length
+// consistent. For such a frame the full decoder makes exactly the checks
+// made here, so the result is the same; what it costs beyond them (the
+// Decoded{} reset, the loops, the truncation and malformation bookkeeping)
+// was ~40 % of decode's instructions on small packets (166 -> 103 per
+// packet with this path, callgrind, small.pcap). Anything else
+// returns false (d partly written) and takes the full way.
+// tests/engine/test_decode.cpp and fuzz_packet check that both give
+// identical results.
+inline bool decode_fast(const uint8_t* p, uint32_t cap, uint32_t wire, Decoded& d) {
+  // Fields are stored as soon as they are known rather than held to the
+  // end: fewer live registers, so fewer saved and restored per call. On a
+  // false return the full decoder starts from Decoded{} anyway.
+  if (cap < 14 + 20) return false;
+  uint16_t et = rd16(p + 12);
+  uint32_t o = 14;
+  uint8_t n_vlan = 0;
+  if (et != kEthIpv4 && et != kEthIpv6) {  // untagged frames test two EtherTypes, not five
+    for (; n_vlan < 2 && (et == kEthVlan || et == kEthQinq || et == kEthQinqOld); ++n_vlan) {
+      if (o + 4 > cap) return false;
+      et = rd16(p + o + 2);
+      o += 4;
+    }
+  }
+  uint32_t l3_len, l4;
+  uint8_t proto;
+  if (et == kEthIpv4) {
+    if (o + 20 > cap || p[o] != 0x45) return false;  // version 4, IHL 5
+    l3_len = rd16(p + o + 2);
+    if (l3_len < 20 || o + l3_len > wire || (rd16(p + o + 6) & 0x3fff)) return false;
+    proto = p[o + 9];
+    l4 = o + 20;
+    d.ip_version = 4;
+  } else if (et == kEthIpv6) {
+    if (o + 40 > cap || (p[o] >> 4) != 6) return false;
+    l3_len = 40 + rd16(p + o + 4);
+    if (o + l3_len > wire) return false;
+    proto = p[o + 6];
+    l4 = o + 40;
+    d.ip_version = 6;
+  } else {
+    return false;
+  }
+  d.n_vlan = n_vlan;
+  d.ethertype = et;
+  d.l3_off = uint16_t(o);
+  d.l3_hdr_len = uint16_t(l4 - o);
+  d.l3_len = l3_len;
+  const uint32_t ip_end = o + l3_len;
+  uint32_t hl = 8;
+  uint8_t flags = 0, tcp_flags = 0;
+  if (proto == kProtoTcp) {
+    if (l4 + 20 > ip_end || l4 + 20 > cap) return false;
+    hl = (p[l4 + 12] >> 4) * 4u;
+    if (hl < 20 || l4 + hl > ip_end || l4 + hl > cap) return false;
+    tcp_flags = p[l4 + 13];
+    d.sport = rd16(p + l4);
+    d.dport = rd16(p + l4 + 2);
+  } else if (proto == kProtoUdp) {
+    if (l4 + 8 > ip_end || l4 + 8 > cap) return false;
+    const uint32_t ulen = rd16(p + l4 + 4);
+    if (ulen < 8 || ulen > ip_end - l4) return false;
+    const uint16_t sport = rd16(p + l4), dport = rd16(p + l4 + 2);
+    d.sport = sport;
+    d.dport = dport;
+    if (is_udp_tunnel_port(sport) || is_udp_tunnel_port(dport)) flags = kFlagTunnel;
+  } else if (proto == kProtoIcmp || proto == kProtoIcmpv6) {
+    if (l4 + 8 > ip_end || l4 + 8 > cap) return false;
+    const uint8_t type = p[l4];
+    d.sport = uint16_t(type << 8 | p[l4 + 1]);
+    d.dport = rd16(p + l4 + 4);
+    const bool err = proto == kProtoIcmp ? (type == 3 || type == 4 || type == 5 || type == 11 || type == 12)
+                                         : (type < 128);
+    if (err) flags = kFlagIcmpError;
+  } else {
+    return false;
+  }
+  const uint32_t pay = l4 + hl;
+  d.status = DecodeStatus::Ok;
+  d.n_mpls = 0;
+  d.flags = flags;
+  d.l4_proto = proto;
+  d.tcp_flags = tcp_flags;
+  d.pppoe_off = 0;
+  d.l4_off = l4;
+  d.l4_hdr_len = uint16_t(hl);
+  d.payload_off = pay;
+  d.payload_len = ip_end - pay;
+  d.good_until = pay;
+  d.ipv6_frag_hdr_off = 0;
+  d.ipv6_rh_off = 0;
+  d.cap_len = cap;
+  d.wire_len = wire;
+  return true;
+}
+
 }  // namespace
 
 void decode(const uint8_t* p, uint32_t cap, uint32_t wire_len, Decoded& d) {
+  if (decode_fast(p, cap, wire_len < cap ? cap : wire_len, d)) return;
+  decode_full(p, cap, wire_len, d);
+}
+
+void decode_full(const uint8_t* p, uint32_t cap, uint32_t wire_len, Decoded& d) {
   d = Decoded{};
   d.cap_len = cap;
   d.wire_len = wire_len < cap ? cap : wire_len;

@@ -62,10 +62,14 @@ struct Decoded {
   uint32_t dst_off() const { return l3_off + (ip_version == 4 ? 16u : 24u); }
   uint32_t addr_len() const { return ip_version == 4 ? 4u : 16u; }
   bool has_l4_header() const { return l4_hdr_len != 0; }
+  bool operator==(const Decoded&) const = default;  // field by field (padding ignored)
 };
 
 // Decodes bytes [0, cap) of a frame whose wire length is wire_len.
 void decode(const uint8_t* p, uint32_t cap, uint32_t wire_len, Decoded& d);
+// The same without decode()'s fast path for plain Ethernet/IP/TCP|UDP
+// frames: the reference the fast path is tested against.
+void decode_full(const uint8_t* p, uint32_t cap, uint32_t wire_len, Decoded& d);
 
 namespace l2l4 {
 struct FieldIds {

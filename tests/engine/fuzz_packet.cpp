@@ -113,6 +113,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   orig.reserve(cap + 64);
   Decoded d;
   decode(orig.data(), cap, wire, d);
+  // decode()'s fast path must agree with the full decoder on every input.
+  Decoded full;
+  decode_full(orig.data(), cap, wire, full);
+  if (!(d == full)) __builtin_trap();
   PacketMeta m;
   m.ts_ns = 1700000000ULL * 1000000000ULL + packet * 1000;
   m.initiator_is_src = init_src;

@@ -2,6 +2,12 @@
 // frame can end early, and the lengths that cannot be.
 #include <catch2/catch.hpp>
 
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <string>
+#include <vector>
+
 #include "frames.h"
 #include "l2l4.h"
 
@@ -434,3 +440,159 @@ TEST_CASE("Frames shorter than an Ethernet header", "[decode]") {
     CHECK_FALSE(d.has_ip());
   }
 }
+
+// decode() takes a fast path for plain Ethernet/IPv4|IPv6/TCP|UDP frames and
+// the full decoder for the rest; both must give the same Decoded, field by
+// field, on every input: real captures, the same frames mutated and cut, and
+// random frames built around the fast path's boundaries.
+namespace {
+
+struct Rng {
+  uint64_t s;
+  uint64_t next() {
+    s += 0x9e3779b97f4a7c15ULL;
+    uint64_t z = s;
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+  }
+  uint32_t below(uint32_t n) { return n ? uint32_t(next() % n) : 0; }
+};
+
+// Returns false (and counts) when the fast and the full decoder differ.
+struct Compare {
+  uint64_t frames = 0, differ = 0;
+  std::string first;
+  void operator()(const uint8_t* p, uint32_t cap, uint32_t wire, const char* what) {
+    Decoded a, b;
+    // Garbage in both first: every field must be written, not inherited.
+    std::memset(static_cast<void*>(&a), 0x5a, sizeof a);
+    std::memset(static_cast<void*>(&b), 0xa5, sizeof b);
+    decode(p, cap, wire, a);
+    decode_full(p, cap, wire, b);
+    ++frames;
+    if (a == b) return;
+    if (!differ++) first = std::string(what) + " cap " + std::to_string(cap) + " wire " + std::to_string(wire);
+  }
+};
+
+void mutate_and_cut(Compare& cmp, Rng& r, const std::vector<uint8_t>& f, const char* what) {
+  const uint32_t n = uint32_t(f.size());
+  cmp(f.data(), n, n, what);
+  cmp(f.data(), n, n + 1 + r.below(64), what);  // snaplen-cut record
+  if (n) cmp(f.data(), r.below(n), n, what);
+  std::vector<uint8_t> m(f);
+  static const uint8_t interesting[] = {0x00, 0x01, 0x06, 0x08, 0x11, 0x2c, 0x3a, 0x40, 0x45, 0x46, 0x4f,
+                                        0x50, 0x60, 0x81, 0x86, 0xdd, 0xf0, 0xff};
+  for (int k = 0; k < 8 && n; ++k) {
+    m = f;
+    for (int j = 0, e = 1 + int(r.below(3)); j < e; ++j) {
+      uint32_t at = r.below(n < 80 ? n : 80);
+      m[at] = r.below(2) ? interesting[r.below(sizeof interesting)] : uint8_t(r.next());
+    }
+    uint32_t cap = r.below(4) ? n : r.below(n + 1);
+    cmp(m.data(), cap, n - r.below(3) + r.below(3), what);
+  }
+}
+
+std::vector<std::vector<uint8_t>> read_pcap(const std::string& path) {
+  std::vector<std::vector<uint8_t>> out;
+  FILE* f = std::fopen(path.c_str(), "rb");
+  if (!f) return out;
+  std::vector<uint8_t> b;
+  uint8_t buf[65536];
+  for (size_t k; (k = std::fread(buf, 1, sizeof buf, f)) > 0;) b.insert(b.end(), buf, buf + k);
+  std::fclose(f);
+  if (b.size() < 24) return out;
+  uint32_t magic;
+  std::memcpy(&magic, b.data(), 4);
+  const bool swap = magic == 0xd4c3b2a1 || magic == 0x4d3cb2a1;
+  if (!swap && magic != 0xa1b2c3d4 && magic != 0xa1b23c4d) return out;  // not classic pcap
+  auto rd = [&](size_t o) {
+    uint32_t v;
+    std::memcpy(&v, b.data() + o, 4);
+    return swap ? __builtin_bswap32(v) : v;
+  };
+  for (size_t off = 24; off + 16 <= b.size();) {
+    uint32_t cl = rd(off + 8);
+    if (off + 16 + cl > b.size()) break;
+    out.emplace_back(b.begin() + long(off + 16), b.begin() + long(off + 16 + cl));
+    off += 16 + cl;
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("Fast path equals the full decoder on random frames around its boundaries", "[decode]") {
+  Compare cmp;
+  Rng r{1};
+  for (int i = 0; i < 400000; ++i) {
+    const bool v6 = r.below(2);
+    // 0 to 3 tags (the fast path takes up to two), of every tag type.
+    static const uint16_t tags[] = {0x8100, 0x88a8, 0x9100};
+    const uint32_t nv = r.below(3) ? 0 : r.below(4);
+    const uint32_t o = 14 + 4 * nv;
+    const uint32_t l4 = o + (v6 ? 40 : 20);
+    static const uint8_t protos[] = {kProtoTcp, kProtoUdp, kProtoIcmp, kProtoIcmpv6};
+    const uint8_t proto = r.below(8) ? protos[r.below(4)] : uint8_t(r.next());
+    const uint32_t hl = proto == kProtoTcp ? 4 * r.below(16) : 8;
+    const uint32_t pay = r.below(4) ? r.below(40) : r.below(1500);
+    uint32_t len = l4 + (hl < 20 ? 20 : hl) + pay;
+    std::vector<uint8_t> f(len + 8);
+    for (auto& x : f) x = uint8_t(r.next());
+    for (uint32_t t = 0; t < nv; ++t) {
+      const uint16_t et = tags[r.below(3)];
+      f[12 + 4 * t] = uint8_t(et >> 8), f[13 + 4 * t] = uint8_t(et);
+    }
+    f[o - 2] = v6 ? 0x86 : 0x08;
+    f[o - 1] = v6 ? 0xdd : 0x00;
+    uint32_t l3 = len - o + (r.below(4) ? 0 : r.below(9)) - (r.below(4) ? 0 : r.below(9));
+    if (v6) {
+      f[o] = r.below(8) ? 0x60 : uint8_t(r.next());
+      f[o + 4] = uint8_t((l3 - 40) >> 8), f[o + 5] = uint8_t(l3 - 40);
+      f[o + 6] = proto;
+    } else {
+      f[o] = r.below(8) ? 0x45 : uint8_t(0x40 | r.below(16));
+      f[o + 2] = uint8_t(l3 >> 8), f[o + 3] = uint8_t(l3);
+      if (r.below(4)) f[o + 6] = uint8_t(f[o + 6] & (r.below(2) ? 0x40 : 0x80)), f[o + 7] = 0;  // DF, evil bit, or none
+      f[o + 9] = proto;
+    }
+    if (proto == kProtoTcp) f[l4 + 12] = uint8_t(hl << 2 | (f[l4 + 12] & 0xf));
+    if (proto == kProtoIcmp || proto == kProtoIcmpv6) {  // errors and queries of both kinds
+      static const uint8_t types[] = {0, 3, 4, 5, 8, 11, 12, 1, 2, 127, 128, 129, 135};
+      f[l4] = types[r.below(sizeof types)];
+    }
+    if (proto == kProtoUdp) {
+      uint32_t ul = l3 - (l4 - o) + (r.below(4) ? 0 : r.below(9)) - (r.below(4) ? 0 : r.below(9));
+      f[l4 + 4] = uint8_t(ul >> 8), f[l4 + 5] = uint8_t(ul);
+      if (!r.below(8)) {  // a tunnel's port on either side
+        static const uint16_t tun[] = {4789, 6081, 2152, 3544};
+        const uint16_t t = tun[r.below(4)];
+        const uint32_t at = l4 + 2 * r.below(2);
+        f[at] = uint8_t(t >> 8), f[at + 1] = uint8_t(t);
+      }
+    }
+    uint32_t cap = r.below(4) ? len : r.below(len + 9);
+    uint32_t wire = r.below(4) ? cap : r.below(len + 9);
+    cmp(f.data(), cap, wire, "random");
+  }
+  INFO("first difference: " << cmp.first);
+  CHECK(cmp.differ == 0);
+}
+
+#ifdef AMON_PCAPS_DIR
+TEST_CASE("Fast path equals the full decoder on every shared capture, mutated and cut", "[decode]") {
+  Compare cmp;
+  Rng r{2};
+  size_t files = 0;
+  for (const auto& e : std::filesystem::directory_iterator(AMON_PCAPS_DIR)) {
+    if (e.path().extension() != ".pcap") continue;
+    ++files;
+    for (const auto& f : read_pcap(e.path().string())) mutate_and_cut(cmp, r, f, e.path().filename().c_str());
+  }
+  if (files == 0) WARN("no captures in " AMON_PCAPS_DIR);
+  INFO("files " << files << ", frames " << cmp.frames << ", first difference: " << cmp.first);
+  CHECK(cmp.differ == 0);
+}
+#endif
