@@ -252,7 +252,11 @@ void FlowTable::expire(uint64_t now_ns, uint32_t budget) {
     uint32_t i = sweep_pos_;
     sweep_pos_ = (sweep_pos_ + 1) % n;
     FlowEntry& e = entries_[i];
-    if (e.used && stale(e, now_ns)) expire_entry(e);
+    if (e.used && now_ns > e.last_ns + timeout_of(e) && !held(e)) {
+      st_.closed += (e.fin & 3) == 3 || (e.fin & 4);
+      remove(i);
+      ++st_.expired;
+    }
   }
 }
 
@@ -261,18 +265,8 @@ void FlowTable::lookup(const uint8_t* pkt, const Decoded& d, uint64_t ts_ns, Pac
   bool src_is_lo;
   const uint32_t h = key_and_hash(pkt, d, k, src_is_lo, true);
   ++st_.lookups;
-  if (FlowEntry* e = find(k, h)) {
-    if (!stale(*e, ts_ns)) [[likely]]
-      return hit(*e, d, src_is_lo, ts_ns, meta);
-    expire_entry(*e);
-  }
+  if (FlowEntry* e = find(k, h)) return hit(*e, d, src_is_lo, ts_ns, meta);
   insert(pkt, d, k, h, src_is_lo, ts_ns, meta);
-}
-
-void FlowTable::expire_entry(FlowEntry& e) {
-  st_.closed += (e.fin & 3) == 3 || (e.fin & 4);
-  remove(uint32_t(&e - entries_));
-  ++st_.expired;
 }
 
 void FlowTable::insert(const uint8_t* pkt, const Decoded& d, const FlowKey& k, uint32_t h, bool src_is_lo,
@@ -377,10 +371,6 @@ void FlowTable::lookup_burst(const uint8_t* const* pkts, const Decoded* ds, cons
     PacketMeta& meta = metas[idx[j]];
     const Decoded& d = ds[idx[j]];
     FlowEntry* e = changed ? find(keys[j], hs[j]) : find_from(keys[j], hs[j], homes[j], hits[j]);
-    if (e && stale(*e, meta.ts_ns)) [[unlikely]] {
-      expire_entry(*e);
-      e = nullptr;
-    }
     if (e) {
       hit(*e, d, lo[j], meta.ts_ns, meta);
     } else {

@@ -150,11 +150,6 @@ class FlowTable {
     return e.proto == 6 ? to_.tcp : e.proto == 17 ? to_.udp : to_.other;
   }
   static bool held(const FlowEntry& e) { return e.state.hold[0] | e.state.hold[1]; }
-  // Idle past its timeout. A lookup that finds such a flow treats the packet
-  // as a new flow's first, as if expire() had already swept it: which flows
-  // are new then depends on packet times alone, not on when the sweep ran.
-  bool stale(const FlowEntry& e, uint64_t now_ns) const { return now_ns > e.last_ns + timeout_of(e) && !held(e); }
-  void expire_entry(FlowEntry& e);
   static void note_tcp(FlowEntry& e, const Decoded& d, bool src_is_lo) {
     if (d.l4_proto != 6 || !d.l4_hdr_len) return;
     if (d.tcp_flags & 0x01) e.fin |= src_is_lo ? 1 : 2;

@@ -112,47 +112,6 @@ TEST_CASE("flow table: idle flows expire, closed TCP flows sooner", "[flows]") {
   CHECK(look(t, udp4(1, 2, 1000, 53), to.udp + 3 * kSec).flow_first);
 }
 
-TEST_CASE("flow table: a flow idle past its timeout is new to the lookup that finds it, swept or not", "[flows]") {
-  FlowTimeouts to;
-  FlowTable single("s", 1024, to, 0), burst("b", 1024, to, 0);
-  Pkt q = udp4(0x0a000001, 0x0a000002, 1000, 53), r = udp4(0x0a000002, 0x0a000001, 53, 1000);
-  // Query, then (no sweep in between) the answer's direction only after the
-  // UDP timeout: a new flow, whose initiator is the side that spoke first now.
-  const uint64_t t1 = to.udp + 2 * kSec;
-  PacketMeta a = look(single, q, 0);
-  CHECK(a.flow_first);
-  PacketMeta b = look(single, r, t1);
-  CHECK(b.flow_first);
-  CHECK(b.initiator_is_src);
-  CHECK(single.stats().expired == 1);
-  CHECK(single.size() == 1);
-  // Within the timeout: the same flow, roles kept.
-  PacketMeta c = look(single, q, t1 + kSec);
-  CHECK_FALSE(c.flow_first);
-  CHECK_FALSE(c.initiator_is_src);
-  // The burst lookup does the same.
-  const uint8_t* pk[2] = {q.b.data(), r.b.data()};
-  Decoded ds[2] = {q.d, r.d};
-  bool want[2] = {true, true};
-  PacketMeta m[2];
-  m[0].ts_ns = 0;
-  m[1].ts_ns = t1;
-  burst.lookup_burst(pk, ds, want, 1, m);
-  burst.lookup_burst(pk + 1, ds + 1, want, 1, m + 1);
-  CHECK(m[1].flow_first);
-  CHECK(m[1].initiator_is_src);
-  CHECK(burst.stats().expired == 1);
-  // Both in one burst, the second past the timeout.
-  FlowTable one("o", 1024, to, 0);
-  PacketMeta n[2];
-  n[0].ts_ns = 0;
-  n[1].ts_ns = t1;
-  one.lookup_burst(pk, ds, want, 2, n);
-  CHECK(n[0].flow_first);
-  CHECK(n[1].flow_first);
-  CHECK(n[1].initiator_is_src);
-}
-
 TEST_CASE("flow table: a full table stays bounded and still gives every packet a flow", "[flows]") {
   const uint32_t cap = 512;
   FlowTable t("t", cap, FlowTimeouts{}, 0);
