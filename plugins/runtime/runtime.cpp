@@ -86,6 +86,19 @@ uint32_t packet_protos(const Decoded& d, uint8_t app) {
   return m;
 }
 
+// Roles: the end inside the policy's `clients` when exactly one end is,
+// else the flow's initiator.
+inline bool client_is_source(const dsl::Policy& pol, uint8_t family, const uint8_t* src, const uint8_t* dst,
+                             bool initiator_is_src) {
+  if (pol.clients.empty()) return initiator_is_src;
+  bool s_in = false, d_in = false;
+  for (const auto& cidr : pol.clients) {
+    s_in = s_in || cidr.contains(family, src);
+    d_in = d_in || cidr.contains(family, dst);
+  }
+  return s_in != d_in ? s_in : initiator_is_src;
+}
+
 inline uint16_t rd16(const uint8_t* p) { return uint16_t(p[0] << 8 | p[1]); }
 // One 2-byte store: the checksums read these fields back as part of wider
 // words, and two byte stores under one load stall store forwarding.
@@ -442,14 +455,7 @@ bool ProgramInstance::roles(const uint8_t* buf, uint32_t cap, const Decoded& d, 
   bool client_is_src = m.initiator_is_src;
   if (!ip_ok) return client_is_src;
   const uint32_t so = d.src_off(), dof = d.dst_off();
-  if (!pol.clients.empty()) {
-    bool s_in = false, d_in = false;
-    for (const auto& cidr : pol.clients) {
-      s_in = s_in || cidr.contains(d.ip_version, buf + so);
-      d_in = d_in || cidr.contains(d.ip_version, buf + dof);
-    }
-    if (s_in != d_in) client_is_src = s_in;
-  }
+  client_is_src = client_is_source(pol, d.ip_version, buf + so, buf + dof, client_is_src);
   // Source then destination, adjacent as in the header (IPv4 12..19, IPv6
   // 8..39): one copy.
   std::memcpy(old_addrs, buf + so, 2 * alen);
@@ -532,15 +538,7 @@ Verdict ProgramInstance::process_hdr(uint8_t* buf, uint32_t& cap, uint32_t& wire
   uint8_t old[32];  // clear source, then destination (adjacent in both headers)
   if (v4) std::memcpy(old, buf + so, 8);
   else std::memcpy(old, buf + so, 32);
-  bool client_is_src = m.initiator_is_src;
-  if (!P.policy_->clients.empty()) {
-    bool s_in = false, d_in = false;
-    for (const auto& cidr : P.policy_->clients) {
-      s_in = s_in || cidr.contains(d.ip_version, old);
-      d_in = d_in || cidr.contains(d.ip_version, old + alen);
-    }
-    if (s_in != d_in) client_is_src = s_in;
-  }
+  const bool client_is_src = client_is_source(*P.policy_, d.ip_version, old, old + alen, m.initiator_is_src);
   ctx.family = d.ip_version;
   ctx.client_addr = client_is_src ? old : old + alen;
   bool addr_changed = false;
@@ -742,15 +740,7 @@ Verdict ProgramInstance::hdr_kernel(uint8_t* buf, uint32_t& cap, uint32_t& wire,
   uint8_t old[32];  // clear source, then destination (adjacent in both headers)
   if (v4) std::memcpy(old, buf + so, 8);
   else std::memcpy(old, buf + so, 32);
-  bool client_is_src = m.initiator_is_src;
-  if (!P.policy_->clients.empty()) {
-    bool s_in = false, d_in = false;
-    for (const auto& cidr : P.policy_->clients) {
-      s_in = s_in || cidr.contains(d.ip_version, old);
-      d_in = d_in || cidr.contains(d.ip_version, old + alen);
-    }
-    if (s_in != d_in) client_is_src = s_in;
-  }
+  const bool client_is_src = client_is_source(*P.policy_, d.ip_version, old, old + alen, m.initiator_is_src);
   if constexpr (virt) {
     ctx.family = d.ip_version;
     ctx.client_addr = client_is_src ? old : old + alen;
