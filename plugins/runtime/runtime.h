@@ -186,9 +186,9 @@ class Program {
   std::vector<int> fixed_rule_;  // by FieldId: the first rule naming it, -1 none
   int addr_rule_[2][2] = {{-1, -1}, {-1, -1}};  // [address is the source][address is the client]
   // A policy of header rules only (no conditions, select, application
-  // fields or per-flow decisions) takes ProgramInstance::process_hdr on
-  // plain TCP/UDP packets: the same rewrite, without the general path's
-  // per-packet questions whose answers were fixed here.
+  // fields or per-flow decisions) takes a header kernel (or process_hdr) on
+  // plain TCP/UDP/ICMP-echo packets: the same rewrite, without the general
+  // path's per-packet questions whose answers were fixed here.
   bool hdr_only_ = false;
   int mac_rule_[2] = {-1, -1};  // eth.dst, eth.src
   int pay_rule_ = -1;           // payload: the rule naming it, else payload_default_plan_
