@@ -504,6 +504,86 @@ inline int ProgramInstance::pick(FieldId f, Eval& e) {
   return ri;
 }
 
+namespace {
+// The end of a header rewrite (process_hdr and the kernels): a cut's
+// lengths, the IPv4 header checksum, the L4 checksum (recomputed after a
+// cut, else updated for the addresses and the payload), as the general path
+// does them. The new lengths of a cut are stored after the checksums that
+// cover them have been computed with the new values: a 2-byte store read
+// back by a wider load cannot be forwarded and stalls.
+[[gnu::always_inline]] inline Verdict finish_hdr(uint8_t* buf, uint32_t& cap, uint32_t& wire, const Decoded& d,
+                                                 const uint8_t* old, bool addr_changed, bool cut_wanted,
+                                                 bool payload_changed, uint16_t old_sum, uint16_t new_sum) {
+  const bool v4 = d.ip_version == 4;
+  const uint32_t alen = v4 ? 4 : 16, so = d.src_off(), dof = d.dst_off();
+  bool cut = false;
+  uint8_t* const ip = buf + d.l3_off;
+  const bool udp = d.l4_proto == kProtoUdp;
+  bool v4_len = false, udp_len = false;
+  uint16_t new_l3 = 0, new_udp = 0;
+  if (cut_wanted) {
+    const uint32_t cut_at = d.payload_off;
+    if (cut_at < cap || (cut_at == cap && wire > cap)) {
+      cut = true;
+      cap = wire = cut_at;
+      if (cut_at >= d.l3_off + (v4 ? 20u : 40u)) {
+        const uint32_t l3len = cut_at - d.l3_off;
+        if (v4) v4_len = true, new_l3 = uint16_t(l3len);
+        else wr16(ip + 4, uint16_t(l3len - 40));
+        if (udp && cut_at >= d.l4_off + 8) udp_len = true, new_udp = uint16_t(cut_at - d.l4_off);
+      }
+    }
+  }
+  if (v4 && cap >= d.l3_off + d.l3_hdr_len && d.l3_hdr_len >= 20 && (addr_changed || cut)) {
+    if (d.l3_hdr_len == 20) {
+      wr16(ip + 10, ipv4_header_checksum20(ip, v4_len ? int32_t(new_l3) : -1));
+    } else {
+      if (v4_len) wr16(ip + 2, new_l3), v4_len = false;
+      wr16(ip + 10, ipv4_header_checksum({ip, d.l3_hdr_len}));
+    }
+  }
+  if (v4_len) wr16(ip + 2, new_l3);
+
+  const bool icmp4 = d.l4_proto == kProtoIcmp;
+  const uint32_t csum_off = udp ? 6 : d.l4_proto == kProtoTcp ? 16 : 2;
+  uint8_t* const l4 = buf + d.l4_off;
+  if (d.l4_off + csum_off + 2 > cap) {
+    if (udp_len) wr16(l4 + 4, new_udp);
+    return Verdict::Forward;
+  }
+  if (cut) {
+    if (udp && rd16(l4 + 6) == 0) {  // no checksum in use
+      if (udp_len) wr16(l4 + 4, new_udp);
+      return Verdict::Forward;
+    }
+    const std::span<const uint8_t> seg{l4, cap - d.l4_off};
+    if (icmp4) {
+      wr16(l4 + 2, 0);
+      wr16(l4 + 2, csum_finish(csum_sum(seg)));
+    } else {
+      const int32_t ulen = udp_len ? int32_t(new_udp) : -1;
+      wr16(l4 + csum_off, v4 ? l4_checksum_short(ip + 12, ip + 16, true, d.l4_proto, l4, seg.size(), csum_off, ulen)
+                             : l4_checksum_short(ip + 8, ip + 24, false, d.l4_proto, l4, seg.size(), csum_off, ulen));
+      if (udp_len) wr16(l4 + 4, new_udp);
+    }
+    return Verdict::Forward;
+  }
+  if (!addr_changed && !payload_changed) return Verdict::Forward;
+  uint16_t ck = rd16(l4 + csum_off);
+  if (udp && ck == 0) return Verdict::Forward;  // the sender computed none
+  if (addr_changed && !icmp4) {
+    // One update per address, as the general path does (the representation
+    // of zero could differ otherwise).
+    ck = csum_replace_addr(ck, old, buf + so, v4);
+    ck = csum_replace_addr(ck, old + alen, buf + dof, v4);
+  }
+  if (payload_changed) ck = csum_finish(csum_add(csum_add(uint16_t(~ck), uint16_t(~old_sum)), new_sum));
+  if (udp && ck == 0) ck = 0xffff;
+  wr16(l4 + csum_off, ck);
+  return Verdict::Forward;
+}
+}  // namespace
+
 // The general path below, specialised: every choice that depends only on
 // the policy was made by Program, and the packet is known to be a plain
 // TCP/UDP/ICMP packet with its headers captured, so none of the fail-closed
@@ -581,59 +661,7 @@ Verdict ProgramInstance::process_hdr(uint8_t* buf, uint32_t& cap, uint32_t& wire
     }
   }
 
-  uint8_t* const ip = buf + d.l3_off;
-  const bool udp = d.l4_proto == kProtoUdp;
-  const uint32_t cut_at = d.payload_off;
-  // A cut at the end of the captured bytes still shortens a record the
-  // capture had cut short (wire > cap).
-  if (cut && (cut_at < cap || (cut_at == cap && wire > cap))) {
-    cap = wire = cut_at;
-    if (cut_at >= d.l3_off + (v4 ? 20u : 40u)) {
-      const uint32_t l3len = cut_at - d.l3_off;
-      if (v4) wr16(ip + 2, uint16_t(l3len));
-      else wr16(ip + 4, uint16_t(l3len - 40));
-      if (udp && cut_at >= d.l4_off + 8) wr16(buf + d.l4_off + 4, uint16_t(cut_at - d.l4_off));
-    }
-  } else {
-    cut = false;
-  }
-  if (v4 && cap >= d.l3_off + d.l3_hdr_len && d.l3_hdr_len >= 20 && (addr_changed || cut))
-    wr16(ip + 10, ipv4_header_checksum({ip, d.l3_hdr_len}));
-
-  const bool icmp4 = d.l4_proto == kProtoIcmp;  // the only one without a pseudo-header
-  const uint32_t csum_off = udp ? 6 : d.l4_proto == kProtoTcp ? 16 : 2;
-  uint8_t* const l4 = buf + d.l4_off;
-  if (d.l4_off + csum_off + 2 > cap) return Verdict::Forward;
-  if (cut) {
-    if (udp && rd16(l4 + 6) == 0) return Verdict::Forward;  // no checksum in use
-    const std::span<const uint8_t> seg{l4, cap - d.l4_off};
-    if (icmp4) {
-      wr16(l4 + 2, 0);
-      wr16(l4 + 2, csum_finish(csum_sum(seg)));
-    } else {
-      wr16(l4 + csum_off, v4 ? l4_checksum_v4(ip + 12, ip + 16, d.l4_proto, seg, csum_off)
-                             : l4_checksum_v6(ip + 8, ip + 24, d.l4_proto, seg, csum_off));
-    }
-    return Verdict::Forward;
-  }
-  if (!addr_changed && !payload_changed) return Verdict::Forward;
-  uint16_t ck = rd16(l4 + csum_off);
-  if (udp && ck == 0) return Verdict::Forward;  // the sender computed none
-  if (addr_changed && !icmp4) {
-    // One update per address, as the general path does (the representation
-    // of zero could differ otherwise).
-    if (v4) {
-      ck = csum_replace(ck, {old, 4}, {buf + so, 4});
-      ck = csum_replace(ck, {old + 4, 4}, {buf + dof, 4});
-    } else {
-      ck = csum_replace(ck, {old, 16}, {buf + so, 16});
-      ck = csum_replace(ck, {old + 16, 16}, {buf + dof, 16});
-    }
-  }
-  if (payload_changed) ck = csum_finish(csum_add(csum_add(uint16_t(~ck), uint16_t(~old_sum)), new_sum));
-  if (udp && ck == 0) ck = 0xffff;
-  wr16(l4 + csum_off, ck);
-  return Verdict::Forward;
+  return finish_hdr(buf, cap, wire, d, old, addr_changed, cut, payload_changed, old_sum, new_sum);
 }
 
 namespace {
@@ -769,7 +797,7 @@ Verdict ProgramInstance::hdr_kernel(uint8_t* buf, uint32_t& cap, uint32_t& wire,
   }
   const bool addr_changed = k.addr_mod;
 
-  bool cut = false, payload_changed = false;
+  bool payload_changed = false;
   uint16_t old_sum = 0, new_sum = 0;
   if constexpr (PO == kPVirtual) {
     const uint32_t pend = uint32_t(std::min<uint64_t>(uint64_t(d.payload_off) + d.payload_len, cap));
@@ -784,73 +812,7 @@ Verdict ProgramInstance::hdr_kernel(uint8_t* buf, uint32_t& cap, uint32_t& wire,
     }
   }
 
-  uint8_t* const ip = buf + d.l3_off;
-  const bool udp = d.l4_proto == kProtoUdp;
-  // The new lengths of a cut are stored after the checksums that cover them
-  // have been computed with the new values: a 2-byte store read back by a
-  // wider load cannot be forwarded and stalls.
-  bool v4_len = false, udp_len = false;
-  uint16_t new_l3 = 0, new_udp = 0;
-  if constexpr (PO == kPCut) {
-    const uint32_t cut_at = d.payload_off;
-    if (cut_at < cap || (cut_at == cap && wire > cap)) {
-      cut = true;
-      cap = wire = cut_at;
-      if (cut_at >= d.l3_off + (v4 ? 20u : 40u)) {
-        const uint32_t l3len = cut_at - d.l3_off;
-        if (v4) v4_len = true, new_l3 = uint16_t(l3len);
-        else wr16(ip + 4, uint16_t(l3len - 40));
-        if (udp && cut_at >= d.l4_off + 8) udp_len = true, new_udp = uint16_t(cut_at - d.l4_off);
-      }
-    }
-  }
-  if (v4 && cap >= d.l3_off + d.l3_hdr_len && d.l3_hdr_len >= 20 && (addr_changed || cut)) {
-    if (d.l3_hdr_len == 20) {
-      wr16(ip + 10, ipv4_header_checksum20(ip, v4_len ? int32_t(new_l3) : -1));
-    } else {
-      if (v4_len) wr16(ip + 2, new_l3), v4_len = false;
-      wr16(ip + 10, ipv4_header_checksum({ip, d.l3_hdr_len}));
-    }
-  }
-  if (v4_len) wr16(ip + 2, new_l3);
-
-  const bool icmp4 = d.l4_proto == kProtoIcmp;
-  const uint32_t csum_off = udp ? 6 : d.l4_proto == kProtoTcp ? 16 : 2;
-  uint8_t* const l4 = buf + d.l4_off;
-  if (d.l4_off + csum_off + 2 > cap) {
-    if (udp_len) wr16(l4 + 4, new_udp);
-    return Verdict::Forward;
-  }
-  if (cut) {
-    if (udp && rd16(l4 + 6) == 0) {  // no checksum in use
-      if (udp_len) wr16(l4 + 4, new_udp);
-      return Verdict::Forward;
-    }
-    const std::span<const uint8_t> seg{l4, cap - d.l4_off};
-    if (icmp4) {
-      wr16(l4 + 2, 0);
-      wr16(l4 + 2, csum_finish(csum_sum(seg)));
-    } else {
-      const int32_t ulen = udp_len ? int32_t(new_udp) : -1;
-      wr16(l4 + csum_off, v4 ? l4_checksum_short(ip + 12, ip + 16, true, d.l4_proto, l4, seg.size(), csum_off, ulen)
-                             : l4_checksum_short(ip + 8, ip + 24, false, d.l4_proto, l4, seg.size(), csum_off, ulen));
-      if (udp_len) wr16(l4 + 4, new_udp);
-    }
-    return Verdict::Forward;
-  }
-  if (!addr_changed && !payload_changed) return Verdict::Forward;
-  uint16_t ck = rd16(l4 + csum_off);
-  if (udp && ck == 0) return Verdict::Forward;  // the sender computed none
-  if (addr_changed && !icmp4) {
-    // One update per address, as the general path does (the representation
-    // of zero could differ otherwise).
-    ck = csum_replace_addr(ck, old, buf + so, v4);
-    ck = csum_replace_addr(ck, old + alen, buf + dof, v4);
-  }
-  if (payload_changed) ck = csum_finish(csum_add(csum_add(uint16_t(~ck), uint16_t(~old_sum)), new_sum));
-  if (udp && ck == 0) ck = 0xffff;
-  wr16(l4 + csum_off, ck);
-  return Verdict::Forward;
+  return finish_hdr(buf, cap, wire, d, old, addr_changed, PO == kPCut, payload_changed, old_sum, new_sum);
 }
 
 Verdict ProgramInstance::process_general(uint8_t* buf, uint32_t& cap, uint32_t& wire, const Decoded& d,
