@@ -58,16 +58,16 @@ struct World {
         "tls.sni, http.host : hash(key=k)\n"
         "payload : zero() when proto in { udp }\n",
     };
-    for (const char* t : texts) {
+    // Each policy is one consumer: compiled, and its program built.
+    auto consumer = [&](const char* t) -> const Program& {
       dsl::Diagnostics d;
       auto p = dsl::compile_string(t, "fuzz.amon", d, o);
       if (!p) __builtin_trap();
       pols.push_back(p);
-    }
-    for (size_t i = 0; i < pols.size(); ++i) {
-      progs.push_back(std::make_unique<Program>(pols[i], int(i), &svc));
-      inst.push_back(progs.back()->instantiate());
-    }
+      progs.push_back(std::make_unique<Program>(p, int(pols.size() - 1), &svc));
+      return *progs.back();
+    };
+    for (const char* t : texts) inst.push_back(consumer(t).instantiate());
     // Header-only policies: their compiled kernel, twinned with the
     // general path, which must give the same bytes (test_hdr_fast does
     // the same on the shared captures).
@@ -83,14 +83,10 @@ struct World {
         "payload : zero()\n",
     };
     for (const char* t : hdr_texts) {
-      dsl::Diagnostics d;
-      auto p = dsl::compile_string(t, "fuzz-hdr.amon", d, o);
-      if (!p) __builtin_trap();
-      pols.push_back(p);
-      progs.push_back(std::make_unique<Program>(p, int(pols.size() - 1), &svc));
-      hdr.push_back(progs.back()->instantiate());
+      const Program& prog = consumer(t);
+      hdr.push_back(prog.instantiate());
       if (!hdr.back()->header_kernel()) __builtin_trap();
-      hdr_general.push_back(progs.back()->instantiate());
+      hdr_general.push_back(prog.instantiate());
       hdr_general.back()->set_header_fast_path(false);
     }
   }
