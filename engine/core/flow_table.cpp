@@ -105,11 +105,13 @@ __attribute__((always_inline)) inline uint32_t FlowTable::key_and_hash(const uin
   const bool ports = with_ports && d.l4_hdr_len && !(d.flags & kFlagFragment) &&
                      (d.l4_proto == kProtoTcp || d.l4_proto == kProtoUdp || d.l4_proto == kProtoSctp);
   const uint32_t sp = ports ? d.sport : 0, dp = ports ? d.dport : 0;
-  // The key is assembled in five words and hashed from them: hashing it
-  // back from memory right after writing it would stall store forwarding.
+  // The key is assembled in registers and hashed from them, then stored
+  // whole: building it in memory with 8-byte stores and reading it back as
+  // 16-byte words (the key compare, the copy into the entry) cannot be
+  // store-forwarded and stalled every lookup (perf: a sixth of its time).
   // Endpoints are ordered by (address, port) compared as big-endian numbers
   // in one go, so the order costs a compare and conditional moves, no branch.
-  uint64_t w[5];
+  __m128i lo_addr, hi_addr;
   uint64_t h;
   const uint8_t* s = pkt + d.l3_off;
   if (d.ip_version == 4) {
@@ -120,30 +122,36 @@ __attribute__((always_inline)) inline uint32_t FlowTable::key_and_hash(const uin
     std::memcpy(&b, s + 16, 4);
     src_is_lo = (uint64_t(__builtin_bswap32(a)) << 16 | sp) <= (uint64_t(__builtin_bswap32(b)) << 16 | dp);
     const uint32_t lo = src_is_lo ? a : b, hi = src_is_lo ? b : a;
-    w[0] = lo;  // the address's bytes in memory order, zero padded
-    w[1] = 0;
-    w[2] = hi;
-    w[3] = 0;
-    // Words 1 and 3 are zero for every IPv4 key and the family sits in word
-    // 4: hashing the two addresses as one word loses nothing and saves three
-    // dependent CRC steps.
+    // The address's bytes in memory order, zero padded to 16.
+    lo_addr = _mm_cvtsi32_si128(int(lo));
+    hi_addr = _mm_cvtsi32_si128(int(hi));
+    // The padding is zero for every IPv4 key and the family sits in the
+    // last word: hashing the two addresses as one word loses nothing and
+    // saves three dependent CRC steps.
     h = __builtin_ia32_crc32di(0, uint64_t(lo) | uint64_t(hi) << 32);
   } else {
     const uint8_t* t = s + 24;
     s += 8;
     const uint64_t s0 = load64be(s), s1 = load64be(s + 8), t0 = load64be(t), t1 = load64be(t + 8);
     src_is_lo = s0 < t0 || (s0 == t0 && (s1 < t1 || (s1 == t1 && sp <= dp)));
-    std::memcpy(&w[0], src_is_lo ? s : t, 16);
-    std::memcpy(&w[2], src_is_lo ? t : s, 16);
-    h = 0;
-    for (int i = 0; i < 4; ++i) h = __builtin_ia32_crc32di(h, w[i]);
+    const __m128i sa = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s));
+    const __m128i ta = _mm_loadu_si128(reinterpret_cast<const __m128i*>(t));
+    lo_addr = src_is_lo ? sa : ta;
+    hi_addr = src_is_lo ? ta : sa;
+    h = __builtin_ia32_crc32di(0, uint64_t(_mm_cvtsi128_si64(lo_addr)));
+    h = __builtin_ia32_crc32di(h, uint64_t(_mm_extract_epi64(lo_addr, 1)));
+    h = __builtin_ia32_crc32di(h, uint64_t(_mm_cvtsi128_si64(hi_addr)));
+    h = __builtin_ia32_crc32di(h, uint64_t(_mm_extract_epi64(hi_addr, 1)));
   }
   const uint32_t lp = src_is_lo ? sp : dp, hp = src_is_lo ? dp : sp;
   // lo_port, hi_port, proto, family, pad: FlowKey's last word (little-endian
   // host, as the CRC32 instruction already assumes).
-  w[4] = uint64_t(lp) | uint64_t(hp) << 16 | uint64_t(d.l4_proto) << 32 | uint64_t(d.ip_version) << 40;
-  std::memcpy(&k, w, sizeof w);
-  return uint32_t(__builtin_ia32_crc32di(h, w[4]));
+  const uint64_t w4 = uint64_t(lp) | uint64_t(hp) << 16 | uint64_t(d.l4_proto) << 32 | uint64_t(d.ip_version) << 40;
+  auto* kp = reinterpret_cast<uint8_t*>(&k);
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(kp), lo_addr);
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(kp + 16), hi_addr);
+  std::memcpy(kp + 32, &w4, 8);
+  return uint32_t(__builtin_ia32_crc32di(h, w4));
 }
 
 void FlowTable::make_key(const uint8_t* pkt, const Decoded& d, FlowKey& k, bool& src_is_lo, bool with_ports) {
