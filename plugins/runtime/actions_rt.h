@@ -98,7 +98,8 @@ class CryptoPan final : public RtAction {
     apply(a, c.family, c.ts_ns);
     return ActResult::Done;
   }
-  void apply(uint8_t* a, uint8_t family, uint64_t ts_ns) {
+  // Inlined into the header kernels (GCC otherwise keeps it a call there).
+  [[gnu::always_inline]] void apply(uint8_t* a, uint8_t family, uint64_t ts_ns) {
     if (rotate_ns_ > 0) [[unlikely]]
       rotate(ts_ns);
     if (family == 4) {

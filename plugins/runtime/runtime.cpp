@@ -744,9 +744,11 @@ Verdict ProgramInstance::hdr_kernel(uint8_t* buf, uint32_t& cap, uint32_t& wire,
     default: break;
   }
   const auto& F = l2l4::g_fields;
-  ApplyCtx ctx;
+  // Only kernels with a virtual action build the actions' context: the
+  // usual ones never read it (and would pay its stores on every packet).
   constexpr bool virt = X == kAVirtual || Y == kAVirtual || PO == kPVirtual;
-  if (virt || !k.mac_ts) ctx = packet_ctx(d, m, c);
+  ApplyCtx ctx;
+  if constexpr (virt) ctx = packet_ctx(d, m, c);
 
   if (k.mac_ts) {
     if (P.mac_rule_[0] >= 0 || P.mac_rule_[1] >= 0) {
@@ -755,11 +757,12 @@ Verdict ProgramInstance::hdr_kernel(uint8_t* buf, uint32_t& cap, uint32_t& wire,
       if (P.mac_rule_[1] >= 0) rt::put_mac48(buf + 6, m.ts_ns - sec * 1000000000ULL);
     }
   } else {
+    ApplyCtx mctx = packet_ctx(d, m, c);
     for (int i = 0; i < 2; ++i) {
       const int r = P.mac_rule_[i];
       if (r < 0) continue;
-      ctx.field = i ? F.eth_src : F.eth_dst;
-      actions_[r]->mac(buf + 6 * i, ctx);  // never drop(): choose_hdr_kernel
+      mctx.field = i ? F.eth_src : F.eth_dst;
+      actions_[r]->mac(buf + 6 * i, mctx);  // never drop(): choose_hdr_kernel
     }
   }
 
