@@ -21,6 +21,7 @@
 #include <rte_mbuf.h>
 #include <sched.h>
 #include <time.h>
+#include <xmmintrin.h>
 
 #include <algorithm>
 #include <atomic>
@@ -97,6 +98,13 @@ int worker_main(void* arg) {
   const auto& recs = *w.recs;
   // One pass over this worker's share: mbufs filled as a NIC's DMA would,
   // then the worker path on each burst.
+  //
+  // The records are read ahead with a non-temporal hint. A NIC writes each
+  // packet into one of a bounded set of recycled RX buffers and leaves no
+  // trace of past packets in the CPU's caches; a plain copy from the
+  // replayed capture would instead stream all of it (19 MB for the 200k
+  // small packets) through the worker's caches every round and evict the
+  // flow table and Crypto-PAn cache that a real worker keeps warm.
   auto round = [&]() -> uint64_t {
     for (size_t i = 0; i < recs.size(); i += kBurst) {
       unsigned n = unsigned(std::min<size_t>(kBurst, recs.size() - i));
@@ -106,6 +114,11 @@ int worker_main(void* arg) {
       }
       for (unsigned k = 0; k < n; ++k) {
         const Rec& r = *recs[i + k];
+        if (i + kBurst + k < recs.size()) {  // the same packet of the next burst
+          const uint8_t* next = recs[i + kBurst + k]->data.data();
+          _mm_prefetch(reinterpret_cast<const char*>(next), _MM_HINT_NTA);
+          _mm_prefetch(reinterpret_cast<const char*>(next) + 64, _MM_HINT_NTA);
+        }
         rte_mbuf* m = burst[k];
         std::memcpy(rte_pktmbuf_mtod(m, uint8_t*), r.data.data(), r.data.size());
         m->data_len = uint16_t(r.data.size());
