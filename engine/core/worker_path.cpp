@@ -23,6 +23,7 @@ WorkerPath::WorkerPath(const std::vector<std::unique_ptr<Program>>& programs, rt
       if (p->protects_app(uint8_t(a))) hold_apps_ |= 1u << unsigned(a);
   }
   single_modifier_ = progs_.size() == 1 && modifiers_ == 1;
+  burst_route_ = single_modifier_ && !l7_;
   hold_ = hl_.enabled && hold_apps_ && l7_ && wants_flows_ && hl_.streams && hl_.segments;
   if (hold_) {
     hl_.streams = std::min<uint32_t>(hl_.streams, 65535);
@@ -96,7 +97,9 @@ void WorkerPath::process_burst(rte_mbuf** pkts, unsigned n, Sink sink, void* ctx
     }
     if (k) {
       flows_->lookup_burst(datas, ds, want, k, metas);
-      for (unsigned i = 0; i < k; ++i) consumers(pkts[base + i], datas[i], ds[i], metas[i], sink, ctx);
+      if (burst_route_) deliver_burst(pkts + base, k, sink, ctx);
+      else
+        for (unsigned i = 0; i < k; ++i) consumers(pkts[base + i], datas[i], ds[i], metas[i], sink, ctx);
       base += k;
     }
     if (base < n && pkts[base]->nb_segs != 1) process(pkts[base++], sink, ctx);
@@ -288,6 +291,39 @@ void WorkerPath::expire_held(uint64_t now_ns, Sink sink, void* ctx) {
 
 void WorkerPath::flush_held(Sink sink, void* ctx) {
   while (!active_.empty()) release(active_.back(), L7State::Incomplete, sink, ctx);
+}
+
+// consumers() on each packet of a linear burst when burst_route_ holds: no
+// application layer means no held stream to expire or add to, and the one
+// consumer rewrites every packet in place, as deliver() would one by one.
+void WorkerPath::deliver_burst(rte_mbuf** pkts, unsigned k, Sink sink, void* ctx) {
+  for (unsigned i = 0; i < k; ++i) {
+    const Decoded& d = ds_[i];
+    PacketMeta& meta = metas_[i];
+    if (meta.flow && (d.flags & kFlagFragment) && (d.flags & kFlagTunnel)) [[unlikely]]
+      meta.flow->frag_tunnel = 1;
+    meta.orig = datas_[i];
+    bufs_[i] = rte_pktmbuf_mtod(pkts[i], uint8_t*);
+    caps_[i] = pkts[i]->pkt_len;
+    wires_[i] = mbuf_wire_len(pkts[i]);
+  }
+  ConsumerCounters& c = counters_[0];
+  c.in += k;
+  progs_[0]->process_burst(bufs_, caps_, wires_, ds_, metas_, verdicts_, k, c);
+  for (unsigned i = 0; i < k; ++i) {
+    rte_mbuf* m = pkts[i];
+    if (verdicts_[i] != Verdict::Forward) [[unlikely]] {
+      rte_pktmbuf_free(m);
+      if (verdicts_[i] == Verdict::Filtered) ++c.filtered;
+      else ++c.dropped;
+      continue;
+    }
+    if (caps_[i] < m->pkt_len) rte_pktmbuf_trim(m, uint16_t(m->pkt_len - caps_[i]));
+    mbuf_set_wire_len(m, wires_[i]);
+    ++c.copied;
+    ++c.out;
+    sink(ctx, 0, m);
+  }
 }
 
 __attribute__((always_inline)) inline void WorkerPath::consumers(rte_mbuf* m, const uint8_t* data, const Decoded& d,

@@ -126,6 +126,14 @@ class WorkerPath {
   PacketMeta metas_[FlowTable::kBurstMax];
   const uint8_t* datas_[FlowTable::kBurstMax];
   bool want_[FlowTable::kBurstMax];
+  // The burst route (process_burst): one consumer that rewrites, no
+  // application layer, so nothing can hold or reorder a packet; the
+  // consumer's program takes the whole burst in one call.
+  bool burst_route_ = false;
+  void deliver_burst(rte_mbuf** pkts, unsigned k, Sink sink, void* ctx);
+  uint8_t* bufs_[FlowTable::kBurstMax];
+  uint32_t caps_[FlowTable::kBurstMax], wires_[FlowTable::kBurstMax];
+  Verdict verdicts_[FlowTable::kBurstMax];
   bool wants_flows_ = false;
   bool single_modifier_ = false;  // one consumer, and it rewrites
 };

@@ -378,7 +378,7 @@ ProgramInstance::ProgramInstance(const Program& p) : prog_(p), uhash_(p.services
 void ProgramInstance::set_header_fast_path(bool on, bool kernel) {
   hdr_fast_ = on && prog_.hdr_only_;
   if (kernel) choose_hdr_kernel();
-  else hdr_fn_ = &ProgramInstance::process_hdr;
+  else hdr_fn_ = &ProgramInstance::process_hdr, hdr_burst_fn_ = &ProgramInstance::process_hdr_burst;
 }
 
 ProgramInstance::~ProgramInstance() {
@@ -673,6 +673,7 @@ enum : uint8_t { kPNone, kPCut, kPVirtual };                   // the payload
 void ProgramInstance::choose_hdr_kernel() {
   const Program& P = prog_;
   hdr_fn_ = &ProgramInstance::process_hdr;
+  hdr_burst_fn_ = &ProgramInstance::process_hdr_burst;
   if (!P.hdr_only_) return;
   auto named = [&](int r, const char* n) { return r >= 0 && P.plans_[r]->call->desc->name == n; };
   // The kernel counts every rule's hit up front: no rule may stop the
@@ -721,28 +722,68 @@ void ProgramInstance::choose_hdr_kernel() {
     return std::array<HdrFn, sizeof...(I)>{
         &ProgramInstance::hdr_kernel<uint8_t(I / 12), uint8_t(I / 3 % 4), uint8_t(I % 3)>...};
   }(std::make_index_sequence<48>{});
+  static const auto burst_table = []<size_t... I>(std::index_sequence<I...>) {
+    return std::array<HdrBurstFn, sizeof...(I)>{
+        &ProgramInstance::hdr_kernel_burst<uint8_t(I / 12), uint8_t(I / 3 % 4), uint8_t(I % 3)>...};
+  }(std::make_index_sequence<48>{});
   hdr_fn_ = table[op[0] * 12 + op[1] * 3 + pop];
+  hdr_burst_fn_ = burst_table[op[0] * 12 + op[1] * 3 + pop];
+}
+
+void ProgramInstance::process_hdr_burst(uint8_t* const* bufs, uint32_t* caps, uint32_t* wires, const Decoded* ds,
+                                        const PacketMeta* ms, Verdict* verdicts, unsigned n, ConsumerCounters& c) {
+  for (unsigned i = 0; i < n; ++i) verdicts[i] = process(bufs[i], caps[i], wires[i], ds[i], ms[i], c);
 }
 
 // process_hdr for one policy shape. Every step is process_hdr's (and so the
 // general path's), in the same order; test_hdr_fast holds all three to the
 // same bytes.
+namespace {
+// The rules every kernel packet applies, counted `n` times.
+[[gnu::always_inline]] inline void count_hdr_hits(std::vector<uint64_t>& rule_hits, size_t nplans, const uint16_t* rules,
+                                                  unsigned nrules, uint64_t n) {
+  if (rule_hits.size() < nplans) [[unlikely]] rule_hits.resize(nplans);
+  uint64_t* const hits = rule_hits.data();
+  switch (nrules) {  // unrolled: the loop's compare and branch cost as much as the counts
+    case 6: hits[rules[5]] += n; [[fallthrough]];
+    case 5: hits[rules[4]] += n; [[fallthrough]];
+    case 4: hits[rules[3]] += n; [[fallthrough]];
+    case 3: hits[rules[2]] += n; [[fallthrough]];
+    case 2: hits[rules[1]] += n; [[fallthrough]];
+    case 1: hits[rules[0]] += n; [[fallthrough]];
+    default: break;
+  }
+}
+}  // namespace
+
 template <uint8_t X, uint8_t Y, uint8_t PO>
 Verdict ProgramInstance::hdr_kernel(uint8_t* buf, uint32_t& cap, uint32_t& wire, const Decoded& d,
                                     const PacketMeta& m, ConsumerCounters& c) {
+  count_hdr_hits(c.rule_hits, prog_.plans_.size(), hk_.hits, hk_.nhits, 1);
+  return hdr_apply<X, Y, PO>(buf, cap, wire, d, m, c);
+}
+
+template <uint8_t X, uint8_t Y, uint8_t PO>
+void ProgramInstance::hdr_kernel_burst(uint8_t* const* bufs, uint32_t* caps, uint32_t* wires, const Decoded* ds,
+                                       const PacketMeta* ms, Verdict* verdicts, unsigned n, ConsumerCounters& c) {
+  unsigned nk = 0;
+  for (unsigned i = 0; i < n; ++i) {
+    if (hdr_packet(ds[i], caps[i])) [[likely]] {
+      verdicts[i] = hdr_apply<X, Y, PO>(bufs[i], caps[i], wires[i], ds[i], ms[i], c);
+      ++nk;
+    } else {
+      verdicts[i] = process_general(bufs[i], caps[i], wires[i], ds[i], ms[i], c);
+    }
+  }
+  count_hdr_hits(c.rule_hits, prog_.plans_.size(), hk_.hits, hk_.nhits, nk);
+}
+
+template <uint8_t X, uint8_t Y, uint8_t PO>
+[[gnu::always_inline]] inline Verdict ProgramInstance::hdr_apply(uint8_t* buf, uint32_t& cap, uint32_t& wire,
+                                                                 const Decoded& d, const PacketMeta& m,
+                                                                 ConsumerCounters& c) {
   const Program& P = prog_;
   const HdrKernel& k = hk_;
-  if (c.rule_hits.size() < P.plans_.size()) [[unlikely]] c.rule_hits.resize(P.plans_.size());
-  uint64_t* const hits = c.rule_hits.data();
-  switch (k.nhits) {  // unrolled: the loop's compare and branch cost as much as the counts
-    case 6: ++hits[k.hits[5]]; [[fallthrough]];
-    case 5: ++hits[k.hits[4]]; [[fallthrough]];
-    case 4: ++hits[k.hits[3]]; [[fallthrough]];
-    case 3: ++hits[k.hits[2]]; [[fallthrough]];
-    case 2: ++hits[k.hits[1]]; [[fallthrough]];
-    case 1: ++hits[k.hits[0]]; [[fallthrough]];
-    default: break;
-  }
   const auto& F = l2l4::g_fields;
   // Only kernels with a virtual action build the actions' context: the
   // usual ones never read it (and would pay its stores on every packet).

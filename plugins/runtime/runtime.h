@@ -222,6 +222,16 @@ class ProgramInstance {
     return process_general(buf, cap, wire, d, m, c);
   }
 
+  // process() on n packets in order: bufs[i], caps[i], wires[i], ds[i],
+  // ms[i] as its arguments, verdicts[i] its result. A header kernel takes
+  // the burst in one call (one dispatch, and its rule hits counted once
+  // per burst instead of once per packet).
+  void process_burst(uint8_t* const* bufs, uint32_t* caps, uint32_t* wires, const Decoded* ds, const PacketMeta* ms,
+                     Verdict* verdicts, unsigned n, ConsumerCounters& c) {
+    if (hdr_fast_) return (this->*hdr_burst_fn_)(bufs, caps, wires, ds, ms, verdicts, n, c);
+    for (unsigned i = 0; i < n; ++i) verdicts[i] = process_general(bufs[i], caps[i], wires[i], ds[i], ms[i], c);
+  }
+
   // Rewrites the application fields of a header reassembled from held TCP
   // segments: `buf` is the first segment's headers followed by the stream
   // bytes (d describes it, m.l7 == Parsed). Counts decisions and rule hits
@@ -274,9 +284,22 @@ class ProgramInstance {
   using HdrFn = Verdict (ProgramInstance::*)(uint8_t*, uint32_t&, uint32_t&, const Decoded&, const PacketMeta&,
                                              ConsumerCounters&);
   HdrFn hdr_fn_ = &ProgramInstance::process_hdr;
+  using HdrBurstFn = void (ProgramInstance::*)(uint8_t* const*, uint32_t*, uint32_t*, const Decoded*,
+                                               const PacketMeta*, Verdict*, unsigned, ConsumerCounters&);
+  HdrBurstFn hdr_burst_fn_ = &ProgramInstance::process_hdr_burst;
+  void process_hdr_burst(uint8_t* const* bufs, uint32_t* caps, uint32_t* wires, const Decoded* ds,
+                         const PacketMeta* ms, Verdict* verdicts, unsigned n, ConsumerCounters& c);
   template <uint8_t X, uint8_t Y, uint8_t PO>
   Verdict hdr_kernel(uint8_t* buf, uint32_t& cap, uint32_t& wire, const Decoded& d, const PacketMeta& m,
                      ConsumerCounters& c);
+  template <uint8_t X, uint8_t Y, uint8_t PO>
+  void hdr_kernel_burst(uint8_t* const* bufs, uint32_t* caps, uint32_t* wires, const Decoded* ds,
+                        const PacketMeta* ms, Verdict* verdicts, unsigned n, ConsumerCounters& c);
+  // The kernel's work on one packet, rule hits aside (hdr_kernel and
+  // hdr_kernel_burst count them).
+  template <uint8_t X, uint8_t Y, uint8_t PO>
+  Verdict hdr_apply(uint8_t* buf, uint32_t& cap, uint32_t& wire, const Decoded& d, const PacketMeta& m,
+                    ConsumerCounters& c);
   struct HdrKernel {
     bool by_role = true;        // slots: client, server (else source, destination)
     bool mac_ts = false;        // every MAC rule is timestamp()
