@@ -511,6 +511,12 @@ namespace {
 // does them. The new lengths of a cut are stored after the checksums that
 // cover them have been computed with the new values: a 2-byte store read
 // back by a wider load cannot be forwarded and stalls.
+//
+// Its callers run only on packets for which hdr_packet() held, so bounds
+// the general path must test are known here: the decoder (status Ok) has
+// checked that the IPv4 header is at least 20 bytes and the TCP header at
+// least 20 (UDP and ICMP 8), and both are captured, since the payload
+// starts within what was captured.
 [[gnu::always_inline]] inline Verdict finish_hdr(uint8_t* buf, uint32_t& cap, uint32_t& wire, const Decoded& d,
                                                  const uint8_t* old, bool addr_changed, bool cut_wanted,
                                                  bool payload_changed, uint16_t old_sum, uint16_t new_sum) {
@@ -526,15 +532,13 @@ namespace {
     if (cut_at < cap || (cut_at == cap && wire > cap)) {
       cut = true;
       cap = wire = cut_at;
-      if (cut_at >= d.l3_off + (v4 ? 20u : 40u)) {
-        const uint32_t l3len = cut_at - d.l3_off;
-        if (v4) v4_len = true, new_l3 = uint16_t(l3len);
-        else wr16(ip + 4, uint16_t(l3len - 40));
-        if (udp && cut_at >= d.l4_off + 8) udp_len = true, new_udp = uint16_t(cut_at - d.l4_off);
-      }
+      const uint32_t l3len = cut_at - d.l3_off;
+      if (v4) v4_len = true, new_l3 = uint16_t(l3len);
+      else wr16(ip + 4, uint16_t(l3len - 40));
+      if (udp) udp_len = true, new_udp = uint16_t(cut_at - d.l4_off);
     }
   }
-  if (v4 && cap >= d.l3_off + d.l3_hdr_len && d.l3_hdr_len >= 20 && (addr_changed || cut)) {
+  if (v4 && (addr_changed || cut)) {
     if (d.l3_hdr_len == 20) {
       wr16(ip + 10, ipv4_header_checksum20(ip, v4_len ? int32_t(new_l3) : -1));
     } else {
@@ -547,10 +551,6 @@ namespace {
   const bool icmp4 = d.l4_proto == kProtoIcmp;
   const uint32_t csum_off = udp ? 6 : d.l4_proto == kProtoTcp ? 16 : 2;
   uint8_t* const l4 = buf + d.l4_off;
-  if (d.l4_off + csum_off + 2 > cap) {
-    if (udp_len) wr16(l4 + 4, new_udp);
-    return Verdict::Forward;
-  }
   if (cut) {
     if (udp && rd16(l4 + 6) == 0) {  // no checksum in use
       if (udp_len) wr16(l4 + 4, new_udp);
