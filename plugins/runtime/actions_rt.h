@@ -98,6 +98,7 @@ class CryptoPan final : public RtAction {
     apply(a, c.family, c.ts_ns);
     return ActResult::Done;
   }
+  bool rotates() const { return rotate_ns_ > 0; }
   // Inlined into the header kernels (GCC otherwise keeps it a call there).
   [[gnu::always_inline]] void apply(uint8_t* a, uint8_t family, uint64_t ts_ns) {
     if (rotate_ns_ > 0) [[unlikely]]

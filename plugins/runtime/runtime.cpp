@@ -717,6 +717,16 @@ void ProgramInstance::choose_hdr_kernel() {
     else if (a->modifies && !a->cuts) pop = kPVirtual, k.pay = a;
     else if (a->modifies) return;  // an action that cuts in its own way
   }
+  // The client's Crypto-PAn result is the same for every packet of a flow
+  // when the client is the same address in both directions (roles by the
+  // initiator: no `clients` set, under which a flow with both ends inside
+  // would make each packet's source the client) and the key does not
+  // rotate. The flow entry then keeps it for one consumer, in the line the
+  // flow lookup has just read (FlowState::memo).
+  if (k.by_role && op[0] == kACryptoPan && P.policy_->clients.empty() &&
+      !static_cast<const rt::CryptoPan*>(k.act[0])->rotates() && P.consumer_index() >= 0 &&
+      P.consumer_index() < 255)
+    k.memo_id = uint8_t(P.consumer_index() + 1);
   hk_ = k;
   static const auto table = []<size_t... I>(std::index_sequence<I...>) {
     return std::array<HdrFn, sizeof...(I)>{
@@ -831,13 +841,32 @@ template <uint8_t X, uint8_t Y, uint8_t PO>
       a->addr(at, ctx);
     }
   };
+  // Slot 0 through the flow's memo when it has one (choose_hdr_kernel).
+  auto apply_x = [&](uint8_t* at, bool is_src) {
+    if constexpr (X == kACryptoPan) {
+      FlowState* const fs = m.flow;
+      if (k.memo_id && fs && v4) {
+        if (fs->memo_owner == k.memo_id) {
+          std::memcpy(at, &fs->memo, 4);
+          return;
+        }
+        static_cast<rt::CryptoPan*>(k.act[0])->apply(at, 4, m.ts_ns);
+        if (fs->memo_owner == 0) {
+          std::memcpy(&fs->memo, at, 4);
+          fs->memo_owner = k.memo_id;
+        }
+        return;
+      }
+    }
+    apply.template operator()<X>(k.act[0], at, is_src);
+  };
   // Source first, as the general path rewrites them.
   if (x_src) {
-    apply.template operator()<X>(k.act[0], buf + so, true);
+    apply_x(buf + so, true);
     apply.template operator()<Y>(k.act[1], buf + dof, false);
   } else {
     apply.template operator()<Y>(k.act[1], buf + so, true);
-    apply.template operator()<X>(k.act[0], buf + dof, false);
+    apply_x(buf + dof, false);
   }
   const bool addr_changed = k.addr_mod;
 

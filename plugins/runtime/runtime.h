@@ -37,6 +37,15 @@ inline constexpr int kZSlotsPerConsumer = 4;
 // Fields are ordered by size so the struct has no padding: it lives in every
 // flow-table entry (bytes per flow).
 struct FlowState {
+  // What a header kernel's Crypto-PAn made of this flow's IPv4 client
+  // address, for the consumer memo_owner - 1 (0: none). FlowState's first
+  // bytes share the flow entry's first cache line with the key the lookup
+  // has just read, where the Crypto-PAn cache's set is a miss of its own.
+  uint32_t memo = 0;
+  uint8_t memo_owner = 0;
+  uint8_t app = 0;              // App, once known from a payload
+  uint8_t names_done = 0;       // bit per direction: the pending bytes hold no name (SNI already handled)
+  uint8_t tls_srv = 0;          // server records: 0 handshake, 1 past it (encrypted from here), 2 record sync lost
   uint64_t zdecided = 0;  // bit set once the slot's decision was taken for this flow
   uint64_t zreleased = 0; // bit set when the value was released (not z-private)
   // Application-layer stream state, per direction (0: from the initiator).
@@ -59,13 +68,10 @@ struct FlowState {
   // (quic::FlowState: walk position or located server_name, client side).
   uint16_t quic_a = 0, quic_b = 0, quic_end = 0;
   uint8_t quic_mode = 0, quic_client = 0;
-  uint8_t app = 0;              // App, once known from a payload
-  uint8_t frag_tunnel = 0;      // fragments of this address pair carried a tunnel
-  uint8_t names_done = 0;       // bit per direction: the pending bytes hold no name (SNI already handled)
+  uint8_t frag_tunnel : 1 = 0;    // fragments of this address pair carried a tunnel
+  uint8_t stream_failed : 2 = 0;  // bit per direction: a header could not be completed; the rest stays closed
+  uint8_t released : 2 = 0;       // bit per direction: released_end is valid
   uint8_t unbounded[2] = {};    // inside a body of unknown length (HTTP chunked / until close)
-  uint8_t stream_failed = 0;    // bit per direction: a header could not be completed; the rest stays closed
-  uint8_t released = 0;         // bit per direction: released_end is valid
-  uint8_t tls_srv = 0;          // server records: 0 handshake, 1 past it (encrypted from here), 2 record sync lost
   uint8_t tls_srv_type = 0;     // content type of that record
 };
 static_assert(sizeof(FlowState) == 72, "FlowState: keep it without padding (it is in every flow entry)");
@@ -308,6 +314,9 @@ class ProgramInstance {
     RtAction* pay = nullptr;
     uint8_t nhits = 0;
     uint16_t hits[6] = {};      // rules applied to every such packet (a rule on two fields counts twice)
+    // FlowState::memo_owner of this consumer when the client slot's
+    // Crypto-PAn result is kept in the flow (0: it is not; see choose_hdr_kernel).
+    uint8_t memo_id = 0;
   } hk_;
   void choose_hdr_kernel();
   uint64_t user_of(const uint8_t* client, uint32_t alen);

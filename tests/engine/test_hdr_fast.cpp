@@ -29,16 +29,20 @@ using namespace amon;
 
 namespace {
 
-std::string key_file() {
-  static std::string path = [] {
-    char dir[] = "/tmp/amon-test-hdr-XXXXXX";
-    REQUIRE(mkdtemp(dir) != nullptr);
-    std::string p = std::string(dir) + "/k.hex";
-    std::ofstream(p) << "1522178d33a4cf80130a5b1649907d10d8988f837979652762574c2d2a842202\n";
-    chmod(p.c_str(), 0600);
-    return p;
+std::string key_file(int which = 0) {
+  static std::string dir = [] {
+    char d[] = "/tmp/amon-test-hdr-XXXXXX";
+    REQUIRE(mkdtemp(d) != nullptr);
+    const char* keys[] = {"1522178d33a4cf80130a5b1649907d10d8988f837979652762574c2d2a842202",
+                          "0f1e2d3c4b5a69788796a5b4c3d2e1f00112233445566778899aabbccddeeff0"};
+    for (int i = 0; i < 2; ++i) {
+      std::string p = std::string(d) + "/k" + std::to_string(i) + ".hex";
+      std::ofstream(p) << keys[i] << "\n";
+      chmod(p.c_str(), 0600);
+    }
+    return std::string(d);
   }();
-  return path;
+  return dir + "/k" + std::to_string(which) + ".hex";
 }
 
 // Header-only policies: every action the fast path calls directly, the ones
@@ -95,16 +99,18 @@ struct Pair {
   std::mt19937 burst_rng{7};
   unsigned burst_size = 1;
 
-  explicit Pair(const std::string& body) {
+  FlowTable* ft = &flows;  // another Pair's table: consumers sharing flows
+
+  explicit Pair(const std::string& body, int consumer = 0, int key = 0) {
     static bool once = (register_builtin_plugins(), true);
     (void)once;
     dsl::Diagnostics diags;
-    policy = dsl::compile_string("key k = file(\"" + key_file() + "\")\n" + body, "hdr.amon", diags);
+    policy = dsl::compile_string("key k = file(\"" + key_file(key) + "\")\n" + body, "hdr.amon", diags);
     INFO(diags.render_text());
     REQUIRE(policy);
     REQUIRE(diags.errors() == 0);
     for (Side* s : {&fast, &generic, &general, &burst}) {
-      s->prog = std::make_unique<Program>(policy, 0, &svc);
+      s->prog = std::make_unique<Program>(policy, consumer, &svc);
       s->inst = s->prog->instantiate();
       s->c.rule_hits.resize(policy->rules.size() + 1);
     }
@@ -120,7 +126,7 @@ struct Pair {
     PacketMeta m;
     m.ts_ns = ts;
     if (d.has_ip() && d.dst_off() + d.addr_len() <= cap && d.src_off() + d.addr_len() <= cap)
-      flows.lookup(pkt, d, ts, m);
+      ft->lookup(pkt, d, ts, m);
     m.orig = pkt;
     std::vector<uint8_t> b(pkt, pkt + cap);
     uint32_t cb = cap, wb = wire;
@@ -271,4 +277,44 @@ TEST_CASE("header fast path: only header-only policies take it") {
   Pair mixed("ip.src : prefix(24)\nip.client : cryptopan(key=k)\n");
   CHECK(mixed.fast.inst->header_fast_path());
   CHECK_FALSE(mixed.fast.inst->header_kernel());
+}
+
+// The flow keeps one consumer's Crypto-PAn result for the client
+// (FlowState::memo). Two consumers with different keys on the same flows:
+// each must still match its own general path, never the other's memo.
+TEST_CASE("header kernels: consumers sharing flows keep their own Crypto-PAn results") {
+  const auto caps = captures();
+  if (caps.empty()) {
+    WARN("no captures in " AMON_PCAPS_DIR);
+    return;
+  }
+  const char* body = kPolicies[0];  // the L2-L4 policy: cryptopan on the client
+  Pair a(body, 0, 0), b(body, 1, 1);
+  b.ft = &a.flows;
+  uint64_t differ = 0;
+  for (const auto& path : caps) {
+    char err[PCAP_ERRBUF_SIZE];
+    pcap_t* pc = pcap_open_offline(path.c_str(), err);
+    if (!pc) continue;
+    if (pcap_datalink(pc) != DLT_EN10MB) {
+      pcap_close(pc);
+      continue;
+    }
+    pcap_pkthdr* h;
+    const u_char* data;
+    while (pcap_next_ex(pc, &h, &data) == 1) {
+      INFO(path);
+      const uint64_t ts = uint64_t(h->ts.tv_sec) * 1000000000ULL + uint64_t(h->ts.tv_usec) * 1000ULL;
+      a.run(data, h->caplen, h->len, ts);
+      b.run(data, h->caplen, h->len, ts);
+      differ += !a.pending.empty() && !b.pending.empty() && a.pending.back().out != b.pending.back().out;
+    }
+    pcap_close(pc);
+  }
+  a.flush();
+  b.flush();
+  a.same_counters();
+  b.same_counters();
+  // The two keys must have given different outputs, or the test compared nothing.
+  CHECK(differ > 1000);
 }
