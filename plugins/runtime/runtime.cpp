@@ -1261,6 +1261,24 @@ static uint64_t splitmix_of(uint64_t z) {
   return z ^ (z >> 31);
 }
 
+// The last n - i (0..7) bytes of s as a little-endian word, zero-extended:
+// the tail of the word-at-a-time hashes below. A string of eight bytes or
+// more gives it with one load of its last eight bytes, shifted (the same
+// value as copying the tail into a zeroed word, without a variable-length
+// memcpy call); shorter ones go byte by byte.
+static inline uint64_t tail_word(std::string_view s, size_t i) {
+  static_assert(std::endian::native == std::endian::little);
+  const size_t n = s.size(), rem = n - i;
+  if (rem == 0) return 0;
+  uint64_t w = 0;
+  if (n >= 8) {
+    std::memcpy(&w, s.data() + n - 8, 8);
+    return w >> (8 * (8 - rem));
+  }
+  for (size_t j = i; j < n; ++j) w |= uint64_t(uint8_t(s[j])) << (8 * (j - i));
+  return w;
+}
+
 static uint64_t splitmix(uint64_t& s) {
   const uint64_t z = s;
   s += 0x9e3779b97f4a7c15ULL;
@@ -1309,9 +1327,7 @@ uint64_t ProgramInstance::dns_memo_key(uint32_t flow, unsigned qdir, uint16_t id
     h = (h ^ w) * 0xbf58476d1ce4e5b9ULL;
     h ^= h >> 31;
   }
-  uint64_t w = 0;
-  std::memcpy(&w, qname.data() + i, qname.size() - i);
-  h = splitmix_of(h ^ w);
+  h = splitmix_of(h ^ tail_word(qname, i));
   return h | 1;  // 0 marks a free entry
 }
 
@@ -1432,9 +1448,7 @@ ProgramInstance::NameKeys* ProgramInstance::name_keys(zanon::Scope sc, std::stri
     h = (h ^ w) * 0xbf58476d1ce4e5b9ULL;
     h ^= h >> 31;
   }
-  uint64_t w = 0;
-  for (size_t j = i; j < n; ++j) w |= uint64_t(uint8_t(text[j])) << (8 * (j - i));
-  const uint64_t tag = splitmix_of(h ^ w) | 1;
+  const uint64_t tag = splitmix_of(h ^ tail_word(text, i)) | 1;
   NameKeys* set = &name_keys_[(tag >> 32) % kNameKeySets * 2];
   auto same = [&](const NameKeys& k) {
     return k.tag == tag && k.len == n && k.cls == sc.cls && k.kind == sc.kind && std::memcmp(k.text, text.data(), n) == 0;
