@@ -268,6 +268,10 @@ Program::Program(std::shared_ptr<const dsl::Policy> policy, int consumer_index, 
     }
   wants_flows_ = wants_flows_ || wants_l7_;
   hdr_only_ = unconditional_ && !has_l7_ && !wants_l7_ && !policy_->select_cond && !bpf_ && zslot_rule_.empty();
+  l7_only_ = unconditional_ && has_l7_ && !policy_->select_cond && !bpf_ && zslot_rule_.empty() &&
+             !protects_addresses_ && payload_default_plan_ < 0;
+  for (FieldId f : {F.eth_dst, F.eth_src, F.ip_src, F.ip_dst, F.ip_client, F.ip_server, F.payload})
+    l7_only_ = l7_only_ && fixed_rule_[f] < 0;
   mac_rule_[0] = fixed_rule_[F.eth_dst];
   mac_rule_[1] = fixed_rule_[F.eth_src];
   pay_rule_ = fixed_rule_[F.payload];
@@ -817,7 +821,18 @@ Verdict ProgramInstance::hdr_kernel(uint8_t* buf, uint32_t& cap, uint32_t& wire,
 
 Verdict ProgramInstance::process_general(uint8_t* buf, uint32_t& cap, uint32_t& wire, const Decoded& d,
                                          const PacketMeta& m, ConsumerCounters& c) {
+  return prog_.l7_only_ ? general_path<true>(buf, cap, wire, d, m, c) : general_path<false>(buf, cap, wire, d, m, c);
+}
+
+// kL7Only (Program::l7_only_): no select, BPF, MAC, address, per-flow or
+// payload rule, and no condition, so those questions are answered here at
+// compile time; every packet still takes the same steps as with kL7Only
+// false, and gets the same bytes.
+template <bool kL7Only>
+Verdict ProgramInstance::general_path(uint8_t* buf, uint32_t& cap, uint32_t& wire, const Decoded& d,
+                                      const PacketMeta& m, ConsumerCounters& c) {
   const Program& P = prog_;
+  const bool protects_addr = !kL7Only && P.protects_addresses_;
   const dsl::Policy& pol = *P.policy_;
   const auto& F = l2l4::g_fields;
   ApplyCtx ctx = packet_ctx(d, m, c);
@@ -831,13 +846,13 @@ Verdict ProgramInstance::process_general(uint8_t* buf, uint32_t& cap, uint32_t& 
   uint8_t* const old_dst = old_addrs + (ip_ok ? alen : 16);
   Eval e{&d, &m, &c, &ctx, client_is_src, client_is_src ? old_src : old_dst, alen, buf};
 
-  if (pol.select_cond && !eval(*pol.select_cond, e)) return Verdict::Filtered;
-  if (P.bpf_ && !P.bpf_->match(m.orig ? m.orig : buf, cap, wire)) return Verdict::Filtered;
+  if (!kL7Only && pol.select_cond && !eval(*pol.select_cond, e)) return Verdict::Filtered;
+  if (!kL7Only && P.bpf_ && !P.bpf_->match(m.orig ? m.orig : buf, cap, wire)) return Verdict::Filtered;
 
   auto drop = [&]() { ++c.policy_drop; return Verdict::Drop; };
 
   // L2: MAC addresses exist in every frame of 14 bytes or more.
-  if (cap >= 14 && (!P.field_rules_[F.eth_dst].empty() || !P.field_rules_[F.eth_src].empty())) {
+  if (!kL7Only && cap >= 14 && (!P.field_rules_[F.eth_dst].empty() || !P.field_rules_[F.eth_src].empty())) {
     ctx.field = F.eth_dst;
     int r = pick(F.eth_dst, e);
     if (r >= 0 && actions_[r]->mac(buf, ctx) == ActResult::Drop) return drop();
@@ -859,7 +874,7 @@ Verdict ProgramInstance::process_general(uint8_t* buf, uint32_t& cap, uint32_t& 
   if (d.status == DecodeStatus::NotIp) {
     using OU = dsl::Policy::OnUnknown;
     OU ou = pol.on_unknown;
-    if (ou == OU::Default) ou = P.protects_addresses_ ? OU::Drop : OU::Keep;
+    if (ou == OU::Default) ou = protects_addr ? OU::Drop : OU::Keep;
     if (ou == OU::Drop) return ++c.unknown_drop, Verdict::Drop;
     if (ou == OU::Keep) return ++c.unknown_keep, Verdict::Forward;
     ++c.unknown_cut;
@@ -880,7 +895,7 @@ Verdict ProgramInstance::process_general(uint8_t* buf, uint32_t& cap, uint32_t& 
     cap = wire = cut_at;
     return Verdict::Forward;
   }
-  if ((d.flags & kFlagV6Routing) && P.protects_addresses_) {
+  if ((d.flags & kFlagV6Routing) && protects_addr) {
     // Addresses in the routing header would need the same rewrite; no
     // consumer has asked for it, so such packets are not forwarded.
     return ++c.err_drop, Verdict::Drop;
@@ -888,14 +903,14 @@ Verdict ProgramInstance::process_general(uint8_t* buf, uint32_t& cap, uint32_t& 
 
   const uint8_t* client_clear = client_is_src ? old_src : old_dst;
   const uint8_t* server_clear = client_is_src ? old_dst : old_src;
-  if (!P.zslot_rule_.empty() && m.flow) decide_flow(server_clear, client_clear, alen, m, c);
+  if (!kL7Only && !P.zslot_rule_.empty() && m.flow) decide_flow(server_clear, client_clear, alen, m, c);
 
   ctx.family = d.ip_version;
   ctx.client_addr = client_clear;
   bool addr_changed = false;
   // No rule names an address (an L7-only policy): nothing to choose per position.
-  const bool addr_rules = !P.field_rules_[F.ip_src].empty() || !P.field_rules_[F.ip_dst].empty() ||
-                          !P.field_rules_[F.ip_client].empty() || !P.field_rules_[F.ip_server].empty();
+  const bool addr_rules = !kL7Only && (!P.field_rules_[F.ip_src].empty() || !P.field_rules_[F.ip_dst].empty() ||
+                                       !P.field_rules_[F.ip_client].empty() || !P.field_rules_[F.ip_server].empty());
   for (int pos = 0; addr_rules && pos < 2; ++pos) {
     bool is_src = pos == 0;
     bool is_client = is_src == client_is_src;
@@ -930,7 +945,7 @@ Verdict ProgramInstance::process_general(uint8_t* buf, uint32_t& cap, uint32_t& 
   // Content the policy cannot see into, when addresses are protected: a
   // tunnel's inner packet, or the quoted header of an ICMP error.
   // An inner packet holds addresses and application fields alike.
-  if ((P.protects_addresses_ || P.l7_protect_) && (d.flags & kFlagTunnel) && d.status == DecodeStatus::Ok)
+  if ((protects_addr || P.l7_protect_) && (d.flags & kFlagTunnel) && d.status == DecodeStatus::Ok)
     if (error_exit(d.payload_off, c.tunnel_cut)) return Verdict::Drop;
   // An ICMP error quotes the offending datagram's header: its addresses get
   // the same rewrite as the flow's (an address of this packet maps the same
@@ -938,7 +953,7 @@ Verdict ProgramInstance::process_general(uint8_t* buf, uint32_t& cap, uint32_t& 
   // transport header is cut when names could be in it.
   bool quote_changed = false;
   uint16_t quote_old_sum = 0;
-  if ((P.protects_addresses_ || P.l7_protect_) && (d.flags & kFlagIcmpError) && d.status == DecodeStatus::Ok) {
+  if ((protects_addr || P.l7_protect_) && (d.flags & kFlagIcmpError) && d.status == DecodeStatus::Ok) {
     uint32_t q = d.payload_off;
     uint32_t qend = std::min<uint64_t>(uint64_t(d.payload_off) + d.payload_len, cap);
     uint8_t* qp = buf + q;
@@ -956,7 +971,7 @@ Verdict ProgramInstance::process_general(uint8_t* buf, uint32_t& cap, uint32_t& 
         uint8_t* a = qp + off;
         if (iv == d.ip_version && std::memcmp(a, old_src, ial) == 0) std::memcpy(a, buf + so, ial);
         else if (iv == d.ip_version && std::memcmp(a, old_dst, ial) == 0) std::memcpy(a, buf + dof, ial);
-        else if (P.protects_addresses_) std::memset(a, 0, ial);
+        else if (protects_addr) std::memset(a, 0, ial);
       }
       // The quoted UDP header's checksum covers the quoted addresses (its
       // pseudo-header): follow them, as the original sender's would have.
@@ -985,7 +1000,7 @@ Verdict ProgramInstance::process_general(uint8_t* buf, uint32_t& cap, uint32_t& 
   // A later fragment's data cannot be parsed: it may hold names (a large
   // DNS response) or, when the datagram is a tunnel, inner addresses.
   if ((d.flags & kFlagLaterFragment) && d.status == DecodeStatus::Ok &&
-      (P.l7_protect_ || (P.protects_addresses_ && (!m.flow || m.flow->frag_tunnel || m.flow_first))))
+      (P.l7_protect_ || (protects_addr && (!m.flow || m.flow->frag_tunnel || m.flow_first))))
     if (error_exit(d.payload_off, P.l7_protect_ ? c.l7_cut : c.tunnel_cut)) return Verdict::Drop;
 
   // Payload: application fields first, then the payload rule.
@@ -1037,8 +1052,8 @@ Verdict ProgramInstance::process_general(uint8_t* buf, uint32_t& cap, uint32_t& 
   if (m.tls_server_hs && cut_at == UINT32_MAX && (P.l7_protect_ & (1u << unsigned(App::Tls))) &&
       !(m.flow && ((m.flow->sni_clear >> P.consumer_) & 1)))
     if (error_exit(d.payload_off, c.tls_server_cut)) return Verdict::Drop;
-  int prule = pick(F.payload, e);
-  if (prule < 0) prule = P.payload_default_plan_;
+  int prule = kL7Only ? -1 : pick(F.payload, e);  // pick() counts nothing when no rule names the payload
+  if (!kL7Only && prule < 0) prule = P.payload_default_plan_;
   bool payload_protected = prule >= 0 && actions_[prule]->modifies;
   if (d.status != DecodeStatus::Ok) {
     // The payload's start is unknown: if it or a field inside it is
