@@ -526,7 +526,9 @@ int rewrite_names(uint8_t* msg, size_t len, const ParseResult& pr, DecideFn fn, 
   // first name's masks from `first` (a mask all the same).
   uint8_t act[ParseResult::kMaxLabels];
   uint64_t seed[ParseResult::kMaxLabels];
-  std::memset(act, 0, pr.n_labels);
+  // A fixed 64 bytes for the usual message (stores, not a call).
+  if (pr.n_labels <= 64) std::memset(act, 0, 64);
+  else std::memset(act, 0, pr.n_labels);
   // The labels given an action, each once: the passes below visit these, not
   // every label of the message (a response's answers have many, mostly kept).
   uint16_t marked[ParseResult::kMaxLabels];

@@ -349,6 +349,17 @@ ProgramInstance::ProgramInstance(const Program& p) : prog_(p), uhash_(p.services
     bool dns_zanon = false;
     for (FieldId f : {L.dns_qname, L.dns_answer_name})
       for (uint32_t ri : p.field_rules_[f]) dns_zanon = dns_zanon || p.policy_->rules[ri].action.desc->name == "zanon";
+    // Only the roles this policy has rules for are decided: a name of a
+    // field without rules is kept (pick() finds nothing, and counts nothing).
+    constexpr uint32_t kOwners = 1u << unsigned(dns::NameRole::AnswerOwner) |
+                                 1u << unsigned(dns::NameRole::AuthorityOwner) |
+                                 1u << unsigned(dns::NameRole::AdditionalOwner);
+    constexpr uint32_t kQname = 1u << unsigned(dns::NameRole::Qname);
+    static_assert(unsigned(dns::NameRole::RdataOther) < 32);
+    if (!p.field_rules_[L.dns_qname].empty()) dns_roles_ |= kQname;
+    if (!p.field_rules_[L.dns_answer_name].empty()) dns_roles_ |= kOwners;
+    if (!p.field_rules_[L.dns_rdata_name].empty()) dns_roles_ |= ~(kQname | kOwners);
+    dns_addr_rules_ = !p.field_rules_[L.dns_answer_addr].empty();
     if (dns_zanon) {
       dns_memo_.resize(kDnsMemoSets * kDnsMemoWays);
       first_masks_ = std::make_unique<dns::FirstNameMasks>();
@@ -1564,12 +1575,14 @@ bool ProgramInstance::l7_dns(uint8_t* msg, uint32_t len, Eval& e, int msg_index)
   struct Ctx {
     ProgramInstance* self;
     Eval* e;
+    const L7Fields* L;
     DnsRecall* rc = nullptr;
     std::string_view qname;
     MsgNames seen;  // default-initialised: its slots are not zeroed per message
   } cx;
   cx.self = this;
   cx.e = &e;
+  cx.L = &L;
   // The exchange this message belongs to: a query records its first
   // question's decision, a response recalls it for that question and for the
   // owner names equal to it. Other names (CNAME targets, rdata) are decided
@@ -1596,7 +1609,7 @@ bool ProgramInstance::l7_dns(uint8_t* msg, uint32_t len, Eval& e, int msg_index)
   }
   auto fn = [](void* vctx, const dns::NameView& nv) -> names::Decision {
     auto* c = static_cast<Ctx*>(vctx);
-    const L7Fields& L = L7Fields::get();
+    const L7Fields& L = *c->L;
     FieldId f;
     bool owner = false;
     switch (nv.role) {
@@ -1611,16 +1624,7 @@ bool ProgramInstance::l7_dns(uint8_t* msg, uint32_t len, Eval& e, int msg_index)
     return c->self->decide_name(f, nv.text, *c->e, rc, &c->seen);
   };
   uint64_t* const sums = e.l7_sums;  // msg is the payload's start when set
-  // Only the roles this policy has rules for are decided: a name of a field
-  // without rules is kept (pick() finds nothing, and counts nothing).
-  constexpr uint32_t kOwners = 1u << unsigned(dns::NameRole::AnswerOwner) | 1u << unsigned(dns::NameRole::AuthorityOwner) |
-                               1u << unsigned(dns::NameRole::AdditionalOwner);
-  constexpr uint32_t kQname = 1u << unsigned(dns::NameRole::Qname);
-  static_assert(unsigned(dns::NameRole::RdataOther) < 32);
-  uint32_t roles = 0;
-  if (!prog_.field_rules_[L.dns_qname].empty()) roles |= kQname;
-  if (!prog_.field_rules_[L.dns_answer_name].empty()) roles |= kOwners;
-  if (!prog_.field_rules_[L.dns_rdata_name].empty()) roles |= ~(kQname | kOwners);
+  const uint32_t roles = dns_roles_;
   // Only an exchange's seed can come back (a fresh random one cannot): a
   // query stores its question's masks, its response takes them.
   if (cx.rc) first_masks_->reuse = cx.rc->hit != nullptr;
@@ -1629,7 +1633,7 @@ bool ProgramInstance::l7_dns(uint8_t* msg, uint32_t len, Eval& e, int msg_index)
     const uint16_t s = csum_sum({msg + off, n});
     return (off & 1) ? uint16_t(s << 8 | s >> 8) : s;
   };
-  if (!prog_.field_rules_[L.dns_answer_addr].empty())
+  if (dns_addr_rules_)
     for (unsigned i = 0; i < pr.n_addrs; ++i) {
       const unsigned off = pr.addrs[i].off, n = pr.addrs[i].family == 4 ? 4 : 16;
       if (sums) sums[0] += span_sum(off, n);

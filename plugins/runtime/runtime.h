@@ -354,6 +354,10 @@ class ProgramInstance {
   // The query's masks of its question, for the response (same seed, same
   // bytes: the same masks without the SipHash chain). With dns_memo_.
   std::unique_ptr<dns::FirstNameMasks> first_masks_;
+  // The DNS name roles this policy decides (bit 1 << dns::NameRole; see
+  // l7_dns), and whether it has rules on dns.answer.addr: fixed by the policy.
+  uint32_t dns_roles_ = 0;
+  bool dns_addr_rules_ = false;
   // libpsl answers in ~1 us; names repeat, so each worker remembers the
   // registrable-domain label count of recent names: 2-way sets (a
   // direct-mapped table thrashed on a few hundred names), tagged by the
