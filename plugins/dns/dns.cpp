@@ -136,8 +136,11 @@ struct Parser {
 
   // Parse a name starting at pos; linear bytes must stay below `limit`.
   // On success *next = first byte after the linear encoding.
-  Status name(uint32_t pos, uint32_t limit, NameRole role, Section sec, uint16_t type,
-              uint16_t rr_index, uint32_t* next, uint16_t* name_index) {
+  // The head is inlined into the callers: an answer owner that points at
+  // the question, and the root (OPT owner), are most names of a response
+  // and need no label walk; the walk (name_labels) stays out of line.
+  [[gnu::always_inline]] Status name(uint32_t pos, uint32_t limit, NameRole role, Section sec, uint16_t type,
+                                     uint16_t rr_index, uint32_t* next, uint16_t* name_index) {
     if (r.n_names >= ParseResult::kMaxNames) return fail(Status::Malformed, Error::Capacity, pos);
     NameRef& n = r.names[r.n_names];
     n.role = role;
@@ -162,6 +165,11 @@ struct Parser {
       *name_index = r.n_names++;
       return Status::Ok;
     }
+    return name_labels(pos, limit, n, next, name_index);
+  }
+
+  // name() past its head: n has its fields but the labels, wire and text.
+  [[gnu::noinline]] Status name_labels(uint32_t pos, uint32_t limit, NameRef& n, uint32_t* next, uint16_t* name_index) {
     const uint32_t text_start = r.text_len;
     uint32_t p = pos, run_start = pos, wire = 0, end_linear = 0;
     bool jumped = false;
@@ -518,7 +526,9 @@ int rewrite_names(uint8_t* msg, size_t len, const ParseResult& pr, DecideFn fn, 
   // first name's masks from `first` (a mask all the same).
   uint8_t act[ParseResult::kMaxLabels];
   uint64_t seed[ParseResult::kMaxLabels];
-  std::memset(act, 0, pr.n_labels);
+  // A fixed 64 bytes for the usual message (stores, not a call).
+  if (pr.n_labels <= 64) std::memset(act, 0, 64);
+  else std::memset(act, 0, pr.n_labels);
   // The labels given an action, each once: the passes below visit these, not
   // every label of the message (a response's answers have many, mostly kept).
   uint16_t marked[ParseResult::kMaxLabels];

@@ -268,6 +268,10 @@ Program::Program(std::shared_ptr<const dsl::Policy> policy, int consumer_index, 
     }
   wants_flows_ = wants_flows_ || wants_l7_;
   hdr_only_ = unconditional_ && !has_l7_ && !wants_l7_ && !policy_->select_cond && !bpf_ && zslot_rule_.empty();
+  l7_only_ = unconditional_ && has_l7_ && !policy_->select_cond && !bpf_ && zslot_rule_.empty() &&
+             !protects_addresses_ && payload_default_plan_ < 0;
+  for (FieldId f : {F.eth_dst, F.eth_src, F.ip_src, F.ip_dst, F.ip_client, F.ip_server, F.payload})
+    l7_only_ = l7_only_ && fixed_rule_[f] < 0;
   mac_rule_[0] = fixed_rule_[F.eth_dst];
   mac_rule_[1] = fixed_rule_[F.eth_src];
   pay_rule_ = fixed_rule_[F.payload];
@@ -345,6 +349,17 @@ ProgramInstance::ProgramInstance(const Program& p) : prog_(p), uhash_(p.services
     bool dns_zanon = false;
     for (FieldId f : {L.dns_qname, L.dns_answer_name})
       for (uint32_t ri : p.field_rules_[f]) dns_zanon = dns_zanon || p.policy_->rules[ri].action.desc->name == "zanon";
+    // Only the roles this policy has rules for are decided: a name of a
+    // field without rules is kept (pick() finds nothing, and counts nothing).
+    constexpr uint32_t kOwners = 1u << unsigned(dns::NameRole::AnswerOwner) |
+                                 1u << unsigned(dns::NameRole::AuthorityOwner) |
+                                 1u << unsigned(dns::NameRole::AdditionalOwner);
+    constexpr uint32_t kQname = 1u << unsigned(dns::NameRole::Qname);
+    static_assert(unsigned(dns::NameRole::RdataOther) < 32);
+    if (!p.field_rules_[L.dns_qname].empty()) dns_roles_ |= kQname;
+    if (!p.field_rules_[L.dns_answer_name].empty()) dns_roles_ |= kOwners;
+    if (!p.field_rules_[L.dns_rdata_name].empty()) dns_roles_ |= ~(kQname | kOwners);
+    dns_addr_rules_ = !p.field_rules_[L.dns_answer_addr].empty();
     if (dns_zanon) {
       dns_memo_.resize(kDnsMemoSets * kDnsMemoWays);
       first_masks_ = std::make_unique<dns::FirstNameMasks>();
@@ -890,7 +905,18 @@ template <uint8_t X, uint8_t Y, uint8_t PO>
 
 Verdict ProgramInstance::process_general(uint8_t* buf, uint32_t& cap, uint32_t& wire, const Decoded& d,
                                          const PacketMeta& m, ConsumerCounters& c) {
+  return prog_.l7_only_ ? general_path<true>(buf, cap, wire, d, m, c) : general_path<false>(buf, cap, wire, d, m, c);
+}
+
+// kL7Only (Program::l7_only_): no select, BPF, MAC, address, per-flow or
+// payload rule, and no condition, so those questions are answered here at
+// compile time; every packet still takes the same steps as with kL7Only
+// false, and gets the same bytes.
+template <bool kL7Only>
+Verdict ProgramInstance::general_path(uint8_t* buf, uint32_t& cap, uint32_t& wire, const Decoded& d,
+                                      const PacketMeta& m, ConsumerCounters& c) {
   const Program& P = prog_;
+  const bool protects_addr = !kL7Only && P.protects_addresses_;
   const dsl::Policy& pol = *P.policy_;
   const auto& F = l2l4::g_fields;
   ApplyCtx ctx = packet_ctx(d, m, c);
@@ -904,13 +930,13 @@ Verdict ProgramInstance::process_general(uint8_t* buf, uint32_t& cap, uint32_t& 
   uint8_t* const old_dst = old_addrs + (ip_ok ? alen : 16);
   Eval e{&d, &m, &c, &ctx, client_is_src, client_is_src ? old_src : old_dst, alen, buf};
 
-  if (pol.select_cond && !eval(*pol.select_cond, e)) return Verdict::Filtered;
-  if (P.bpf_ && !P.bpf_->match(m.orig ? m.orig : buf, cap, wire)) return Verdict::Filtered;
+  if (!kL7Only && pol.select_cond && !eval(*pol.select_cond, e)) return Verdict::Filtered;
+  if (!kL7Only && P.bpf_ && !P.bpf_->match(m.orig ? m.orig : buf, cap, wire)) return Verdict::Filtered;
 
   auto drop = [&]() { ++c.policy_drop; return Verdict::Drop; };
 
   // L2: MAC addresses exist in every frame of 14 bytes or more.
-  if (cap >= 14 && (!P.field_rules_[F.eth_dst].empty() || !P.field_rules_[F.eth_src].empty())) {
+  if (!kL7Only && cap >= 14 && (!P.field_rules_[F.eth_dst].empty() || !P.field_rules_[F.eth_src].empty())) {
     ctx.field = F.eth_dst;
     int r = pick(F.eth_dst, e);
     if (r >= 0 && actions_[r]->mac(buf, ctx) == ActResult::Drop) return drop();
@@ -932,7 +958,7 @@ Verdict ProgramInstance::process_general(uint8_t* buf, uint32_t& cap, uint32_t& 
   if (d.status == DecodeStatus::NotIp) {
     using OU = dsl::Policy::OnUnknown;
     OU ou = pol.on_unknown;
-    if (ou == OU::Default) ou = P.protects_addresses_ ? OU::Drop : OU::Keep;
+    if (ou == OU::Default) ou = protects_addr ? OU::Drop : OU::Keep;
     if (ou == OU::Drop) return ++c.unknown_drop, Verdict::Drop;
     if (ou == OU::Keep) return ++c.unknown_keep, Verdict::Forward;
     ++c.unknown_cut;
@@ -953,7 +979,7 @@ Verdict ProgramInstance::process_general(uint8_t* buf, uint32_t& cap, uint32_t& 
     cap = wire = cut_at;
     return Verdict::Forward;
   }
-  if ((d.flags & kFlagV6Routing) && P.protects_addresses_) {
+  if ((d.flags & kFlagV6Routing) && protects_addr) {
     // Addresses in the routing header would need the same rewrite; no
     // consumer has asked for it, so such packets are not forwarded.
     return ++c.err_drop, Verdict::Drop;
@@ -961,14 +987,14 @@ Verdict ProgramInstance::process_general(uint8_t* buf, uint32_t& cap, uint32_t& 
 
   const uint8_t* client_clear = client_is_src ? old_src : old_dst;
   const uint8_t* server_clear = client_is_src ? old_dst : old_src;
-  if (!P.zslot_rule_.empty() && m.flow) decide_flow(server_clear, client_clear, alen, m, c);
+  if (!kL7Only && !P.zslot_rule_.empty() && m.flow) decide_flow(server_clear, client_clear, alen, m, c);
 
   ctx.family = d.ip_version;
   ctx.client_addr = client_clear;
   bool addr_changed = false;
   // No rule names an address (an L7-only policy): nothing to choose per position.
-  const bool addr_rules = !P.field_rules_[F.ip_src].empty() || !P.field_rules_[F.ip_dst].empty() ||
-                          !P.field_rules_[F.ip_client].empty() || !P.field_rules_[F.ip_server].empty();
+  const bool addr_rules = !kL7Only && (!P.field_rules_[F.ip_src].empty() || !P.field_rules_[F.ip_dst].empty() ||
+                                       !P.field_rules_[F.ip_client].empty() || !P.field_rules_[F.ip_server].empty());
   for (int pos = 0; addr_rules && pos < 2; ++pos) {
     bool is_src = pos == 0;
     bool is_client = is_src == client_is_src;
@@ -1003,7 +1029,7 @@ Verdict ProgramInstance::process_general(uint8_t* buf, uint32_t& cap, uint32_t& 
   // Content the policy cannot see into, when addresses are protected: a
   // tunnel's inner packet, or the quoted header of an ICMP error.
   // An inner packet holds addresses and application fields alike.
-  if ((P.protects_addresses_ || P.l7_protect_) && (d.flags & kFlagTunnel) && d.status == DecodeStatus::Ok)
+  if ((protects_addr || P.l7_protect_) && (d.flags & kFlagTunnel) && d.status == DecodeStatus::Ok)
     if (error_exit(d.payload_off, c.tunnel_cut)) return Verdict::Drop;
   // An ICMP error quotes the offending datagram's header: its addresses get
   // the same rewrite as the flow's (an address of this packet maps the same
@@ -1011,7 +1037,7 @@ Verdict ProgramInstance::process_general(uint8_t* buf, uint32_t& cap, uint32_t& 
   // transport header is cut when names could be in it.
   bool quote_changed = false;
   uint16_t quote_old_sum = 0;
-  if ((P.protects_addresses_ || P.l7_protect_) && (d.flags & kFlagIcmpError) && d.status == DecodeStatus::Ok) {
+  if ((protects_addr || P.l7_protect_) && (d.flags & kFlagIcmpError) && d.status == DecodeStatus::Ok) {
     uint32_t q = d.payload_off;
     uint32_t qend = std::min<uint64_t>(uint64_t(d.payload_off) + d.payload_len, cap);
     uint8_t* qp = buf + q;
@@ -1029,7 +1055,7 @@ Verdict ProgramInstance::process_general(uint8_t* buf, uint32_t& cap, uint32_t& 
         uint8_t* a = qp + off;
         if (iv == d.ip_version && std::memcmp(a, old_src, ial) == 0) std::memcpy(a, buf + so, ial);
         else if (iv == d.ip_version && std::memcmp(a, old_dst, ial) == 0) std::memcpy(a, buf + dof, ial);
-        else if (P.protects_addresses_) std::memset(a, 0, ial);
+        else if (protects_addr) std::memset(a, 0, ial);
       }
       // The quoted UDP header's checksum covers the quoted addresses (its
       // pseudo-header): follow them, as the original sender's would have.
@@ -1058,7 +1084,7 @@ Verdict ProgramInstance::process_general(uint8_t* buf, uint32_t& cap, uint32_t& 
   // A later fragment's data cannot be parsed: it may hold names (a large
   // DNS response) or, when the datagram is a tunnel, inner addresses.
   if ((d.flags & kFlagLaterFragment) && d.status == DecodeStatus::Ok &&
-      (P.l7_protect_ || (P.protects_addresses_ && (!m.flow || m.flow->frag_tunnel || m.flow_first))))
+      (P.l7_protect_ || (protects_addr && (!m.flow || m.flow->frag_tunnel || m.flow_first))))
     if (error_exit(d.payload_off, P.l7_protect_ ? c.l7_cut : c.tunnel_cut)) return Verdict::Drop;
 
   // Payload: application fields first, then the payload rule.
@@ -1110,8 +1136,8 @@ Verdict ProgramInstance::process_general(uint8_t* buf, uint32_t& cap, uint32_t& 
   if (m.tls_server_hs && cut_at == UINT32_MAX && (P.l7_protect_ & (1u << unsigned(App::Tls))) &&
       !(m.flow && ((m.flow->sni_clear >> P.consumer_) & 1)))
     if (error_exit(d.payload_off, c.tls_server_cut)) return Verdict::Drop;
-  int prule = pick(F.payload, e);
-  if (prule < 0) prule = P.payload_default_plan_;
+  int prule = kL7Only ? -1 : pick(F.payload, e);  // pick() counts nothing when no rule names the payload
+  if (!kL7Only && prule < 0) prule = P.payload_default_plan_;
   bool payload_protected = prule >= 0 && actions_[prule]->modifies;
   if (d.status != DecodeStatus::Ok) {
     // The payload's start is unknown: if it or a field inside it is
@@ -1334,6 +1360,24 @@ static uint64_t splitmix_of(uint64_t z) {
   return z ^ (z >> 31);
 }
 
+// The last n - i (0..7) bytes of s as a little-endian word, zero-extended:
+// the tail of the word-at-a-time hashes below. A string of eight bytes or
+// more gives it with one load of its last eight bytes, shifted (the same
+// value as copying the tail into a zeroed word, without a variable-length
+// memcpy call); shorter ones go byte by byte.
+static inline uint64_t tail_word(std::string_view s, size_t i) {
+  static_assert(std::endian::native == std::endian::little);
+  const size_t n = s.size(), rem = n - i;
+  if (rem == 0) return 0;
+  uint64_t w = 0;
+  if (n >= 8) {
+    std::memcpy(&w, s.data() + n - 8, 8);
+    return w >> (8 * (8 - rem));
+  }
+  for (size_t j = i; j < n; ++j) w |= uint64_t(uint8_t(s[j])) << (8 * (j - i));
+  return w;
+}
+
 static uint64_t splitmix(uint64_t& s) {
   const uint64_t z = s;
   s += 0x9e3779b97f4a7c15ULL;
@@ -1382,9 +1426,7 @@ uint64_t ProgramInstance::dns_memo_key(uint32_t flow, unsigned qdir, uint16_t id
     h = (h ^ w) * 0xbf58476d1ce4e5b9ULL;
     h ^= h >> 31;
   }
-  uint64_t w = 0;
-  std::memcpy(&w, qname.data() + i, qname.size() - i);
-  h = splitmix_of(h ^ w);
+  h = splitmix_of(h ^ tail_word(qname, i));
   return h | 1;  // 0 marks a free entry
 }
 
@@ -1505,9 +1547,7 @@ ProgramInstance::NameKeys* ProgramInstance::name_keys(zanon::Scope sc, std::stri
     h = (h ^ w) * 0xbf58476d1ce4e5b9ULL;
     h ^= h >> 31;
   }
-  uint64_t w = 0;
-  for (size_t j = i; j < n; ++j) w |= uint64_t(uint8_t(text[j])) << (8 * (j - i));
-  const uint64_t tag = splitmix_of(h ^ w) | 1;
+  const uint64_t tag = splitmix_of(h ^ tail_word(text, i)) | 1;
   NameKeys* set = &name_keys_[(tag >> 32) % kNameKeySets * 2];
   auto same = [&](const NameKeys& k) {
     return k.tag == tag && k.len == n && k.cls == sc.cls && k.kind == sc.kind && std::memcmp(k.text, text.data(), n) == 0;
@@ -1608,12 +1648,14 @@ bool ProgramInstance::l7_dns(uint8_t* msg, uint32_t len, Eval& e, int msg_index)
   struct Ctx {
     ProgramInstance* self;
     Eval* e;
+    const L7Fields* L;
     DnsRecall* rc = nullptr;
     std::string_view qname;
     MsgNames seen;  // default-initialised: its slots are not zeroed per message
   } cx;
   cx.self = this;
   cx.e = &e;
+  cx.L = &L;
   // The exchange this message belongs to: a query records its first
   // question's decision, a response recalls it for that question and for the
   // owner names equal to it. Other names (CNAME targets, rdata) are decided
@@ -1640,7 +1682,7 @@ bool ProgramInstance::l7_dns(uint8_t* msg, uint32_t len, Eval& e, int msg_index)
   }
   auto fn = [](void* vctx, const dns::NameView& nv) -> names::Decision {
     auto* c = static_cast<Ctx*>(vctx);
-    const L7Fields& L = L7Fields::get();
+    const L7Fields& L = *c->L;
     FieldId f;
     bool owner = false;
     switch (nv.role) {
@@ -1655,16 +1697,7 @@ bool ProgramInstance::l7_dns(uint8_t* msg, uint32_t len, Eval& e, int msg_index)
     return c->self->decide_name(f, nv.text, *c->e, rc, &c->seen);
   };
   uint64_t* const sums = e.l7_sums;  // msg is the payload's start when set
-  // Only the roles this policy has rules for are decided: a name of a field
-  // without rules is kept (pick() finds nothing, and counts nothing).
-  constexpr uint32_t kOwners = 1u << unsigned(dns::NameRole::AnswerOwner) | 1u << unsigned(dns::NameRole::AuthorityOwner) |
-                               1u << unsigned(dns::NameRole::AdditionalOwner);
-  constexpr uint32_t kQname = 1u << unsigned(dns::NameRole::Qname);
-  static_assert(unsigned(dns::NameRole::RdataOther) < 32);
-  uint32_t roles = 0;
-  if (!prog_.field_rules_[L.dns_qname].empty()) roles |= kQname;
-  if (!prog_.field_rules_[L.dns_answer_name].empty()) roles |= kOwners;
-  if (!prog_.field_rules_[L.dns_rdata_name].empty()) roles |= ~(kQname | kOwners);
+  const uint32_t roles = dns_roles_;
   // Only an exchange's seed can come back (a fresh random one cannot): a
   // query stores its question's masks, its response takes them.
   if (cx.rc) first_masks_->reuse = cx.rc->hit != nullptr;
@@ -1673,7 +1706,7 @@ bool ProgramInstance::l7_dns(uint8_t* msg, uint32_t len, Eval& e, int msg_index)
     const uint16_t s = csum_sum({msg + off, n});
     return (off & 1) ? uint16_t(s << 8 | s >> 8) : s;
   };
-  if (!prog_.field_rules_[L.dns_answer_addr].empty())
+  if (dns_addr_rules_)
     for (unsigned i = 0; i < pr.n_addrs; ++i) {
       const unsigned off = pr.addrs[i].off, n = pr.addrs[i].family == 4 ? 4 : 16;
       if (sums) sums[0] += span_sum(off, n);

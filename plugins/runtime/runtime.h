@@ -196,6 +196,10 @@ class Program {
   // plain TCP/UDP/ICMP-echo packets: the same rewrite, without the general
   // path's per-packet questions whose answers were fixed here.
   bool hdr_only_ = false;
+  // The converse: a policy whose rules are all on application fields (no
+  // conditions, select, MAC, address, payload or per-flow rules) runs the
+  // general path compiled without those questions (process_general<true>).
+  bool l7_only_ = false;
   int mac_rule_[2] = {-1, -1};  // eth.dst, eth.src
   int pay_rule_ = -1;           // payload: the rule naming it, else payload_default_plan_
   bool pay_counts_ = false;     // pay_rule_ is a rule (counted), not the default
@@ -279,6 +283,10 @@ class ProgramInstance {
   bool roles(const uint8_t* buf, uint32_t cap, const Decoded& d, const PacketMeta& m, uint8_t* old_addrs, uint32_t& alen);
   Verdict process_general(uint8_t* buf, uint32_t& cap, uint32_t& wire, const Decoded& d, const PacketMeta& m,
                           ConsumerCounters& c);
+  // The general path; kL7Only drops what Program::l7_only_ rules out.
+  template <bool kL7Only>
+  Verdict general_path(uint8_t* buf, uint32_t& cap, uint32_t& wire, const Decoded& d, const PacketMeta& m,
+                       ConsumerCounters& c);
   // process() for a header-only policy on such a packet (see Program::hdr_only_).
   Verdict process_hdr(uint8_t* buf, uint32_t& cap, uint32_t& wire, const Decoded& d, const PacketMeta& m,
                       ConsumerCounters& c);
@@ -378,6 +386,10 @@ class ProgramInstance {
   // The query's masks of its question, for the response (same seed, same
   // bytes: the same masks without the SipHash chain). With dns_memo_.
   std::unique_ptr<dns::FirstNameMasks> first_masks_;
+  // The DNS name roles this policy decides (bit 1 << dns::NameRole; see
+  // l7_dns), and whether it has rules on dns.answer.addr: fixed by the policy.
+  uint32_t dns_roles_ = 0;
+  bool dns_addr_rules_ = false;
   // libpsl answers in ~1 us; names repeat, so each worker remembers the
   // registrable-domain label count of recent names: 2-way sets (a
   // direct-mapped table thrashed on a few hundred names), tagged by the
