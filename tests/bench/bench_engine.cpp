@@ -95,7 +95,17 @@ int worker_main(void* arg) {
   constexpr unsigned kBurst = 32;
   rte_mbuf* burst[kBurst];
   NullSink sink;
-  const auto& recs = *w.recs;
+  // The share as one flat array in capture order: the copy-in reads a
+  // record's bytes without first going through its Rec (a NIC's RX
+  // descriptor ring is flat too).
+  struct Src {
+    const uint8_t* data;
+    uint32_t len, wire;
+    uint64_t ts;
+  };
+  std::vector<Src> recs;
+  recs.reserve(w.recs->size());
+  for (const Rec* r : *w.recs) recs.push_back({r->data.data(), uint32_t(r->data.size()), r->wire, r->ts});
   // One pass over this worker's share: mbufs filled as a NIC's DMA would,
   // then the worker path on each burst.
   //
@@ -113,16 +123,16 @@ int worker_main(void* arg) {
         std::exit(1);
       }
       for (unsigned k = 0; k < n; ++k) {
-        const Rec& r = *recs[i + k];
+        const Src& r = recs[i + k];
         if (i + kBurst + k < recs.size()) {  // the same packet of the next burst
-          const uint8_t* next = recs[i + kBurst + k]->data.data();
-          _mm_prefetch(reinterpret_cast<const char*>(next), _MM_HINT_NTA);
-          _mm_prefetch(reinterpret_cast<const char*>(next) + 64, _MM_HINT_NTA);
+          const char* next = reinterpret_cast<const char*>(recs[i + kBurst + k].data);
+          _mm_prefetch(next, _MM_HINT_NTA);
+          _mm_prefetch(next + 64, _MM_HINT_NTA);
         }
         rte_mbuf* m = burst[k];
-        std::memcpy(rte_pktmbuf_mtod(m, uint8_t*), r.data.data(), r.data.size());
-        m->data_len = uint16_t(r.data.size());
-        m->pkt_len = uint32_t(r.data.size());
+        std::memcpy(rte_pktmbuf_mtod(m, uint8_t*), r.data, r.len);
+        m->data_len = uint16_t(r.len);
+        m->pkt_len = r.len;
         mbuf_set_ts(m, r.ts);
         mbuf_set_wire_len(m, r.wire);
       }
