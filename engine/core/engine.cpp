@@ -138,6 +138,34 @@ void enqueue_out(void* ctx, unsigned ci, rte_mbuf* m) {
   }
 }
 
+// enqueue_out for a burst of one consumer (WorkerPath::SinkBurst): one ring
+// enqueue for all of them where enqueue_out makes one per packet.
+void enqueue_out_burst(void* ctx, unsigned ci, rte_mbuf** ms, unsigned n) {
+  Worker& w = *static_cast<Worker*>(ctx);
+  Output& o = w.eng->outputs[ci];
+  if (o.direct_tx) {
+    for (unsigned i = 0; i < n; ++i) rte_eth_tx_buffer(o.port, uint16_t(w.id), w.txb[ci], ms[i]);
+    return;
+  }
+  unsigned done = rte_ring_mp_enqueue_burst(o.ring, reinterpret_cast<void**>(ms), n, nullptr);
+  if (w.eng->cfg.offline) {
+    // Offline never loses a packet: wait for the writer.
+    while (done < n) {
+      rte_pause();
+      done += rte_ring_mp_enqueue_burst(o.ring, reinterpret_cast<void**>(ms + done), n - done, nullptr);
+    }
+    return;
+  }
+  if (done < n) {
+    const unsigned left = n - done;
+    rte_pktmbuf_free_bulk(ms + done, left);
+    w.out_full_drops += left;
+    auto& c = w.path->counters()[ci];
+    c.dropped += left;
+    c.out -= left;
+  }
+}
+
 int worker_main(void* arg) {
   Worker& w = *static_cast<Worker*>(arg);
   Engine& E = *w.eng;
@@ -473,6 +501,7 @@ EngineResult run_engine(const EngineConfig& cfg_in) {
           std::make_unique<FlowTable>("flows_" + std::to_string(wi), cfg.flows_per_worker, cfg.flow_timeouts,
                                       int(rte_socket_id())),
           cfg.hold);
+      w->path->set_burst_sink(enqueue_out_burst);
       for (auto& i : E.inputs)
         if (i.direct) w->rx_queues.emplace_back(i.port, uint16_t(wi));
       w->txb.assign(E.outputs.size(), nullptr);
@@ -628,7 +657,7 @@ EngineResult run_engine(const EngineConfig& cfg_in) {
       }
   E.workers.clear();
   for (auto& o : E.outputs) {
-    rte_mbuf* m;
+    rte_mbuf* m = nullptr;
     while (o.ring && rte_ring_dequeue(o.ring, reinterpret_cast<void**>(&m)) == 0) rte_pktmbuf_free(m);
     if (o.port != UINT16_MAX) {
       rte_eth_dev_stop(o.port);

@@ -310,6 +310,7 @@ void WorkerPath::deliver_burst(rte_mbuf** pkts, unsigned k, Sink sink, void* ctx
   ConsumerCounters& c = counters_[0];
   c.in += k;
   progs_[0]->process_burst(bufs_, caps_, wires_, ds_, metas_, verdicts_, k, c);
+  unsigned nout = 0;
   for (unsigned i = 0; i < k; ++i) {
     rte_mbuf* m = pkts[i];
     if (verdicts_[i] != Verdict::Forward) [[unlikely]] {
@@ -320,9 +321,14 @@ void WorkerPath::deliver_burst(rte_mbuf** pkts, unsigned k, Sink sink, void* ctx
     }
     if (caps_[i] < m->pkt_len) rte_pktmbuf_trim(m, uint16_t(m->pkt_len - caps_[i]));
     mbuf_set_wire_len(m, wires_[i]);
-    ++c.copied;
-    ++c.out;
-    sink(ctx, 0, m);
+    out_[nout++] = m;
+  }
+  c.copied += nout;
+  c.out += nout;
+  if (sink_burst_) {
+    if (nout) sink_burst_(ctx, 0, out_, nout);
+  } else {
+    for (unsigned i = 0; i < nout; ++i) sink(ctx, 0, out_[i]);
   }
 }
 

@@ -43,6 +43,12 @@ class WorkerPath {
  public:
   // sink(ctx, consumer index, mbuf): takes ownership of the mbuf reference.
   using Sink = void (*)(void* ctx, unsigned consumer, rte_mbuf* m);
+  // The same for n packets of one consumer, in order. Optional: where set
+  // (set_burst_sink), the burst route hands each burst's output over in one
+  // call (one ring enqueue or TX buffer pass instead of one per packet);
+  // every other path keeps calling the Sink of process_burst.
+  using SinkBurst = void (*)(void* ctx, unsigned consumer, rte_mbuf** ms, unsigned n);
+  void set_burst_sink(SinkBurst s) { sink_burst_ = s; }
 
   WorkerPath(const std::vector<std::unique_ptr<Program>>& programs, rte_mempool* pool,
              std::unique_ptr<FlowTable> flows, const HoldLimits& hold = HoldLimits{});
@@ -130,6 +136,8 @@ class WorkerPath {
   // application layer, so nothing can hold or reorder a packet; the
   // consumer's program takes the whole burst in one call.
   bool burst_route_ = false;
+  SinkBurst sink_burst_ = nullptr;
+  rte_mbuf* out_[FlowTable::kBurstMax];
   void deliver_burst(rte_mbuf** pkts, unsigned k, Sink sink, void* ctx);
   uint8_t* bufs_[FlowTable::kBurstMax];
   uint32_t caps_[FlowTable::kBurstMax], wires_[FlowTable::kBurstMax];
