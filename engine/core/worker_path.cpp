@@ -303,9 +303,11 @@ void WorkerPath::deliver_burst(rte_mbuf** pkts, unsigned k, Sink sink, void* ctx
     if (meta.flow && (d.flags & kFlagFragment) && (d.flags & kFlagTunnel)) [[unlikely]]
       meta.flow->frag_tunnel = 1;
     meta.orig = datas_[i];
-    bufs_[i] = rte_pktmbuf_mtod(pkts[i], uint8_t*);
-    caps_[i] = pkts[i]->pkt_len;
-    wires_[i] = mbuf_wire_len(pkts[i]);
+    // From what decode saw, not from the mbufs (see below). datas_ holds
+    // each mbuf's rte_pktmbuf_mtod, which is writable.
+    bufs_[i] = const_cast<uint8_t*>(datas_[i]);
+    caps_[i] = d.cap_len;
+    wires_[i] = d.wire_len;
   }
   ConsumerCounters& c = counters_[0];
   c.in += k;
@@ -319,8 +321,18 @@ void WorkerPath::deliver_burst(rte_mbuf** pkts, unsigned k, Sink sink, void* ctx
       else ++c.dropped;
       continue;
     }
-    if (caps_[i] < m->pkt_len) rte_pktmbuf_trim(m, uint16_t(m->pkt_len - caps_[i]));
-    mbuf_set_wire_len(m, wires_[i]);
+    // The packet's lengths as decode saw them (ds_) rather than from the
+    // mbuf, whose header a burst's work has usually pushed out of L1 by
+    // now: only a packet the program shortened touches it. The burst holds
+    // single-segment mbufs only, so a cut is two stores, not
+    // rte_pktmbuf_trim's walk to the last segment.
+    if (caps_[i] != ds_[i].cap_len) {
+      m->data_len = uint16_t(caps_[i]);
+      m->pkt_len = caps_[i];
+      mbuf_set_wire_len(m, wires_[i]);
+    } else if (wires_[i] != ds_[i].wire_len) {
+      mbuf_set_wire_len(m, wires_[i]);
+    }
     out_[nout++] = m;
   }
   c.copied += nout;
