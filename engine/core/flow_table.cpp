@@ -388,4 +388,40 @@ void FlowTable::lookup_burst(const uint8_t* const* pkts, const Decoded* ds, cons
   }
 }
 
+void FlowTable::stage(unsigned i, const uint8_t* pkt, const Decoded& d) {
+  Staged& s = st_b_;
+  s.hs[i] = key_and_hash(pkt, d, s.keys[i], s.lo[i], true);
+  s.homes[i] = home(s.hs[i]);
+  rte_prefetch0(&buckets_[s.homes[i]]);
+}
+
+void FlowTable::lookup_staged(const uint8_t* const* pkts, const Decoded* ds, const bool* want, unsigned n,
+                              PacketMeta* metas) {
+  // lookup_burst's second and third passes on what stage() left: the
+  // entries the tags point to are prefetched for the whole burst, then
+  // the lookups run in order.
+  Staged& s = st_b_;
+  unsigned m = 0;
+  for (unsigned i = 0; i < n; ++i) {
+    if (!want[i]) continue;
+    ++m;
+    const Bucket& b = buckets_[s.homes[i]];
+    s.hits[i] = tag_hits(b.tag, tag_of(s.hs[i]));
+    if (s.hits[i]) rte_prefetch0(&entries_[b.idx[__builtin_ctz(s.hits[i]) >> 1]]);
+  }
+  st_.lookups += m;
+  bool changed = false;  // as in lookup_burst
+  for (unsigned i = 0; i < n; ++i) {
+    if (!want[i]) continue;
+    PacketMeta& meta = metas[i];
+    FlowEntry* e = changed ? find(s.keys[i], s.hs[i]) : find_from(s.keys[i], s.hs[i], s.homes[i], s.hits[i]);
+    if (e) {
+      hit(*e, ds[i], s.lo[i], meta.ts_ns, meta);
+    } else {
+      insert(pkts[i], ds[i], s.keys[i], s.hs[i], s.lo[i], meta.ts_ns, meta);
+      changed = true;
+    }
+  }
+}
+
 }  // namespace amon

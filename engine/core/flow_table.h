@@ -80,6 +80,13 @@ class FlowTable {
   static constexpr unsigned kBurstMax = 64;
   void lookup_burst(const uint8_t* const* pkts, const Decoded* ds, const bool* want, unsigned n,
                     PacketMeta* metas);
+  // lookup_burst with its first pass (key, hash, prefetch of the home
+  // bucket) done by the caller per packet as it decodes them, so the
+  // bucket lines have the rest of the burst's decoding to arrive: stage(i)
+  // for each wanted packet i of the burst, then lookup_staged.
+  void stage(unsigned i, const uint8_t* pkt, const Decoded& d);
+  void lookup_staged(const uint8_t* const* pkts, const Decoded* ds, const bool* want, unsigned n,
+                     PacketMeta* metas);
 
   // Reclaims idle flows, visiting at most `budget` entries.
   void expire(uint64_t now_ns, uint32_t budget);
@@ -156,6 +163,11 @@ class FlowTable {
     if (d.tcp_flags & 0x04) e.fin |= 4;
   }
   FlowTableStats st_;
+  struct Staged {
+    FlowKey keys[kBurstMax];
+    uint32_t hs[kBurstMax], homes[kBurstMax], hits[kBurstMax];
+    bool lo[kBurstMax];
+  } st_b_;
 };
 
 // Symmetric flow hash used to pick a worker (same value both directions).

@@ -93,10 +93,13 @@ void WorkerPath::process_burst(rte_mbuf** pkts, unsigned n, Sink sink, void* ctx
       // Both addresses captured: the destination ends the fixed header's
       // addresses (IPv4 at 20 bytes, IPv6 at 40), the source lies before it.
       want[k] = wants_flows_ && d.has_ip() && d.l3_off + (d.ip_version == 4 ? 20u : 40u) <= m->pkt_len;
+      // The flow key now, and the fetch of its bucket: the line then has
+      // the rest of the burst's decoding to arrive in (lookup_staged).
+      if (want[k]) flows_->stage(k, datas[k], d);
       ++k;
     }
     if (k) {
-      flows_->lookup_burst(datas, ds, want, k, metas);
+      flows_->lookup_staged(datas, ds, want, k, metas);
       if (burst_route_) deliver_burst(pkts + base, k, sink, ctx);
       else
         for (unsigned i = 0; i < k; ++i) consumers(pkts[base + i], datas[i], ds[i], metas[i], sink, ctx);

@@ -180,7 +180,10 @@ TEST_CASE("flow table: burst lookups give what single lookups give, through coll
   // full, so inserts evict and expire.
   for (uint32_t cap : {64u, 1024u}) {
     for (uint32_t pool : {cap * 3, cap / 2}) {
-      FlowTable one("one", cap, FlowTimeouts{}, 0), burst("burst", cap, FlowTimeouts{}, 0);
+      // A third table takes the bursts through stage() and lookup_staged(),
+      // as the worker does.
+      FlowTable one("one", cap, FlowTimeouts{}, 0), burst("burst", cap, FlowTimeouts{}, 0),
+          staged("staged", cap, FlowTimeouts{}, 0);
       std::mt19937 rng(cap + pool);
       std::vector<Pkt> flows;
       for (uint32_t i = 0; i < pool; ++i) {
@@ -189,8 +192,8 @@ TEST_CASE("flow table: burst lookups give what single lookups give, through coll
         if (rng() % 2) flows.push_back(udp4(a, b, sp, dp));
         else flows.push_back(tcp4(("10.0.0." + std::to_string(a & 0xff)).c_str(), "192.0.2.1", sp, dp, 0x02));
       }
-      intptr_t delta = 0;
-      bool have_delta = false;
+      intptr_t delta = 0, sdelta = 0;
+      bool have_delta = false, have_sdelta = false;
       uint64_t ts = 1;
       for (int round = 0; round < 400; ++round) {
         const unsigned n = 1 + rng() % FlowTable::kBurstMax;
@@ -213,6 +216,12 @@ TEST_CASE("flow table: burst lookups give what single lookups give, through coll
           mb[i].ts_ns = ts + i * 7 * kSec;  // long enough apart that flows expire now and then
         }
         burst.lookup_burst(data, ds, want, n, mb);
+        PacketMeta ms[FlowTable::kBurstMax];
+        for (unsigned i = 0; i < n; ++i) {
+          ms[i].ts_ns = mb[i].ts_ns;
+          if (want[i]) staged.stage(i, data[i], ds[i]);
+        }
+        staged.lookup_staged(data, ds, want, n, ms);
         for (unsigned i = 0; i < n; ++i) {
           if (!want[i]) continue;
           PacketMeta m1 = look(one, ps[i], mb[i].ts_ns);
@@ -220,14 +229,23 @@ TEST_CASE("flow table: burst lookups give what single lookups give, through coll
           REQUIRE(m1.flow_first == mb[i].flow_first);
           REQUIRE(m1.initiator_is_src == mb[i].initiator_is_src);
           REQUIRE((m1.flow == nullptr) == (mb[i].flow == nullptr));
+          REQUIRE(m1.flow_first == ms[i].flow_first);
+          REQUIRE(m1.initiator_is_src == ms[i].initiator_is_src);
+          REQUIRE((m1.flow == nullptr) == (ms[i].flow == nullptr));
           if (!m1.flow) continue;
           intptr_t dd = reinterpret_cast<intptr_t>(mb[i].flow) - reinterpret_cast<intptr_t>(m1.flow);
           if (!have_delta) delta = dd, have_delta = true;
           REQUIRE(dd == delta);
+          intptr_t sd = reinterpret_cast<intptr_t>(ms[i].flow) - reinterpret_cast<intptr_t>(m1.flow);
+          if (!have_sdelta) sdelta = sd, have_sdelta = true;
+          REQUIRE(sd == sdelta);
         }
         ts += n * 7 * kSec;
       }
       CHECK(one.size() == burst.size());
+      CHECK(one.size() == staged.size());
+      CHECK(one.stats().created == staged.stats().created);
+      CHECK(one.stats().lookups == staged.stats().lookups);
       CHECK(one.stats().created == burst.stats().created);
       CHECK(one.stats().evicted == burst.stats().evicted);
       CHECK(one.stats().expired == burst.stats().expired);
