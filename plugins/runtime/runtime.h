@@ -41,6 +41,8 @@ struct FlowState {
   // address, for the consumer memo_owner - 1 (0: none). FlowState's first
   // bytes share the flow entry's first cache line with the key the lookup
   // has just read, where the Crypto-PAn cache's set is a miss of its own.
+  // It rests on a FlowState belonging to one flow (one address pair, roles
+  // fixed at its first packet) from its creation (FlowEntry{}) to its end.
   uint32_t memo = 0;
   uint8_t memo_owner = 0;
   uint8_t app = 0;              // App, once known from a payload

@@ -128,14 +128,24 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     Verdict v = pi->process(buf.data(), c, wl, d, m, cc);
     if (v == Verdict::Forward && (c > cap || wl > wire || c > wl)) __builtin_trap();
   }
+  // The kernels keep a flow's Crypto-PAn result for its client in the
+  // FlowState (memo), which in the engine belongs to one flow, one address
+  // pair: here a fresh one per input, and each kernel runs twice, the
+  // second time from its memo.
   for (size_t i = 0; i < w.hdr.size(); ++i) {
-    std::vector<uint8_t> a(orig), b(orig);
-    uint32_t ca = cap, wa = wire, cb = cap, wb = wire;
-    ConsumerCounters x, y;
-    const Verdict va = w.hdr[i]->process(a.data(), ca, wa, d, m, x);
-    const Verdict vb = w.hdr_general[i]->process(b.data(), cb, wb, d, m, y);
+    FlowState fs;
+    PacketMeta mh = m;
+    mh.flow = &fs;
+    std::vector<uint8_t> a(orig), a2(orig), b(orig);
+    uint32_t ca = cap, wa = wire, ca2 = cap, wa2 = wire, cb = cap, wb = wire;
+    ConsumerCounters x, x2, y;
+    const Verdict va = w.hdr[i]->process(a.data(), ca, wa, d, mh, x);
+    const Verdict va2 = w.hdr[i]->process(a2.data(), ca2, wa2, d, mh, x2);
+    const Verdict vb = w.hdr_general[i]->process(b.data(), cb, wb, d, mh, y);
     if (va != vb || ca != cb || wa != wb || x.rule_hits != y.rule_hits) __builtin_trap();
+    if (va2 != vb || ca2 != cb || wa2 != wb || x2.rule_hits != y.rule_hits) __builtin_trap();
     if (va == Verdict::Forward && ca && std::memcmp(a.data(), b.data(), ca) != 0) __builtin_trap();
+    if (va2 == Verdict::Forward && ca2 && std::memcmp(a2.data(), b.data(), ca2) != 0) __builtin_trap();
   }
   // The flow state persists across inputs on purpose (stream state), but a
   // long run must not wedge it: reset now and then.
