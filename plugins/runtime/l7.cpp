@@ -55,8 +55,6 @@ L7Parse::~L7Parse() { hs_free_scratch(probe_scratch); }
 
 namespace {
 
-bool is_dns_port(uint16_t p) { return p == 53 || p == 5353 || p == 5355; }
-
 // What the first payload bytes of a TCP stream say, anchored at its start.
 // Any request line "TOKEN SP target SP HTTP/1.x" counts (UPnP's SUBSCRIBE
 // and NOTIFY, WebDAV, ...) on any port: a Host header is a Host header

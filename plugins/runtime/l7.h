@@ -52,6 +52,9 @@ class ContentProbes {
 };
 const ContentProbes& content_probes();
 
+// DNS, mDNS, LLMNR.
+inline bool is_dns_port(uint16_t p) { return p == 53 || p == 5353 || p == 5355; }
+
 // Guesses the application protocol of a packet from ports and the first
 // payload bytes. `from_client`: the packet travels client -> server.
 App detect_app(const uint8_t* p, const Decoded& d, bool from_client, hs_scratch_t* probe_scratch);

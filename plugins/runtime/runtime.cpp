@@ -1985,6 +1985,24 @@ void analyze_l7(const uint8_t* p, const Decoded& d, PacketMeta& m, L7Parse& P) {
   const int dir = from_init ? 0 : 1;
   const uint32_t end = std::min<uint32_t>(d.cap_len, d.payload_off + d.payload_len);
   const uint32_t avail = end > d.payload_off ? end - d.payload_off : 0;
+  // DNS over UDP on its ports (the bulk of a resolver link): what the steps
+  // below conclude for it, without their questions. UDP flows never set the
+  // stream fields (pending, body, released, stream_failed: TCP only), so only
+  // the flow's DNS number and the parse remain.
+  if (d.l4_proto == kProtoUdp && (is_dns_port(d.sport) || is_dns_port(d.dport))) {
+    m.app = uint8_t(App::Dns);
+    if (avail == 0) return;
+    if (fs && !fs->dns_flow)
+      if (!(fs->dns_flow = ++P.dns_flows)) fs->dns_flow = ++P.dns_flows;  // 0 means "none"
+    if (d.payload_off + d.payload_len > d.cap_len) {
+      m.l7 = L7State::Incomplete;  // cut short by the capture: cannot be parsed to its end
+      return;
+    }
+    dns::parse(p + d.payload_off, avail, *P.dns);
+    P.dns_msg = 0;
+    m.l7 = P.dns->status == dns::Status::Ok ? L7State::Parsed : L7State::Malformed;
+    return;
+  }
   App app = fs && fs->app ? App(fs->app) : detect_app(p, d, from_init, P.probe_scratch);
   if (app == App::Other && P.probe_dns && d.l4_proto == kProtoUdp && avail >= 17) {
     const uint8_t* q = p + d.payload_off;
