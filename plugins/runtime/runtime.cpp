@@ -341,7 +341,11 @@ ProgramInstance::ProgramInstance(const Program& p) : prog_(p), uhash_(p.services
     const ArgValue* fb = a.arg("fallback");
     if (fb && fb->action && fb->action->desc->name == "hash") np.fb = NamePlan::FbHash;
     else if (fb && !fb->action && fb->s == "sld") np.fb = NamePlan::FbSld;
-    else if (fb && !fb->action && (fb->s == "redact" || fb->s == "zero")) np.fb = NamePlan::FbRedact;
+    // `redact` and `redact()` alike (the call form used to fall through to
+    // random masks: as hidden, but not what the policy says).
+    else if (fb && ((!fb->action && (fb->s == "redact" || fb->s == "zero")) ||
+                    (fb->action && (fb->action->desc->name == "redact" || fb->action->desc->name == "zero"))))
+      np.fb = NamePlan::FbRedact;
   }
   if (RAND_bytes(reinterpret_cast<unsigned char*>(&rng_), sizeof rng_) != 1) throw std::runtime_error("RAND_bytes failed");
   {
