@@ -394,6 +394,8 @@ ProgramInstance::ProgramInstance(const Program& p) : prog_(p), uhash_(p.services
   choose_hdr_kernel();
 }
 
+void ProgramInstance::set_dns_fast_path(bool on) { dns_fast_ = on; }
+
 void ProgramInstance::set_header_fast_path(bool on, bool kernel) {
   hdr_fast_ = on && prog_.hdr_only_;
   if (kernel) choose_hdr_kernel();
@@ -995,6 +997,35 @@ Verdict ProgramInstance::general_path(uint8_t* buf, uint32_t& cap, uint32_t& wir
 
   ctx.family = d.ip_version;
   ctx.client_addr = client_clear;
+  if constexpr (kL7Only) {
+    // A whole, parsed UDP DNS message (a resolver link's every packet): the
+    // steps below reduce to the message's rewrite and the checksum update
+    // by its spans, without the questions whose answers are known here (no
+    // tunnel, ICMP quote, later fragment, stream slice, payload rule or
+    // cut). test_dns_fast compares this with those steps.
+    if (dns_fast_ && m.l7 == L7State::Parsed && m.app == uint8_t(App::Dns) && d.l4_proto == kProtoUdp &&
+        d.status == DecodeStatus::Ok && !(d.flags & (kFlagTunnel | kFlagIcmpError | kFlagLaterFragment))) {
+      const uint32_t avail = std::min<uint32_t>(d.cap_len, d.payload_off + d.payload_len) - d.payload_off;
+      uint64_t sums[2] = {0, 0};
+      e.l7_sums = sums;
+      const bool ok = l7_dns(buf + d.payload_off, avail, e, 0);
+      e.l7_sums = nullptr;
+      // Not parsed after all (l7_dns then changed nothing): the general
+      // steps apply on_error.
+      if (ok) {
+        if (e.drop) return drop();
+        if (sums[0] != sums[1] && d.l4_off + 8 <= cap) {
+          uint8_t* const l4 = buf + d.l4_off;
+          uint16_t ck = rd16(l4 + 6);
+          if (ck != 0) {  // 0: the sender computed none
+            ck = csum_finish(csum_add(csum_add(uint16_t(~ck), uint16_t(~csum_fold(sums[0]))), csum_fold(sums[1])));
+            wr16(l4 + 6, ck == 0 ? 0xffff : ck);
+          }
+        }
+        return Verdict::Forward;
+      }
+    }
+  }
   bool addr_changed = false;
   // No rule names an address (an L7-only policy): nothing to choose per position.
   const bool addr_rules = !kL7Only && (!P.field_rules_[F.ip_src].empty() || !P.field_rules_[F.ip_dst].empty() ||

@@ -257,6 +257,9 @@ class ProgramInstance {
   // nothing else turns it off.
   void set_header_fast_path(bool on, bool kernel = true);
   bool header_fast_path() const { return hdr_fast_; }
+  // Off: a UDP DNS message takes every step of the general path (the
+  // shortcut's equivalence test).
+  void set_dns_fast_path(bool on);
   bool header_kernel() const { return hdr_fast_ && hdr_fn_ != &ProgramInstance::process_hdr; }
   // An unfragmented, untunnelled TCP, UDP or ICMP (not error) packet whose
   // headers were captured, decoded without error and outside PPPoE.
@@ -293,6 +296,7 @@ class ProgramInstance {
   Verdict process_hdr(uint8_t* buf, uint32_t& cap, uint32_t& wire, const Decoded& d, const PacketMeta& m,
                       ConsumerCounters& c);
   bool hdr_fast_ = false;
+  bool dns_fast_ = true;
   // The header path compiled for this policy's shape: the address actions
   // of the two slots (client/server, or source/destination when the rules
   // name positions) and the payload action are template arguments, so the

@@ -1,0 +1,195 @@
+// The UDP DNS shortcut of the general path (ProgramInstance::general_path,
+// kL7Only) against the general path's every step: each packet of every
+// shared capture, and mutations of each, through application-only policies
+// with the shortcut on and off. Both must forward the same bytes with the
+// same lengths, verdicts and counters. The policies are deterministic
+// (hash, redact, keep, drop, zanon that always hides), so two instances can
+// be compared byte for byte. A packet the shortcut does not take runs the
+// same code twice, so the test counts those that could take it.
+#include <pcap/pcap.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+#include <algorithm>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "flow_table.h"
+#include "l2l4.h"
+#include "l7.h"
+#include "policy.h"
+#include "registry.h"
+#include "runtime.h"
+#include "zanon.h"
+
+using namespace amon;
+
+namespace {
+
+std::string key_file() {
+  static std::string path = [] {
+    char d[] = "/tmp/amon-test-dnsfast-XXXXXX";
+    REQUIRE(mkdtemp(d) != nullptr);
+    std::string p = std::string(d) + "/k.hex";
+    std::ofstream(p) << "1522178d33a4cf80130a5b1649907d10d8988f837979652762574c2d2a842202\n";
+    chmod(p.c_str(), 0600);
+    return p;
+  }();
+  return path;
+}
+
+struct Case {
+  const char* body;
+  bool rewrites;  // changes bytes of many packets (not keep/drop only)
+};
+const Case kPolicies[] = {
+    {"dns.qname : hash(key=k)\n", true},
+    {"dns.qname, dns.answer.name, dns.rdata.name : redact()\ndns.answer.addr : cryptopan(key=k)\ndns.ecs : zero()\n", true},
+    // z = 64, above the store's zmax of 8: always hidden, so both sides mask alike.
+    {"dns.qname, dns.answer.name : zanon(z=64, dt=1h, fallback=hash(key=k))\n"
+     "dns.rdata.name : zanon(z=64, dt=1h, fallback=redact())\n", true},
+    {"dns.qname : keep()\ndns.rdata.name : drop()\n", false},
+    {"dns.answer.addr : prefix(16)\non_error = drop\n", true},
+};
+
+zanon::Store& store() {
+  static zanon::Store s{[] {
+    zanon::Config c;
+    c.max_values = 4096;
+    c.zmax = 8;
+    c.max_dt_ns = 3600ULL * 1000000000ULL;
+    return c;
+  }()};
+  return s;
+}
+
+struct Side {
+  std::unique_ptr<Program> prog;
+  std::unique_ptr<ProgramInstance> inst;
+  ConsumerCounters c;
+};
+
+struct Pair {
+  std::shared_ptr<const dsl::Policy> policy;
+  SharedServices svc{&store(), {}};
+  Side fast, general;
+  FlowTable flows{"test", 1u << 16, FlowTimeouts{}, -1};
+  L7Parse l7;
+  uint64_t packet = 0, eligible = 0, compared = 0, rewritten = 0;
+
+  explicit Pair(const std::string& body) {
+    static bool once = (register_builtin_plugins(), true);
+    (void)once;
+    dsl::Diagnostics diags;
+    policy = dsl::compile_string("key k = file(\"" + key_file() + "\")\n" + body, "dns.amon", diags);
+    INFO(diags.render_text());
+    REQUIRE(policy);
+    REQUIRE(diags.errors() == 0);
+    for (Side* s : {&fast, &general}) {
+      s->prog = std::make_unique<Program>(policy, 0, &svc);
+      s->inst = s->prog->instantiate();
+      s->c.rule_hits.resize(policy->rules.size() + 1);
+    }
+    general.inst->set_dns_fast_path(false);
+    l7.probe_dns = true;
+  }
+
+  void run(const uint8_t* pkt, uint32_t cap, uint32_t wire, uint64_t ts) {
+    Decoded d;
+    decode(pkt, cap, wire, d);
+    PacketMeta m;
+    m.ts_ns = ts;
+    if (d.has_ip() && d.dst_off() + d.addr_len() <= cap && d.src_off() + d.addr_len() <= cap)
+      flows.lookup(pkt, d, ts, m);
+    m.orig = pkt;
+    l7.reset(++packet);
+    analyze_l7(pkt, d, m, l7);
+    eligible += m.l7 == L7State::Parsed && m.app == uint8_t(App::Dns) && d.l4_proto == kProtoUdp &&
+                d.status == DecodeStatus::Ok && !(d.flags & (kFlagTunnel | kFlagIcmpError | kFlagLaterFragment));
+    std::vector<uint8_t> a(pkt, pkt + cap), b(pkt, pkt + cap);
+    uint32_t ca = cap, wa = wire, cb = cap, wb = wire;
+    const Verdict vb = general.inst->process(b.data(), cb, wb, d, m, general.c);
+    const Verdict va = fast.inst->process(a.data(), ca, wa, d, m, fast.c);
+    ++compared;
+    REQUIRE(va == vb);
+    REQUIRE(ca == cb);
+    REQUIRE(wa == wb);
+    if (va == Verdict::Forward && ca) {
+      REQUIRE(std::memcmp(a.data(), b.data(), ca) == 0);
+      rewritten += std::memcmp(a.data(), pkt, std::min(ca, cap)) != 0;
+    }
+  }
+
+  void same_counters() const {
+    const ConsumerCounters &x = fast.c, &y = general.c;
+    CHECK(x.rule_hits == y.rule_hits);
+    CHECK(x.policy_drop == y.policy_drop);
+    CHECK(x.err_cut == y.err_cut);
+    CHECK(x.err_drop == y.err_drop);
+    CHECK(x.l7_cut == y.l7_cut);
+    CHECK(x.zanon_released == y.zanon_released);
+    CHECK(x.zanon_hidden == y.zanon_hidden);
+  }
+};
+
+std::vector<std::string> captures() {
+  std::vector<std::string> out;
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator(AMON_PCAPS_DIR, ec))
+    if (e.path().extension() == ".pcap") out.push_back(e.path().string());
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("UDP DNS shortcut: the same output as the general path on every shared capture") {
+  const auto caps = captures();
+  if (caps.empty()) WARN("no captures in " AMON_PCAPS_DIR ": nothing to compare");
+  for (const Case& pc_ : kPolicies) {
+    const char* body = pc_.body;
+    Pair p(body);
+    std::mt19937 rng(4242);
+    for (const auto& path : caps) {
+      char err[PCAP_ERRBUF_SIZE];
+      pcap_t* pc = pcap_open_offline(path.c_str(), err);
+      if (!pc) continue;
+      if (pcap_datalink(pc) != DLT_EN10MB) {
+        pcap_close(pc);
+        continue;
+      }
+      pcap_pkthdr* h;
+      const u_char* data;
+      while (pcap_next_ex(pc, &h, &data) == 1) {
+        INFO(path << " policy:\n" << body);
+        const uint64_t ts = uint64_t(h->ts.tv_sec) * 1000000000ULL + uint64_t(h->ts.tv_usec) * 1000ULL;
+        p.run(data, h->caplen, h->len, ts);
+        // Mutations anywhere in the frame (headers and message alike), and
+        // sometimes a shorter capture: the shortcut's entry test and the
+        // general path must agree on what they make of them.
+        std::vector<uint8_t> m(data, data + h->caplen);
+        for (int k = 0; k < 2 && !m.empty(); ++k) {
+          std::vector<uint8_t> x = m;
+          for (int f = 0; f < 2; ++f) x[rng() % x.size()] ^= uint8_t(1u << (rng() % 8));
+          uint32_t cap = uint32_t(x.size());
+          if (rng() % 4 == 0) cap = uint32_t(rng() % (cap + 1));
+          p.run(x.data(), cap, h->len, ts + 1);
+        }
+      }
+      pcap_close(pc);
+    }
+    INFO("policy:\n" << body);
+    p.same_counters();
+    if (!caps.empty()) {
+      // The shortcut was there to take, and rewrote something.
+      CHECK(p.eligible > 2000);
+      if (pc_.rewrites) CHECK(p.rewritten > 500);
+    }
+  }
+}
