@@ -369,6 +369,50 @@ TEST_CASE("dns: label text 16 bytes at a time equals the byte-at-a-time rule") {
   CHECK(ok);
 }
 
+TEST_CASE("dns: name text in one pass equals the label-by-label rule") {
+  // Names of 1..8 labels, 1..40 bytes each, drawn from a fixed generator:
+  // letters of both cases, digits, and now and then a byte that needs an
+  // escape; the name ends 5..25 bytes before the message end. Covers names
+  // shorter and longer than 16 and 63 bytes, dots at every offset, and names
+  // close to both the message start and end.
+  auto r = pr_new();
+  uint64_t x = 0x9e3779b97f4a7c15ull;
+  auto rnd = [&](unsigned n) {
+    x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+    return unsigned(x % n);
+  };
+  static const char kChars[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_";
+  bool ok = true;
+  for (int it = 0; it < 200000 && ok; ++it) {
+    const unsigned n_labels = 1 + rnd(8), maxlen = rnd(4) == 0 ? 40 : 8;
+    Bytes m = dns_header(1, 0, 1, 0, 0, 0);
+    std::string want;
+    unsigned wire = 1;
+    for (unsigned k = 0; k < n_labels; ++k) {
+      const unsigned len = 1 + rnd(maxlen);
+      if (wire + 1 + len > 255) break;
+      wire += 1 + len;
+      Bytes l;
+      for (unsigned j = 0; j < len; ++j)
+        l.push_back(rnd(40) == 0 ? uint8_t(rnd(256)) : uint8_t(kChars[rnd(sizeof kChars - 1)]));
+      m.push_back(uint8_t(len));
+      m.insert(m.end(), l.begin(), l.end());
+      if (k) want += '.';
+      want += label_text_ref(l);
+    }
+    m.push_back(0);
+    put16(m, 1);
+    put16(m, 1);
+    m.insert(m.end(), rnd(21), uint8_t(0x41));
+    if (parse(m.data(), m.size(), *r) != Status::Ok || r->n_names != 1 || r->name_text(0) != want) {
+      FAIL_CHECK("iteration " << it << " want '" << want << "' got '"
+                 << (r->status == Status::Ok ? std::string(r->name_text(0)) : std::string("(not Ok)")) << "'");
+      ok = false;
+    }
+  }
+  CHECK(ok);
+}
+
 TEST_CASE("dns: TCP split, several messages per segment and a partial one") {
   Bytes q1 = dns_query("a.example"), q2 = dns_query("b.example");
   Bytes s;
