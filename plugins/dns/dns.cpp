@@ -85,22 +85,23 @@ struct Parser {
     if (pos + 1 >= limit || (m[pos] & 0xc0) != 0xc0) return false;
     const uint32_t target = uint32_t(m[pos] & 0x3f) << 8 | m[pos + 1];
     if (target >= pos || m[target] == 0 || (m[target] & 0xc0)) return false;
+    // Names sit at distinct offsets, so at most one candidate matches and
+    // the order they are tried in does not matter.
     const unsigned nn = r.n_names;
-    const unsigned cand[3] = {0u, nn >= 1 ? nn - 1 : 0u, nn >= 2 ? nn - 2 : 0u};
-    for (unsigned c : cand) {
-      if (c >= nn) continue;
-      const NameRef& t = r.names[c];
-      if (t.off != target || t.n_labels == 0) continue;
-      n.first_ref = t.first_ref;
-      n.n_labels = t.n_labels;
-      n.text_off = t.text_off;
-      n.text_len = t.text_len;
-      n.compressed = true;
-      n.wire_len = 2;
-      *next = pos + 2;
-      return true;
-    }
-    return false;
+    const NameRef* t;
+    if (nn >= 1 && r.names[0].off == target) t = &r.names[0];
+    else if (nn >= 1 && r.names[nn - 1].off == target) t = &r.names[nn - 1];
+    else if (nn >= 2 && r.names[nn - 2].off == target) t = &r.names[nn - 2];
+    else return false;
+    if (t->n_labels == 0) return false;
+    n.first_ref = t->first_ref;
+    n.n_labels = t->n_labels;
+    n.text_off = t->text_off;
+    n.text_len = t->text_len;
+    n.compressed = true;
+    n.wire_len = 2;
+    *next = pos + 2;
+    return true;
   }
 
   // Presentation text of one label: letters lowercased, '.' and '\\'
