@@ -96,6 +96,10 @@ struct Ecs {
 struct ParseResult {
   static constexpr unsigned kMaxNames = 1024, kMaxLabels = 2048, kMaxLabelRefs = 8192,
                             kMaxRRs = 1024, kMaxAddrs = 512, kTextCap = 32768;
+  // text[] extends past kTextCap so the parser may store a whole 16-byte
+  // vector where a label's text may end anywhere up to kTextCap; text_len
+  // never exceeds kTextCap.
+  static constexpr unsigned kTextSlack = 16;
   Status status;
   Error error;
   uint16_t error_off;     // where parsing stopped
@@ -111,7 +115,7 @@ struct ParseResult {
   uint16_t label_refs[kMaxLabelRefs];
   RR rrs[kMaxRRs];
   AddrRef addrs[kMaxAddrs];
-  char text[kTextCap];
+  char text[kTextCap + kTextSlack];
 
   std::string_view name_text(unsigned i) const { return {text + names[i].text_off, names[i].text_len}; }
   const LabelSpan& name_label(unsigned i, unsigned k) const { return labels[label_refs[names[i].first_ref + k]]; }

@@ -5,6 +5,8 @@
 #include <bit>
 #include <cstring>
 
+#include <emmintrin.h>
+
 namespace amon::dns {
 
 const char* role_name(NameRole r) {
@@ -83,22 +85,23 @@ struct Parser {
     if (pos + 1 >= limit || (m[pos] & 0xc0) != 0xc0) return false;
     const uint32_t target = uint32_t(m[pos] & 0x3f) << 8 | m[pos + 1];
     if (target >= pos || m[target] == 0 || (m[target] & 0xc0)) return false;
+    // Names sit at distinct offsets, so at most one candidate matches and
+    // the order they are tried in does not matter.
     const unsigned nn = r.n_names;
-    const unsigned cand[3] = {0u, nn >= 1 ? nn - 1 : 0u, nn >= 2 ? nn - 2 : 0u};
-    for (unsigned c : cand) {
-      if (c >= nn) continue;
-      const NameRef& t = r.names[c];
-      if (t.off != target || t.n_labels == 0) continue;
-      n.first_ref = t.first_ref;
-      n.n_labels = t.n_labels;
-      n.text_off = t.text_off;
-      n.text_len = t.text_len;
-      n.compressed = true;
-      n.wire_len = 2;
-      *next = pos + 2;
-      return true;
-    }
-    return false;
+    const NameRef* t;
+    if (nn >= 1 && r.names[0].off == target) t = &r.names[0];
+    else if (nn >= 1 && r.names[nn - 1].off == target) t = &r.names[nn - 1];
+    else if (nn >= 2 && r.names[nn - 2].off == target) t = &r.names[nn - 2];
+    else return false;
+    if (t->n_labels == 0) return false;
+    n.first_ref = t->first_ref;
+    n.n_labels = t->n_labels;
+    n.text_off = t->text_off;
+    n.text_len = t->text_len;
+    n.compressed = true;
+    n.wire_len = 2;
+    *next = pos + 2;
+    return true;
   }
 
   // Presentation text of one label: letters lowercased, '.' and '\\'
@@ -111,27 +114,129 @@ struct Parser {
     return t;
   }();
 
-  // Appends one label's presentation text (and the dot before it). The
-  // caller checked there is room for the worst case (every byte as \DDD),
-  // so there is no check per byte.
+  static char* escape(char* out, uint8_t c) {
+    *out++ = '\\';
+    if (c == '.' || c == '\\') {
+      *out++ = char(c);
+    } else {
+      *out++ = char('0' + c / 100);
+      *out++ = char('0' + c / 10 % 10);
+      *out++ = char('0' + c % 10);
+    }
+    return out;
+  }
+
+  // 16 bytes lowercased; *bad gets a bit per byte that needs an escape instead.
+  [[gnu::always_inline]] static __m128i lower_vec(const uint8_t* s, unsigned* bad) {
+    const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s));
+    // Range tests as one signed compare each: x + (0x80 - lo) < -128 + n
+    // holds exactly for lo <= x < lo + n.
+    const __m128i upper = _mm_cmplt_epi8(_mm_add_epi8(v, _mm_set1_epi8(0x80 - 'A')), _mm_set1_epi8(-128 + 26));
+    const __m128i plain = _mm_cmplt_epi8(_mm_add_epi8(v, _mm_set1_epi8(0x80 - 0x21)), _mm_set1_epi8(-128 + 0x5e));
+    const __m128i special = _mm_or_si128(_mm_cmpeq_epi8(v, _mm_set1_epi8('.')), _mm_cmpeq_epi8(v, _mm_set1_epi8('\\')));
+    *bad = unsigned(_mm_movemask_epi8(_mm_andnot_si128(special, plain))) ^ 0xffffu;
+    return _mm_add_epi8(v, _mm_and_si128(upper, _mm_set1_epi8(0x20)));
+  }
+  [[gnu::always_inline]] static unsigned lower16(char* out, const uint8_t* s) {
+    unsigned bad;
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(out), lower_vec(s, &bad));
+    return bad;
+  }
+  // v moved down by n bytes (SSE2 shifts take the count as an immediate).
+  static __m128i shift_down(__m128i v, unsigned n) {
+    switch (n) {
+      case 1: return _mm_srli_si128(v, 1);
+      case 2: return _mm_srli_si128(v, 2);
+      case 3: return _mm_srli_si128(v, 3);
+      case 4: return _mm_srli_si128(v, 4);
+      case 5: return _mm_srli_si128(v, 5);
+      case 6: return _mm_srli_si128(v, 6);
+      case 7: return _mm_srli_si128(v, 7);
+      case 8: return _mm_srli_si128(v, 8);
+      case 9: return _mm_srli_si128(v, 9);
+      case 10: return _mm_srli_si128(v, 10);
+      case 11: return _mm_srli_si128(v, 11);
+      case 12: return _mm_srli_si128(v, 12);
+      case 13: return _mm_srli_si128(v, 13);
+      case 14: return _mm_srli_si128(v, 14);
+      case 15: return _mm_srli_si128(v, 15);
+      default: return v;
+    }
+  }
+
+  // One label's presentation text at out; returns its end. The caller
+  // checked there is room for the worst case (every byte as \DDD), so there
+  // is no check per byte; the 16-byte stores may run up to 12 bytes past
+  // that, into ParseResult::kTextSlack. 16 bytes at a time (SSE2, in the
+  // base x86-64 target): byte at a time, this was a quarter of parse(). A
+  // vector is loaded only where 16 bytes remain in the message; a label
+  // ending closer to the end (a query's last label) goes byte by byte.
+  [[gnu::always_inline]] static char* label_text(char* out, const uint8_t* s, uint32_t b, const uint8_t* mend) {
+    const uint8_t* const e = s + b;
+    while (s < e) {
+      if (mend - s >= 16) {
+        const unsigned run = unsigned(__builtin_ctz(lower16(out, s) | 0x10000u));  // 0..16: bytes stored as they are
+        const uint32_t rest = uint32_t(e - s);
+        if (run >= rest) return out + rest;
+        out += run, s += run;
+        if (run < 16) out = escape(out, *s++);
+        continue;
+      }
+      const uint8_t c = *s++, t = kText[c];
+      if (t) *out++ = char(t);
+      else out = escape(out, c);
+    }
+    return out;
+  }
+
+  // The text of a name's leading labels in one pass: their wire bytes after
+  // the first length byte, [src, src + len), are the text itself but for the
+  // letters and the inner length bytes (dots, at the bits of `dots`), when
+  // no byte needs an escape. A vector for every 16 bytes instead of one per
+  // label (three in the usual name). Names over 63 bytes, ones with an
+  // escape and short ones at the very start of a short message take the
+  // labels one by one.
+  [[gnu::always_inline]] static char* name_text(char* out, const uint8_t* src, uint32_t len, uint64_t dots,
+                                                const LabelSpan* lab, unsigned count, const uint8_t* msg,
+                                                const uint8_t* mend) {
+    if (len <= 63) {
+      uint64_t bad;
+      bool done = true;
+      if (len >= 16) {
+        // Whole vectors, then one ending at the name's end (overlapping the
+        // one before it with the same bytes): no load leaves the name.
+        bad = 0;
+        for (uint32_t i = 0; i + 16 < len; i += 16) bad |= uint64_t(lower16(out + i, src + i)) << i;
+        bad |= uint64_t(lower16(out + len - 16, src + len - 16)) << (len - 16);
+      } else if (mend - src >= 16) {
+        bad = lower16(out, src) & ((1u << len) - 1);  // stores past the text land in the slack
+      } else if (src + len - msg >= 16) {
+        // Near the message end (a query's name): the 16 bytes ending at the
+        // name's end, moved down to its start.
+        unsigned b16;
+        const __m128i v = lower_vec(src + len - 16, &b16);
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(out), shift_down(v, 16 - len));
+        bad = b16 >> (16 - len);
+      } else {
+        done = false;
+        bad = 0;
+      }
+      if (done && !(bad & ~dots)) {
+        for (; dots; dots &= dots - 1) out[std::countr_zero(dots)] = '.';
+        return out + len;
+      }
+    }
+    for (unsigned k = 0; k < count; ++k) {
+      if (k) *out++ = '.';
+      out = label_text(out, msg + lab[k].off, lab[k].len, mend);
+    }
+    return out;
+  }
+
   void append_text(const uint8_t* src, uint8_t b, bool dot) {
     char* out = r.text + r.text_len;
     if (dot) *out++ = '.';
-    for (uint32_t i = 0; i < b; ++i) {
-      const uint8_t c = src[i], t = kText[c];
-      if (t) {
-        *out++ = char(t);
-      } else if (c == '.' || c == '\\') {
-        *out++ = '\\';
-        *out++ = char(c);
-      } else {
-        *out++ = '\\';
-        *out++ = char('0' + c / 100);
-        *out++ = char('0' + c / 10 % 10);
-        *out++ = char('0' + c % 10);
-      }
-    }
-    r.text_len = uint32_t(out - r.text);
+    r.text_len = uint32_t(label_text(out, src, b, m + len) - r.text);
   }
 
   // Parse a name starting at pos; linear bytes must stay below `limit`.
@@ -176,18 +281,47 @@ struct Parser {
     // Leading linear labels, the bulk of every name, without the jumped-run
     // bookkeeping: stops at the end, a pointer, or anything the general loop
     // below must judge (it re-reads the same byte, so errors are unchanged).
-    while (p < limit) {
-      const uint8_t b = m[p];
-      if (b == 0 || b >= 0x40 || p + 1 + b > limit || wire + 1u + b + 1 > 255 ||
-          r.text_len + 1 + 4u * b > ParseResult::kTextCap || r.n_labels >= ParseResult::kMaxLabels ||
-          r.n_label_refs >= ParseResult::kMaxLabelRefs || (r.n_labels && r.labels[r.n_labels - 1].off >= p + 1))
-        break;
-      wire += 1u + b;
-      r.labels[r.n_labels] = {uint16_t(p + 1), b};
-      r.label_refs[r.n_label_refs++] = r.n_labels++;
-      ++n.n_labels;
-      append_text(m + p + 1, b, r.text_len != text_start);
-      p += 1u + b;
+    // Skipped whole when a capacity could run out inside the name (at most
+    // 127 labels and 4 * 254 text bytes fit in its 255 wire bytes) or the
+    // first label would not be the rightmost yet: the general loop alone
+    // gives the same result then. That leaves two tests per label, and the
+    // counters live in registers: stores to r.text (char) may alias any of
+    // r's fields, so the compiler reloads those after each one.
+    {
+      ParseResult& R = r;
+      const uint8_t* const msg = m;
+      const uint8_t* const mend = m + len;
+      unsigned nl = R.n_labels, nr = R.n_label_refs;
+      if (nl + 127 <= ParseResult::kMaxLabels && nr + 127 <= ParseResult::kMaxLabelRefs &&
+          text_start + 4 * 254 <= ParseResult::kTextCap && !(nl && R.labels[nl - 1].off >= p + 1)) {
+        // wire + 1 + b + 1 <= 255 with wire == p - pos: p + 1 + b <= pos + 254.
+        const uint32_t lim = std::min(limit, pos + 254);
+        const unsigned nl0 = nl;
+        uint64_t starts = 0;  // bit p - pos for each label at p (valid up to bit 63)
+        while (p < lim) {
+          const uint8_t b = msg[p];
+          if (uint8_t(b - 1) >= 0x3f || p + 1 + b > lim) break;
+          R.labels[nl] = {uint16_t(p + 1), b};
+          R.label_refs[nr++] = uint16_t(nl++);
+          starts |= uint64_t(1) << ((p - pos) & 63);
+          p += 1u + b;
+        }
+        char* out = R.text + text_start;
+        if (nl != nl0) out = name_text(out, msg + pos + 1, p - pos - 1, starts >> 1, R.labels + nl0, nl - nl0, msg, mend);
+        n.n_labels = uint8_t(nl - nl0);
+        wire = p - pos;
+        R.n_labels = uint16_t(nl);
+        R.n_label_refs = uint16_t(nr);
+        R.text_len = uint32_t(out - R.text);
+        // The root right after: what the general loop below concludes.
+        if (p < limit && msg[p] == 0) {
+          n.wire_len = uint16_t(p + 1 - pos);
+          n.text_len = uint16_t(R.text_len - text_start);
+          *next = p + 1;
+          *name_index = R.n_names++;
+          return Status::Ok;
+        }
+      }
     }
     for (;;) {
       // Bytes of a jumped run must lie before the name itself: a pointer

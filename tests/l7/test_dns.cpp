@@ -298,6 +298,121 @@ TEST_CASE("dns: IDN/punycode, trailing dot, escapes in presentation form") {
   CHECK(r->name_text(0) == "a\\.\\032");
 }
 
+// The presentation rule byte at a time, as the parser applied it before it
+// went 16 bytes at a time: the reference for the vector path.
+static std::string label_text_ref(const Bytes& label) {
+  std::string t;
+  for (uint8_t c : label) {
+    if (c == '.' || c == '\\') {
+      t += '\\';
+      t += char(c);
+    } else if (c <= 0x20 || c >= 0x7f) {
+      t += '\\';
+      t += char('0' + c / 100);
+      t += char('0' + c / 10 % 10);
+      t += char('0' + c % 10);
+    } else {
+      t += (c >= 'A' && c <= 'Z') ? char(c + 32) : char(c);
+    }
+  }
+  return t;
+}
+
+TEST_CASE("dns: label text 16 bytes at a time equals the byte-at-a-time rule") {
+  auto r = pr_new();
+  static const char kBase[] = "AbCdEfGhIjKlMnOpQrStUvWxYz0123456789-_ZzAa@[`{~";
+  auto label = [&](unsigned len, unsigned pos, uint8_t c) {
+    Bytes l;
+    for (unsigned j = 0; j < len; ++j) l.push_back(j == pos ? c : uint8_t(kBase[j % (sizeof kBase - 1)]));
+    return l;
+  };
+  // One query: the labels, the root, QTYPE/QCLASS, then `pad` bytes kept as
+  // trailing data, so the last label ends 5 + pad bytes before the end (the
+  // vector path needs 16 bytes from where a label starts).
+  auto check = [&](const std::vector<Bytes>& labels, unsigned pad) {
+    Bytes m = dns_header(1, 0, 1, 0, 0, 0);
+    std::string want;
+    for (const Bytes& l : labels) {
+      m.push_back(uint8_t(l.size()));
+      m.insert(m.end(), l.begin(), l.end());
+      if (!want.empty()) want += '.';
+      want += label_text_ref(l);
+    }
+    m.push_back(0);
+    put16(m, 1);
+    put16(m, 1);
+    m.insert(m.end(), pad, uint8_t(0xff));
+    if (parse(m.data(), m.size(), *r) != Status::Ok || r->n_names != 1 || r->name_text(0) != want) {
+      FAIL_CHECK("pad " << pad << " want '" << want << "' got '"
+                 << (r->status == Status::Ok ? std::string(r->name_text(0)) : std::string("(not Ok)")) << "'");
+      return false;
+    }
+    return true;
+  };
+  const Bytes www = {'w', 'W', 'w'}, com = {'C', 'o', 'M'};
+  bool ok = true;
+  // Every byte value at every position of labels of 1..63 bytes, with the
+  // label first (vector path) and last and close to the end (scalar tail).
+  for (unsigned len = 1; len <= 63 && ok; ++len)
+    for (unsigned pos = 0; pos < len && ok; ++pos)
+      for (unsigned c = 0; c < 256 && ok; ++c) {
+        const Bytes l = label(len, pos, uint8_t(c));
+        ok = check({l, com}, 16) && check({www, l}, 0) && check({www, l}, 11);
+      }
+  // Last labels ending 5..21 bytes before the end: the switch between the
+  // two paths at every distance, escapes first and last.
+  for (unsigned pad = 0; pad <= 16 && ok; ++pad)
+    for (unsigned len = 1; len <= 63 && ok; ++len)
+      for (unsigned c = 0; c < 256 && ok; ++c)
+        ok = check({www, label(len, 0, uint8_t(c))}, pad) && check({www, label(len, len - 1, uint8_t(c))}, pad) &&
+             check({label(len, len / 2, uint8_t(c))}, pad);
+  CHECK(ok);
+}
+
+TEST_CASE("dns: name text in one pass equals the label-by-label rule") {
+  // Names of 1..8 labels, 1..40 bytes each, drawn from a fixed generator:
+  // letters of both cases, digits, and now and then a byte that needs an
+  // escape; the name ends 5..25 bytes before the message end. Covers names
+  // shorter and longer than 16 and 63 bytes, dots at every offset, and names
+  // close to both the message start and end.
+  auto r = pr_new();
+  uint64_t x = 0x9e3779b97f4a7c15ull;
+  auto rnd = [&](unsigned n) {
+    x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+    return unsigned(x % n);
+  };
+  static const char kChars[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_";
+  bool ok = true;
+  for (int it = 0; it < 200000 && ok; ++it) {
+    const unsigned n_labels = 1 + rnd(8), maxlen = rnd(4) == 0 ? 40 : 8;
+    Bytes m = dns_header(1, 0, 1, 0, 0, 0);
+    std::string want;
+    unsigned wire = 1;
+    for (unsigned k = 0; k < n_labels; ++k) {
+      const unsigned len = 1 + rnd(maxlen);
+      if (wire + 1 + len > 255) break;
+      wire += 1 + len;
+      Bytes l;
+      for (unsigned j = 0; j < len; ++j)
+        l.push_back(rnd(40) == 0 ? uint8_t(rnd(256)) : uint8_t(kChars[rnd(sizeof kChars - 1)]));
+      m.push_back(uint8_t(len));
+      m.insert(m.end(), l.begin(), l.end());
+      if (k) want += '.';
+      want += label_text_ref(l);
+    }
+    m.push_back(0);
+    put16(m, 1);
+    put16(m, 1);
+    m.insert(m.end(), rnd(21), uint8_t(0x41));
+    if (parse(m.data(), m.size(), *r) != Status::Ok || r->n_names != 1 || r->name_text(0) != want) {
+      FAIL_CHECK("iteration " << it << " want '" << want << "' got '"
+                 << (r->status == Status::Ok ? std::string(r->name_text(0)) : std::string("(not Ok)")) << "'");
+      ok = false;
+    }
+  }
+  CHECK(ok);
+}
+
 TEST_CASE("dns: TCP split, several messages per segment and a partial one") {
   Bytes q1 = dns_query("a.example"), q2 = dns_query("b.example");
   Bytes s;
