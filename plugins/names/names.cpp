@@ -123,25 +123,41 @@ uint64_t label_seed(uint64_t key, const char* label, size_t len, uint64_t right_
   return st.finish64();
 }
 
-void mask_label(char* p, size_t len, uint64_t seed) {
-  if (len == 0) return;
-  Rng r{seed};
-  bool changed = false;
-  for (size_t i = 0; i < len; ++i) {
-    const char c = p[i];
-    char out;
-    if (is_digit(c)) {
-      out = char('0' + r.below(10));
-    } else if (c == '-' && i != 0 && i + 1 != len) {
-      out = '-';
-    } else {
-      out = char('a' + r.below(26));
-      if (is_upper(c)) out = char(out - 32);
+namespace {
+// Per input byte: the first character of its output class and the class size
+// (10 or 26). Digits stay digits, upper case upper, everything else (lower
+// case, '_', binary, an end hyphen) becomes a lower-case letter.
+struct MaskClass {
+  uint8_t base, n;
+};
+struct MaskClasses {
+  MaskClass e[256];
+  constexpr MaskClasses() : e() {
+    for (int c = 0; c < 256; ++c) {
+      if (c >= '0' && c <= '9') e[c] = {'0', 10};
+      else if (c >= 'A' && c <= 'Z') e[c] = {'A', 26};
+      else e[c] = {'a', 26};
     }
-    changed |= out != c;
-    p[i] = out;
   }
-  if (!changed) {
+};
+constexpr MaskClasses kMaskClasses;
+}  // namespace
+
+void mask_label(char* p, size_t len, uint64_t seed) {
+  Rng r{seed};
+  uint8_t diff = 0;
+  // A table lookup instead of branches on the class; interior hyphens (kept,
+  // and drawing no random number) are the one branch, rarely taken.
+  for (size_t i = 0; i < len; ++i) {
+    const uint8_t c = uint8_t(p[i]);
+    // i - 1 < len - 2: neither the first nor the last byte (unsigned wrap).
+    if (__builtin_expect(c == '-', 0) && __builtin_expect(i - 1 < len - 2, 1)) continue;
+    const MaskClass e = kMaskClasses.e[c];
+    const uint8_t out = uint8_t(e.base + r.below(e.n));
+    diff |= out ^ c;
+    p[i] = char(out);
+  }
+  if (diff == 0 && len != 0) {
     // Position 0 is never an interior hyphen, so it can always be bumped
     // within its class.
     char& c = p[0];
