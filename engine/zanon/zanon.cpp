@@ -66,6 +66,37 @@ struct alignas(64) Shard {
 
 inline uint32_t fastrange(uint32_t x, uint32_t n) { return uint32_t((uint64_t(x) * n) >> 32); }
 
+inline uint64_t load64(const uint8_t* p) {
+  uint64_t v;
+  std::memcpy(&v, p, 8);
+  return v;
+}
+inline uint32_t load32(const uint8_t* p) {
+  uint32_t v;
+  std::memcpy(&v, p, 4);
+  return v;
+}
+
+// a[0..n) == b[0..n) for n <= kInlineBytes, inline: the values are short
+// (names), where a call to memcmp and the spills around it cost more than the
+// compare. Reads nothing outside [0, n) of either side (the value may end a
+// packet): tails are compared with loads that end at n and overlap the rest.
+inline bool same_bytes(const uint8_t* a, const uint8_t* b, size_t n) {
+  if (n >= 16) {
+    __m128i d = _mm_setzero_si128();
+    for (size_t i = 0; i + 16 < n; i += 16)
+      d = _mm_or_si128(d, _mm_xor_si128(_mm_loadu_si128(reinterpret_cast<const __m128i*>(a + i)),
+                                        _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + i))));
+    d = _mm_or_si128(d, _mm_xor_si128(_mm_loadu_si128(reinterpret_cast<const __m128i*>(a + n - 16)),
+                                      _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + n - 16))));
+    return _mm_testz_si128(d, d);
+  }
+  if (n >= 8) return ((load64(a) ^ load64(b)) | (load64(a + n - 8) ^ load64(b + n - 8))) == 0;
+  if (n >= 4) return ((load32(a) ^ load32(b)) | (load32(a + n - 4) ^ load32(b + n - 4))) == 0;
+  if (n == 0) return true;
+  return ((a[0] ^ b[0]) | (a[n / 2] ^ b[n / 2]) | (a[n - 1] ^ b[n - 1])) == 0;
+}
+
 // Users stored with a time after t - dt. A window that starts before time 0
 // holds every stored user.
 inline uint32_t count_after(const uint64_t* times, uint32_t n, uint64_t t, uint64_t dt) {
@@ -114,7 +145,9 @@ struct Store::Impl {
     b2 = size_t(shard) * bps + l2;
   }
 
-  bool matches(size_t slot, const Key& k) const {
+  // find, find_in and matches are forced inline: observe is their hot caller,
+  // and as calls they pushed and popped six registers each.
+  [[gnu::always_inline]] bool matches(size_t slot, const Key& k) const {
     const EntryHead* e = head(slot);
     if (e->h_hi != k.h.hi || e->cls != k.scope.cls || e->kind != k.scope.kind) return false;
     if (k.bytes.size() > kInlineBytes) {
@@ -122,10 +155,10 @@ struct Store::Impl {
       std::memcpy(&lo, e->key, 8);
       return e->len == kFingerprint && lo == k.h.lo;
     }
-    return e->len == k.bytes.size() && std::memcmp(e->key, k.bytes.data(), k.bytes.size()) == 0;
+    return e->len == k.bytes.size() && same_bytes(e->key, k.bytes.data(), k.bytes.size());
   }
 
-  ptrdiff_t find_in(size_t b, uint32_t tag, const Key& k) const {
+  [[gnu::always_inline]] ptrdiff_t find_in(size_t b, uint32_t tag, const Key& k) const {
     const auto* row = reinterpret_cast<const __m128i*>(tags + b * kSlots);  // 32-byte aligned
     const __m128i t = _mm_set1_epi32(int(tag));
     unsigned m = unsigned(_mm_movemask_ps(_mm_castsi128_ps(_mm_cmpeq_epi32(_mm_load_si128(row), t)))) |
@@ -135,14 +168,20 @@ struct Store::Impl {
       m &= m - 1;
       // A tag hit is almost surely the value: fetch the user and time lines
       // now, in parallel with the key compare, not one dependent miss later.
+      // (Unrolled for the first lines: an entry has at least two, and four
+      // at z = 10.)
       const char* body = reinterpret_cast<const char*>(head(b * kSlots + i));
-      for (size_t off = 64; off < stride; off += 64) _mm_prefetch(body + off, _MM_HINT_T0);
+      _mm_prefetch(body + 64, _MM_HINT_T0);
+      if (stride > 128) {
+        _mm_prefetch(body + 128, _MM_HINT_T0);
+        for (size_t off = 192; off < stride; off += 64) _mm_prefetch(body + off, _MM_HINT_T0);
+      }
       if (matches(b * kSlots + i, k)) return ptrdiff_t(b * kSlots + i);
     }
     return -1;
   }
 
-  ptrdiff_t find(const Key& k, uint32_t shard) const {
+  [[gnu::always_inline]] ptrdiff_t find(const Key& k, uint32_t shard) const {
     size_t b1, b2;
     buckets(shard, k.h.hi, b1, b2);
     _mm_prefetch(reinterpret_cast<const char*>(tags + b2 * kSlots), _MM_HINT_T0);  // overlap the second miss
@@ -269,6 +308,48 @@ struct Store::Impl {
     }
     if (t > e->newest) e->newest = t;
   }
+
+  // One observation's update under shard `sh`'s lock (held by the caller):
+  // finds k's entry or makes one, and counts `user` at t in it. Returns the
+  // entry's slot.
+  [[gnu::always_inline]] size_t count(Shard& s, uint32_t sh, const Key& k, uint64_t user, uint64_t t) {
+    ptrdiff_t slot = find(k, sh);
+    if (slot >= 0) {
+      EntryHead* e = head(size_t(slot));
+      if (expired(e->newest, t)) {
+        // Nothing stored can count for this or any later in-order observation.
+        e->n = 0;
+        e->newest = t;
+        bump(s.expirations);
+      }
+    } else {
+      slot = ptrdiff_t(insert(s, sh, k, t));
+    }
+    add_user(size_t(slot), user, t);
+    return size_t(slot);
+  }
+
+  // A new value's entry. Out of line: rare once the table is warm, and
+  // inlined it made the lookup path spill registers.
+  [[gnu::noinline]] size_t insert(Shard& s, uint32_t sh, const Key& k, uint64_t t) {
+    size_t b1, b2;
+    buckets(sh, k.h.hi, b1, b2);
+    const size_t slot = place(sh, b1, b2, t);
+    fill(slot, k, t);
+    bump(s.inserts);
+    if (k.bytes.size() > kInlineBytes) bump(s.fingerprinted);
+    return slot;
+  }
+
+  // Whether consumer c releases the value of `slot` at t.
+  bool releases(size_t slot, uint64_t t, const ZParams& c) const {
+    const uint32_t n = head(slot)->n;
+    // Fewer users stored than z: hidden whatever their times, without reading
+    // them. At most zmax users are stored, so a consumer with z > zmax is
+    // always hidden: the store cannot know, and fails closed.
+    if (n < c.z) return false;
+    return count_after(times(slot), n, t, c.dt_ns) >= c.z;
+  }
 };
 
 Store::Store(const Config& cfg) : cfg_(cfg), impl_(std::make_unique<Impl>()) {
@@ -365,31 +446,9 @@ size_t Store::observe(const Key& k, uint64_t user, uint64_t t_ns, std::span<cons
   Shard& s = m.shards[sh];
   size_t nrel = 0;
   SpinGuard g(s.lock);
-  ptrdiff_t slot = m.find(k, sh);
-  if (slot >= 0) {
-    EntryHead* e = m.head(size_t(slot));
-    if (m.expired(e->newest, t_ns)) {
-      // Nothing stored can count for this or any later in-order observation.
-      e->n = 0;
-      e->newest = t_ns;
-      bump(s.expirations);
-    }
-  } else {
-    size_t b1, b2;
-    m.buckets(sh, k.h.hi, b1, b2);
-    slot = ptrdiff_t(m.place(sh, b1, b2, t_ns));
-    m.fill(size_t(slot), k, t_ns);
-    bump(s.inserts);
-    if (k.bytes.size() > kInlineBytes) bump(s.fingerprinted);
-  }
-  m.add_user(size_t(slot), user, t_ns);
-  const uint32_t n = m.head(size_t(slot))->n;
-  const uint64_t* ts = m.times(size_t(slot));
+  const size_t slot = m.count(s, sh, k, user, t_ns);
   for (size_t i = 0; i < consumers.size(); ++i) {
-    const ZParams& c = consumers[i];
-    // At most zmax users are stored, so a consumer with z > zmax is always
-    // hidden: the store cannot know, and fails closed.
-    const bool rel = count_after(ts, n, t_ns, c.dt_ns) >= c.z;
+    const bool rel = m.releases(slot, t_ns, consumers[i]);
     released_out[i] = rel;
     nrel += rel;
   }
@@ -399,10 +458,19 @@ size_t Store::observe(const Key& k, uint64_t user, uint64_t t_ns, std::span<cons
   return nrel;
 }
 
+// The single-consumer form on its own rather than through the span form: it
+// is the engine's (one test per rule), and the spans and the loop were a
+// tenth of an observation.
 bool Store::observe(const Key& k, uint64_t user, uint64_t t_ns, ZParams consumer) noexcept {
-  bool out = false;
-  observe(k, user, t_ns, std::span<const ZParams>(&consumer, 1), std::span<bool>(&out, 1));
-  return out;
+  Impl& m = *impl_;
+  const uint32_t sh = m.shard_of(k.h);
+  Shard& s = m.shards[sh];
+  SpinGuard g(s.lock);
+  const size_t slot = m.count(s, sh, k, user, t_ns);
+  const bool rel = m.releases(slot, t_ns, consumer);
+  bump(s.observations);
+  bump(rel ? s.released : s.hidden);
+  return rel;
 }
 
 uint32_t Store::count_recent(const Key& k, uint64_t t_ns, uint64_t dt_ns) const noexcept {

@@ -6,10 +6,13 @@
 
 #include <cstring>
 
+#include <emmintrin.h>
+
 namespace amon::names {
 namespace {
 
-// SipHash-2-4 fed a byte at a time (label_seed also feeds it words).
+// SipHash-2-4 fed a byte at a time: siphash64's straightforward form (label_seed
+// builds its words directly).
 struct Sip {
   sip::State st;
   uint64_t tail = 0;
@@ -55,58 +58,106 @@ uint64_t siphash64(uint64_t key, const void* data, size_t len) {
   return s.finish();
 }
 
+namespace {
+
+// ASCII 'A'..'Z' -> 'a'..'z' in all 8 bytes of w at once; other bytes (those
+// with the top bit set included) stay as they are. Adding 0x80 - 'A' moves
+// exactly the upper-case letters to the 26 smallest signed byte values. SSE2
+// rather than 64-bit SWAR: its constants are memory operands, not four 10-byte
+// immediates in registers the SipHash state needs.
+inline uint64_t lower8(uint64_t w) {
+  const __m128i v = _mm_cvtsi64_si128(int64_t(w));
+  const __m128i t = _mm_add_epi8(v, _mm_set1_epi8(char(0x80 - 'A')));
+  const __m128i upper = _mm_cmpgt_epi8(_mm_set1_epi8(char(-128 + 26)), t);
+  return uint64_t(_mm_cvtsi128_si64(_mm_or_si128(v, _mm_and_si128(upper, _mm_set1_epi8(0x20)))));
+}
+
+inline uint64_t load64(const char* p) {
+  uint64_t v;
+  std::memcpy(&v, p, 8);
+  return v;
+}
+inline uint64_t load32(const char* p) {
+  uint32_t v;
+  std::memcpy(&v, p, 4);
+  return v;
+}
+
+// The last len & 7 bytes of label[0..len) as a little-endian word, reading no
+// byte outside the label (it may end a packet or a heap block): labels of 8+
+// bytes load the word that ends at the label's end; 4..7 bytes two
+// overlapping 32-bit loads (their common bytes are equal, so OR-ing them is
+// exact); 1..3 bytes the first, middle and last byte, the same way.
+inline uint64_t tail_bytes(const char* label, size_t len) {
+  const unsigned r = unsigned(len & 7);
+  if (len >= 8) return load64(label + len - 8) >> 1 >> (63 - 8 * r);  // r == 0 -> 0
+  if (len >= 4) return load32(label) | load32(label + len - 4) << (8 * (len - 4));
+  if (len == 0) return 0;
+  return uint64_t(uint8_t(label[0])) | uint64_t(uint8_t(label[len / 2])) << (8 * (len / 2)) |
+         uint64_t(uint8_t(label[len - 1])) << (8 * (len - 1));
+}
+
+}  // namespace
+
 uint64_t label_seed(uint64_t key, const char* label, size_t len, uint64_t right_seed) {
   // SipHash over lowercase(label) || 0xff || right_seed (little-endian),
   // the 0xff length-separating the label from the chained seed so "ab"+X !=
-  // "a"+Y. Assembled in a buffer and absorbed a word at a time (the
-  // byte-at-a-time form cost ~4x; the result is the same byte stream's hash,
-  // checked against siphash64 in the tests).
-  if (len > 255) {
-    Sip s(key);
-    for (size_t i = 0; i < len; ++i) s.byte(uint8_t(lower(label[i])));
-    s.byte(0xff);
-    for (int i = 0; i < 8; ++i) s.byte(uint8_t(right_seed >> (8 * i)));
-    return s.finish();
+  // "a"+Y. Built in registers a word at a time rather than assembled in a
+  // buffer (the result is the same byte stream's hash: the tests check it
+  // against a byte-at-a-time SipHash).
+  sip::State st(key, key ^ 0x9e3779b97f4a7c15ull);
+  const char* const end = label + (len & ~size_t{7});
+  for (const char* p = label; p != end; p += 8) st.absorb(lower8(load64(p)));
+  // What is left: r = len & 7 label bytes, 0xff, the 8 seed bytes; 9..16
+  // bytes, so one full word, then r + 1 bytes (a full word again when r == 7).
+  const unsigned r = unsigned(len & 7);
+  const uint64_t total = uint64_t(len + 9) << 56;
+  st.absorb(lower8(tail_bytes(label, len)) | (right_seed << 8 | 0xff) << (8 * r));
+  const uint64_t rest = right_seed >> (8 * (7 - r));
+  if (r == 7) {
+    st.absorb(rest);
+    st.absorb(total);
+  } else {
+    st.absorb(rest | total);
   }
-  uint8_t buf[255 + 9 + 7];
-  for (size_t i = 0; i < len; ++i) buf[i] = uint8_t(lower(label[i]));
-  buf[len] = 0xff;
-  std::memcpy(buf + len + 1, &right_seed, 8);
-  const size_t n = len + 9;
-  Sip s(key);
-  size_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    uint64_t w;
-    std::memcpy(&w, buf + i, 8);
-    s.word(w);
-  }
-  uint64_t tail = 0;
-  std::memcpy(&tail, buf + i, n - i);
-  s.tail = tail;
-  s.ntail = unsigned(n - i);
-  s.total = n;
-  return s.finish();
+  return st.finish64();
 }
 
-void mask_label(char* p, size_t len, uint64_t seed) {
-  if (len == 0) return;
-  Rng r{seed};
-  bool changed = false;
-  for (size_t i = 0; i < len; ++i) {
-    const char c = p[i];
-    char out;
-    if (is_digit(c)) {
-      out = char('0' + r.below(10));
-    } else if (c == '-' && i != 0 && i + 1 != len) {
-      out = '-';
-    } else {
-      out = char('a' + r.below(26));
-      if (is_upper(c)) out = char(out - 32);
+namespace {
+// Per input byte: the first character of its output class and the class size
+// (10 or 26). Digits stay digits, upper case upper, everything else (lower
+// case, '_', binary, an end hyphen) becomes a lower-case letter.
+struct MaskClass {
+  uint8_t base, n;
+};
+struct MaskClasses {
+  MaskClass e[256];
+  constexpr MaskClasses() : e() {
+    for (int c = 0; c < 256; ++c) {
+      if (c >= '0' && c <= '9') e[c] = {'0', 10};
+      else if (c >= 'A' && c <= 'Z') e[c] = {'A', 26};
+      else e[c] = {'a', 26};
     }
-    changed |= out != c;
-    p[i] = out;
   }
-  if (!changed) {
+};
+constexpr MaskClasses kMaskClasses;
+}  // namespace
+
+void mask_label(char* p, size_t len, uint64_t seed) {
+  Rng r{seed};
+  uint8_t diff = 0;
+  // A table lookup instead of branches on the class; interior hyphens (kept,
+  // and drawing no random number) are the one branch, rarely taken.
+  for (size_t i = 0; i < len; ++i) {
+    const uint8_t c = uint8_t(p[i]);
+    // i - 1 < len - 2: neither the first nor the last byte (unsigned wrap).
+    if (__builtin_expect(c == '-', 0) && __builtin_expect(i - 1 < len - 2, 1)) continue;
+    const MaskClass e = kMaskClasses.e[c];
+    const uint8_t out = uint8_t(e.base + r.below(e.n));
+    diff |= out ^ c;
+    p[i] = char(out);
+  }
+  if (diff == 0 && len != 0) {
     // Position 0 is never an interior hyphen, so it can always be bumped
     // within its class.
     char& c = p[0];

@@ -200,6 +200,38 @@ TEST_CASE("values are keyed by class, identifier kind and exact bytes") {
   CHECK(s.observe(s.key(Scope{domain, client}, "x.example"), user(5), 14, p));
 }
 
+TEST_CASE("inline values are compared byte for byte at every length, even under a colliding hash") {
+  // A Key carrying another value's hash reaches the byte compare (the tag
+  // and h_hi match), so this checks the verbatim compare itself at every
+  // inline length and every differing position. Values sit in heap blocks of
+  // exactly their length, so a sanitizer build sees any read past them.
+  Store s(small_config());
+  const Scope sc{s.class_id("domain"), s.kind_id("ip.client")};
+  std::mt19937_64 rng(5);
+  for (size_t len = 0; len <= Store::kInlineBytes; ++len) {
+    std::vector<uint8_t> base(len);
+    for (auto& b : base) b = uint8_t(rng());
+    const Key kb = s.key(sc, std::span<const uint8_t>(base));
+    s.observe(kb, user(len), 100, ZParams{2, kSec});
+    CAPTURE(len);
+    REQUIRE(s.count_recent(kb, 100, kSec) == 1);
+    std::vector<uint8_t> same(base);
+    REQUIRE(s.count_recent(Key{sc, std::span<const uint8_t>(same), kb.h}, 100, kSec) == 1);
+    for (size_t i = 0; i < len; ++i) {
+      for (uint8_t flip : {uint8_t(0x01), uint8_t(0x80), uint8_t(0xff)}) {
+        std::vector<uint8_t> v(base);
+        v[i] ^= flip;
+        CAPTURE(i, flip);
+        REQUIRE(s.count_recent(Key{sc, std::span<const uint8_t>(v), kb.h}, 100, kSec) == 0);
+      }
+    }
+    if (len > 0) {
+      std::vector<uint8_t> shorter(base.begin(), base.end() - 1);
+      REQUIRE(s.count_recent(Key{sc, std::span<const uint8_t>(shorter), kb.h}, 100, kSec) == 0);
+    }
+  }
+}
+
 TEST_CASE("long values are tracked by fingerprint and still kept apart") {
   Store s(small_config());
   const std::string base(Store::kInlineBytes, 'M');

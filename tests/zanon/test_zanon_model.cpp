@@ -341,7 +341,9 @@ TEST_CASE("several threads on one store: owned values exact, shared values consi
         const uint32_t vi = uint32_t(rng() % kShared);
         const uint32_t user = uint32_t(rng() % 40);
         const std::string name = shared_name(vi);
-        store.observe(store.key(Scope{0, 0}, name), mix(user), t, consumers, out);
+        // Both forms of observe (the single-consumer one has its own path).
+        if (ev & 1) store.observe(store.key(Scope{0, 0}, name), mix(user), t, consumers[ev % 3]);
+        else store.observe(store.key(Scope{0, 0}, name), mix(user), t, consumers, out);
         r.shared_log.push_back({vi, user, t});
       } else {
         const uint32_t vi = uint32_t(rng() % 400);

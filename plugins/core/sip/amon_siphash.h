@@ -59,6 +59,9 @@ struct State {
   // After the last word (tail_word) was absorbed.
   uint64_t finish64() {
     v2 ^= 0xff;
+    // Unrolled: on the short inputs here the loop's counter and branch are a
+    // tenth of the finalisation.
+#pragma GCC unroll 4
     for (int i = 0; i < 4; ++i) round();
     return v0 ^ v1 ^ v2 ^ v3;
   }
