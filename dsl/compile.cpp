@@ -812,6 +812,18 @@ bool Compiler::convert_arg(ParseCtx& ctx, const Call& c, const ActionDesc& a, co
                  hint);
         return false;
       }
+      // The registrable domain is a part of a name only: a user agent or an
+      // address has none to fall back to.
+      if (a.name == "zanon" && p.name == "fallback" && v.text == "sld") {
+        for (const FieldDesc* f : fields)
+          if (f->type != ValueType::Name) {
+            d_.error(at, "fallback 'sld' applies to domain names only; " + f->name + " is " +
+                             std::string(to_string(f->type)),
+                     f->type == ValueType::Addr ? "fallback=zero, prefix(N) or hash(key=K)"
+                                                : "fallback=redact, zero or hash(key=K)");
+            return false;
+          }
+      }
       out.kind = ParamKind::Ident;
       out.s = v.text;
       return true;

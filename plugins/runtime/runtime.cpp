@@ -305,7 +305,9 @@ ProgramInstance::ProgramInstance(const Program& p) : prog_(p), uhash_(p.services
       const ArgValue* fb = call.arg("fallback");
       if (fb && fb->action) zfallback_[i] = make_rt_action(*fb->action, *p.policy_, p.services_, nullptr);
       else if (fb && fb->s == "redact") zfallback_[i] = make_rt_action(ActionCall{Registry::instance().action("redact")}, *p.policy_, p.services_, nullptr);
-      else if (!fb || fb->s == "zero") zfallback_[i] = make_rt_action(ActionCall{Registry::instance().action("zero")}, *p.policy_, p.services_, nullptr);
+      // zero otherwise, also for a word the compiler let through that has no
+      // meaning for this field (never a null fallback to call).
+      else zfallback_[i] = make_rt_action(ActionCall{Registry::instance().action("zero")}, *p.policy_, p.services_, nullptr);
       actions_[i] = make_rt_action(ActionCall{Registry::instance().action("keep")}, *p.policy_, p.services_, nullptr);
     } else {
       actions_[i] = make_rt_action(call, *p.policy_, p.services_, plan->zslot >= 0 ? &plan->zinfo : nullptr);
