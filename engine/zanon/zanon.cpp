@@ -2,6 +2,8 @@
 // state only hides more are in doc/zanon.md; the comments here point at them.
 #include "zanon.h"
 
+#include "amon_siphash.h"
+
 #include <immintrin.h>
 #include <sys/mman.h>
 #include <sys/random.h>
@@ -66,16 +68,8 @@ struct alignas(64) Shard {
 
 inline uint32_t fastrange(uint32_t x, uint32_t n) { return uint32_t((uint64_t(x) * n) >> 32); }
 
-inline uint64_t load64(const uint8_t* p) {
-  uint64_t v;
-  std::memcpy(&v, p, 8);
-  return v;
-}
-inline uint32_t load32(const uint8_t* p) {
-  uint32_t v;
-  std::memcpy(&v, p, 4);
-  return v;
-}
+using sip::load_le32;
+using sip::load_le64;
 
 // a[0..n) == b[0..n) for n <= kInlineBytes, inline: the values are short
 // (names), where a call to memcmp and the spills around it cost more than the
@@ -91,8 +85,8 @@ inline bool same_bytes(const uint8_t* a, const uint8_t* b, size_t n) {
                                       _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + n - 16))));
     return _mm_testz_si128(d, d);
   }
-  if (n >= 8) return ((load64(a) ^ load64(b)) | (load64(a + n - 8) ^ load64(b + n - 8))) == 0;
-  if (n >= 4) return ((load32(a) ^ load32(b)) | (load32(a + n - 4) ^ load32(b + n - 4))) == 0;
+  if (n >= 8) return ((load_le64(a) ^ load_le64(b)) | (load_le64(a + n - 8) ^ load_le64(b + n - 8))) == 0;
+  if (n >= 4) return ((load_le32(a) ^ load_le32(b)) | (load_le32(a + n - 4) ^ load_le32(b + n - 4))) == 0;
   if (n == 0) return true;
   return ((a[0] ^ b[0]) | (a[n / 2] ^ b[n / 2]) | (a[n - 1] ^ b[n - 1])) == 0;
 }

@@ -72,16 +72,8 @@ inline uint64_t lower8(uint64_t w) {
   return uint64_t(_mm_cvtsi128_si64(_mm_or_si128(v, _mm_and_si128(upper, _mm_set1_epi8(0x20)))));
 }
 
-inline uint64_t load64(const char* p) {
-  uint64_t v;
-  std::memcpy(&v, p, 8);
-  return v;
-}
-inline uint64_t load32(const char* p) {
-  uint32_t v;
-  std::memcpy(&v, p, 4);
-  return v;
-}
+inline uint64_t load64(const char* p) { return sip::load_le64(reinterpret_cast<const uint8_t*>(p)); }
+inline uint64_t load32(const char* p) { return sip::load_le32(reinterpret_cast<const uint8_t*>(p)); }
 
 // The last len & 7 bytes of label[0..len) as a little-endian word, reading no
 // byte outside the label (it may end a packet or a heap block): labels of 8+

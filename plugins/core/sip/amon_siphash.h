@@ -28,6 +28,11 @@ inline uint64_t load_le64(const uint8_t* p) {
   std::memcpy(&v, p, 8);
   return v;
 }
+inline uint32_t load_le32(const uint8_t* p) {
+  uint32_t v;
+  std::memcpy(&v, p, 4);
+  return v;
+}
 
 // The last word: the n & 7 bytes left at p, and the total length in the top byte.
 inline uint64_t tail_word(const uint8_t* p, size_t total) {
