@@ -6,7 +6,6 @@
 // (hash, redact, keep, drop, zanon that always hides), so two instances can
 // be compared byte for byte. A packet the shortcut does not take runs the
 // same code twice, so the test counts those that could take it.
-#include <pcap/pcap.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -20,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "capture_walk.h"
 #include "flow_table.h"
 #include "l2l4.h"
 #include "l7.h"
@@ -138,51 +138,31 @@ struct Pair {
   }
 };
 
-std::vector<std::string> captures() {
-  std::vector<std::string> out;
-  std::error_code ec;
-  for (const auto& e : std::filesystem::directory_iterator(AMON_PCAPS_DIR, ec))
-    if (e.path().extension() == ".pcap") out.push_back(e.path().string());
-  std::sort(out.begin(), out.end());
-  return out;
-}
-
 }  // namespace
 
 TEST_CASE("UDP DNS shortcut: the same output as the general path on every shared capture") {
-  const auto caps = captures();
+  const auto caps = amon::testing::shared_captures();
   if (caps.empty()) WARN("no captures in " AMON_PCAPS_DIR ": nothing to compare");
   for (const Case& pc_ : kPolicies) {
     const char* body = pc_.body;
     Pair p(body);
     std::mt19937 rng(4242);
     for (const auto& path : caps) {
-      char err[PCAP_ERRBUF_SIZE];
-      pcap_t* pc = pcap_open_offline(path.c_str(), err);
-      if (!pc) continue;
-      if (pcap_datalink(pc) != DLT_EN10MB) {
-        pcap_close(pc);
-        continue;
-      }
-      pcap_pkthdr* h;
-      const u_char* data;
-      while (pcap_next_ex(pc, &h, &data) == 1) {
+      amon::testing::for_each_record(path, [&](const uint8_t* data, uint32_t caplen, uint32_t len, uint64_t ts) {
         INFO(path << " policy:\n" << body);
-        const uint64_t ts = uint64_t(h->ts.tv_sec) * 1000000000ULL + uint64_t(h->ts.tv_usec) * 1000ULL;
-        p.run(data, h->caplen, h->len, ts);
+        p.run(data, caplen, len, ts);
         // Mutations anywhere in the frame (headers and message alike), and
         // sometimes a shorter capture: the shortcut's entry test and the
         // general path must agree on what they make of them.
-        std::vector<uint8_t> m(data, data + h->caplen);
+        std::vector<uint8_t> m(data, data + caplen);
         for (int k = 0; k < 2 && !m.empty(); ++k) {
           std::vector<uint8_t> x = m;
           for (int f = 0; f < 2; ++f) x[rng() % x.size()] ^= uint8_t(1u << (rng() % 8));
           uint32_t cap = uint32_t(x.size());
           if (rng() % 4 == 0) cap = uint32_t(rng() % (cap + 1));
-          p.run(x.data(), cap, h->len, ts + 1);
+          p.run(x.data(), cap, len, ts + 1);
         }
-      }
-      pcap_close(pc);
+      });
     }
     INFO("policy:\n" << body);
     p.same_counters();

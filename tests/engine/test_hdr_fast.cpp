@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "capture_walk.h"
 #include "flow_table.h"
 #include "l2l4.h"
 #include "policy.h"
@@ -197,14 +198,8 @@ struct Pair {
   }
 };
 
-std::vector<std::string> captures() {
-  std::vector<std::string> out;
-  std::error_code ec;
-  for (const auto& e : std::filesystem::directory_iterator(AMON_PCAPS_DIR, ec))
-    if (e.path().extension() == ".pcap") out.push_back(e.path().string());
-  std::sort(out.begin(), out.end());
-  return out;
-}
+using amon::testing::for_each_record;
+std::vector<std::string> captures() { return amon::testing::shared_captures(); }
 
 }  // namespace
 
@@ -220,22 +215,12 @@ TEST_CASE("header fast path: the same output as the general path on every shared
     CHECK_FALSE(p.generic.inst->header_kernel());
     std::mt19937 rng(12345);
     for (const auto& path : caps) {
-      char err[PCAP_ERRBUF_SIZE];
-      pcap_t* pc = pcap_open_offline(path.c_str(), err);
-      if (!pc) continue;
-      if (pcap_datalink(pc) != DLT_EN10MB) {
-        pcap_close(pc);
-        continue;
-      }
-      pcap_pkthdr* h;
-      const u_char* data;
-      while (pcap_next_ex(pc, &h, &data) == 1) {
+      for_each_record(path, [&](const uint8_t* data, uint32_t caplen, uint32_t len, uint64_t ts) {
         INFO(path << " policy:\n" << body);
-        const uint64_t ts = uint64_t(h->ts.tv_sec) * 1000000000ULL + uint64_t(h->ts.tv_usec) * 1000ULL;
-        p.run(data, h->caplen, h->len, ts);
+        p.run(data, caplen, len, ts);
         // Mutations in the headers: lengths, flags, versions, offsets the
         // fast path's entry test and the general path must agree on.
-        std::vector<uint8_t> m(data, data + h->caplen);
+        std::vector<uint8_t> m(data, data + caplen);
         for (int k = 0; k < 2 && !m.empty(); ++k) {
           std::vector<uint8_t> x = m;
           const uint32_t span = uint32_t(std::min<size_t>(x.size(), 80));
@@ -243,10 +228,9 @@ TEST_CASE("header fast path: the same output as the general path on every shared
           // Sometimes shorter, as a snap length would leave it.
           uint32_t cap = uint32_t(x.size());
           if (rng() % 4 == 0) cap = uint32_t(rng() % (cap + 1));
-          p.run(x.data(), cap, h->len, ts + 1);
+          p.run(x.data(), cap, len, ts + 1);
         }
-      }
-      pcap_close(pc);
+      });
     }
     INFO("policy:\n" << body);
     p.flush();
@@ -293,23 +277,12 @@ TEST_CASE("header kernels: consumers sharing flows keep their own Crypto-PAn res
   b.ft = &a.flows;
   uint64_t differ = 0;
   for (const auto& path : caps) {
-    char err[PCAP_ERRBUF_SIZE];
-    pcap_t* pc = pcap_open_offline(path.c_str(), err);
-    if (!pc) continue;
-    if (pcap_datalink(pc) != DLT_EN10MB) {
-      pcap_close(pc);
-      continue;
-    }
-    pcap_pkthdr* h;
-    const u_char* data;
-    while (pcap_next_ex(pc, &h, &data) == 1) {
+    for_each_record(path, [&](const uint8_t* data, uint32_t caplen, uint32_t len, uint64_t ts) {
       INFO(path);
-      const uint64_t ts = uint64_t(h->ts.tv_sec) * 1000000000ULL + uint64_t(h->ts.tv_usec) * 1000ULL;
-      a.run(data, h->caplen, h->len, ts);
-      b.run(data, h->caplen, h->len, ts);
+      a.run(data, caplen, len, ts);
+      b.run(data, caplen, len, ts);
       differ += !a.pending.empty() && !b.pending.empty() && a.pending.back().out != b.pending.back().out;
-    }
-    pcap_close(pc);
+    });
   }
   a.flush();
   b.flush();
