@@ -528,6 +528,12 @@ inline int ProgramInstance::pick(FieldId f, Eval& e) {
 }
 
 namespace {
+// HC' = ~(~HC + ~m + m') (RFC 1624 eqn. 3) for bytes whose sums before and
+// after an application rewrite are sums[0] and sums[1] (Eval::l7_sums).
+[[gnu::always_inline]] inline uint16_t csum_update_spans(uint16_t ck, const uint64_t sums[2]) {
+  return csum_finish(csum_add(csum_add(uint16_t(~ck), uint16_t(~csum_fold(sums[0]))), csum_fold(sums[1])));
+}
+
 // The end of a header rewrite (process_hdr and the kernels): a cut's
 // lengths, the IPv4 header checksum, the L4 checksum (recomputed after a
 // cut, else updated for the addresses and the payload), as the general path
@@ -1020,7 +1026,7 @@ Verdict ProgramInstance::general_path(uint8_t* buf, uint32_t& cap, uint32_t& wir
           uint8_t* const l4 = buf + d.l4_off;
           uint16_t ck = rd16(l4 + 6);
           if (ck != 0) {  // 0: the sender computed none
-            ck = csum_finish(csum_add(csum_add(uint16_t(~ck), uint16_t(~csum_fold(sums[0]))), csum_fold(sums[1])));
+            ck = csum_update_spans(ck, sums);
             wr16(l4 + 6, ck == 0 ? 0xffff : ck);
           }
         }
@@ -1256,7 +1262,7 @@ Verdict ProgramInstance::general_path(uint8_t* buf, uint32_t& cap, uint32_t& wir
     ck = csum_finish(csum_add(csum_add(uint16_t(~ck), uint16_t(~pay_old_sum)), pay_new_sum));
   }
   if (spans_changed)  // the same over the spans the L7 rewrite changed (bytes after it are pay_old_sum's)
-    ck = csum_finish(csum_add(csum_add(uint16_t(~ck), uint16_t(~csum_fold(l7_sums[0]))), csum_fold(l7_sums[1])));
+    ck = csum_update_spans(ck, l7_sums);
   if (udp && ck == 0) ck = 0xffff;
   wr16(l4 + csum_off, ck);
   return Verdict::Forward;
