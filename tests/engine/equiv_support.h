@@ -1,17 +1,62 @@
-// The shared captures (../shared/pcaps) as the engine's equivalence tests
-// read them: every Ethernet capture in name order, each record with its
-// captured and wire lengths and its time in nanoseconds.
+// What the engine's equivalence tests (test_hdr_fast, test_dns_fast) share:
+// the shared captures (../shared/pcaps) read record by record, the test
+// keys, a small z-anonymity store, and one side of a comparison (a
+// consumer's program and its counters).
 #pragma once
 
 #include <pcap/pcap.h>
+#include <stdlib.h>
+#include <sys/stat.h>
 
+#include <catch2/catch.hpp>
 #include <algorithm>
 #include <cstdint>
 #include <filesystem>
+#include <fstream>
+#include <memory>
 #include <string>
 #include <vector>
 
+#include "runtime.h"
+#include "zanon.h"
+
 namespace amon::testing {
+
+// Key file 0 or 1 (the Crypto-PAn reference key and another), written once
+// per test program into a fresh directory, mode 0600.
+inline std::string key_file(int which = 0) {
+  static std::string dir = [] {
+    char d[] = "/tmp/amon-test-keys-XXXXXX";
+    REQUIRE(mkdtemp(d) != nullptr);
+    const char* keys[] = {"1522178d33a4cf80130a5b1649907d10d8988f837979652762574c2d2a842202",
+                          "0f1e2d3c4b5a69788796a5b4c3d2e1f00112233445566778899aabbccddeeff0"};
+    for (int i = 0; i < 2; ++i) {
+      std::string p = std::string(d) + "/k" + std::to_string(i) + ".hex";
+      std::ofstream(p) << keys[i] << "\n";
+      chmod(p.c_str(), 0600);
+    }
+    return std::string(d);
+  }();
+  return dir + "/k" + std::to_string(which) + ".hex";
+}
+
+// One store for the test program: zmax 8, so a rule with z above 8 always hides.
+inline zanon::Store& store() {
+  static zanon::Store s{[] {
+    zanon::Config c;
+    c.max_values = 4096;
+    c.zmax = 8;
+    c.max_dt_ns = 3600ULL * 1000000000ULL;
+    return c;
+  }()};
+  return s;
+}
+
+struct Side {
+  std::unique_ptr<Program> prog;
+  std::unique_ptr<ProgramInstance> inst;
+  ConsumerCounters c;
+};
 
 inline std::vector<std::string> shared_captures() {
   std::vector<std::string> out;

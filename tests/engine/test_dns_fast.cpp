@@ -19,7 +19,7 @@
 #include <string>
 #include <vector>
 
-#include "capture_walk.h"
+#include "equiv_support.h"
 #include "flow_table.h"
 #include "l2l4.h"
 #include "l7.h"
@@ -32,17 +32,9 @@ using namespace amon;
 
 namespace {
 
-std::string key_file() {
-  static std::string path = [] {
-    char d[] = "/tmp/amon-test-dnsfast-XXXXXX";
-    REQUIRE(mkdtemp(d) != nullptr);
-    std::string p = std::string(d) + "/k.hex";
-    std::ofstream(p) << "1522178d33a4cf80130a5b1649907d10d8988f837979652762574c2d2a842202\n";
-    chmod(p.c_str(), 0600);
-    return p;
-  }();
-  return path;
-}
+using amon::testing::key_file;
+using amon::testing::Side;
+using amon::testing::store;
 
 struct Case {
   const char* body;
@@ -51,28 +43,11 @@ struct Case {
 const Case kPolicies[] = {
     {"dns.qname : hash(key=k)\n", true},
     {"dns.qname, dns.answer.name, dns.rdata.name : redact()\ndns.answer.addr : cryptopan(key=k)\ndns.ecs : zero()\n", true},
-    // z = 64, above the store's zmax of 8: always hidden, so both sides mask alike.
+    // z = 64, above the store's zmax of 8 (equiv_support.h): always hidden, so both sides mask alike.
     {"dns.qname, dns.answer.name : zanon(z=64, dt=1h, fallback=hash(key=k))\n"
      "dns.rdata.name : zanon(z=64, dt=1h, fallback=redact())\n", true},
     {"dns.qname : keep()\ndns.rdata.name : drop()\n", false},
     {"dns.answer.addr : prefix(16)\non_error = drop\n", true},
-};
-
-zanon::Store& store() {
-  static zanon::Store s{[] {
-    zanon::Config c;
-    c.max_values = 4096;
-    c.zmax = 8;
-    c.max_dt_ns = 3600ULL * 1000000000ULL;
-    return c;
-  }()};
-  return s;
-}
-
-struct Side {
-  std::unique_ptr<Program> prog;
-  std::unique_ptr<ProgramInstance> inst;
-  ConsumerCounters c;
 };
 
 struct Pair {

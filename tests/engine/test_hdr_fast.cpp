@@ -18,7 +18,7 @@
 #include <string>
 #include <vector>
 
-#include "capture_walk.h"
+#include "equiv_support.h"
 #include "flow_table.h"
 #include "l2l4.h"
 #include "policy.h"
@@ -29,22 +29,6 @@
 using namespace amon;
 
 namespace {
-
-std::string key_file(int which = 0) {
-  static std::string dir = [] {
-    char d[] = "/tmp/amon-test-hdr-XXXXXX";
-    REQUIRE(mkdtemp(d) != nullptr);
-    const char* keys[] = {"1522178d33a4cf80130a5b1649907d10d8988f837979652762574c2d2a842202",
-                          "0f1e2d3c4b5a69788796a5b4c3d2e1f00112233445566778899aabbccddeeff0"};
-    for (int i = 0; i < 2; ++i) {
-      std::string p = std::string(d) + "/k" + std::to_string(i) + ".hex";
-      std::ofstream(p) << keys[i] << "\n";
-      chmod(p.c_str(), 0600);
-    }
-    return std::string(d);
-  }();
-  return dir + "/k" + std::to_string(which) + ".hex";
-}
 
 // Header-only policies: every action the fast path calls directly, the ones
 // it leaves to the virtual call, roles by initiator and by `clients`, and
@@ -64,22 +48,9 @@ const char* kPolicies[] = {
     "ip.client : cryptopan(key=k)\nip.server : drop()\n",
 };
 
-struct Side {
-  std::unique_ptr<Program> prog;
-  std::unique_ptr<ProgramInstance> inst;
-  ConsumerCounters c;
-};
-
-zanon::Store& store() {
-  static zanon::Store s{[] {
-    zanon::Config c;
-    c.max_values = 4096;
-    c.zmax = 8;
-    c.max_dt_ns = 3600ULL * 1000000000ULL;
-    return c;
-  }()};
-  return s;
-}
+using amon::testing::key_file;
+using amon::testing::Side;
+using amon::testing::store;
 
 struct Pair {
   std::shared_ptr<const dsl::Policy> policy;
