@@ -346,46 +346,13 @@ void FlowTable::insert(const uint8_t* pkt, const Decoded& d, const FlowKey& k, u
 
 void FlowTable::lookup_burst(const uint8_t* const* pkts, const Decoded* ds, const bool* want, unsigned n,
                              PacketMeta* metas) {
-  FlowKey keys[kBurstMax];
-  uint32_t hs[kBurstMax], homes[kBurstMax], hits[kBurstMax];
-  bool lo[kBurstMax];
-  unsigned idx[kBurstMax];
-  unsigned m = 0;
   // Three passes so that each packet's misses are in flight while the others
-  // are worked on: keys and home buckets, then the entries the tags point
-  // to, then the lookups proper (in order: a packet may find the flow an
-  // earlier packet of the burst created).
-  for (unsigned i = 0; i < n; ++i) {
-    if (!want[i]) continue;
-    hs[m] = key_and_hash(pkts[i], ds[i], keys[m], lo[m], true);
-    homes[m] = home(hs[m]);
-    rte_prefetch0(&buckets_[homes[m]]);
-    idx[m++] = i;
-  }
-  if (m == 0) return;
-  st_.lookups += m;
-  for (unsigned j = 0; j < m; ++j) {
-    const Bucket& b = buckets_[homes[j]];
-    // The first entry whose tag matches (another slot matches by chance
-    // 1 time in 32k). Its key, times and flags share one line.
-    hits[j] = tag_hits(b.tag, tag_of(hs[j]));
-    if (hits[j]) rte_prefetch0(&entries_[b.idx[__builtin_ctz(hits[j]) >> 1]]);
-  }
-  // The tag matches found above hold until an insert changes the buckets
-  // (a new flow, an expiry or eviction it makes room with); from then on
-  // the lookups of this burst read the buckets again.
-  bool changed = false;
-  for (unsigned j = 0; j < m; ++j) {
-    PacketMeta& meta = metas[idx[j]];
-    const Decoded& d = ds[idx[j]];
-    FlowEntry* e = changed ? find(keys[j], hs[j]) : find_from(keys[j], hs[j], homes[j], hits[j]);
-    if (e) {
-      hit(*e, d, lo[j], meta.ts_ns, meta);
-    } else {
-      insert(pkts[idx[j]], d, keys[j], hs[j], lo[j], meta.ts_ns, meta);
-      changed = true;
-    }
-  }
+  // are worked on: keys and home buckets (stage), then the entries the tags
+  // point to, then the lookups proper, in order: a packet may find the flow
+  // an earlier packet of the burst created (lookup_staged).
+  for (unsigned i = 0; i < n; ++i)
+    if (want[i]) stage(i, pkts[i], ds[i]);
+  lookup_staged(pkts, ds, want, n, metas);
 }
 
 void FlowTable::stage(unsigned i, const uint8_t* pkt, const Decoded& d) {
@@ -397,9 +364,11 @@ void FlowTable::stage(unsigned i, const uint8_t* pkt, const Decoded& d) {
 
 void FlowTable::lookup_staged(const uint8_t* const* pkts, const Decoded* ds, const bool* want, unsigned n,
                               PacketMeta* metas) {
-  // lookup_burst's second and third passes on what stage() left: the
-  // entries the tags point to are prefetched for the whole burst, then
-  // the lookups run in order.
+  // The second and third passes on what stage() left: the entries the tags
+  // point to are prefetched for the whole burst, then the lookups run in
+  // order. A tag match found here holds until an insert changes the
+  // buckets (a new flow, an expiry or eviction it makes room with); from
+  // then on the lookups of this burst read the buckets again.
   Staged& s = st_b_;
   unsigned m = 0;
   for (unsigned i = 0; i < n; ++i) {
@@ -410,7 +379,7 @@ void FlowTable::lookup_staged(const uint8_t* const* pkts, const Decoded* ds, con
     if (s.hits[i]) rte_prefetch0(&entries_[b.idx[__builtin_ctz(s.hits[i]) >> 1]]);
   }
   st_.lookups += m;
-  bool changed = false;  // as in lookup_burst
+  bool changed = false;
   for (unsigned i = 0; i < n; ++i) {
     if (!want[i]) continue;
     PacketMeta& meta = metas[i];
