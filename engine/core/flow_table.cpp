@@ -146,7 +146,14 @@ __attribute__((always_inline)) inline uint32_t FlowTable::key_and_hash(const uin
   const uint32_t lp = src_is_lo ? sp : dp, hp = src_is_lo ? dp : sp;
   // lo_port, hi_port, proto, family, pad: FlowKey's last word (little-endian
   // host, as the CRC32 instruction already assumes).
-  const uint64_t w4 = uint64_t(lp) | uint64_t(hp) << 16 | uint64_t(d.l4_proto) << 32 | uint64_t(d.ip_version) << 40;
+  uint64_t w4 = uint64_t(lp) | uint64_t(hp) << 16 | uint64_t(d.l4_proto) << 32 | uint64_t(d.ip_version) << 40;
+  if (d.tun_ctx) [[unlikely]] {  // see FlowKey
+    const __m128i t = _mm_set_epi64x(int64_t(d.tun_ctx * 0x9e3779b97f4a7c15ULL), int64_t(d.tun_ctx));
+    lo_addr = _mm_xor_si128(lo_addr, t);
+    hi_addr = _mm_xor_si128(hi_addr, t);
+    w4 |= uint64_t(1) << 48;
+    h = __builtin_ia32_crc32di(h, d.tun_ctx);
+  }
   auto* kp = reinterpret_cast<uint8_t*>(&k);
   _mm_storeu_si128(reinterpret_cast<__m128i*>(kp), lo_addr);
   _mm_storeu_si128(reinterpret_cast<__m128i*>(kp + 16), hi_addr);

@@ -24,6 +24,14 @@
 
 namespace amon {
 
+// A packet carried in a tunnel keys on its own 5-tuple and the tunnel
+// (Decoded::tun_ctx), so that tenants or subscribers with overlapping
+// address spaces never share a flow: both address words are XORed with a
+// 128-bit spread of the context and pad[0] is 1. Equal inner addresses in
+// two tunnels always give different keys; two different address pairs could
+// only meet if their XOR equalled the contexts' on both endpoints at once
+// (2^-128 for unrelated traffic). The key is compared, never read back as
+// addresses.
 struct FlowKey {
   uint8_t lo[16];
   uint8_t hi[16];

@@ -26,7 +26,88 @@ bool ProgramInstance::roles(const uint8_t* buf, uint32_t cap, const Decoded& d, 
 
 Verdict ProgramInstance::process_general(uint8_t* buf, uint32_t& cap, uint32_t& wire, const Decoded& d,
                                          const PacketMeta& m, ConsumerCounters& c) {
+  if (d.n_encap) [[unlikely]]
+    return process_encap(buf, cap, wire, d, m, c);
   return prog_.l7_only_ ? general_path<true>(buf, cap, wire, d, m, c) : general_path<false>(buf, cap, wire, d, m, c);
+}
+
+Verdict ProgramInstance::process_encap(uint8_t* buf, uint32_t& cap, uint32_t& wire, const Decoded& d,
+                                       const PacketMeta& m, ConsumerCounters& c) {
+  // The outer checksums follow the rewrite from sums of the original bytes.
+  EncapSums sums;
+  encap_sums(buf, cap, d, sums);
+  const uint32_t cap0 = cap, wire0 = wire;
+  encap_changed_ = 0;
+  for (int i = 0; i < d.n_encap; ++i) {
+    const EncapLayer& L = d.encap[i];
+    const uint32_t so = L.l3_off + (L.ip_version == 4 ? 12u : 8u), al = L.ip_version == 4 ? 4u : 16u;
+    std::memcpy(encap_old_[i], buf + so, 2 * al);
+  }
+  const Verdict v =
+      prog_.l7_only_ ? general_path<true>(buf, cap, wire, d, m, c) : general_path<false>(buf, cap, wire, d, m, c);
+  if (v == Verdict::Forward) encap_fix(buf, cap, cap != cap0 || wire != wire0, d, sums, encap_old_, encap_changed_);
+  return v;
+}
+
+bool ProgramInstance::encap_rules(uint8_t* buf, uint32_t cap, const Decoded& d, Eval& e, ApplyCtx& ctx) {
+  const Program& P = prog_;
+  const auto& F = l2l4::g_fields;
+  // An inner Ethernet header's MACs: the eth rules, as for the outer one.
+  if (d.inner_eth_off && d.inner_eth_off + 14u <= cap &&
+      (!P.field_rules_[F.eth_dst].empty() || !P.field_rules_[F.eth_src].empty())) {
+    for (FieldId f : {F.eth_dst, F.eth_src}) {
+      ctx.field = f;
+      const int r = pick(f, e);
+      if (r >= 0 && actions_[r]->mac(buf + d.inner_eth_off + (f == F.eth_src ? 6 : 0), ctx) == ActResult::Drop)
+        return false;
+    }
+  }
+  // The outer addresses: every layer's source and destination.
+  RtAction* act = nullptr;
+  if (!P.field_rules_[F.tunnel_addr].empty()) {
+    const int r = pick(F.tunnel_addr, e);
+    if (r >= 0) act = actions_[r].get();
+  } else if (P.tunnel_addr_default_ >= 0) {
+    act = actions_[P.tunnel_addr_default_]->undecided();
+  }
+  const bool zero = !act && P.tunnel_addr_zero_;
+  if (act || zero) {
+    ctx.field = F.tunnel_addr;
+    ctx.is_server = true;
+    for (int i = 0; i < d.n_encap; ++i) {
+      const EncapLayer& L = d.encap[i];
+      const uint32_t al = L.ip_version == 4 ? 4u : 16u;
+      uint8_t* a = buf + L.l3_off + (L.ip_version == 4 ? 12u : 8u);
+      ctx.family = L.ip_version;
+      if (zero) {
+        std::memset(a, 0, 2 * al);
+      } else {
+        if (act->addr(a, ctx) == ActResult::Drop || act->addr(a + al, ctx) == ActResult::Drop) return false;
+        if (!act->modifies) continue;
+      }
+      encap_changed_ |= uint8_t(1u << i);
+    }
+  }
+  // Identifiers, rewritten in place (their length kept).
+  if (P.tunnel_rules_) {
+    for (int i = 0; i < d.n_encap; ++i) {
+      const EncapLayer& L = d.encap[i];
+      if (!L.has_id) continue;
+      FieldId f;
+      uint32_t at, n = 4;
+      switch (L.kind) {
+        case Encap::Vxlan: case Encap::VxlanGpe: case Encap::Geneve: f = F.tunnel_vni, at = L.hdr_off + 4u, n = 3; break;
+        case Encap::GtpU: f = F.gtp_teid, at = L.hdr_off + 4u; break;
+        case Encap::Gre: case Encap::Erspan: f = F.gre_key, at = L.hdr_off + (L.gre_csum ? 8u : 4u); break;
+        default: continue;
+      }
+      if (P.field_rules_[f].empty() || at + n > cap) continue;
+      const int r = pick(f, e);
+      ctx.field = f;
+      if (r >= 0 && actions_[r]->bytes(buf + at, n, ctx) == ActResult::Drop) return false;
+    }
+  }
+  return true;
 }
 
 // kL7Only (Program::l7_only_): no select, BPF, MAC, address, per-flow or
@@ -65,6 +146,8 @@ Verdict ProgramInstance::general_path(uint8_t* buf, uint32_t& cap, uint32_t& wir
     r = pick(F.eth_src, e);
     if (r >= 0 && actions_[r]->mac(buf + 6, ctx) == ActResult::Drop) return drop();
   }
+  if (!kL7Only && d.n_encap && !encap_rules(buf, cap, d, e, ctx)) [[unlikely]]
+    return drop();
 
   uint32_t cut_at = UINT32_MAX;
   auto error_exit = [&](uint32_t at, uint64_t& cut_counter) -> bool {  // true: drop
@@ -207,16 +290,18 @@ Verdict ProgramInstance::general_path(uint8_t* buf, uint32_t& cap, uint32_t& wir
         else if (iv == d.ip_version && std::memcmp(a, old_dst, ial) == 0) std::memcpy(a, buf + dof, ial);
         else if (protects_addr) std::memset(a, 0, ial);
       }
-      // The quoted UDP header's checksum covers the quoted addresses (its
-      // pseudo-header): follow them, as the original sender's would have.
+      // The quoted UDP or TCP header's checksum covers the quoted
+      // addresses (its pseudo-header): follow them, as the original
+      // sender's would have (a quote of the whole segment is verifiable).
       uint8_t inner_proto = iv == 4 ? qp[9] : qp[6];
-      if (inner_proto == kProtoUdp && qlen >= ihl + 8) {
-        uint8_t* uc = qp + ihl + 6;
+      const uint32_t qco = inner_proto == kProtoUdp ? 6 : inner_proto == kProtoTcp ? 16 : 0;
+      if (qco && qlen >= ihl + qco + 2) {
+        uint8_t* uc = qp + ihl + qco;
         uint16_t ck = rd16(uc);
-        if (ck != 0) {
+        if (ck != 0 || qco == 16) {
           ck = csum_replace(ck, {before[0], ial}, {qp + isrc, ial});
           ck = csum_replace(ck, {before[1], ial}, {qp + idst, ial});
-          wr16(uc, ck == 0 ? 0xffff : ck);
+          wr16(uc, ck == 0 && qco == 6 ? 0xffff : ck);
         }
       }
       if (iv == 4) {
