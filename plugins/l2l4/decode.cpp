@@ -247,23 +247,31 @@ Next parse_teredo(const uint8_t* p, uint32_t o, uint32_t end, uint32_t& inner) {
 // sessions mark the direction there, as in tunnel-erspan.pcap; NVGRE puts
 // per-flow entropy in its low byte).
 void tunnel_context(const uint8_t* p, const EncapLayer& L, uint64_t& h) {
-  auto mix = [&h](const uint8_t* b, uint32_t n) {
-    for (uint32_t i = 0; i < n; ++i) h = (h ^ b[i]) * 0x100000001b3ULL;  // FNV-1a
+  // Two CRC32-C lanes with different seeds over the same words: 64 bits,
+  // a few instructions per word (the flow key's hash uses the same unit).
+  uint32_t a = uint32_t(h >> 32) ^ 0x9e3779b9u, b = uint32_t(h) ^ 0x7f4a7c15u;
+  auto mix = [&](uint64_t w) {
+    a = uint32_t(__builtin_ia32_crc32di(a, w));
+    b = uint32_t(__builtin_ia32_crc32di(b, w ^ 0x5bd1e9955bd1e995ULL));
   };
-  if (h == 0) h = 0xcbf29ce484222325ULL;
-  const uint8_t k = uint8_t(L.kind);
-  mix(&k, 1);
-  if (L.has_id && (L.kind == Encap::Vxlan || L.kind == Encap::VxlanGpe || L.kind == Encap::Geneve)) {
-    const uint8_t id[4] = {uint8_t(L.id >> 24), uint8_t(L.id >> 16), uint8_t(L.id >> 8), uint8_t(L.id)};
-    mix(id, 4);
-  }
-  const uint32_t al = L.ip_version == 4 ? 4 : 16;
+  const bool vni = L.has_id && (L.kind == Encap::Vxlan || L.kind == Encap::VxlanGpe || L.kind == Encap::Geneve);
+  mix(uint64_t(L.kind) | uint64_t(L.ip_version) << 8 | (vni ? uint64_t(L.id) << 16 | 1ULL << 48 : 0));
   const uint8_t* s = p + L.l3_off + (L.ip_version == 4 ? 12 : 8);
-  const uint8_t* t = s + al;
-  if (std::memcmp(s, t, al) > 0) std::swap(s, t);
-  mix(s, al);
-  mix(t, al);
-  h |= 1;
+  if (L.ip_version == 4) {
+    uint32_t x, y;
+    std::memcpy(&x, s, 4);
+    std::memcpy(&y, s + 4, 4);
+    x = __builtin_bswap32(x), y = __builtin_bswap32(y);
+    mix(x < y ? uint64_t(x) << 32 | y : uint64_t(y) << 32 | x);
+  } else {
+    const uint8_t* t = s + 16;
+    if (std::memcmp(s, t, 16) > 0) std::swap(s, t);
+    uint64_t w[4];
+    std::memcpy(w, s, 16);
+    std::memcpy(w + 2, t, 16);
+    for (uint64_t x : w) mix(x);
+  }
+  h = (uint64_t(a) << 32 | b) | 1;
 }
 
 // Called with d decoded through an IP datagram whose payload is a tunnel
@@ -314,18 +322,17 @@ void descend(const uint8_t* p, uint32_t cap, Decoded& d) {
     else return;
   }
   L.inner_off = uint16_t(inner);
-  // From here on d describes the inner packet; the layers and context stay.
-  Decoded n;
-  n.cap_len = d.cap_len;
-  n.wire_len = d.wire_len;
-  n.n_encap = d.n_encap;
-  std::memcpy(n.encap, d.encap, sizeof n.encap);
-  n.encap[n.n_encap++] = L;
-  n.tun_ctx = d.tun_ctx;
-  tunnel_context(p, L, n.tun_ctx);
-  n.flags = kFlagEncap;
-  n.good_until = inner;
-  d = n;
+  // From here on d describes the inner packet: its L2-L4 fields start over
+  // (as decode_full's Decoded{} would set them); the layers and context stay.
+  d.encap[d.n_encap++] = L;
+  tunnel_context(p, L, d.tun_ctx);
+  d.status = DecodeStatus::Malformed;
+  d.ip_version = d.n_vlan = d.n_mpls = d.l4_proto = d.tcp_flags = 0;
+  d.flags = kFlagEncap;
+  d.ethertype = d.pppoe_off = d.l3_off = d.l3_hdr_len = d.l4_hdr_len = d.sport = d.dport = 0;
+  d.ipv6_frag_hdr_off = d.ipv6_rh_off = d.inner_eth_off = 0;
+  d.l3_len = d.l4_off = d.payload_off = d.payload_len = 0;
+  d.good_until = inner;
   switch (next) {
     case Next::Eth:
       if (inner + 14 > end) {
