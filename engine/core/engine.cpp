@@ -681,7 +681,9 @@ void write_stats_line(Engine& E) {
     line += (i ? ",\"" : "\"") + r.consumers[i].name + "\":{\"in\":" + std::to_string(rate(c.in, in0)) +
             ",\"out\":" + std::to_string(rate(c.out, out0)) + ",\"dropped\":" + std::to_string(rate(c.dropped, dr0)) + "}";
   }
-  line += "},\"totals\":" + render_report_json(r) + "}\n";
+  std::string totals = render_report_json(r);
+  while (!totals.empty() && (totals.back() == '\n' || totals.back() == ' ')) totals.pop_back();
+  line += "},\"totals\":" + totals + "}\n";
   if (FILE* f = std::fopen(E.cfg.stats_lines.c_str(), "a")) {
     std::fwrite(line.data(), 1, line.size(), f);
     std::fclose(f);
