@@ -140,8 +140,9 @@ void WorkerPath::process_burst(rte_mbuf** pkts, unsigned n, Sink sink, void* ctx
     }
     if (k) {
       flows_->lookup_staged(datas, ds, want, k, metas);
-      for (unsigned i = 0; i < k; ++i)
-        if (metas[i].flow) refresh_flow(metas[i].flow);
+      if (wants_flows_)
+        for (unsigned i = 0; i < k; ++i)
+          if (metas[i].flow) refresh_flow(metas[i].flow);
       if (burst_route_) deliver_burst(pkts + base, k, sink, ctx);
       else
         for (unsigned i = 0; i < k; ++i) consumers(pkts[base + i], datas[i], ds[i], metas[i], sink, ctx);
