@@ -607,6 +607,8 @@ uint64_t publish(Engine& E, StagedReload& st) {
 }
 
 void apply_reload(Engine& E, StagedReload& st) {
+  // Telemetry reads what is set here (policy information, results).
+  std::unique_lock<std::mutex> lock(E.snap_mu);
   if (!st.ok) {
     ++E.reloads_failed;
     E.last_result = "failed";
@@ -630,9 +632,11 @@ void apply_reload(Engine& E, StagedReload& st) {
     sd_notifyf(0, "READY=1\nSTATUS=generation %llu running; last reload refused", (unsigned long long)E.generation);
     return;
   }
+  lock.unlock();  // publishing waits on the workers, not on telemetry
   const uint64_t t_pub = wall_ns();
   const uint64_t t_taken = publish(E, st);
   const uint64_t t2 = wall_ns();
+  lock.lock();
   ++E.generation;
   ++E.reloads;
   std::string line;
