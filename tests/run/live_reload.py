@@ -14,7 +14,10 @@ files' records, no drop of any kind); every output packet is exactly one of
 the two valid versions; the broken versions never took effect and were each
 logged with file:line:col; the generation and reloads_failed counters; DPDK
 telemetry answers /amon/consumers (growing) and /amon/policies (the
-generation); exit status 0 and complete output files.
+generation); sd_notify messages on a notification socket as systemd gives
+one (READY=1, RELOADING=1 and READY=1 per reload with the generation,
+STOPPING=1) and log lines with syslog priorities; exit status 0 and
+complete output files.
 
 Traffic only ever goes between the two ends of the veth pair, inside the
 namespace. Exit 77 (skipped) only when namespaces cannot be created.
@@ -27,6 +30,7 @@ import os
 import re
 import shutil
 import signal
+import socket
 import struct
 import subprocess
 import sys
@@ -133,11 +137,26 @@ try:
                 "  - { name: c1, policy: p1.amon, output: { pcap: out1.pcap } }\n"
                 "  - { name: c2, policy: p2.amon, output: { pcap: out2.pcap } }\n"
                 "stats: { interval: 1s, json: lines.json }\n")
+    # systemd's notification socket, as a Type=notify unit gives it.
+    notify = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    notify_path = os.path.join(work, "notify")
+    notify.bind(notify_path)
+    notify.setblocking(False)
+    env = dict(os.environ, NOTIFY_SOCKET=notify_path)
+    msgs = []
+
+    def drain_notify():
+        # Read as systemd does: a full queue would block amon's sd_notify.
+        while True:
+            try:
+                msgs.append(notify.recv(4096).decode())
+            except BlockingIOError:
+                return
     errlog = os.path.join(work, "err")
     with open(errlog, "w") as ef:
-        proc = subprocess.Popen(nsx + [amon, "run", "--config", os.path.join(work, "amon.yaml"), "--stats-json",
+        proc = subprocess.Popen(nsx + ["env", "NOTIFY_SOCKET=" + notify_path, amon, "run", "--config", os.path.join(work, "amon.yaml"), "--stats-json",
                                        os.path.join(work, "stats.json"), "--quiet", "--", "--file-prefix=" + prefix],
-                                stderr=ef)
+                                stderr=ef, env=env)
 
     def log():
         return open(errlog, errors="replace").read()
@@ -145,6 +164,7 @@ try:
     def wait_for(pred, what, timeout=30):
         end = time.time() + timeout
         while time.time() < end:
+            drain_notify()
             if pred():
                 return True
             if proc.poll() is not None:
@@ -216,10 +236,25 @@ try:
     replay = None
     time.sleep(0.5)
     proc.send_signal(signal.SIGTERM)
-    rc = proc.wait(timeout=30)
+    end = time.time() + 30
+    while proc.poll() is None and time.time() < end:
+        drain_notify()
+        time.sleep(0.01)
+    rc = proc.wait(timeout=1)
     proc = None
     text = log()
     check(rc == 0, "exit status %d" % rc)
+    drain_notify()
+    ready = [m for m in msgs if "READY=1" in m]
+    check(msgs and "READY=1" in msgs[0], "sd_notify: the first message is not READY=1: %s" % msgs[:2])
+    check(sum("RELOADING=1" in m for m in msgs) == hups, "sd_notify: RELOADING=1 %d times, %d reloads" %
+          (sum("RELOADING=1" in m for m in msgs), hups))
+    check(len(ready) == hups + 1 and "STATUS=generation %d running" % expect_gen in ready[-1],
+          "sd_notify: READY=1 messages %d, last %s" % (len(ready), ready[-1:] ))
+    check(msgs and "STOPPING=1" in msgs[-1], "sd_notify: no STOPPING=1 at the end")
+    # Under systemd, lines carry syslog priorities: <6> for information, <3> for a refused reload.
+    check(re.search(r"^<6>amon: started", text, re.M) and re.search(r"^<3>amon: reload refused", text, re.M),
+          "log lines without syslog priorities under systemd")
     syntax = len(re.findall(r"p2\.amon:\d+:\d+: error", text))
     keyerr = len(re.findall(r"p[12]\.amon:\d+:\d+: error: .*k\.key", text))
     check(syntax >= (hups + 2) // 4, "syntax errors logged with file:line:col: %d" % syntax)
