@@ -72,8 +72,19 @@ __attribute__((format(printf, 2, 3))) void log_line(int prio, const char* fmt, .
   va_start(ap, fmt);
   std::vsnprintf(buf, sizeof buf, fmt, ap);
   va_end(ap);
-  if (under_systemd()) std::fprintf(stderr, "<%d>amon: %s\n", prio, buf);
-  else std::fprintf(stderr, "amon: %s\n", buf);
+  for (size_t n = std::strlen(buf); n && buf[n - 1] == '\n';) buf[--n] = 0;
+  if (!under_systemd()) {
+    std::fprintf(stderr, "amon: %s\n", buf);
+  } else {
+    // The journal takes each line on its own: each gets the priority.
+    const char* p = buf;
+    for (bool first = true; *p || first; first = false) {
+      const char* nl = std::strchr(p, '\n');
+      int n = nl ? int(nl - p) : int(std::strlen(p));
+      std::fprintf(stderr, first ? "<%d>amon: %.*s\n" : "<%d>%.*s\n", prio, n, p);
+      p += n + (nl ? 1 : 0);
+    }
+  }
   std::fflush(stderr);
 }
 constexpr int kErr = 3, kWarn = 4, kInfo = 6;
@@ -919,7 +930,7 @@ EngineResult run_engine(const EngineConfig& cfg_in) {
   for (auto& a : args) argv.push_back(a.data());
   int rc = rte_eal_init(int(argv.size()), argv.data());
   if (rc < 0) {
-    std::fprintf(stderr, "amon: EAL initialisation failed: %s\n", rte_strerror(rte_errno));
+    log_line(kErr, "EAL initialisation failed: %s", rte_strerror(rte_errno));
     return {1};
   }
   EngineResult result;
@@ -1186,12 +1197,12 @@ EngineResult run_engine(const EngineConfig& cfg_in) {
       std::fclose(f);
     }
     if (!E.input_error.empty()) {
-      std::fprintf(stderr, "amon: input stopped early: %s\n", E.input_error.c_str());
+      log_line(kErr, "input stopped early: %s", E.input_error.c_str());
       result.exit_code = 1;
     }
   } catch (const std::exception& e) {
     if (result.exit_code != 2) {
-      std::fprintf(stderr, "amon: %s\n", e.what());
+      log_line(kErr, "%s", e.what());
       result.exit_code = 1;
     }
     E.stop_workers.store(true);

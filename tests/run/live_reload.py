@@ -222,7 +222,25 @@ try:
             pol = telemetry("/amon/policies")
             check(pol is not None and re.search(r"p[12]\.amon:\d+:\d+: error", pol.get("last_error", "")),
                   "/amon/policies last_error after a refused reload: %s" % pol)
-    # End on a valid version, then let the last packets arrive.
+    # A topology change needs a restart: refused as a whole, even with valid policies.
+    yaml_path = os.path.join(work, "amon.yaml")
+    yaml_text = open(yaml_path).read()
+    with open(yaml_path, "w") as f:
+        f.write(yaml_text.replace("workers: 1", "workers: 2"))
+    write_policies(versions["keep"], versions["keep"])
+    before = done()
+    proc.send_signal(signal.SIGHUP)
+    if wait_for(lambda: done() > before, "the topology reload"):
+        expect_failed += 1
+        check(re.search(r"changes to workers need a restart", log()), "a workers change was not refused as such")
+    with open(yaml_path, "w") as f:
+        f.write(yaml_text)
+    write_policies(versions["A"], versions["A"])
+    before = done()
+    proc.send_signal(signal.SIGHUP)
+    if wait_for(lambda: done() > before, "the last reload"):
+        expect_gen += 1
+    # Then let the last packets arrive.
     time.sleep(1)
     c_after = telemetry("/amon/consumers")
     pol = telemetry("/amon/policies")
@@ -247,9 +265,9 @@ try:
     drain_notify()
     ready = [m for m in msgs if "READY=1" in m]
     check(msgs and "READY=1" in msgs[0], "sd_notify: the first message is not READY=1: %s" % msgs[:2])
-    check(sum("RELOADING=1" in m for m in msgs) == hups, "sd_notify: RELOADING=1 %d times, %d reloads" %
-          (sum("RELOADING=1" in m for m in msgs), hups))
-    check(len(ready) == hups + 1 and "STATUS=generation %d running" % expect_gen in ready[-1],
+    check(sum("RELOADING=1" in m for m in msgs) == hups + 2, "sd_notify: RELOADING=1 %d times, %d reloads" %
+          (sum("RELOADING=1" in m for m in msgs), hups + 2))
+    check(len(ready) == hups + 3 and "STATUS=generation %d running" % expect_gen in ready[-1],
           "sd_notify: READY=1 messages %d, last %s" % (len(ready), ready[-1:] ))
     check(msgs and "STOPPING=1" in msgs[-1], "sd_notify: no STOPPING=1 at the end")
     # Under systemd, lines carry syslog priorities: <6> for information, <3> for a refused reload.
@@ -259,7 +277,7 @@ try:
     keyerr = len(re.findall(r"p[12]\.amon:\d+:\d+: error: .*k\.key", text))
     check(syntax >= (hups + 2) // 4, "syntax errors logged with file:line:col: %d" % syntax)
     check(keyerr >= hups // 4, "key file errors logged with file:line:col: %d" % keyerr)
-    check(len(re.findall(r"reload refused", text)) == expect_failed, "refused reloads logged")
+    check(len(re.findall(r"amon: reload refused", text)) == expect_failed, "refused reloads logged")
 
     st = json.load(open(os.path.join(work, "stats.json")))
     check(st["generation"] == expect_gen, "generation %d, expected %d" % (st["generation"], expect_gen))
