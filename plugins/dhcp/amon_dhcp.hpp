@@ -38,6 +38,12 @@ enum class Version : uint8_t { None, V4, V6 };
 // when either is 546 or 547 (clients, servers and relays all use these).
 Version version_for_ports(uint16_t sport, uint16_t dport);
 
+// Content probe for DHCPv4 on other ports (test beds, containers, relays
+// configured off-standard): a BOOTP op, a plausible hardware address length
+// and RFC 1048's magic cookie at offset 236. V4 or None; DHCPv6 has no
+// signature strong enough to probe for.
+Version probe(const uint8_t* buf, size_t len);
+
 // What an occurrence means for a policy; one registry field each (fields.cpp).
 enum class Field : uint8_t {
   Hostname,     // dhcp.hostname: v4 option 12, v4 option 81 and v6 option 39 names

@@ -47,9 +47,16 @@ Version version_for_ports(uint16_t sport, uint16_t dport) {
 }
 
 namespace {
-
 constexpr uint8_t kCookie[4] = {99, 130, 83, 99};
 constexpr uint32_t kFixed = 236;  // BOOTP header without the magic cookie
+}  // namespace
+
+Version probe(const uint8_t* buf, size_t len) {
+  if (len < kFixed + 4 || (buf[0] != 1 && buf[0] != 2) || buf[2] > 16) return Version::None;
+  return std::memcmp(buf + kFixed, kCookie, 4) == 0 ? Version::V4 : Version::None;
+}
+
+namespace {
 
 inline uint16_t be16(const uint8_t* p) { return uint16_t(p[0] << 8 | p[1]); }
 inline char lower(char c) { return c >= 'A' && c <= 'Z' ? char(c + 32) : c; }

@@ -76,7 +76,7 @@ void protect_all(Bytes& m, const dhcp::Result& r, KeyedHash& h) {
 
 }  // namespace
 
-TEST_CASE("dhcp: ports") {
+TEST_CASE("dhcp: recognition by ports and by content") {
   using dhcp::Version;
   CHECK(dhcp::version_for_ports(68, 67) == Version::V4);
   CHECK(dhcp::version_for_ports(67, 67) == Version::V4);
@@ -84,6 +84,17 @@ TEST_CASE("dhcp: ports") {
   CHECK(dhcp::version_for_ports(546, 547) == Version::V6);
   CHECK(dhcp::version_for_ports(547, 547) == Version::V6);
   CHECK(dhcp::version_for_ports(53, 40000) == Version::None);
+  const Bytes d = v4_discover();
+  CHECK(dhcp::probe(d.data(), d.size()) == Version::V4);
+  CHECK(dhcp::probe(d.data(), 239) == Version::None);
+  Bytes x = d;
+  x[238] ^= 1;  // cookie
+  CHECK(dhcp::probe(x.data(), x.size()) == Version::None);
+  x = d;
+  x[0] = 3;
+  CHECK(dhcp::probe(x.data(), x.size()) == Version::None);
+  const Bytes s6 = v6_solicit();
+  CHECK(dhcp::probe(s6.data(), s6.size()) == Version::None);
 }
 
 TEST_CASE("dhcp: v4 discover, every located field") {
