@@ -47,10 +47,12 @@ Version probe(const uint8_t* buf, size_t len);
 // What an occurrence means for a policy; one registry field each (fields.cpp).
 enum class Field : uint8_t {
   Hostname,     // dhcp.hostname: v4 option 12, v4 option 81 and v6 option 39 names
-  ClientId,     // dhcp.client_id: v4 option 61 and 97 (machine UUID), v6 option 1 (client DUID)
+  ClientId,     // dhcp.client_id: v4 option 61, 97 (machine UUID), TR-111 serial numbers (125); v6 option 1
+                //   (client DUID), TR-124 serial number (17)
   Chaddr,       // dhcp.chaddr: BOOTP chaddr, v6 option 79 (client link-layer address)
   Addr,         // dhcp.addr: ciaddr, yiaddr, option 50, v6 IAADDR, IAPREFIX, relay peer-address
-  VendorClass,  // dhcp.vendor_class: v4 option 60, v6 option 16 items
+  VendorClass,  // dhcp.vendor_class: v4 option 60, 124 items, TR-111 product classes; v6 option 16 items,
+                //   TR-124 product class
   RelayId,      // dhcp.relay_id: option 82 circuit/remote/subscriber ids, v6 options 18, 37, 38
   ServerId,     // dhcp.server_id: v6 option 2 (server DUID)
 };

@@ -241,6 +241,49 @@ struct Parser {
         }
         return true;
       }
+      case 124: {  // V-I vendor class (RFC 3925): per enterprise, length-prefixed items
+        const uint32_t e = v + l;
+        for (uint32_t p = v; p < e;) {
+          if (p + 5 > e) return fail(Status::Malformed, Error::SubOption, p);
+          const uint32_t dl = b[p + 4], de = p + 5 + dl;
+          if (de > e) return fail(Status::Malformed, Error::SubOption, p);
+          for (uint32_t q = p + 5; q < de;) {
+            const uint32_t il = b[q];
+            if (q + 1 + il > de) return fail(Status::Malformed, Error::SubOption, q);
+            if (il && !add(Field::VendorClass, Kind::Text, q + 1, il, code, depth, area)) return false;
+            q += 1 + il;
+          }
+          p = de;
+        }
+        return true;
+      }
+      case 125: {  // V-I vendor-specific information (RFC 3925): per enterprise, sub-options
+        const uint32_t e = v + l;
+        for (uint32_t p = v; p < e;) {
+          if (p + 5 > e) return fail(Status::Malformed, Error::SubOption, p);
+          const uint32_t ent = uint32_t(be16(b + p)) << 16 | be16(b + p + 2);
+          const uint32_t dl = b[p + 4], de = p + 5 + dl;
+          if (de > e) return fail(Status::Malformed, Error::SubOption, p);
+          // Other enterprises' data is theirs to define: not read, not refused.
+          for (uint32_t q = p + 5; ent == 3561 && q < de;) {
+            if (q + 2 > de) return fail(Status::Malformed, Error::SubOption, q);
+            const uint8_t sc = b[q];
+            const uint32_t sl = b[q + 1];
+            if (q + 2 + sl > de) return fail(Status::Malformed, Error::SubOption, q);
+            // Broadband Forum TR-111 (enterprise 3561): serial numbers (2
+            // device, 5 gateway) name one box; product classes (3, 6) are
+            // its model. The manufacturer OUIs (1, 4) are left.
+            if (sl) {
+              if ((sc == 2 || sc == 5) && !add(Field::ClientId, Kind::Text, q + 2, sl, code, depth, area)) return false;
+              if ((sc == 3 || sc == 6) && !add(Field::VendorClass, Kind::Text, q + 2, sl, code, depth, area))
+                return false;
+            }
+            q += 2 + sl;
+          }
+          p = de;
+        }
+        return true;
+      }
       default:
         return true;
     }
@@ -347,6 +390,24 @@ struct Parser {
           p += 2 + il;
         }
         return true;
+      case 17: {  // vendor-specific information: enterprise number, sub-options
+        if (!need(4)) return false;
+        if (be16(b + v) != 0 || be16(b + v + 2) != 3561) return true;  // other enterprises: theirs to define
+        for (uint32_t p = v + 4; p < e;) {
+          if (p + 4 > e) return fail(Status::Malformed, Error::SubOption, p);
+          const uint16_t sc = be16(b + p);
+          const uint32_t sl = be16(b + p + 2);
+          if (p + 4 + sl > e) return fail(Status::Malformed, Error::SubOption, p);
+          // Broadband Forum (enterprise 3561, TR-124): 12 the device's serial
+          // number, 13 its product class; 11 (manufacturer OUI) is left.
+          if (sl) {
+            if (sc == 12 && !add(Field::ClientId, Kind::Text, p + 4, sl, code, depth, 0)) return false;
+            if (sc == 13 && !add(Field::VendorClass, Kind::Text, p + 4, sl, code, depth, 0)) return false;
+          }
+          p += 4 + sl;
+        }
+        return true;
+      }
       case 18:  // interface-id
       case 38:  // subscriber-id (RFC 4580)
         return l == 0 || add(Field::RelayId, Kind::Bytes, v, l, code, depth, 0) != nullptr;

@@ -12,8 +12,8 @@ void register_fields(Registry& r) {
                "client host name: DHCPv4 option 12, client FQDN (DHCPv4 option 81, DHCPv6 option 39)",
                {"dhcp.chaddr", "dhcp.client_id", "dns.qname"}});
   r.add_field({"dhcp.client_id", VT::Bytes, "dhcp", R::Identifier, "",
-               "client identifier (DHCPv4 option 61, machine UUID option 97, DHCPv6 client DUID); "
-               "its type bytes are structure and kept",
+               "client identifier (DHCPv4 option 61, machine UUID option 97, DHCPv6 client DUID) and "
+               "Broadband Forum serial numbers (DHCPv4 option 125, DHCPv6 option 17); type bytes are kept",
                {"dhcp.chaddr", "dhcp.hostname"}});
   r.add_field({"dhcp.chaddr", VT::Mac, "dhcp", R::Identifier, "",
                "client hardware address (BOOTP chaddr, DHCPv6 client link-layer address option 79)",
@@ -24,7 +24,9 @@ void register_fields(Registry& r) {
                "traffic that follows keep one pseudonym",
                {"ip.client"}});
   r.add_field({"dhcp.vendor_class", VT::Text, "dhcp", R::QuasiIdentifier, "vendor-class",
-               "vendor class (DHCPv4 option 60, DHCPv6 option 16 items): device make and model", {}});
+               "vendor class (DHCPv4 options 60 and 124, DHCPv6 option 16) and Broadband Forum product "
+               "classes: device make and model",
+               {}});
   r.add_field({"dhcp.relay_id", VT::Bytes, "dhcp", R::Identifier, "",
                "relay agent identifiers of the client's line: option 82 circuit, remote and subscriber IDs, "
                "DHCPv6 interface-id, remote-id, subscriber-id",

@@ -122,10 +122,55 @@ inline Bytes v6_4o6() {
   return b;
 }
 
+// A home gateway's Request (Broadband Forum TR-111): V-I vendor class
+// (option 124) and V-I vendor-specific information (125) with the device's
+// and the gateway's OUI, serial number and product class; a user class.
+inline Bytes v4_request_cpe() {
+  Bytes b = v4_header(1, kMac);
+  cookie(b);
+  opt(b, 53, bytes({3}));
+  opt(b, 50, bytes({100, 64, 7, 9}));
+  Bytes sub;
+  opt(sub, 1, str("00D09E"));
+  opt(sub, 2, str("SN123456789"));
+  opt(sub, 3, str("HGW-5"));
+  opt(sub, 4, str("001B21"));
+  opt(sub, 5, str("GW-SERIAL-42"));
+  opt(sub, 6, str("STB"));
+  Bytes vi = bytes({0, 0, 0x0d, 0xe9});
+  vi.push_back(uint8_t(sub.size()));
+  opt(b, 125, cat(vi, sub));
+  Bytes items;
+  items.push_back(8);
+  items = cat(items, str("dslforum"));
+  items.push_back(3);
+  items = cat(items, str("hgw"));
+  Bytes vc = bytes({0, 0, 0x0d, 0xe9});
+  vc.push_back(uint8_t(items.size()));
+  opt(b, 124, cat(vc, items));
+  opt(b, 77, str("iPXE"));
+  b.push_back(255);
+  return b;
+}
+
+// The same box over DHCPv6 (TR-124: vendor-specific information, option 17).
+inline Bytes v6_inforeq_cpe() {
+  Bytes b = v6_msg(11);
+  opt6(b, 1, duid_llt());
+  Bytes vo = bytes({0, 0, 0x0d, 0xe9});
+  opt6(vo, 11, str("001B21"));
+  opt6(vo, 12, str("SER-V6-77"));
+  opt6(vo, 13, str("STB"));
+  opt6(b, 17, vo);
+  opt6(b, 17, cat(bytes({0, 0, 0x01, 0x37}), str("opaque vendor data")));  // another enterprise: not read
+  return b;
+}
+
 inline std::vector<Sample> samples() {
   return {{"v4_discover", false, v4_discover()}, {"v4_ack_overload", false, v4_ack_overload()},
           {"v6_solicit", true, v6_solicit()},    {"v6_relayed", true, v6_relayed()},
-          {"v6_reply", true, v6_reply()},        {"v6_4o6", true, v6_4o6()}};
+          {"v6_reply", true, v6_reply()},        {"v6_4o6", true, v6_4o6()},
+          {"v4_request_cpe", false, v4_request_cpe()}, {"v6_inforeq_cpe", true, v6_inforeq_cpe()}};
 }
 
 inline Bytes sample_frame(const Sample& s) {

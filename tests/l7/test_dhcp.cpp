@@ -169,6 +169,32 @@ TEST_CASE("dhcp: v4 options overloaded into file and sname") {
   }
 }
 
+TEST_CASE("dhcp: Broadband Forum serial numbers and product classes") {
+  SECTION("DHCPv4 options 124 and 125") {
+    const Bytes m = v4_request_cpe();
+    auto r = parsed(m, false);
+    std::vector<std::pair<std::string, Field>> got;
+    for (unsigned i = 0; i < r->n_occ; ++i)
+      if (r->occ[i].option >= 124) {
+        CHECK(r->occ[i].kind == Kind::Text);
+        got.push_back({std::string(m.begin() + r->occ[i].off, m.begin() + r->occ[i].off + r->occ[i].len), r->occ[i].field});
+      }
+    const std::vector<std::pair<std::string, Field>> want = {
+        {"SN123456789", Field::ClientId}, {"HGW-5", Field::VendorClass}, {"GW-SERIAL-42", Field::ClientId},
+        {"STB", Field::VendorClass},      {"dslforum", Field::VendorClass}, {"hgw", Field::VendorClass}};
+    CHECK(got == want);
+  }
+  SECTION("DHCPv6 option 17") {
+    const Bytes m = v6_inforeq_cpe();
+    auto r = parsed(m, true);
+    REQUIRE(r->n_occ == 3);
+    CHECK(r->occ[1].field == Field::ClientId);
+    CHECK(r->occ[1].off == find_at(m, str("SER-V6-77")));
+    CHECK(r->occ[2].field == Field::VendorClass);
+    CHECK(r->occ[2].len == 3);
+  }
+}
+
 TEST_CASE("dhcp: BOOTP without options, chaddr of other lengths") {
   Bytes m = v4_header(1, kMac);
   auto r = parsed(m, false);
@@ -254,6 +280,12 @@ TEST_CASE("dhcp: v4 malformed and truncated fail closed") {
        Status::Malformed},
       {"relay sub-option past its option", with({bytes({82, 4, 1, 5, 'a', 'b', 255})}), Status::Malformed},
       {"relay sub-option code only", with({bytes({82, 1, 1, 255})}), Status::Malformed},
+      {"V-I vendor class data past the option", with({bytes({124, 6, 0, 0, 0x0d, 0xe9, 2, 1, 255})}), Status::Malformed},
+      {"V-I vendor class item past its data", with({bytes({124, 7, 0, 0, 0x0d, 0xe9, 2, 4, 'a', 255})}),
+       Status::Malformed},
+      {"V-I vendor class enterprise cut", with({bytes({124, 3, 0, 0, 0x0d, 255})}), Status::Malformed},
+      {"TR-111 sub-option past its data", with({bytes({125, 8, 0, 0, 0x0d, 0xe9, 3, 2, 5, 'a', 255})}),
+       Status::Malformed},
   };
   for (const Case& c : cases) {
     CAPTURE(c.what);
@@ -261,8 +293,11 @@ TEST_CASE("dhcp: v4 malformed and truncated fail closed") {
     CHECK(dhcp::parse(c.m.data(), c.m.size(), dhcp::Version::V4, r) == c.want);
     CHECK(r.error != dhcp::Error::None);
   }
-  // Relay sub-options that do fit are fine, as are ones the parser does not name.
+  // Relay sub-options that do fit are fine, as are ones the parser does not name,
+  // and another enterprise's vendor-specific data is not read.
   auto ok = parsed(with({bytes({82, 8, 5, 4, 10, 0, 0, 0, 9, 0, 255})}), false);
+  CHECK(ok->n_occ == 3);
+  ok = parsed(with({bytes({125, 8, 0, 0, 1, 0x37, 3, 2, 5, 'a', 255})}), false);
   CHECK(ok->n_occ == 3);
 }
 
@@ -387,6 +422,9 @@ TEST_CASE("dhcp: v6 malformed fails closed") {
       {"relay nesting deeper than the limit", deep, Status::Malformed},
       {"DHCPv4-message too short", msg({o6(87, Bytes(100, 0))}), Status::Malformed},
       {"client link-layer address without type", msg({o6(79, bytes({0}))}), Status::Malformed},
+      {"vendor-specific information without enterprise", msg({o6(17, bytes({0, 0, 0x0d}))}), Status::Malformed},
+      {"TR-124 sub-option past the option", msg({o6(17, bytes({0, 0, 0x0d, 0xe9, 0, 12, 0, 9, 'S'}))}),
+       Status::Malformed},
   };
   for (const Case& c : cases) {
     CAPTURE(c.what);

@@ -37,6 +37,7 @@ struct TField {
   long pos = 0, size = 0;
   std::string show, value;
   int opt = -1;  // the innermost option whose type tshark showed last
+  int sub = -1;  // DHCPv6 option 17: the sub-option code tshark showed last
 };
 
 struct TPkt {
@@ -70,7 +71,7 @@ std::vector<TPkt> dissect(const std::string& path) {
   long upos = -1;
   std::string uval;
   TPkt* cur = nullptr;
-  int opt = -1;
+  int opt = -1, sub = -1;
   for (const std::string& l : lines) {
     if (l.find("<packet>") != std::string::npos) {
       cur = nullptr;
@@ -107,6 +108,8 @@ std::vector<TPkt> dissect(const std::string& path) {
     // DHCPv6 options open with type_str (the whole option) before their type.
     if (name == "dhcpv6.option.type_str" && t.value.size() >= 4) opt = std::stoi(t.value.substr(0, 4), nullptr, 16);
     t.opt = opt;
+    if (name == "dhcpv6.vendoropts.enterprise.option_code") sub = std::atoi(t.show.c_str());
+    t.sub = sub;
     cur->f.push_back(std::move(t));
   }
   return out;
@@ -121,9 +124,13 @@ bool identifying(const TField& t) {
       "dhcp.option.agent_information_option.agent_remote_id", "dhcpv6.duid.bytes",
       "dhcpv6.duidllt.link_layer_addr", "dhcpv6.duidll.link_layer_addr", "dhcpv6.iaaddr.ip",
       "dhcpv6.iaprefix.pref_addr", "dhcpv6.peeraddr", "dhcpv6.client_domain", "dhcpv6.vendorclass.data",
-      "dhcpv6.interface_id", "dhcpv6.remoteid_enterprise_id", "dhcpv6.subscriber_id"};
+      "dhcpv6.interface_id", "dhcpv6.remoteid_enterprise_id", "dhcpv6.subscriber_id",
+      "dhcp.option.vi.tr111.device_serial_number", "dhcp.option.vi.tr111.gateway_serial_number",
+      "dhcp.option.vi.tr111.device_product_class", "dhcp.option.vi.tr111.gateway_product_class",
+      "dhcp.option.vi_class.data"};
   if (t.size <= 0) return false;
-  return names.count(t.name) || (t.name == "dhcp.option.value" && t.opt == 61);
+  return names.count(t.name) || (t.name == "dhcp.option.value" && t.opt == 61) ||
+         (t.name == "dhcpv6.vendoropts.enterprise.option_data" && (t.sub == 12 || t.sub == 13));
 }
 
 // The tshark field names an occurrence may correspond to, and whether tshark
@@ -148,10 +155,20 @@ bool matches(const dhcp::Occurrence& o, const TField& t) {
                             : o.option == 81 ? "dhcp.fqdn.name" : "dhcpv6.client_domain");
     case Field::ClientId:
       if (o.option == 1) return exact && n == "dhcpv6.duid.bytes" && t.opt == 1;
+      if (o.option == 125)
+        return exact && (n == "dhcp.option.vi.tr111.device_serial_number" ||
+                         n == "dhcp.option.vi.tr111.gateway_serial_number");
+      if (o.option == 17) return exact && n == "dhcpv6.vendoropts.enterprise.option_data" && t.sub == 12;
       return exact && n == "dhcp.option.value" && t.opt == o.option;
     case Field::ServerId: return exact && n == "dhcpv6.duid.bytes" && t.opt == 2;
     case Field::VendorClass:
       if (o.option == 60) return exact && n == "dhcp.option.vendor_class_id";
+      if (o.option == 125)
+        return exact && (n == "dhcp.option.vi.tr111.device_product_class" ||
+                         n == "dhcp.option.vi.tr111.gateway_product_class");
+      if (o.option == 17) return exact && n == "dhcpv6.vendoropts.enterprise.option_data" && t.sub == 13;
+      // tshark shows an enterprise's whole vendor-class-data, items with their length bytes.
+      if (o.option == 124) return n == "dhcp.option.vi_class.data" && t.pos <= o.off && t.pos + t.size >= o.off + o.len;
       // tshark 4.0 takes the first vendor-class-data item to the option's
       // end (RFC 8415 21.16 has length-prefixed items): its field holds ours.
       return n == "dhcpv6.vendorclass.data" && t.pos <= o.off && t.pos + t.size >= o.off + o.len;
@@ -259,18 +276,20 @@ Totals check_file(const std::string& path, const std::string& tmp) {
       bool inside = false;
       for (unsigned i = 0; i < r->n_occ && !inside; ++i)
         inside = f.pos >= r->occ[i].off && f.pos + f.size <= r->occ[i].off + r->occ[i].len;
-      if (!inside && f.name == "dhcpv6.vendorclass.data") {
-        // tshark's one field over several items (see matches()): every byte
-        // is in an item but the next item's 2-byte length.
+      const long gap = f.name == "dhcpv6.vendorclass.data" ? 2 : f.name == "dhcp.option.vi_class.data" ? 1 : 0;
+      if (!inside && gap) {
+        // tshark's one field over several length-prefixed items (see
+        // matches()): every byte is in an item but the items' lengths.
         std::vector<bool> cov(size_t(f.size), false);
         for (unsigned i = 0; i < r->n_occ; ++i)
           for (long k = 0; k < f.size; ++k)
             if (f.pos + k >= r->occ[i].off && f.pos + k < r->occ[i].off + r->occ[i].len) cov[size_t(k)] = true;
-        inside = cov[0];
+        inside = true;
         for (long k = 0; k < f.size;) {
           if (cov[size_t(k)]) { ++k; continue; }
-          inside &= k + 2 < f.size && !cov[size_t(k + 1)] && cov[size_t(k + 2)];
-          k += 2;
+          for (long g = 0; g < gap; ++g) inside &= k + g < f.size && !cov[size_t(k + g)];
+          inside &= k + gap < f.size && cov[size_t(k + gap)];
+          k += gap;
         }
       }
       CAPTURE(f.name, f.pos, f.size, f.show);
