@@ -1,7 +1,8 @@
 // DHCP parse, then rewrite every occurrence and parse again. First input
 // byte: bit 0 picks DHCPv4 (0) or DHCPv6 (1). Checks: no crash or
-// out-of-bounds access, every occurrence and label inside the message, and a
-// rewrite keeps the message parseable to exactly the same occurrences.
+// out-of-bounds access, every occurrence and label inside the message, no
+// two occurrences overlapping, and a rewrite keeps the message parseable to
+// exactly the same occurrences.
 #include <array>
 #include <cstdlib>
 #include <cstring>
@@ -31,6 +32,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       if (l.off < o.off || l.off + l.len > o.off + o.len) std::abort();
     }
   }
+  // Occurrences never overlap: the runtime may rewrite them in any order.
+  for (unsigned i = 0; i < r->n_occ; ++i)
+    for (unsigned k = i + 1; k < r->n_occ; ++k)
+      if (r->occ[i].off < r->occ[k].off + r->occ[k].len && r->occ[k].off < r->occ[i].off + r->occ[i].len)
+        std::abort();
   if (s != dhcp::Status::Ok) return 0;
   std::vector<uint8_t> w(m, m + n);
   for (unsigned i = 0; i < r->n_occ; ++i) {

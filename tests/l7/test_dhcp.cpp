@@ -493,10 +493,13 @@ TEST_CASE("dhcp: rewriting keeps every length and structure") {
         CHECK(std::memcmp(s.msg.data() + a.off + a.tag_len, m.data() + a.off + a.tag_len, a.len - a.tag_len) != 0);
       if (a.kind == Kind::NameText || a.kind == Kind::NameWire) CHECK(r2->name_text(b) != r->name_text(a));
     }
-    // Outside the occurrences not one byte moved.
+    // Occurrences do not overlap, and outside them not one byte moved.
     std::vector<bool> inside(m.size(), false);
     for (unsigned i = 0; i < r->n_occ; ++i)
-      for (unsigned k = 0; k < r->occ[i].len; ++k) inside[r->occ[i].off + k] = true;
+      for (unsigned k = 0; k < r->occ[i].len; ++k) {
+        REQUIRE_FALSE(inside[r->occ[i].off + k]);
+        inside[r->occ[i].off + k] = true;
+      }
     for (size_t k = 0; k < m.size(); ++k)
       if (!inside[k]) REQUIRE(m[k] == s.msg[k]);
   }
