@@ -484,7 +484,7 @@ void hash_identifier(KeyedHash& h, uint8_t* buf, const Occurrence& o) {
   // another type are another identifier), expanded in counter mode.
   const uint64_t x = h.hash64({p, o.len});
   if (o.kind == Kind::Text) {
-    names::keyed_fill(reinterpret_cast<char*>(p), o.len, x);
+    names::keyed_fill(reinterpret_cast<char*>(p + o.tag_len), o.len - o.tag_len, x);
     return;
   }
   // An embedded Ethernet MAC takes the MAC pseudonym, the same as chaddr and
