@@ -5,7 +5,7 @@
 // same fields at the same places, none of the original values left, no new
 // malformed or error reports. Real captures from ../shared/pcaps and crafted
 // messages (options tshark has but the captures lack: 81, 82, 97, overload,
-// relays, IA_PD, ...).
+// relays, IA_PD, ...) and amon-gen's leases (every client profile).
 #include <catch2/catch.hpp>
 #include <pcap/pcap.h>
 #include <unistd.h>
@@ -419,4 +419,20 @@ TEST_CASE("dhcp vs tshark: real captures") {
     CHECK(t.matched == t.occ);
     CHECK(t.rewritten == t.ok);
   }
+}
+
+TEST_CASE("dhcp vs tshark: amon-gen leases") {
+  if (!have_tshark()) {
+    WARN("tshark not installed");
+    return;
+  }
+  const std::string in = tmpdir() + "/gen.pcap";
+  REQUIRE(std::system((std::string(AMON_GEN_BIN) + " --out " + in +
+                       " --seed 21 --packets 3000 --dhcp 1 --v6 0.4 --vlan 0.2 --quiet").c_str()) == 0);
+  const Totals t = check_file(in, tmpdir() + "/gen-out.pcap");
+  report("amon-gen --dhcp 1", t);
+  CHECK(t.msgs >= 100);
+  CHECK(t.ok == t.msgs);
+  CHECK(t.matched == t.occ);
+  CHECK(t.rewritten == t.ok);
 }
