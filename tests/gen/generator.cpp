@@ -42,6 +42,12 @@ class World {
     name_visits_.assign(services_.size(), 0);
     client_active_.assign(clients_.size(), 0);
     if (!o.names_out.empty()) name_clients_.resize(services_.size());
+    if (o.tunnel == "gtpu") tunnel_ = Tunnel::GtpU;
+    else if (o.tunnel == "vxlan") tunnel_ = Tunnel::Vxlan;
+    else if (o.tunnel == "geneve") tunnel_ = Tunnel::Geneve;
+    else if (o.tunnel == "gre") tunnel_ = Tunnel::Gre;
+    else if (o.tunnel == "ipip") tunnel_ = Tunnel::IpIp;
+    else if (!o.tunnel.empty()) throw std::runtime_error("bad --tunnel " + o.tunnel + " (gtpu, vxlan, geneve, gre, ipip)");
   }
 
   // Builds one activity starting at t0; appends its flows to `out`.
@@ -58,6 +64,7 @@ class World {
  private:
   Kind pick_kind(Rng& r);
   Path path(Rng& r, uint32_t ci, const Addr& server);
+  Tunnel tunnel_ = Tunnel::None;
   const Addr& server_of(Rng& r, const Service& sv, bool v6) { return v6 ? sv.v6 : sv.v4[r.below(sv.v4.size())]; }
   void visited(uint32_t name, uint32_t client) {
     ++name_visits_[name];
@@ -115,6 +122,8 @@ Kind World::pick_kind(Rng& r) {
 Path World::path(Rng& r, uint32_t ci, const Addr& server) {
   const Client& c = clients_[ci];
   Path p;
+  p.tunnel = tunnel_;
+  p.tunnel_csum = o_.tunnel_csum;
   p.v6 = c.v6;
   std::memcpy(p.cmac, c.mac, 6);
   std::memcpy(p.smac, router_mac_, 6);

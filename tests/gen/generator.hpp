@@ -23,6 +23,8 @@ struct Options {
   double rate = 500;     // activities (visits, lookups, pings) started per second
   double duration = 0;   // if set, overrides rate so the file spans about this many seconds
   uint64_t start_sec = 1704067200;  // 2024-01-01T00:00:00Z
+  std::string tunnel;       // "", gtpu, vxlan, geneve, gre, ipip: wrap every frame
+  bool tunnel_csum = false; // outer UDP checksums computed
   bool small = false;
   bool micro = false;
   std::string client_net4 = "10.0.0.0/8";

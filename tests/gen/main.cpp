@@ -30,6 +30,8 @@ void usage(FILE* f) {
       "  --start EPOCH       time of the first packet, Unix seconds (default 1704067200)\n"
       "  --client-net4 P     IPv4 client prefix (default 10.0.0.0/8)\n"
       "  --client-net6 P     IPv6 client prefix (default 2001:db8:1::/48)\n"
+      "  --tunnel KIND       wrap every frame: gtpu, vxlan, geneve, gre, ipip (IPv4/IPv6 in IPv4)\n"
+      "  --tunnel-csum       compute the outer UDP checksums (default 0, as GTP-U/VXLAN senders do)\n"
       "  --small             header-heavy mix of 60-130 byte frames for packet-rate benchmarks\n"
       "  --micro             microsecond pcap instead of nanosecond\n"
       "  --names-out FILE    write the catalogue with visits and distinct clients per name\n"
@@ -86,6 +88,8 @@ int main(int argc, char** argv) {
     else if (a == "--start") o.start_sec = num("--start", val());
     else if (a == "--client-net4") o.client_net4 = val();
     else if (a == "--client-net6") o.client_net6 = val();
+    else if (a == "--tunnel") o.tunnel = val();
+    else if (a == "--tunnel-csum") o.tunnel_csum = true;
     else if (a == "--small") o.small = true;
     else if (a == "--micro") o.micro = true;
     else if (a == "--names-out") o.names_out = val();
