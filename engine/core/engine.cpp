@@ -8,6 +8,7 @@
 #include <rte_launch.h>
 #include <rte_lcore.h>
 #include <rte_mbuf.h>
+#include <rte_mbuf_pool_ops.h>
 #include <rte_malloc.h>
 #include <rte_ring.h>
 
@@ -22,6 +23,7 @@
 #include "flow_table.h"
 #include "mbuf_meta.h"
 #include "pcap_port.h"
+#include "sizing.h"
 #include "stats.h"
 #include "worker_path.h"
 #include "zanon.h"
@@ -31,7 +33,6 @@ namespace amon {
 namespace {
 
 constexpr uint16_t kBurst = 32;
-constexpr uint32_t kRingSize = 4096;
 
 std::atomic<int> g_signal{0};
 extern "C" void on_signal(int sig) { g_signal.store(sig, std::memory_order_relaxed); }
@@ -89,6 +90,7 @@ struct Worker {
 struct Engine {
   EngineConfig cfg;
   std::vector<std::shared_ptr<const dsl::Policy>> policies;
+  Sizes sizes;
   std::vector<std::unique_ptr<Program>> programs;
   std::vector<Output> outputs;
   std::vector<Input> inputs;
@@ -326,6 +328,49 @@ void dispatch(Engine& E, rte_mbuf** pkts, unsigned n) {
   }
 }
 
+// rte_pktmbuf_pool_create, but offline (no device that DMAs) with mbufs
+// packed back to back: on 4 KiB pages an IOVA-contiguous pool fits one
+// 2.3 KiB mbuf per page, 1.7 times the memory to commit and fault in.
+rte_mempool* create_pool(const Engine& E) {
+  const int socket = int(rte_socket_id());
+  if (!E.cfg.offline)
+    return rte_pktmbuf_pool_create("amon_pool", E.sizes.mbufs, E.sizes.mbuf_cache, 0, RTE_MBUF_DEFAULT_BUF_SIZE,
+                                   socket);
+  rte_mempool* mp = rte_mempool_create_empty("amon_pool", E.sizes.mbufs, sizeof(rte_mbuf) + RTE_MBUF_DEFAULT_BUF_SIZE,
+                                             E.sizes.mbuf_cache, sizeof(rte_pktmbuf_pool_private), socket,
+                                             RTE_MEMPOOL_F_NO_IOVA_CONTIG);
+  if (!mp) return nullptr;
+  rte_pktmbuf_pool_private priv{};
+  priv.mbuf_data_room_size = RTE_MBUF_DEFAULT_BUF_SIZE;
+  if (rte_mempool_set_ops_byname(mp, rte_mbuf_best_mempool_ops(), nullptr) != 0) {
+    rte_mempool_free(mp);
+    return nullptr;
+  }
+  rte_pktmbuf_pool_init(mp, &priv);
+  if (rte_mempool_populate_default(mp) < 0) {
+    rte_mempool_free(mp);
+    rte_errno = ENOMEM;
+    return nullptr;
+  }
+  rte_mempool_obj_iter(mp, rte_pktmbuf_init, nullptr);
+  return mp;
+}
+
+// Pcap outputs have the link type of the inputs (ethdev ports are
+// Ethernet); inputs of different link types cannot share one output file.
+int output_link_type(const Engine& E) {
+  int lt = -1;
+  std::string first;
+  for (const auto& i : E.inputs) {
+    int t = i.pcap ? i.pcap->linktype() : DLT_EN10MB;
+    if (lt >= 0 && t != lt)
+      throw std::runtime_error(i.spec.describe() + " has link type " + link_type_name(t) + ", " + first +
+                               " has " + link_type_name(lt) + ": one run writes one link type");
+    if (lt < 0) lt = t, first = i.spec.describe();
+  }
+  return lt < 0 ? DLT_EN10MB : lt;
+}
+
 bool all_workers_caught_up(Engine& E) {
   for (auto& w : E.workers)
     if (w->processed.load(std::memory_order_acquire) != w->dispatched) return false;
@@ -392,10 +437,8 @@ EngineResult run_engine(const EngineConfig& cfg_in) {
     E.tsc_hz = rte_get_tsc_hz();
     E.tsc0 = rte_rdtsc();
     E.wall0 = wall_ns();
-    uint32_t nmbufs = cfg.mbufs ? cfg.mbufs
-                                : uint32_t(8192 + cfg.workers * (kRingSize + 2048 + (cfg.hold.enabled ? cfg.hold.segments : 0)) +
-                                           cfg.consumers.size() * kRingSize * 2);
-    E.pool = rte_pktmbuf_pool_create("amon_pool", nmbufs, 256, 0, RTE_MBUF_DEFAULT_BUF_SIZE, int(rte_socket_id()));
+    E.sizes = plan_sizes(cfg);
+    E.pool = create_pool(E);
     if (!E.pool) throw std::runtime_error(std::string("mbuf pool: ") + rte_strerror(rte_errno));
 
     // z-anonymity store, sized for the largest z and dt any policy uses.
@@ -409,7 +452,7 @@ EngineResult run_engine(const EngineConfig& cfg_in) {
         }
     if (zmax) {
       zanon::Config zc;
-      zc.max_values = cfg.zanon_max_values;
+      zc.max_values = E.sizes.zanon_values;
       zc.zmax = zmax;
       zc.max_dt_ns = max_dt;
       E.zstore = std::make_unique<zanon::Store>(zc);
@@ -433,9 +476,10 @@ EngineResult run_engine(const EngineConfig& cfg_in) {
       i.spec = in;
       if (in.kind == PortSpec::Kind::PcapFile) {
         i.pcap = std::make_unique<PcapReader>(in.spec, E.pool);
-        if (i.pcap->linktype() != DLT_EN10MB)
-          throw std::runtime_error(in.spec + ": link type " + std::to_string(i.pcap->linktype()) +
-                                   " is not Ethernet");
+        if (!link_type_supported(i.pcap->linktype()))
+          throw std::runtime_error(in.spec + ": link type " + link_type_name(i.pcap->linktype()) +
+                                   " is not supported (Ethernet, Linux cooked v1/v2, raw IPv4/IPv6, "
+                                   "BSD NULL/loopback, PPP, Cisco HDLC are)");
       } else {
         i.port = attach_port(in.spec);
       }
@@ -448,15 +492,16 @@ EngineResult run_engine(const EngineConfig& cfg_in) {
       nano_out = nano_out || !i.pcap || i.pcap->nanosecond_file();
       snaplen = std::max(snaplen, i.pcap ? i.pcap->snaplen() : 262144);
     }
+
     for (auto& c : cfg.consumers) {
       Output o;
       o.name = c.name;
       o.spec = c.output;
-      o.ring = rte_ring_create(("out_" + std::to_string(E.outputs.size())).c_str(), kRingSize, int(rte_socket_id()),
+      o.ring = rte_ring_create(("out_" + std::to_string(E.outputs.size())).c_str(), E.sizes.ring, int(rte_socket_id()),
                                RING_F_SC_DEQ);
       if (!o.ring) throw std::runtime_error("output ring: " + std::string(rte_strerror(rte_errno)));
       if (c.output.kind == PortSpec::Kind::PcapFile) {
-        o.pcap = std::make_unique<PcapWriter>(c.output.spec, nano_out, snaplen);
+        o.pcap = std::make_unique<PcapWriter>(c.output.spec, nano_out, snaplen, output_link_type(E));
       } else {
         o.port = attach_port(c.output.spec);
         if (c.output.spec.rfind("net_pcap", 0) == 0) o.tx_cap = RTE_ETHER_MAX_JUMBO_FRAME_LEN;
@@ -493,12 +538,12 @@ EngineResult run_engine(const EngineConfig& cfg_in) {
       w->id = wi;
       w->lcore = lcore;
       lcore = rte_get_next_lcore(lcore, 1, 0);
-      w->in = rte_ring_create(("in_" + std::to_string(wi)).c_str(), kRingSize, int(rte_socket_id()),
+      w->in = rte_ring_create(("in_" + std::to_string(wi)).c_str(), E.sizes.ring, int(rte_socket_id()),
                               RING_F_SP_ENQ | RING_F_SC_DEQ);
       if (!w->in) throw std::runtime_error("worker ring: " + std::string(rte_strerror(rte_errno)));
       w->path = std::make_unique<WorkerPath>(
           E.programs, E.pool,
-          std::make_unique<FlowTable>("flows_" + std::to_string(wi), cfg.flows_per_worker, cfg.flow_timeouts,
+          std::make_unique<FlowTable>("flows_" + std::to_string(wi), E.sizes.flows_per_worker, cfg.flow_timeouts,
                                       int(rte_socket_id())),
           cfg.hold);
       w->path->set_burst_sink(enqueue_out_burst);
