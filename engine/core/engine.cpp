@@ -12,6 +12,8 @@
 #include <rte_malloc.h>
 #include <rte_ring.h>
 
+#include <unistd.h>
+
 #include <atomic>
 #include <chrono>
 #include <csignal>
@@ -23,6 +25,7 @@
 #include "flow_table.h"
 #include "mbuf_meta.h"
 #include "pcap_port.h"
+#include "progress.h"
 #include "sizing.h"
 #include "stats.h"
 #include "worker_path.h"
@@ -42,6 +45,34 @@ uint64_t wall_ns() {
   clock_gettime(CLOCK_REALTIME, &ts);
   return uint64_t(ts.tv_sec) * 1000000000ULL + uint64_t(ts.tv_nsec);
 }
+
+// How a thread waits for the other side of a ring. Live, it polls: a NIC's
+// queue fills in microseconds and the core is the thread's own. Offline the
+// reader, the workers and the writer may share fewer cores than there are
+// threads, and a spinning wait takes the core from the thread it waits for;
+// so after a short spin it yields, then sleeps in short steps (a ring holds
+// far more packets than arrive in one step).
+class Idle {
+ public:
+  explicit Idle(bool offline) : offline_(offline) {}
+  void reset() { n_ = 0; }
+  void wait() {
+    if (!offline_ || n_ < 64) {
+      ++n_;
+      rte_pause();
+    } else if (n_ < 96) {
+      ++n_;
+      sched_yield();
+    } else {
+      const timespec ts{0, 50000};
+      nanosleep(&ts, nullptr);
+    }
+  }
+
+ private:
+  bool offline_;
+  unsigned n_ = 0;
+};
 
 struct Output {
   std::string name;
@@ -128,7 +159,8 @@ void enqueue_out(void* ctx, unsigned ci, rte_mbuf* m) {
   }
   if (w.eng->cfg.offline) {
     // Offline never loses a packet: wait for the writer.
-    while (rte_ring_mp_enqueue(o.ring, m) != 0) rte_pause();
+    Idle idle(true);
+    while (rte_ring_mp_enqueue(o.ring, m) != 0) idle.wait();
     return;
   }
   if (rte_ring_mp_enqueue(o.ring, m) != 0) {
@@ -152,8 +184,9 @@ void enqueue_out_burst(void* ctx, unsigned ci, rte_mbuf** ms, unsigned n) {
   unsigned done = rte_ring_mp_enqueue_burst(o.ring, reinterpret_cast<void**>(ms), n, nullptr);
   if (w.eng->cfg.offline) {
     // Offline never loses a packet: wait for the writer.
+    Idle idle(true);
     while (done < n) {
-      rte_pause();
+      idle.wait();
       done += rte_ring_mp_enqueue_burst(o.ring, reinterpret_cast<void**>(ms + done), n - done, nullptr);
     }
     return;
@@ -186,6 +219,7 @@ int worker_main(void* arg) {
     for (size_t ci = 0; ci < w.txb.size(); ++ci)
       if (w.txb[ci]) rte_eth_tx_buffer_flush(E.outputs[ci].port, uint16_t(w.id), w.txb[ci]);
   };
+  Idle idle(E.cfg.offline);
   for (;;) {
     unsigned n = rte_ring_sc_dequeue_burst(w.in, reinterpret_cast<void**>(pkts), kBurst, nullptr);
     const bool from_ring = n != 0;
@@ -215,9 +249,10 @@ int worker_main(void* arg) {
         flush_tx();
         break;
       }
-      rte_pause();
+      idle.wait();
       continue;
     }
+    idle.reset();
     for (unsigned i = 0; i < n; ++i) rte_prefetch0(rte_pktmbuf_mtod(pkts[i], void*));
     idle_since = 0;
     uint64_t burst_ts = mbuf_ts(pkts[n - 1]);  // before the burst: held mbufs stay, the others may be gone
@@ -236,11 +271,14 @@ int worker_main(void* arg) {
 }
 
 
-void drain_outputs(Engine& E) {
+// Returns how many packets left the output rings.
+unsigned drain_outputs(Engine& E) {
   rte_mbuf* pkts[kBurst];
+  unsigned total = 0;
   for (auto& o : E.outputs) {
     unsigned n;
     while ((n = rte_ring_sc_dequeue_burst(o.ring, reinterpret_cast<void**>(pkts), kBurst, nullptr)) > 0) {
+      total += n;
       if (o.pcap) {
         for (unsigned i = 0; i < n; ++i) {
           o.pcap->write(pkts[i]);
@@ -258,6 +296,7 @@ void drain_outputs(Engine& E) {
       }
     }
   }
+  return total;
 }
 
 uint16_t attach_port(const std::string& spec) {
@@ -318,7 +357,9 @@ void dispatch(Engine& E, rte_mbuf** pkts, unsigned n) {
     }
     Worker& w = *E.workers[wi];
     if (E.cfg.offline) {
-      while (rte_ring_sp_enqueue(w.in, m) != 0) drain_outputs(E);
+      Idle idle(true);
+      while (rte_ring_sp_enqueue(w.in, m) != 0)
+        if (!drain_outputs(E)) idle.wait();
     } else if (rte_ring_sp_enqueue(w.in, m) != 0) {
       rte_pktmbuf_free(m);
       ++E.rx_dispatch_drops;
@@ -326,6 +367,13 @@ void dispatch(Engine& E, rte_mbuf** pkts, unsigned n) {
     }
     ++w.dispatched;
   }
+}
+
+uint64_t pcap_bytes_read(const Engine& E) {
+  uint64_t b = 0;
+  for (const auto& i : E.inputs)
+    if (i.pcap) b += i.pcap->bytes_read();
+  return b;
 }
 
 // rte_pktmbuf_pool_create, but offline (no device that DMAs) with mbufs
@@ -570,6 +618,8 @@ EngineResult run_engine(const EngineConfig& cfg_in) {
     uint64_t last_rx_tsc = rte_rdtsc();
     const uint64_t idle_tsc = cfg.idle_ns * E.tsc_hz / 1000000000ULL;
     uint64_t last_sweep = 0;
+    Idle main_idle(cfg.offline);
+    Progress progress(!cfg.quiet && E.sizes.input_bytes && isatty(STDERR_FILENO), E.sizes.input_bytes);
     for (;;) {
       bool stopping = g_signal.load(std::memory_order_relaxed) != 0;
       bool got = false;
@@ -595,7 +645,8 @@ EngineResult run_engine(const EngineConfig& cfg_in) {
           }
         }
       }
-      drain_outputs(E);
+      const bool wrote = drain_outputs(E) != 0;
+      if (got) progress.update(E.rx_total, pcap_bytes_read(E));
       uint64_t now_tsc = rte_rdtsc();
       if (got) last_rx_tsc = now_tsc;
       if (E.zstore && now_tsc - last_sweep > E.tsc_hz / 10) {
@@ -621,8 +672,10 @@ EngineResult run_engine(const EngineConfig& cfg_in) {
         for (auto& w : E.workers) held = held || w->held.load(std::memory_order_acquire);
         if (!held && outputs_empty(E)) break;
       }
-      if (!got) rte_pause();
+      if (got || wrote) main_idle.reset();
+      else main_idle.wait();
     }
+    progress.finish();
     E.stop_workers.store(true, std::memory_order_release);
     rte_eal_mp_wait_lcore();
     drain_outputs(E);
@@ -673,6 +726,12 @@ EngineResult run_engine(const EngineConfig& cfg_in) {
       rep.segments_held += ws.segments_held;
     }
     if (E.zstore) rep.zstats = E.zstore->stats(), rep.has_zstats = true;
+    if (E.zstore && rep.zstats.evictions && !cfg.zanon_max_values)
+      std::fprintf(stderr,
+                   "amon: warning: the z-anonymity store (sized %zu values from the input) was full and forgot %llu "
+                   "values, which were then hidden more than needed; raise it with --zanon-values or "
+                   "zanon.max_values\n",
+                   E.sizes.zanon_values, (unsigned long long)rep.zstats.evictions);
     if (!cfg.quiet) std::fputs(render_report_text(rep).c_str(), stdout);
     if (!cfg.stats_json.empty()) {
       FILE* f = std::fopen(cfg.stats_json.c_str(), "w");

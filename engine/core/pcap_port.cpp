@@ -203,6 +203,12 @@ PcapReader::PcapReader(const std::string& path, rte_mempool* pool) : pool_(pool)
   }
 }
 
+uint64_t PcapReader::bytes_read() const {
+  FILE* f = p_ ? pcap_file(p_) : nullptr;
+  long pos = f ? std::ftell(f) : -1;
+  return pos > 0 ? uint64_t(pos) : 0;
+}
+
 PcapReader::~PcapReader() {
   if (p_) pcap_close(p_);
 }

@@ -44,6 +44,8 @@ class PcapReader {
   bool nanosecond_file() const { return nano_; }
   int snaplen() const { return p_ ? pcap_snapshot(p_) : 0; }
   uint64_t packets() const { return packets_; }
+  // How far into the file the reader is (to its buffer's granularity).
+  uint64_t bytes_read() const;
   uint64_t alloc_failures() const { return alloc_fail_; }
 
  private:

@@ -19,11 +19,15 @@ constexpr uint32_t kMaxRing = 4096;
 // The smallest record that can open a flow: a record header and an IPv4
 // header with no link layer (raw IP) and nothing after it.
 constexpr uint64_t kMinFlowRecord = 16 + 20;
-// Per distinct z-anonymity value, at least this many bytes of capture: a
-// name travels in a packet of its own with headers around it. A capture
-// denser than that fills the store, which then forgets its least recently
-// seen values: hidden more, never released sooner.
-constexpr uint64_t kBytesPerValue = 32;
+// Per distinct z-anonymity value, this many bytes of capture. Real mixes
+// carry far fewer distinct names, servers and agents than one per KiB (the
+// generator's 184 MB mix: a few thousand), and the store's table is cheap
+// only while it is small: it is mapped with huge pages, so every value that
+// lands in a fresh 2 MiB region faults in all of it. A capture denser than
+// this fills the store, which then forgets its least recently seen values
+// (hidden more, never released sooner); the run says so at the end and
+// --zanon-values raises the bound.
+constexpr uint64_t kBytesPerValue = 1024;
 
 uint32_t pow2_clamp(uint64_t want, uint32_t lo, uint32_t hi) {
   uint64_t v = std::bit_ceil(std::clamp<uint64_t>(want, 1, hi));
