@@ -23,7 +23,7 @@ struct MbufMeta {
 // The original link header of a non-Ethernet capture record, less what moved
 // into the stand-in Ethernet header (the Linux cooked address).
 struct LinkHdr {
-  uint8_t len;
+  uint8_t len;  // bytes used; pcap_port.cpp flags a cut header in the top bit
   uint8_t bytes[15];
 };
 extern MbufMeta g_meta;

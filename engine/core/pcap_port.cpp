@@ -46,6 +46,8 @@ rte_mbuf* mbuf_from_bytes(rte_mempool* pool, const uint8_t* data, uint32_t len, 
 namespace {
 
 constexpr uint16_t kEtIpv4 = 0x0800, kEtIpv6 = 0x86dd, kEtPpp = 0x880b;
+// LinkHdr::len flag: the bytes are the whole (cut) header, written back as they are.
+constexpr uint8_t kLinkRaw = 0x80;
 constexpr uint32_t kEthLen = 14;
 
 inline uint16_t rd16(const uint8_t* p) { return uint16_t(p[0] << 8 | p[1]); }
@@ -131,8 +133,17 @@ uint32_t link_to_ethernet(int dlt, const uint8_t* p, uint32_t cap, uint8_t* eth,
     // bytes go back out, less any link-layer address in them.
     hl = cap;
     lh.len = 0;
-    if (dlt != DLT_LINUX_SLL && dlt != DLT_LINUX_SLL2) keep(p, cap);
-    else std::memset(lh.bytes, 0, std::min<uint32_t>(cap, sizeof lh.bytes)), lh.len = uint8_t(std::min<uint32_t>(cap, sizeof lh.bytes));
+    if (dlt != DLT_LINUX_SLL && dlt != DLT_LINUX_SLL2) {
+      keep(p, cap);
+    } else {
+      // The bytes before the address (SLL: type, hardware type, length;
+      // SLL2: protocol, interface, hardware type, type, length) stay.
+      const uint32_t before = dlt == DLT_LINUX_SLL ? 6 : 12;
+      std::memset(lh.bytes, 0, sizeof lh.bytes);
+      std::memcpy(lh.bytes, p, std::min(cap, before));
+      lh.len = uint8_t(std::min<uint32_t>(cap, sizeof lh.bytes));
+    }
+    lh.len |= kLinkRaw;
     et = 0;
   }
   eth[12] = uint8_t(et >> 8);
@@ -149,6 +160,11 @@ uint32_t ethernet_to_link(int dlt, const uint8_t* eth, const LinkHdr& lh, uint8_
     std::memset(dst, 0, 8);
     std::memcpy(dst, eth + 6, std::min<uint8_t>(addrlen, 6));
   };
+  if (lh.len & kLinkRaw) {
+    const uint32_t n = lh.len & ~kLinkRaw;
+    std::memcpy(out, lh.bytes, n);
+    return n;
+  }
   if (dlt == DLT_LINUX_SLL && lh.len == 8) {
     std::memcpy(out, lh.bytes, 6);
     put_addr(out + 6, lh.bytes[5]);
