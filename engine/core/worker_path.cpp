@@ -503,6 +503,8 @@ __attribute__((always_inline)) inline void WorkerPath::deliver(rte_mbuf* m, cons
           ++c.dropped;
           continue;
         }
+        // Every per-packet field the writer needs (time, the original link header).
+        rte_mbuf_dynfield_copy(out, m);
         mbuf_set_ts(out, meta.ts_ns);
       }
     }
