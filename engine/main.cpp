@@ -7,6 +7,7 @@
 #include <thread>
 #include <vector>
 
+#include "audit.h"
 #include "config.h"
 #include "engine.h"
 #include "policy.h"
@@ -30,6 +31,9 @@ const char* kUsage =
     "  run      run on DPDK ports per a YAML configuration\n"
     "             amon run --config amon.yaml [--until-idle[=DURATION]] [--stats-json FILE] [--quiet] [-- EAL args]\n"
     "  lint     check policy files: amon lint [--format text|json] [--strict] [--dump] FILE...\n"
+    "  audit    check an anonymized capture against its original for values the policy protects\n"
+    "             amon audit --policy P.amon --original IN.pcap --anonymized OUT.pcap [--format text|json]\n"
+    "           exit 0 clean, 1 leaks found, 2 usage\n"
     "  fields   list the fields policies can name\n"
     "  actions  list the actions policies can use\n"
     "  version  print the version\n"
@@ -192,6 +196,7 @@ int main(int argc, char** argv) {
   if (cmd == "pcap") return cmd_pcap(argc - 2, argv + 2);
   if (cmd == "run") return cmd_run(argc - 2, argv + 2);
   if (cmd == "lint") return amon::dsl::lint_main(argc - 2, argv + 2);
+  if (cmd == "audit") return amon::audit::audit_main(argc - 2, argv + 2);
   if (cmd == "fields") return amon::dsl::fields_main(argc - 2, argv + 2);
   if (cmd == "actions") return amon::dsl::actions_main(argc - 2, argv + 2);
   return usage_error("unknown command '" + cmd + "'");
