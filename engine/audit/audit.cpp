@@ -47,9 +47,11 @@ bool read_pcap(const std::string& path, std::vector<Frame>& out, int& linktype, 
   while ((rc = pcap_next_ex(p, &h, &d)) == 1)
     out.push_back({uint64_t(h->ts.tv_sec) * 1000000000ULL + uint64_t(h->ts.tv_usec), h->len,
                    std::vector<uint8_t>(d, d + h->caplen)});
-  if (rc == -1) err = path + ": " + pcap_geterr(p);
+  // A file cut short or a record that cannot be read ends the capture
+  // there, as it ends amon's input: what came before is still audited.
+  if (rc == -1) std::fprintf(stderr, "amon audit: %s: %s (reading stops there)\n", path.c_str(), pcap_geterr(p));
   pcap_close(p);
-  return rc != -1;
+  return true;
 }
 
 
@@ -206,6 +208,36 @@ struct Auditor {
     return it == frule.end() ? FieldRule{} : it->second;
   }
 
+  // Unspecified, broadcast and group addresses name no host; neither does a
+  // /24's broadcast address (a host at .255 of a wider subnet is missed).
+  static bool names_no_host(Kind k, const std::string& a) {
+    auto* b = reinterpret_cast<const uint8_t*>(a.data());
+    if (k == Kind::Addr4) return b[0] == 0 || b[0] >= 224 || b[3] == 255 || b[0] == 127;
+    if (b[0] == 0xff) return true;
+    for (int i = 0; i < 15; ++i)
+      if (b[i]) return false;
+    return b[15] <= 1;  // :: and ::1
+  }
+
+  // What a rule's action writes where it leaves part of the value: prefix(n)
+  // keeps the first n bits (and may thus give back the address itself),
+  // zero() writes zeros. Those bytes are the policy's to give.
+  void allow_derived(size_t fi, Kind k, const std::string& a, const ActionCall& c) {
+    const ActionCall* x = &c;
+    if (c.desc->name == "zanon") {
+      auto* fb = c.arg("fallback");
+      if (!fb || !fb->action) return;
+      x = fb->action.get();
+    }
+    int bits = -1;
+    if (x->desc->name == "zero") bits = 0;
+    else if (x->desc->name == "prefix") bits = int(k == Kind::Addr4 ? x->int_or("bits", 32) : x->int_or("v6", 128));
+    if (bits < 0) return;
+    std::string m = a;
+    for (unsigned i = 0; i < m.size(); ++i) m[i] = char(uint8_t(m[i]) & uint8_t(0xff00 >> std::clamp(bits - int(i * 8), 0, 8)));
+    allow(fi, k, m);
+  }
+
   static bool in_cidrs(const std::vector<dsl::Cidr>& cs, uint8_t fam, const uint8_t* a) {
     for (auto& c : cs)
       if (c.contains(fam, a)) return true;
@@ -319,7 +351,8 @@ struct Auditor {
     FieldRule fr = rule_for(field);
     if (fr.keep()) return allow(fi, k, a);
     if (fr.zanon() && counts.observe("server-addr", a, user, t, fr.z(), fr.dt())) return allow(fi, k, a);
-    protect(k, a, field, fr);
+    allow_derived(fi, k, a, fr.rule->action);
+    if (!names_no_host(k, a)) protect(k, a, field, fr);
   }
 
   void dns_message(size_t fi, const uint8_t* m, size_t n, const std::string& user, uint64_t t) {
@@ -433,7 +466,10 @@ struct Auditor {
               cls = fd->name;
         if (fr.keep()) allow(fi, ak, a);
         else if (fr.zanon() && counts.observe("server-addr", a, user, t, fr.z(), fr.dt())) allow(fi, ak, a);
-        else protect(ak, a, cls, fr);
+        else {
+          allow_derived(fi, ak, a, hit->action);
+          if (!names_no_host(ak, a)) protect(ak, a, cls, fr);
+        }
       }
       app_values(fi, f, d, user, t);
     }
@@ -483,7 +519,7 @@ struct Auditor {
           break;
         }
         case Kind::Mac: {
-          add(i, v.bytes, "binary", false, Pattern::None);
+          add(i, v.bytes, "binary", false, Pattern::None, true);
           std::string c = printable(v.kind, v.bytes), h = c;
           std::replace(h.begin(), h.end(), ':', '-');
           add(i, c, "text (aa:bb)", true, Pattern::Hex);
@@ -528,30 +564,51 @@ struct Auditor {
     return true;
   }
 
-  // Offsets in an output frame where 4 address bytes are an address by
-  // protocol, not by chance: IP headers (also the one an ICMP error
-  // quotes), ARP, DNS A records and ECS.
-  void addr_slots(const Frame& fr, std::unordered_set<uint32_t>& slots, std::string& ctx_l4) {
+  // Where short binary values (4-byte addresses, MACs) sit in an output
+  // frame by protocol, not by chance: exact offsets (Ethernet and IP headers,
+  // the header an ICMP error quotes, DNS A records and ECS) and whole regions
+  // made of such fields (ARP, DHCP, neighbour discovery).
+  struct Slots {
+    std::unordered_set<uint32_t> at;
+    std::vector<std::pair<uint32_t, uint32_t>> regions;
+    bool has(uint32_t off, uint32_t len) const {
+      if (at.count(off)) return true;
+      for (auto& [a, b] : regions)
+        if (off >= a && off + len <= b) return true;
+      return false;
+    }
+  };
+
+  void addr_slots(const Frame& fr, Slots& sl) {
     const uint8_t* f = fr.bytes.data();
     uint32_t cap = uint32_t(fr.bytes.size());
     Decoded d;
     decode(f, cap, fr.wire, d);
-    if (d.ethertype == 0x0806 && cap >= 14 + 28) slots.insert(14 + 14), slots.insert(14 + 24);
+    if (lt_out == DLT_EN10MB) sl.at.insert(0), sl.at.insert(6);
+    if (d.ethertype == 0x0806) sl.regions.push_back({0, cap});
     if (!d.has_ip()) return;
-    slots.insert(d.src_off());
-    slots.insert(d.dst_off());
+    sl.at.insert(d.src_off());
+    sl.at.insert(d.dst_off());
     if ((d.flags & kFlagIcmpError) && d.ip_version == 4 && d.l4_off + 8 + 20 <= cap) {
-      slots.insert(d.l4_off + 8 + 12);
-      slots.insert(d.l4_off + 8 + 16);
+      sl.at.insert(d.l4_off + 8 + 12);
+      sl.at.insert(d.l4_off + 8 + 16);
     }
-    ctx_l4 = d.l4_proto == kProtoTcp ? "tcp" : d.l4_proto == kProtoUdp ? "udp" : d.l4_proto == kProtoIcmp ? "icmp"
-             : d.l4_proto == kProtoIcmpv6 ? "icmpv6" : "ip";
-    if (d.l4_proto == kProtoUdp && d.has_l4_header() && !(d.flags & kFlagLaterFragment)) {
-      uint32_t end = std::min(cap, d.payload_off + d.payload_len);
-      if (end > d.payload_off && dns::parse(f + d.payload_off, end - d.payload_off, *dpr) == dns::Status::Ok) {
-        for (unsigned i = 0; i < dpr->n_addrs; ++i) slots.insert(d.payload_off + dpr->addrs[i].off);
-        if (dpr->ecs.present) slots.insert(d.payload_off + dpr->ecs.addr_off);
-      }
+    if ((d.flags & kFlagIcmpError) && d.ip_version == 6 && d.l4_off + 8 + 40 <= cap) {
+      sl.at.insert(d.l4_off + 8 + 8);
+      sl.at.insert(d.l4_off + 8 + 24);
+    }
+    if (!d.has_l4_header() || (d.flags & kFlagLaterFragment)) return;
+    uint32_t end = std::min(cap, d.payload_off + d.payload_len);
+    if (d.l4_proto == kProtoIcmpv6) {
+      uint8_t type = d.sport >> 8;
+      if (type >= 133 && type <= 137) sl.regions.push_back({d.l4_off, end});
+    }
+    if (d.l4_proto != kProtoUdp || end <= d.payload_off) return;
+    auto dhcp = [](uint16_t p) { return p == 67 || p == 68 || p == 546 || p == 547; };
+    if (dhcp(d.sport) || dhcp(d.dport)) sl.regions.push_back({d.payload_off, end});
+    if (dns::parse(f + d.payload_off, end - d.payload_off, *dpr) == dns::Status::Ok) {
+      for (unsigned i = 0; i < dpr->n_addrs; ++i) sl.at.insert(d.payload_off + dpr->addrs[i].off);
+      if (dpr->ecs.present) sl.at.insert(d.payload_off + dpr->ecs.addr_off);
     }
   }
 
@@ -616,9 +673,8 @@ struct Auditor {
             auto x = index.find(k);
             if (x != index.end()) allowed.insert(x->second);
           }
-        std::unordered_set<uint32_t> slots;
-        std::string l4;
-        addr_slots(fr, slots, l4);
+        Slots slots;
+        addr_slots(fr, slots);
         ms.clear();
         hs_scan(db, reinterpret_cast<const char*>(fr.bytes.data()), unsigned(fr.bytes.size()), 0, scratch,
                 [](unsigned id, unsigned long long, unsigned long long to, unsigned, void* ctx) {
@@ -627,7 +683,7 @@ struct Auditor {
                 },
                 &ms);
         if (n4 && fr.bytes.size() >= 4) {
-          uint64_t opaque = fr.bytes.size() - 3 - std::min<size_t>(slots.size(), fr.bytes.size() - 3);
+          uint64_t opaque = fr.bytes.size() - 3 - std::min<size_t>(slots.at.size(), fr.bytes.size() - 3);
           r.opaque_bytes += opaque;
           r.possible_expected += double(n4) * double(opaque) / 4294967296.0;
         }
@@ -643,7 +699,7 @@ struct Auditor {
             continue;
           }
           Hit h{oi + 1, from, v.cls, printable(v.kind, v.bytes), pt.enc, context(fr, from), v.rule};
-          if (pt.bin4 && !slots.count(from)) {
+          if (pt.bin4 && !slots.has(from, pt.len)) {
             ++r.possible, ++cs.possible;
             if (r.possible_list.size() < o.max_listed) r.possible_list.push_back(h);
           } else {
@@ -737,12 +793,12 @@ std::string render_text(const Options& o, const Report& r) {
   }
   if (r.leaks > r.leak_list.size()) s += "  ... " + std::to_string(r.leaks - r.leak_list.size()) + " more leaks\n";
   for (auto& h : r.possible_list) {
-    std::snprintf(b, sizeof b, "possible frame %llu offset %u: %s %s (4 bytes in %s)\n", (unsigned long long)h.frame,
+    std::snprintf(b, sizeof b, "possible frame %llu offset %u: %s %s (binary, in %s)\n", (unsigned long long)h.frame,
                   h.offset, h.cls.c_str(), h.value.c_str(), h.context.c_str());
     s += b;
   }
   std::snprintf(b, sizeof b,
-                "%llu leaks; %llu possible (4-byte binary matches in %llu opaque bytes, %.2f expected by chance); "
+                "%llu leaks; %llu possible (binary addresses or MACs in opaque bytes; %llu such bytes, %.2f 4-byte matches expected by chance); "
                 "%llu matches allowed by the policy\n",
                 (unsigned long long)r.leaks, (unsigned long long)r.possible, (unsigned long long)r.opaque_bytes,
                 r.possible_expected, (unsigned long long)r.allowed);
