@@ -20,7 +20,7 @@
 #include <vector>
 
 #include "l2l4.h"
-#include "runtime.h"
+#include "packet.h"
 
 namespace amon {
 
