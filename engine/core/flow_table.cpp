@@ -324,6 +324,7 @@ void FlowTable::insert(const uint8_t* pkt, const Decoded& d, const FlowKey& k, u
     meta.flow = nullptr;  // no state: every decision is taken as for a new flow (fail closed)
     meta.flow_first = true;
     meta.initiator_is_src = true;
+    meta.roles_uncertain = true;
     return;
   }
   const uint32_t idx = free_head_;
@@ -396,6 +397,7 @@ void FlowTable::insert(const uint8_t* pkt, const Decoded& d, const FlowKey& k, u
   meta.flow = &e.state;
   meta.flow_first = true;
   meta.initiator_is_src = src_init;
+  meta.roles_uncertain = e.roles_uncertain;
 }
 
 void FlowTable::lookup_burst(const uint8_t* const* pkts, const Decoded* ds, const bool* want, unsigned n,

@@ -146,6 +146,7 @@ class FlowTable {
     meta.flow = &e.state;
     meta.flow_first = false;
     meta.initiator_is_src = e.initiator_is_lo == src_is_lo;
+    meta.roles_uncertain = e.roles_uncertain;
   }
 
   // Both arrays live in anonymous memory advised for transparent huge pages
