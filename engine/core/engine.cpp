@@ -468,6 +468,7 @@ Report build_report(Engine& E) {
     rep.flows_evicted += fs.evicted;
     rep.flows_expired += fs.expired;
     rep.flows_closed += fs.closed;
+    rep.roles_uncertain += fs.roles_uncertain;
     for (int s = 0; s < 4; ++s) rep.decode_status[s] += w->path->stats().decode_status[s];
     const WorkerPathStats& ws = w->path->stats();
     rep.copy_failures += ws.copy_failures;
@@ -1187,54 +1188,7 @@ EngineResult run_engine(const EngineConfig& cfg_in) {
       if (o.pcap) o.pcap->flush();
 
     // Stats.
-<<<<<<< HEAD
-    Report rep;
-    rep.elapsed_ns = wall_ns() - E.start_ns;
-    rep.rx = E.rx_total;
-    for (auto& w : E.workers) rep.rx += w->rx_direct.load();
-    rep.rx_dispatch_drops = E.rx_dispatch_drops;
-    rep.input_error = E.input_error;
-    for (auto& in : E.inputs) rep.inputs.push_back({in.spec.describe(), in.packets});
-    for (size_t ci = 0; ci < E.programs.size(); ++ci) {
-      ConsumerReport cr;
-      cr.name = cfg.consumers[ci].name;
-      cr.policy = cfg.consumers[ci].policy_path;
-      cr.output = cfg.consumers[ci].output.describe();
-      cr.counters.rule_hits.assign(E.programs[ci]->rule_count() + 1, 0);
-      for (auto& w : E.workers) accumulate(cr.counters, w->path->counters()[ci]);
-      cr.written = E.outputs[ci].written;
-      cr.tx_dropped = E.outputs[ci].tx_dropped;
-      if (E.outputs[ci].direct_tx) {
-        // Sent directly by the workers: written is what left, less what the port refused.
-        uint64_t unsent = 0;
-        for (auto& w : E.workers) unsent += w->tx_unsent[ci];
-        cr.tx_dropped = unsent;
-        cr.written = cr.counters.out - unsent;
-      }
-      cr.tx_truncated = E.outputs[ci].tx_truncated;
-      cr.policy_ptr = E.policies[ci];
-      rep.consumers.push_back(std::move(cr));
-    }
-    for (auto& w : E.workers) {
-      const auto& fs = w->path->flows().stats();
-      rep.flows_created += fs.created;
-      rep.flows_evicted += fs.evicted;
-      rep.flows_expired += fs.expired;
-      rep.flows_closed += fs.closed;
-      rep.roles_uncertain += fs.roles_uncertain;
-      for (int s = 0; s < 4; ++s) rep.decode_status[s] += w->path->stats().decode_status[s];
-      const WorkerPathStats& ws = w->path->stats();
-      rep.copy_failures += ws.copy_failures;
-      rep.streams_held += ws.streams_held;
-      rep.streams_completed += ws.streams_completed;
-      rep.streams_failed += ws.streams_failed;
-      rep.hold_refused += ws.hold_refused;
-      rep.segments_held += ws.segments_held;
-    }
-    if (E.zstore) rep.zstats = E.zstore->stats(), rep.has_zstats = true;
-=======
     Report rep = build_report(E);
->>>>>>> main
     if (!cfg.quiet) std::fputs(render_report_text(rep).c_str(), stdout);
     if (!cfg.stats_json.empty()) {
       FILE* f = std::fopen(cfg.stats_json.c_str(), "w");

@@ -40,16 +40,11 @@ struct FlowEntry {
   FlowKey key{};
   uint64_t last_ns = 0;
   uint32_t hash = 0;   // of the key: home bucket, tag (unused entry: the next unused one)
-<<<<<<< HEAD
-  bool initiator_is_lo = true;  // the client end, by evidence (see FlowTable::insert)
-  bool used = false;
-=======
-  bool initiator_is_lo : 1 = true;
+  bool initiator_is_lo : 1 = true;  // the client end, by evidence (see FlowTable::insert)
   bool used : 1 = false;
   // The policy generation its FlowState's decisions were taken under
   // (WorkerPath::refresh_flow); 0: none yet.
   uint8_t gen = 0;
->>>>>>> main
   uint8_t proto = 0;
   uint8_t fin : 3 = 0;     // bit 0: FIN from lo, bit 1: FIN from hi, bit 2: RST
   // No evidence said which end is the client: initiator_is_lo is only the

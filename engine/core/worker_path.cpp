@@ -105,13 +105,10 @@ void WorkerPath::process(rte_mbuf* m, Sink sink, void* ctx) {
   meta.ts_ns = mbuf_ts(m);
   if (wants_flows_ && d.has_ip() && d.dst_off() + d.addr_len() <= cap0 && d.src_off() + d.addr_len() <= cap0)
     flows_->lookup(data, d, meta.ts_ns, meta);
-<<<<<<< HEAD
+  if (meta.flow) refresh_flow(meta.flow);
   // A packet that does not decode says nothing reliable about its roles
   // (ports and flags may be missing): both ends are treated as users.
   if (d.status != DecodeStatus::Ok) meta.roles_uncertain = true;
-=======
-  if (meta.flow) refresh_flow(meta.flow);
->>>>>>> main
   consumers(m, data, d, meta, sink, ctx);
 }
 
@@ -146,14 +143,11 @@ void WorkerPath::process_burst(rte_mbuf** pkts, unsigned n, Sink sink, void* ctx
     }
     if (k) {
       flows_->lookup_staged(datas, ds, want, k, metas);
-<<<<<<< HEAD
-      for (unsigned j = 0; j < k; ++j)  // as in process(): no roles from a packet that does not decode
-        if (ds[j].status != DecodeStatus::Ok) metas[j].roles_uncertain = true;
-=======
       if (wants_flows_)
         for (unsigned i = 0; i < k; ++i)
           if (metas[i].flow) refresh_flow(metas[i].flow);
->>>>>>> main
+      for (unsigned j = 0; j < k; ++j)  // as in process(): no roles from a packet that does not decode
+        if (ds[j].status != DecodeStatus::Ok) metas[j].roles_uncertain = true;
       if (burst_route_) deliver_burst(pkts + base, k, sink, ctx);
       else
         for (unsigned i = 0; i < k; ++i) consumers(pkts[base + i], datas[i], ds[i], metas[i], sink, ctx);
