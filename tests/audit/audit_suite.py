@@ -317,11 +317,13 @@ def planted(args):
         js = audit(args, "ids.amon", mid, mid, work)
         if js and not any(x["value"] == "192.168.0.17" or x["class"] == "ip.client" for x in js["leak_list"]):
             fail("planted roles: the input as its own output should leak the client, audit says %s" % js["leak_list"][:3])
-        mout = os.path.join(work, "mid-flow-ids.pcap")
-        if amon_pcap(args, mid, [("i", "ids.amon", mout)], work):
-            js = audit(args, "ids.amon", mid, mout, work)
-            if js and js["leaks"]:
-                fail("roles: mid-flow capture with ids.amon leaks %d: %s" % (js["leaks"], js["leak_list"][:3]))
+        pols = ("ids", "flows", "meter", "research")
+        outs = {p: os.path.join(work, "mid-flow-%s.pcap" % p) for p in pols}
+        if amon_pcap(args, mid, [(p, p + ".amon", outs[p]) for p in pols], work):
+            for p in pols:
+                js = audit(args, p + ".amon", mid, outs[p], work)
+                if js and js["leaks"]:
+                    fail("roles: mid-flow capture with %s.amon leaks %d: %s" % (p, js["leaks"], js["leak_list"][:3]))
 
 
 # ---------------------------------------------------------------------------
