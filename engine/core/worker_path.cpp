@@ -148,7 +148,7 @@ void WorkerPath::process_burst(rte_mbuf** pkts, unsigned n, Sink sink, void* ctx
           if (metas[i].flow) refresh_flow(metas[i].flow);
       for (unsigned j = 0; j < k; ++j)  // as in process(): no roles from a packet that does not decode
         if (ds[j].status != DecodeStatus::Ok) metas[j].roles_uncertain = true;
-      if (burst_route_) deliver_burst(pkts + base, k, sink, ctx);
+      if (burst_route_ && active_.empty()) deliver_burst(pkts + base, k, sink, ctx);
       else
         for (unsigned i = 0; i < k; ++i) consumers(pkts[base + i], datas[i], ds[i], metas[i], sink, ctx);
       base += k;
@@ -409,7 +409,9 @@ __attribute__((always_inline)) inline void WorkerPath::consumers(rte_mbuf* m, co
   // than it, whatever the bursts: an offline run gives the same output
   // however its packets were batched.
   if (meta.ts_ns > hold_deadline_ && !active_.empty()) [[unlikely]] expire_held(meta.ts_ns, sink, ctx);
-  if (use_l7_) return consumers_l7(m, data, d, meta, sink, ctx);
+  // Held segments of an earlier generation that parsed L7 still leave in
+  // order with their stream's next packet.
+  if (use_l7_ || !active_.empty()) return consumers_l7(m, data, d, meta, sink, ctx);
   deliver(m, data, d, meta, sink, ctx);
 }
 
