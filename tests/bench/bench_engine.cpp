@@ -195,6 +195,7 @@ Result run_one(const std::vector<std::vector<const Rec*>>& shares,
   if (g_zmax) zc.zmax = g_zmax;
   if (!zc.zmax) zc.zmax = 10;  // no zanon rule: the store is never asked
   zc.max_values = 1u << 18;
+  zc.lanes = std::min<uint32_t>(unsigned(shares.size()), zanon::Store::kMaxLanes);  // one per worker, as the engine
   zanon::Store store(zc);
   svc.zstore = &store;
   std::vector<std::unique_ptr<Program>> progs;
