@@ -11,6 +11,7 @@
 #include "engine.h"
 #include "policy.h"
 #include "registry.h"
+#include "whatif.h"
 
 #ifndef AMON_VERSION
 #define AMON_VERSION "0.0.0"
@@ -29,6 +30,8 @@ const char* kUsage =
     "                    --stats-json FILE   --quiet\n"
     "  run      run on DPDK ports per a YAML configuration\n"
     "             amon run --config amon.yaml [--until-idle[=DURATION]] [--stats-json FILE] [--quiet] [-- EAL args]\n"
+    "  whatif   what z-anonymity would hide on a capture, per z and dt (report only)\n"
+    "             amon whatif --read IN.pcap --out DIR [--field F,..] [--z 2,5,10] [--dt 10m,1h,1d]\n"
     "  lint     check policy files: amon lint [--format text|json] [--strict] [--dump] FILE...\n"
     "  fields   list the fields policies can name\n"
     "  actions  list the actions policies can use\n"
@@ -191,6 +194,7 @@ int main(int argc, char** argv) {
   amon::register_builtin_plugins();
   if (cmd == "pcap") return cmd_pcap(argc - 2, argv + 2);
   if (cmd == "run") return cmd_run(argc - 2, argv + 2);
+  if (cmd == "whatif") return amon::whatif_main(argc - 2, argv + 2);
   if (cmd == "lint") return amon::dsl::lint_main(argc - 2, argv + 2);
   if (cmd == "fields") return amon::dsl::fields_main(argc - 2, argv + 2);
   if (cmd == "actions") return amon::dsl::actions_main(argc - 2, argv + 2);
