@@ -412,8 +412,6 @@ EngineResult run_engine(const EngineConfig& cfg_in) {
       zc.max_values = cfg.zanon_max_values;
       zc.zmax = zmax;
       zc.max_dt_ns = max_dt;
-      // A lane per worker: popular values' lists are then not written by two cores.
-      zc.lanes = std::min<uint32_t>(cfg.workers, zanon::Store::kMaxLanes);
       E.zstore = std::make_unique<zanon::Store>(zc);
       E.services.zstore = E.zstore.get();
     }

@@ -62,11 +62,12 @@ struct Config {
   uint32_t shards = 0;
   // Lanes (1..kMaxLanes): each entry keeps one user list per lane, each on
   // its own cache lines under its own lock, and a thread observes into its
-  // lane. Give the number of threads that observe (the engine's workers):
-  // then a popular value's lines are not written by two cores, and a
-  // decision reads the other lanes only when its own cannot release.
-  // Decisions are the same for any number of lanes (doc/zanon.md,
-  // "Concurrency"); an entry costs one user list more per lane.
+  // lane. With a lane per observing thread a popular, released value's
+  // lines are not written by two cores; a decision its own lane cannot
+  // release takes every lane's lock and reads every list, so lanes pay only
+  // when most observations are released (doc/zanon.md, "Concurrency").
+  // Decisions are the same for any number of lanes; an entry costs one user
+  // list more per lane.
   uint32_t lanes = 1;
   // Secret for value fingerprints and placement; all zero draws a random key
   // (the store lives in memory only, so fingerprints need not be stable).

@@ -12,7 +12,7 @@
 // per-worker Mpps, by wall clock and per CPU second of the worker thread
 // (the latter is what a core gives when the machine is shared).
 //
-//   bench_engine --pcap FILE [--seconds S] [--rounds R] [--workers N] [--flows N] [--zmax Z]
+//   bench_engine --pcap FILE [--seconds S] [--rounds R] [--workers N] [--flows N] [--zmax Z] [--lanes L]
 //                [--no-baseline] POLICY.amon [POLICY.amon ...]
 #include <rte_eal.h>
 #include <rte_errno.h>
@@ -79,6 +79,7 @@ void null_sink_burst(void* ctx, unsigned, rte_mbuf** ms, unsigned n) {
 uint32_t g_flows = 1u << 18;  // the engine's default flows per worker
 uint64_t g_rounds = 0;        // > 0: exactly this many timed rounds (profilers: equal work per run)
 uint32_t g_zmax = 0;          // > 0: store zmax instead of the policies' largest z
+uint32_t g_lanes = 1;         // store lanes (doc/zanon.md, "Concurrency")
 
 double thread_cpu_s() {
   timespec ts;
@@ -195,7 +196,7 @@ Result run_one(const std::vector<std::vector<const Rec*>>& shares,
   if (g_zmax) zc.zmax = g_zmax;
   if (!zc.zmax) zc.zmax = 10;  // no zanon rule: the store is never asked
   zc.max_values = 1u << 18;
-  zc.lanes = std::min<uint32_t>(unsigned(shares.size()), zanon::Store::kMaxLanes);  // one per worker, as the engine
+  zc.lanes = std::min<uint32_t>(std::max<uint32_t>(g_lanes, 1), zanon::Store::kMaxLanes);
   zanon::Store store(zc);
   svc.zstore = &store;
   std::vector<std::unique_ptr<Program>> progs;
@@ -255,6 +256,7 @@ int main(int argc, char** argv) {
     else if (a == "--no-baseline") baseline = false;
     else if (a == "--rounds" && i + 1 < argc) g_rounds = std::strtoull(argv[++i], nullptr, 10);
     else if (a == "--zmax" && i + 1 < argc) g_zmax = uint32_t(std::strtoul(argv[++i], nullptr, 10));
+    else if (a == "--lanes" && i + 1 < argc) g_lanes = uint32_t(std::strtoul(argv[++i], nullptr, 10));
     else if (a == "--workers" && i + 1 < argc) workers = unsigned(std::strtoul(argv[++i], nullptr, 10));
     else policies.push_back(a);
   }
