@@ -1,0 +1,378 @@
+// The general path: every packet a header kernel does not take, with its
+// fail-closed branches (decode errors, tunnels, ICMP quotes, fragments,
+// application fields that cannot be located).
+#include "runtime_impl.h"
+
+namespace amon {
+
+// Roles: the policy's clients set decides when exactly one end is inside,
+// else the flow's initiator is the client. alen = 0 when the addresses were
+// not captured.
+bool ProgramInstance::roles(const uint8_t* buf, uint32_t cap, const Decoded& d, const PacketMeta& m, uint8_t* old_addrs,
+                            uint32_t& alen) {
+  const dsl::Policy& pol = *prog_.policy_;
+  const bool ip_ok = d.has_ip() && d.ip_version != 0 && d.dst_off() + d.addr_len() <= cap &&
+                     d.src_off() + d.addr_len() <= cap;
+  alen = ip_ok ? d.addr_len() : 0;
+  bool client_is_src = m.initiator_is_src;
+  if (!ip_ok) return client_is_src;
+  const uint32_t so = d.src_off(), dof = d.dst_off();
+  client_is_src = client_is_source(pol, d.ip_version, buf + so, buf + dof, client_is_src);
+  // Source then destination, adjacent as in the header (IPv4 12..19, IPv6
+  // 8..39): one copy.
+  std::memcpy(old_addrs, buf + so, 2 * alen);
+  return client_is_src;
+}
+
+Verdict ProgramInstance::process_general(uint8_t* buf, uint32_t& cap, uint32_t& wire, const Decoded& d,
+                                         const PacketMeta& m, ConsumerCounters& c) {
+  return prog_.l7_only_ ? general_path<true>(buf, cap, wire, d, m, c) : general_path<false>(buf, cap, wire, d, m, c);
+}
+
+// kL7Only (Program::l7_only_): no select, BPF, MAC, address, per-flow or
+// payload rule, and no condition, so those questions are answered here at
+// compile time; every packet still takes the same steps as with kL7Only
+// false, and gets the same bytes.
+template <bool kL7Only>
+Verdict ProgramInstance::general_path(uint8_t* buf, uint32_t& cap, uint32_t& wire, const Decoded& d,
+                                      const PacketMeta& m, ConsumerCounters& c) {
+  const Program& P = prog_;
+  const bool protects_addr = !kL7Only && P.protects_addresses_;
+  const dsl::Policy& pol = *P.policy_;
+  const auto& F = l2l4::g_fields;
+  ApplyCtx ctx = packet_ctx(d, m, c);
+
+  uint8_t old_addrs[32] = {};
+  uint32_t alen = 0;
+  const bool client_is_src = roles(buf, cap, d, m, old_addrs, alen);
+  const bool ip_ok = alen != 0;
+  const uint32_t so = ip_ok ? d.src_off() : 0, dof = ip_ok ? d.dst_off() : 0;
+  uint8_t* const old_src = old_addrs;
+  uint8_t* const old_dst = old_addrs + (ip_ok ? alen : 16);
+  Eval e{&d, &m, &c, &ctx, client_is_src, client_is_src ? old_src : old_dst, alen, buf};
+
+  if (!kL7Only && pol.select_cond && !eval(*pol.select_cond, e)) return Verdict::Filtered;
+  if (!kL7Only && P.bpf_ && !P.bpf_->match(m.orig ? m.orig : buf, cap, wire)) return Verdict::Filtered;
+
+  auto drop = [&]() { ++c.policy_drop; return Verdict::Drop; };
+
+  // L2: MAC addresses exist in every frame of 14 bytes or more.
+  if (!kL7Only && cap >= 14 && (!P.field_rules_[F.eth_dst].empty() || !P.field_rules_[F.eth_src].empty())) {
+    ctx.field = F.eth_dst;
+    int r = pick(F.eth_dst, e);
+    if (r >= 0 && actions_[r]->mac(buf, ctx) == ActResult::Drop) return drop();
+    ctx.field = F.eth_src;
+    r = pick(F.eth_src, e);
+    if (r >= 0 && actions_[r]->mac(buf + 6, ctx) == ActResult::Drop) return drop();
+  }
+
+  uint32_t cut_at = UINT32_MAX;
+  auto error_exit = [&](uint32_t at, uint64_t& cut_counter) -> bool {  // true: drop
+    if (pol.on_error == dsl::Policy::OnError::Drop) return ++c.err_drop, true;
+    // An IP fragment without its data is no valid fragment: drop it instead.
+    if ((d.flags & kFlagFragment) && at <= d.payload_off) return ++c.err_drop, true;
+    ++cut_counter;
+    cut_at = std::min(cut_at, at);
+    return false;
+  };
+
+  if (d.status == DecodeStatus::NotIp) {
+    using OU = dsl::Policy::OnUnknown;
+    OU ou = pol.on_unknown;
+    if (ou == OU::Default) ou = protects_addr ? OU::Drop : OU::Keep;
+    if (ou == OU::Drop) return ++c.unknown_drop, Verdict::Drop;
+    if (ou == OU::Keep) return ++c.unknown_keep, Verdict::Forward;
+    ++c.unknown_cut;
+    cap = wire = std::min<uint32_t>(cap, d.l3_off);
+    return Verdict::Forward;
+  }
+  if (!d.has_ip() || d.ip_version == 0) {
+    // Broken before the IP header: nothing past L2 can be trusted.
+    if (!P.protects_anything_) return Verdict::Forward;
+    if (error_exit(std::min<uint32_t>(d.good_until, cap), c.err_cut)) return Verdict::Drop;
+    cap = wire = cut_at;
+    return Verdict::Forward;
+  }
+  if (!ip_ok) {
+    // Addresses not captured in full: cannot be anonymized, remove the IP layer.
+    if (!P.protects_anything_) return Verdict::Forward;
+    if (error_exit(d.l3_off, c.err_cut)) return Verdict::Drop;
+    cap = wire = cut_at;
+    return Verdict::Forward;
+  }
+  if ((d.flags & kFlagV6Routing) && protects_addr) {
+    // Addresses in the routing header would need the same rewrite; no
+    // consumer has asked for it, so such packets are not forwarded.
+    return ++c.err_drop, Verdict::Drop;
+  }
+
+  const uint8_t* client_clear = client_is_src ? old_src : old_dst;
+  const uint8_t* server_clear = client_is_src ? old_dst : old_src;
+  if (!kL7Only && !P.zslot_rule_.empty() && m.flow) decide_flow(server_clear, client_clear, alen, m, c);
+
+  ctx.family = d.ip_version;
+  ctx.client_addr = client_clear;
+  if constexpr (kL7Only) {
+    // A whole, parsed UDP DNS message (a resolver link's every packet): the
+    // steps below reduce to the message's rewrite and the checksum update
+    // by its spans, without the questions whose answers are known here (no
+    // tunnel, ICMP quote, later fragment, stream slice, payload rule or
+    // cut). test_dns_fast compares this with those steps.
+    if (dns_fast_ && m.l7 == L7State::Parsed && m.app == uint8_t(App::Dns) && d.l4_proto == kProtoUdp &&
+        d.status == DecodeStatus::Ok && !(d.flags & (kFlagTunnel | kFlagIcmpError | kFlagLaterFragment))) {
+      const uint32_t avail = std::min<uint32_t>(d.cap_len, d.payload_off + d.payload_len) - d.payload_off;
+      uint64_t sums[2] = {0, 0};
+      e.l7_sums = sums;
+      const bool ok = l7_dns(buf + d.payload_off, avail, e, 0);
+      e.l7_sums = nullptr;
+      // Not parsed after all (l7_dns then changed nothing): the general
+      // steps apply on_error.
+      if (ok) {
+        if (e.drop) return drop();
+        if (sums[0] != sums[1] && d.l4_off + 8 <= cap) {
+          uint8_t* const l4 = buf + d.l4_off;
+          uint16_t ck = rd16(l4 + 6);
+          if (ck != 0) {  // 0: the sender computed none
+            ck = csum_update_spans(ck, sums);
+            wr16(l4 + 6, ck == 0 ? 0xffff : ck);
+          }
+        }
+        return Verdict::Forward;
+      }
+    }
+  }
+  bool addr_changed = false;
+  // No rule names an address (an L7-only policy): nothing to choose per position.
+  const bool addr_rules = !kL7Only && (!P.field_rules_[F.ip_src].empty() || !P.field_rules_[F.ip_dst].empty() ||
+                                       !P.field_rules_[F.ip_client].empty() || !P.field_rules_[F.ip_server].empty());
+  for (int pos = 0; addr_rules && pos < 2; ++pos) {
+    bool is_src = pos == 0;
+    bool is_client = is_src == client_is_src;
+    FieldId pos_field = is_src ? F.ip_src : F.ip_dst;
+    FieldId role_field = is_client ? F.ip_client : F.ip_server;
+    // The first rule in source order naming this address, by position or by
+    // role, and whose condition holds, wins.
+    int best = -1;
+    if (P.unconditional_) {
+      best = P.addr_rule_[is_src][is_client];
+    } else {
+      for (FieldId f : {pos_field, role_field}) {
+        for (uint32_t ri : P.field_rules_[f]) {
+          if (best >= 0 && int(ri) >= best) break;
+          const dsl::Rule& r = pol.rules[ri];
+          if (!r.when || eval(*r.when, e)) {
+            best = int(ri);
+            break;
+          }
+        }
+      }
+    }
+    if (best < 0) continue;
+    if (c.rule_hits.size() < P.plans_.size()) c.rule_hits.resize(P.plans_.size());
+    ++c.rule_hits[best];
+    ctx.field = role_field;
+    ctx.is_server = !is_client;
+    if (actions_[best]->addr(buf + (is_src ? so : dof), ctx) == ActResult::Drop) return drop();
+    addr_changed = addr_changed || actions_[best]->modifies;
+  }
+
+  // Content the policy cannot see into, when addresses are protected: a
+  // tunnel's inner packet, or the quoted header of an ICMP error.
+  // An inner packet holds addresses and application fields alike.
+  if ((protects_addr || P.l7_protect_) && (d.flags & kFlagTunnel) && d.status == DecodeStatus::Ok)
+    if (error_exit(d.payload_off, c.tunnel_cut)) return Verdict::Drop;
+  // An ICMP error quotes the offending datagram's header: its addresses get
+  // the same rewrite as the flow's (an address of this packet maps the same
+  // way), any other address is zeroed, and what follows the quoted
+  // transport header is cut when names could be in it.
+  bool quote_changed = false;
+  uint16_t quote_old_sum = 0;
+  if ((protects_addr || P.l7_protect_) && (d.flags & kFlagIcmpError) && d.status == DecodeStatus::Ok) {
+    uint32_t q = d.payload_off;
+    uint32_t qend = std::min<uint64_t>(uint64_t(d.payload_off) + d.payload_len, cap);
+    uint8_t* qp = buf + q;
+    uint32_t qlen = qend > q ? qend - q : 0;
+    uint8_t iv = qlen ? qp[0] >> 4 : 0;
+    uint32_t ihl = iv == 4 ? (qp[0] & 0xf) * 4u : iv == 6 ? 40u : 0;
+    uint32_t ial = iv == 4 ? 4 : 16, isrc = iv == 4 ? 12 : 8, idst = iv == 4 ? 16 : 24;
+    if (ihl >= 20 && qlen >= ihl) {
+      quote_old_sum = csum_sum({qp, qlen});
+      quote_changed = true;
+      uint8_t before[2][16];
+      std::memcpy(before[0], qp + isrc, ial);
+      std::memcpy(before[1], qp + idst, ial);
+      for (uint32_t off : {isrc, idst}) {
+        uint8_t* a = qp + off;
+        if (iv == d.ip_version && std::memcmp(a, old_src, ial) == 0) std::memcpy(a, buf + so, ial);
+        else if (iv == d.ip_version && std::memcmp(a, old_dst, ial) == 0) std::memcpy(a, buf + dof, ial);
+        else if (protects_addr) std::memset(a, 0, ial);
+      }
+      // The quoted UDP header's checksum covers the quoted addresses (its
+      // pseudo-header): follow them, as the original sender's would have.
+      uint8_t inner_proto = iv == 4 ? qp[9] : qp[6];
+      if (inner_proto == kProtoUdp && qlen >= ihl + 8) {
+        uint8_t* uc = qp + ihl + 6;
+        uint16_t ck = rd16(uc);
+        if (ck != 0) {
+          ck = csum_replace(ck, {before[0], ial}, {qp + isrc, ial});
+          ck = csum_replace(ck, {before[1], ial}, {qp + idst, ial});
+          wr16(uc, ck == 0 ? 0xffff : ck);
+        }
+      }
+      if (iv == 4) {
+        qp[10] = qp[11] = 0;
+        wr16(qp + 10, ipv4_header_checksum({qp, ihl}));
+      }
+      // The quoted transport header (8 bytes) stays; anything after it may
+      // carry application data.
+      if (P.l7_protect_ && qlen > ihl + 8 && error_exit(q + ihl + 8, c.icmp_quote_cut)) return Verdict::Drop;
+    } else if (error_exit(d.payload_off, c.icmp_quote_cut)) {
+      return Verdict::Drop;
+    }
+  }
+
+  // A later fragment's data cannot be parsed: it may hold names (a large
+  // DNS response) or, when the datagram is a tunnel, inner addresses.
+  if ((d.flags & kFlagLaterFragment) && d.status == DecodeStatus::Ok &&
+      (P.l7_protect_ || (protects_addr && (!m.flow || m.flow->frag_tunnel || m.flow_first))))
+    if (error_exit(d.payload_off, P.l7_protect_ ? c.l7_cut : c.tunnel_cut)) return Verdict::Drop;
+
+  // Payload: application fields first, then the payload rule.
+  const uint32_t pend = std::min<uint64_t>(uint64_t(d.payload_off) + d.payload_len, cap);
+  const uint32_t plen = pend > d.payload_off ? pend - d.payload_off : 0;
+  uint8_t* pl = buf + d.payload_off;
+  uint16_t pay_old_sum = quote_old_sum;
+  uint64_t l7_sums[2] = {0, 0};  // see Eval::l7_sums
+  bool sum_taken = quote_changed, payload_changed = quote_changed;
+  auto take_sum = [&] {
+    if (!sum_taken && plen) pay_old_sum = csum_sum({pl, plen}), sum_taken = true;
+  };
+  if (P.has_l7_ && d.status == DecodeStatus::Ok && cut_at == UINT32_MAX && m.l7 == L7State::Stream) {
+    // A segment of a reassembled header: its bytes are the slice of this
+    // consumer's rewrite of the whole header (decided once, at release).
+    const StreamView& sv = *m.stream;
+    switch (sv.result[P.consumer_]) {
+      case StreamView::Drop: return drop();
+      case StreamView::Failed:
+        if (error_exit(d.payload_off, c.l7_cut)) return Verdict::Drop;
+        break;
+      case StreamView::Rewritten:
+        if (sv.seg_off < sv.len && plen) {
+          take_sum();
+          std::memcpy(pl, sv.bytes[P.consumer_] + sv.seg_off, std::min(plen, sv.len - sv.seg_off));
+          payload_changed = true;
+        }
+        break;
+      default: break;
+    }
+  } else if (P.has_l7_ && d.status == DecodeStatus::Ok && cut_at == UINT32_MAX && m.l7 != L7State::None) {
+    // A UDP DNS message is rewritten in label spans (and addresses, ECS):
+    // the checksum follows the sums of those spans only. UDP only: its
+    // checksum is the same whichever representation of zero a sum takes
+    // (0 is sent as 0xffff), so the result is the full update's bytes.
+    const bool by_spans = !sum_taken && d.l4_proto == kProtoUdp && m.app == uint8_t(App::Dns);
+    if (by_spans) e.l7_sums = l7_sums;
+    else take_sum();
+    if (!l7_rewrite(buf, d, e)) {
+      if (error_exit(d.payload_off, c.l7_cut)) return Verdict::Drop;
+    } else if (!by_spans) {
+      payload_changed = true;
+    }
+    e.l7_sums = nullptr;
+    if (e.drop) return drop();
+  }
+  // A server handshake (TLS 1.2 certificates) would name the server the
+  // client's SNI decision hid, or that no SNI named.
+  if (m.tls_server_hs && cut_at == UINT32_MAX && (P.l7_protect_ & (1u << unsigned(App::Tls))) &&
+      !(m.flow && ((m.flow->sni_clear >> P.consumer_) & 1)))
+    if (error_exit(d.payload_off, c.tls_server_cut)) return Verdict::Drop;
+  int prule = kL7Only ? -1 : pick(F.payload, e);  // pick() counts nothing when no rule names the payload
+  if (!kL7Only && prule < 0) prule = P.payload_default_plan_;
+  bool payload_protected = prule >= 0 && actions_[prule]->modifies;
+  if (d.status != DecodeStatus::Ok) {
+    // The payload's start is unknown: if it or a field inside it is
+    // protected, keep only what was decoded.
+    if ((payload_protected || P.l7_protect_) && error_exit(std::min(d.good_until, cap), c.err_cut)) return Verdict::Drop;
+  } else if (prule >= 0 && cut_at == UINT32_MAX) {
+    ctx.field = F.payload;
+    if (actions_[prule]->modifies && !actions_[prule]->cuts && plen) take_sum();
+    ActResult r = actions_[prule]->bytes(pl, plen, ctx);
+    if (r == ActResult::Drop) return drop();
+    if (r == ActResult::Cut) cut_at = d.payload_off;
+    else if (actions_[prule]->modifies && plen) payload_changed = true;
+  }
+  uint16_t pay_new_sum = payload_changed && sum_taken ? csum_sum({pl, plen}) : pay_old_sum;
+  payload_changed = payload_changed && sum_taken && pay_new_sum != pay_old_sum;
+
+  // Fix lengths and checksums.
+  uint8_t* ip = buf + d.l3_off;
+  const bool v4 = d.ip_version == 4;
+  // A cut at the end of the captured bytes still shortens a record the
+  // capture had cut short (wire > cap): its lengths must shrink too.
+  if (cut_at != UINT32_MAX && (cut_at < cap || (cut_at == cap && wire > cap))) {
+    cap = wire = cut_at;
+    if (cut_at >= d.l3_off + (v4 ? 20u : 40u)) {
+      uint32_t l3len = cut_at - d.l3_off;
+      if (v4) wr16(ip + 2, uint16_t(l3len));
+      else wr16(ip + 4, uint16_t(l3len - 40));
+      if (d.pppoe_off) wr16(buf + d.pppoe_off + 4, uint16_t(cut_at - (d.pppoe_off + 6)));
+      if (d.l4_proto == kProtoUdp && d.l4_hdr_len && cut_at >= d.l4_off + 8) wr16(buf + d.l4_off + 4, uint16_t(cut_at - d.l4_off));
+    }
+  } else if (cut_at != UINT32_MAX) {
+    cut_at = UINT32_MAX;  // the cut point is past the captured bytes: nothing to remove
+  }
+
+  if (v4 && cap >= d.l3_off + d.l3_hdr_len && d.l3_hdr_len >= 20 && (addr_changed || cut_at != UINT32_MAX))
+    wr16(ip + 10, ipv4_header_checksum({ip, d.l3_hdr_len}));
+
+  // L4 checksum: present only in a packet that carries the L4 header.
+  if (d.l4_hdr_len == 0 || (d.flags & kFlagLaterFragment)) return Verdict::Forward;
+  uint32_t csum_off;
+  switch (d.l4_proto) {
+    case kProtoTcp: csum_off = 16; break;
+    case kProtoUdp: csum_off = 6; break;
+    case kProtoIcmp: case kProtoIcmpv6: csum_off = 2; break;
+    default: return Verdict::Forward;
+  }
+  uint8_t* l4 = buf + d.l4_off;
+  if (d.l4_off + csum_off + 2 > cap) return Verdict::Forward;
+  const bool pseudo = d.l4_proto != kProtoIcmp;
+  const bool udp = d.l4_proto == kProtoUdp;
+  if (cut_at != UINT32_MAX) {
+    // Everything left is captured: recompute in full.
+    uint32_t l4len = cap - d.l4_off;
+    if (udp && rd16(l4 + 6) == 0) return Verdict::Forward;  // no checksum in use
+    uint16_t ck;
+    if (d.l4_proto == kProtoIcmp) {
+      wr16(l4 + 2, 0);
+      ck = csum_finish(csum_sum({l4, l4len}));
+    } else if (v4) {
+      ck = l4_checksum_v4(ip + 12, ip + 16, d.l4_proto, {l4, l4len}, csum_off);
+    } else {
+      ck = l4_checksum_v6(ip + 8, ip + 24, d.l4_proto, {l4, l4len}, csum_off);
+    }
+    wr16(l4 + csum_off, ck);
+    return Verdict::Forward;
+  }
+  const bool spans_changed = l7_sums[0] != l7_sums[1];
+  if (!addr_changed && !payload_changed && !spans_changed) return Verdict::Forward;
+  uint16_t ck = rd16(l4 + csum_off);
+  if (udp && ck == 0) return Verdict::Forward;  // the sender computed none
+  if (pseudo && addr_changed) {
+    // One update per address, not one for both: the same sum, but the
+    // result could differ in the representation of zero (0x0000/0xffff).
+    ck = csum_replace(ck, {old_src, alen}, {buf + so, alen});
+    ck = csum_replace(ck, {old_dst, alen}, {buf + dof, alen});
+  }
+  if (payload_changed) {
+    // HC' = ~(~HC + ~m + m') over the payload's sums (RFC 1624 eqn. 3).
+    ck = csum_finish(csum_add(csum_add(uint16_t(~ck), uint16_t(~pay_old_sum)), pay_new_sum));
+  }
+  if (spans_changed)  // the same over the spans the L7 rewrite changed (bytes after it are pay_old_sum's)
+    ck = csum_update_spans(ck, l7_sums);
+  if (udp && ck == 0) ck = 0xffff;
+  wr16(l4 + csum_off, ck);
+  return Verdict::Forward;
+}
+
+}  // namespace amon

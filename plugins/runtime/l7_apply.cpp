@@ -1,0 +1,279 @@
+// The application-field rewrite: each located occurrence gets its rule's
+// action (l7_rewrite, l7_dns), also for headers reassembled from held
+// segments (rewrite_stream).
+#include "runtime_impl.h"
+
+namespace amon {
+
+uint8_t ProgramInstance::rewrite_stream(uint8_t* buf, const Decoded& d, const PacketMeta& m, ConsumerCounters& c) {
+  const Program& P = prog_;
+  if (!P.has_l7_) return StreamView::Unchanged;
+  ApplyCtx ctx = packet_ctx(d, m, c);
+  uint8_t old_addrs[32] = {};
+  uint32_t alen = 0;
+  const bool client_is_src = roles(buf, d.cap_len, d, m, old_addrs, alen);
+  const uint8_t* old_src = old_addrs;
+  const uint8_t* old_dst = old_addrs + (alen ? alen : 16);
+  Eval e{&d, &m, &c, &ctx, client_is_src, client_is_src ? old_src : old_dst, alen, buf};
+  // A consumer that does not select the packet never sees its bytes.
+  if (P.policy_->select_cond && !eval(*P.policy_->select_cond, e)) return StreamView::Unchanged;
+  ctx.family = d.ip_version;
+  ctx.client_addr = client_is_src ? old_src : old_dst;
+  if (!l7_rewrite(buf, d, e)) return StreamView::Failed;
+  if (e.drop) return StreamView::Drop;
+  return StreamView::Rewritten;
+}
+
+bool ProgramInstance::apply_text(FieldId f, uint8_t* p, uint32_t len, Eval& e) {
+  int ri = pick(f, e);
+  if (ri < 0) return true;
+  const ActionCall& a = prog_.policy_->rules[ri].action;
+  if (a.desc->name == "zanon") {
+    zanon::Store* st = prog_.services_->zstore;
+    if (!e.have_user) e.user = user_of(e.client, e.alen), e.have_user = true;
+    zanon::ZParams zp{uint32_t(a.int_or("z", 10)), uint64_t(a.int_or("dt", 0))};
+    zanon::Scope sc{field_class_[f], zscope_.kind};
+    if (st->observe(st->key(sc, std::span<const uint8_t>(p, len)), e.user, e.m->ts_ns, zp))
+      return ++e.c->zanon_released, true;
+    ++e.c->zanon_hidden;
+    return zfallback_[ri]->bytes(p, len, *e.ctx) != ActResult::Drop;
+  }
+  return actions_[ri]->bytes(p, len, *e.ctx) != ActResult::Drop;
+}
+
+bool ProgramInstance::apply_addr_occ(FieldId f, uint8_t* a, uint8_t family, Eval& e) {
+  int ri = pick(f, e);
+  if (ri < 0) return true;
+  const ActionCall& call = prog_.policy_->rules[ri].action;
+  uint8_t saved = e.ctx->family;
+  e.ctx->family = family;
+  bool ok = true;
+  if (call.desc->name == "zanon") {
+    zanon::Store* st = prog_.services_->zstore;
+    if (!e.have_user) e.user = user_of(e.client, e.alen), e.have_user = true;
+    zanon::ZParams zp{uint32_t(call.int_or("z", 10)), uint64_t(call.int_or("dt", 0))};
+    zanon::Scope sc{field_class_[f], zscope_.kind};
+    if (st->observe(st->key(sc, std::span<const uint8_t>(a, family == 4 ? 4 : 16)), e.user, e.m->ts_ns, zp)) {
+      ++e.c->zanon_released;
+    } else {
+      ++e.c->zanon_hidden;
+      ok = zfallback_[ri]->addr(a, *e.ctx) != ActResult::Drop;
+    }
+  } else {
+    ok = actions_[ri]->addr(a, *e.ctx) != ActResult::Drop;
+  }
+  e.ctx->family = saved;
+  return ok;
+}
+
+bool ProgramInstance::l7_dns(uint8_t* msg, uint32_t len, Eval& e, int msg_index) {
+  const L7Fields& L = L7Fields::get();
+  L7Parse& P = *e.m->parse;
+  if (P.dns_msg != msg_index) {
+    // Parse from the original bytes (the copy is identical in this span:
+    // nothing before the application layer rewrites payload bytes).
+    const uint8_t* orig = e.m->orig + (msg - e.buf);
+    dns::parse(orig, len, *P.dns);
+    P.dns_msg = msg_index;
+  }
+  const dns::ParseResult& pr = *P.dns;
+  if (pr.status != dns::Status::Ok) return false;
+  struct Ctx {
+    ProgramInstance* self;
+    Eval* e;
+    const L7Fields* L;
+    DnsRecall* rc = nullptr;
+    std::string_view qname;
+    MsgNames seen;  // default-initialised: its slots are not zeroed per message
+  } cx;
+  cx.self = this;
+  cx.e = &e;
+  cx.L = &L;
+  // The exchange this message belongs to: a query records its first
+  // question's decision, a response recalls it for that question and for the
+  // owner names equal to it. Other names (CNAME targets, rdata) are decided
+  // at their own time.
+  DnsRecall rc;
+  if (!dns_memo_.empty() && e.m->flow && e.m->flow->dns_flow && pr.hdr.qdcount && pr.n_names &&
+      pr.names[0].role == dns::NameRole::Qname) {
+    cx.qname = pr.name_text(0);
+    const bool response = pr.hdr.qr();
+    const unsigned qdir = (e.m->initiator_is_src ? 0u : 1u) ^ (response ? 1u : 0u);
+    rc.key = dns_memo_key(e.m->flow->dns_flow, qdir, pr.hdr.id, cx.qname);
+    const uint32_t now = uint32_t(e.m->ts_ns >> 20);
+    if (!response) {
+      rc.record = true;
+      rc.t = now;
+    } else if (const DnsMemo* h = dns_memo_find(rc.key, now)) {
+      rc.hit = h;
+      rc.t = h->t;
+    }
+    if (rc.record || rc.hit) {
+      rc.seed = splitmix_of(dns_memo_secret_ ^ rc.key ^ (uint64_t(rc.t) << 17));
+      cx.rc = &rc;
+    }
+  }
+  auto fn = [](void* vctx, const dns::NameView& nv) -> names::Decision {
+    auto* c = static_cast<Ctx*>(vctx);
+    const L7Fields& L = *c->L;
+    FieldId f;
+    bool owner = false;
+    switch (nv.role) {
+      case dns::NameRole::Qname: f = L.dns_qname; break;
+      case dns::NameRole::AnswerOwner:
+      case dns::NameRole::AuthorityOwner:
+      case dns::NameRole::AdditionalOwner: f = L.dns_answer_name, owner = true; break;
+      default: f = L.dns_rdata_name; break;
+    }
+    DnsRecall* rc = nullptr;
+    if (c->rc && (nv.index == 0 || (owner && c->rc->hit && nv.text == c->qname))) rc = c->rc;
+    return c->self->decide_name(f, nv.text, *c->e, rc, &c->seen);
+  };
+  uint64_t* const sums = e.l7_sums;  // msg is the payload's start when set
+  const uint32_t roles = dns_roles_;
+  // Only an exchange's seed can come back (a fresh random one cannot): a
+  // query stores its question's masks, its response takes them.
+  if (cx.rc) first_masks_->reuse = cx.rc->hit != nullptr;
+  if (roles) dns::rewrite_names(msg, len, pr, fn, &cx, sums, roles, cx.rc ? first_masks_.get() : nullptr);
+  auto span_sum = [&](unsigned off, unsigned n) -> uint64_t {
+    const uint16_t s = csum_sum({msg + off, n});
+    return (off & 1) ? uint16_t(s << 8 | s >> 8) : s;
+  };
+  if (dns_addr_rules_)
+    for (unsigned i = 0; i < pr.n_addrs; ++i) {
+      const unsigned off = pr.addrs[i].off, n = pr.addrs[i].family == 4 ? 4 : 16;
+      if (sums) sums[0] += span_sum(off, n);
+      if (!apply_addr_occ(L.dns_answer_addr, msg + off, pr.addrs[i].family, e)) e.drop = true;
+      if (sums) sums[1] += span_sum(off, n);
+    }
+  if (pr.ecs.present && pr.ecs.addr_len) {
+    int ri = pick(L.dns_ecs, e);
+    if (ri >= 0) {
+      const std::string& n = prog_.policy_->rules[ri].action.desc->name;
+      if (n == "drop") e.drop = true;
+      // The subnet is the client's own network: any protecting action
+      // removes it (the prefix length stays, so the option still parses).
+      else if (n != "keep") {
+        if (sums) sums[0] += span_sum(pr.ecs.addr_off, pr.ecs.addr_len);
+        std::memset(msg + pr.ecs.addr_off, 0, pr.ecs.addr_len);
+      }
+    }
+  }
+  return true;
+}
+
+// Rewrites the application fields of this consumer's copy. Returns false when
+// they cannot be located although this policy protects them (the caller
+// applies on_error), and sets e.drop for drop() rules.
+bool ProgramInstance::l7_rewrite(uint8_t* buf, const Decoded& d, Eval& e) {
+  const PacketMeta& m = *e.m;
+  if (m.l7 == L7State::None) return true;
+  bool protects = prog_.l7_protect_ & (1u << m.app);
+  if (m.l7 != L7State::Parsed) return !protects;
+  const L7Fields& L = L7Fields::get();
+  L7Parse& P = *m.parse;
+  uint8_t* pl = buf + d.payload_off;
+  const uint32_t avail = std::min<uint32_t>(d.cap_len, d.payload_off + d.payload_len) - d.payload_off;
+  switch (App(m.app)) {
+    case App::Dns:
+      return l7_dns(pl, avail, e, 0) || !protects;
+    case App::DnsTcp: {
+      const dns::TcpSplit& sp = *P.split;
+      for (unsigned i = 0; i < sp.n; ++i)
+        if (!l7_dns(pl + sp.msgs[i].off, sp.msgs[i].len, e, int(i)) && protects) return false;
+      return true;
+    }
+    case App::Tls: {
+      // The flow remembers whether this consumer left the name in clear:
+      // the server's handshake may name it again (see tls_server_hs).
+      bool clear = false;
+      auto note = [&](bool all_kept) {
+        if (!m.flow) return;
+        const uint16_t bit = uint16_t(1u << prog_.consumer_);
+        m.flow->sni_clear = all_kept ? uint16_t(m.flow->sni_clear | bit) : uint16_t(m.flow->sni_clear & ~bit);
+      };
+      if (P.tls_prefix) {
+        const tls::PrefixSni& ps = *P.prefix_sni;
+        clear = ps.n > 0;
+        for (unsigned i = 0; i < ps.n; ++i) {
+          names::Decision dec = decide_name(L.tls_sni, std::string_view(ps.text[i], ps.text_len[i]), e);
+          if (dec.action != names::Action::Keep) {
+            clear = false;
+            names::apply_to_text(reinterpret_cast<char*>(pl + P.tls_skip + ps.span[i].off), ps.span[i].len, dec);
+          }
+        }
+        note(clear);
+        return true;
+      }
+      const tls::ClientHello& ch = *P.tls;
+      clear = ch.n_sni > 0;
+      for (unsigned i = 0; i < ch.n_sni; ++i) {
+        names::Decision dec = decide_name(L.tls_sni, ch.sni_text(i), e);
+        if (dec.action != names::Action::Keep) {
+          clear = false;
+          tls::rewrite_sni(pl + P.tls_skip, avail - P.tls_skip, ch, i, dec);
+        }
+      }
+      note(clear);
+      return true;
+    }
+    case App::Quic: {
+      quic::Datagram& Q = *P.quic;
+      names::Decision dec[quic::Datagram::kMaxNames];
+      bool change = false;
+      for (unsigned i = 0; i < Q.n_names; ++i) {
+        dec[i] = decide_name(L.tls_sni, Q.name_text(i), e);
+        change = change || dec[i].action != names::Action::Keep;
+      }
+      // Re-encrypted only when this consumer's names differ.
+      if (!change) return true;
+      return quic::rewrite(pl, avail, Q, dec, *P.qcrypto) || !protects;
+    }
+    case App::Http: {
+      const http::Result& H = *P.http;
+      for (unsigned i = 0; i < H.n_occ; ++i) {
+        const http::Occurrence& oc = H.occ[i];
+        uint8_t* p = pl + oc.span.off;
+        uint32_t n = oc.span.len;
+        bool ok = true;
+        switch (oc.kind) {
+          case http::Field::HostDomain: {
+            names::Decision dec = decide_name(L.http_host, std::string_view(reinterpret_cast<const char*>(m.orig + d.payload_off + oc.span.off), n), e);
+            if (dec.action != names::Action::Keep) names::apply_to_text(reinterpret_cast<char*>(p), n, dec);
+            break;
+          }
+          case http::Field::Host: {
+            // A Host that is an address literal has no domain span, yet it
+            // names the server all the same: decide on the whole value.
+            bool has_domain = false;
+            for (unsigned k = 0; k < H.n_occ && !has_domain; ++k)
+              has_domain = H.occ[k].kind == http::Field::HostDomain && H.occ[k].header == oc.header;
+            if (!has_domain) {
+              names::Decision dec = decide_name(L.http_host, std::string_view(reinterpret_cast<const char*>(m.orig + d.payload_off + oc.span.off), n), e);
+              if (dec.action != names::Action::Keep) names::apply_to_text(reinterpret_cast<char*>(p), n, dec);
+            }
+            break;
+          }
+          case http::Field::Method: ok = apply_text(L.http_method, p, n, e); break;
+          case http::Field::Uri: ok = apply_text(L.http_uri, p, n, e); break;
+          case http::Field::UserAgent: ok = apply_text(L.http_user_agent, p, n, e); break;
+          case http::Field::Referer: ok = apply_text(L.http_referer, p, n, e); break;
+          case http::Field::Cookie: ok = apply_text(L.http_cookie, p, n, e); break;
+          case http::Field::SetCookie: ok = apply_text(L.http_set_cookie, p, n, e); break;
+          case http::Field::Authorization: ok = apply_text(L.http_authorization, p, n, e); break;
+          case http::Field::Xff:
+          case http::Field::Forwarded: ok = apply_text(L.http_xff, p, n, e); break;
+          case http::Field::Location: ok = apply_text(L.http_location, p, n, e); break;
+          case http::Field::Server: ok = apply_text(L.http_server, p, n, e); break;
+          default: break;
+        }
+        if (!ok) e.drop = true;
+      }
+      return true;
+    }
+    default:
+      return true;
+  }
+}
+
+}  // namespace amon

@@ -1,0 +1,313 @@
+// Program (a policy compiled for one consumer) and ProgramInstance (its
+// per-worker state): construction, and the per-flow z-anonymity decision
+// of address rules.
+#include "runtime_impl.h"
+
+namespace amon {
+
+Program::Program(std::shared_ptr<const dsl::Policy> policy, int consumer_index, SharedServices* services)
+    : policy_(std::move(policy)), consumer_(consumer_index), services_(services) {
+  if (consumer_ < 0 || consumer_ >= kMaxConsumers)
+    throw std::runtime_error("at most " + std::to_string(kMaxConsumers) + " consumers");
+  const auto& F = l2l4::g_fields;
+  const auto& rules = policy_->rules;
+  plans_.resize(rules.size() + 1);
+  int zslots = 0;
+  const L7Fields& L = L7Fields::get();
+  field_rules_.resize(Registry::instance().fields().size());
+  regexes_ = std::make_unique<Regexes>();
+  for (const auto& r : rules) {
+    if (r.when) regexes_->collect(*r.when);
+    auto plan = std::make_unique<ActionPlan>();
+    plan->call = &r.action;
+    bool modifies = r.action.desc->name != "keep";
+    bool flow_addr = false;  // zanon on ip.* is decided once per flow and needs a slot
+    for (const FieldDesc* f : r.fields) flow_addr = flow_addr || is_addr_field(f->id);
+    if (r.action.desc->name == "zanon" && flow_addr) {
+      if (zslots == kZSlotsPerConsumer)
+        throw std::runtime_error(r.loc.file + ":" + std::to_string(r.loc.line) + ": at most " +
+                                 std::to_string(kZSlotsPerConsumer) + " zanon rules on ip.* fields per policy");
+      plan->zslot = zslots;
+      plan->zinfo.bit = consumer_ * kZSlotsPerConsumer + zslots;
+      plan->zinfo.z = r.action.int_or("z", 10);
+      plan->zinfo.dt_ns = r.action.int_or("dt", 0);
+      zslot_rule_.push_back(r.index);
+      ++zslots;
+    }
+    for (const FieldDesc* f : r.fields) {
+      field_rules_[f->id].push_back(r.index);
+      if (L.is_l7(f->id)) {
+        has_l7_ = true;
+        if (modifies) {
+          uint32_t apps = f->protocol == "dns" ? (1u << int(App::Dns) | 1u << int(App::DnsTcp))
+                          : f->protocol == "tls" ? (1u << int(App::Tls) | 1u << int(App::Quic))
+                                                 : 1u << int(App::Http);
+          l7_protect_ |= apps;
+          protects_anything_ = true;
+        }
+        if (modifies) identity_ = false;
+        continue;
+      }
+      // field_rules_ (above) is what process() reads; a field outside L2-L4
+      // and L7 has no place in it yet.
+      if (f->id != F.eth_src && f->id != F.eth_dst && !is_addr_field(f->id) && f->id != F.payload)
+        throw std::runtime_error(r.loc.file + ":" + std::to_string(r.loc.line) + ": field '" + f->name +
+                                 "' is not handled by this engine yet");
+      if (modifies) {
+        protects_anything_ = true;
+        if (is_addr_field(f->id)) protects_addresses_ = true;
+      }
+    }
+    if (modifies) identity_ = false;
+    plans_[r.index] = std::move(plan);
+  }
+  if (policy_->payload_default && policy_->payload_default->desc->name != "keep") {
+    auto plan = std::make_unique<ActionPlan>();
+    plan->call = &*policy_->payload_default;
+    payload_default_plan_ = int(rules.size());
+    plans_[rules.size()] = std::move(plan);
+    identity_ = false;
+    protects_anything_ = true;
+  }
+  using OU = dsl::Policy::OnUnknown;
+  if (policy_->on_unknown == OU::Drop || policy_->on_unknown == OU::Cut) identity_ = false;
+  if (!policy_->select_bpf.empty()) {
+    bpf_ = std::make_unique<Bpf>(policy_->select_bpf);
+    identity_ = false;
+  }
+  if (policy_->select_cond) {
+    regexes_->collect(*policy_->select_cond);
+    identity_ = false;
+  }
+  regexes_->compile();
+  // `proto in { ... }` sets, as bit masks, once.
+  std::function<void(const dsl::Cond&)> masks = [&](const dsl::Cond& c) {
+    for (auto& ch : c.children) masks(*ch);
+    if (c.kind == dsl::Cond::Kind::ProtoIn) {
+      uint32_t m = 0;
+      for (auto& p : c.protocols) m |= proto_bit(p);
+      proto_masks_.emplace_back(&c, m);
+    }
+  };
+  for (const auto& r : rules)
+    if (r.when) masks(*r.when);
+  if (policy_->select_cond) masks(*policy_->select_cond);
+  // Flows give roles (ip.client/ip.server, clients), per-flow z-anonymity
+  // decisions and application stream state; a policy using none skips them.
+  wants_flows_ = !identity_ && (!zslot_rule_.empty() || !field_rules_[F.ip_client].empty() ||
+                                !field_rules_[F.ip_server].empty() || has_l7_);
+  wants_l7_ = has_l7_ || policy_->select_cond != nullptr;
+  for (const auto& r : rules) wants_l7_ = wants_l7_ || r.when != nullptr;
+  unconditional_ = true;
+  for (const auto& r : rules) unconditional_ = unconditional_ && r.when == nullptr;
+  fixed_rule_.assign(field_rules_.size(), -1);
+  for (size_t f = 0; f < field_rules_.size(); ++f)
+    if (!field_rules_[f].empty()) fixed_rule_[f] = int(field_rules_[f][0]);
+  // An address position takes the first rule in source order naming it by
+  // position or by role (the same choice process() makes with conditions).
+  for (int is_src = 0; is_src < 2; ++is_src)
+    for (int is_client = 0; is_client < 2; ++is_client) {
+      int a = fixed_rule_[is_src ? F.ip_src : F.ip_dst], b = fixed_rule_[is_client ? F.ip_client : F.ip_server];
+      addr_rule_[is_src][is_client] = a < 0 ? b : b < 0 ? a : std::min(a, b);
+    }
+  wants_flows_ = wants_flows_ || wants_l7_;
+  hdr_only_ = unconditional_ && !has_l7_ && !wants_l7_ && !policy_->select_cond && !bpf_ && zslot_rule_.empty();
+  l7_only_ = unconditional_ && has_l7_ && !policy_->select_cond && !bpf_ && zslot_rule_.empty() &&
+             !protects_addresses_ && payload_default_plan_ < 0;
+  for (FieldId f : {F.eth_dst, F.eth_src, F.ip_src, F.ip_dst, F.ip_client, F.ip_server, F.payload})
+    l7_only_ = l7_only_ && fixed_rule_[f] < 0;
+  mac_rule_[0] = fixed_rule_[F.eth_dst];
+  mac_rule_[1] = fixed_rule_[F.eth_src];
+  pay_rule_ = fixed_rule_[F.payload];
+  pay_counts_ = pay_rule_ >= 0;
+  if (pay_rule_ < 0) pay_rule_ = payload_default_plan_;
+}
+
+Program::~Program() = default;
+
+std::unique_ptr<ProgramInstance> Program::instantiate() const { return std::make_unique<ProgramInstance>(*this); }
+
+ProgramInstance::ProgramInstance(const Program& p) : prog_(p), uhash_(p.services_->user_hash_key) {
+  hdr_fast_ = p.hdr_only_;
+  actions_.resize(p.plans_.size());
+  zfallback_.resize(p.plans_.size());
+  name_key_.resize(p.plans_.size());
+  bool name_zanon = false;
+  for (size_t i = 0; i < p.plans_.size(); ++i) {
+    const auto& plan = p.plans_[i];
+    if (!plan) continue;
+    const ActionCall& call = *plan->call;
+    // zanon on application fields is decided per occurrence, not per flow,
+    // so only address-field zanon rules hold a flow slot.
+    bool addr_rule = i < p.policy_->rules.size() && [&] {
+      for (auto* f : p.policy_->rules[i].fields)
+        if (f->type == ValueType::Addr && !L7Fields::get().is_l7(f->id)) return true;
+      return false;
+    }();
+    if (call.desc->name == "zanon" && !addr_rule) {
+      name_zanon = true;
+      const ArgValue* fb = call.arg("fallback");
+      if (fb && fb->action) zfallback_[i] = make_rt_action(*fb->action, *p.policy_, p.services_, nullptr);
+      else if (fb && fb->s == "redact") zfallback_[i] = make_rt_action(ActionCall{Registry::instance().action("redact")}, *p.policy_, p.services_, nullptr);
+      // zero otherwise, also for a word the compiler let through that has no
+      // meaning for this field (never a null fallback to call).
+      else zfallback_[i] = make_rt_action(ActionCall{Registry::instance().action("zero")}, *p.policy_, p.services_, nullptr);
+      actions_[i] = make_rt_action(ActionCall{Registry::instance().action("keep")}, *p.policy_, p.services_, nullptr);
+    } else {
+      actions_[i] = make_rt_action(call, *p.policy_, p.services_, plan->zslot >= 0 ? &plan->zinfo : nullptr);
+    }
+    if (call.desc->name == "hash") {
+      const ArgValue* k = call.arg("key");
+      if (k && k->key && k->key->bytes.size() == 32) {
+        auto hk = KeyedHash::derive_key(std::span<const uint8_t, 32>(k->key->bytes.data(), 32), "amon name mask");
+        std::memcpy(&name_key_[i], hk.data(), 8);
+      }
+    }
+    if (call.desc->name == "zanon") {
+      const ArgValue* fb = call.arg("fallback");
+      if (fb && fb->action && fb->action->desc->name == "hash") {
+        const ArgValue* k = fb->action->arg("key");
+        if (k && k->key && k->key->bytes.size() == 32) {
+          auto hk = KeyedHash::derive_key(std::span<const uint8_t, 32>(k->key->bytes.data(), 32), "amon name mask");
+          std::memcpy(&name_key_[i], hk.data(), 8);
+        }
+      }
+    }
+  }
+  name_plan_.resize(p.plans_.size());
+  for (size_t i = 0; i < p.plans_.size(); ++i) {
+    if (!p.plans_[i]) continue;
+    const ActionCall& a = *p.plans_[i]->call;
+    const std::string& n = a.desc->name;
+    NamePlan& np = name_plan_[i];
+    np.kind = n == "keep" ? NamePlan::Keep : n == "drop" ? NamePlan::Drop : n == "hash" ? NamePlan::Hash
+            : n == "zanon" ? NamePlan::Zanon : NamePlan::Redact;  // redact, zero: a name keeps only its shape
+    if (np.kind != NamePlan::Zanon) continue;
+    np.zp = zanon::ZParams{uint32_t(a.int_or("z", 10)), uint64_t(a.int_or("dt", 0))};
+    const ArgValue* fb = a.arg("fallback");
+    if (fb && fb->action && fb->action->desc->name == "hash") np.fb = NamePlan::FbHash;
+    else if (fb && !fb->action && fb->s == "sld") np.fb = NamePlan::FbSld;
+    // `redact` and `redact()` alike (the call form used to fall through to
+    // random masks: as hidden, but not what the policy says).
+    else if (fb && ((!fb->action && (fb->s == "redact" || fb->s == "zero")) ||
+                    (fb->action && (fb->action->desc->name == "redact" || fb->action->desc->name == "zero"))))
+      np.fb = NamePlan::FbRedact;
+  }
+  if (RAND_bytes(reinterpret_cast<unsigned char*>(&rng_), sizeof rng_) != 1) throw std::runtime_error("RAND_bytes failed");
+  {
+    const L7Fields& L = L7Fields::get();
+    bool dns_zanon = false;
+    for (FieldId f : {L.dns_qname, L.dns_answer_name})
+      for (uint32_t ri : p.field_rules_[f]) dns_zanon = dns_zanon || p.policy_->rules[ri].action.desc->name == "zanon";
+    // Only the roles this policy has rules for are decided: a name of a
+    // field without rules is kept (pick() finds nothing, and counts nothing).
+    constexpr uint32_t kOwners = 1u << unsigned(dns::NameRole::AnswerOwner) |
+                                 1u << unsigned(dns::NameRole::AuthorityOwner) |
+                                 1u << unsigned(dns::NameRole::AdditionalOwner);
+    constexpr uint32_t kQname = 1u << unsigned(dns::NameRole::Qname);
+    static_assert(unsigned(dns::NameRole::RdataOther) < 32);
+    if (!p.field_rules_[L.dns_qname].empty()) dns_roles_ |= kQname;
+    if (!p.field_rules_[L.dns_answer_name].empty()) dns_roles_ |= kOwners;
+    if (!p.field_rules_[L.dns_rdata_name].empty()) dns_roles_ |= ~(kQname | kOwners);
+    dns_addr_rules_ = !p.field_rules_[L.dns_answer_addr].empty();
+    if (dns_zanon) {
+      dns_memo_.resize(kDnsMemoSets * kDnsMemoWays);
+      first_masks_ = std::make_unique<dns::FirstNameMasks>();
+      if (RAND_bytes(reinterpret_cast<unsigned char*>(&dns_memo_secret_), sizeof dns_memo_secret_) != 1)
+        throw std::runtime_error("RAND_bytes failed");
+    }
+  }
+  for (auto* db : p.regexes_->dbs)
+    if (hs_alloc_scratch(db, &hs_) != HS_SUCCESS) throw std::runtime_error("hs_alloc_scratch failed");
+  if (name_zanon && !p.services_->zstore) throw std::runtime_error("zanon rules need the z-anonymity store");
+  if (name_zanon) {
+    name_keys_.resize(kNameKeySets * 2);
+    if (RAND_bytes(reinterpret_cast<unsigned char*>(&name_keys_secret_), sizeof name_keys_secret_) != 1)
+      throw std::runtime_error("RAND_bytes failed");
+  }
+  if (!p.zslot_rule_.empty() || name_zanon) {
+    if (!p.services_->zstore) throw std::runtime_error("zanon rules need the z-anonymity store");
+    users_.resize(2 * kUserSets);
+    auto* st = p.services_->zstore;
+    zscope_.cls = st->class_id("server-addr");
+    std::string kind = p.policy_->identifier ? p.policy_->identifier->name : "ip.client";
+    if (p.policy_->identifier_prefix >= 0) kind += "/" + std::to_string(p.policy_->identifier_prefix);
+    zscope_.kind = st->kind_id(kind);
+    field_class_.assign(Registry::instance().fields().size(), 0);
+    for (const auto& f : Registry::instance().fields())
+      if (!f.value_class.empty()) field_class_[f.id] = st->class_id(f.value_class);
+  }
+  choose_hdr_kernel();
+}
+
+void ProgramInstance::set_dns_fast_path(bool on) { dns_fast_ = on; }
+
+void ProgramInstance::set_header_fast_path(bool on, bool kernel) {
+  hdr_fast_ = on && prog_.hdr_only_;
+  if (kernel) choose_hdr_kernel();
+  else hdr_fn_ = &ProgramInstance::process_hdr, hdr_burst_fn_ = &ProgramInstance::process_hdr_burst;
+}
+
+ProgramInstance::~ProgramInstance() {
+  if (hs_) hs_free_scratch(hs_);
+}
+
+uint64_t ProgramInstance::user_of(const uint8_t* client, uint32_t alen) {
+  if (users_.empty() || (alen != 4 && alen != 16)) return user_hash(client, alen);
+  uint64_t a, b = 0;
+  if (alen == 4) {
+    uint32_t v;
+    std::memcpy(&v, client, 4);
+    a = v;
+  } else {
+    std::memcpy(&a, client, 8);
+    std::memcpy(&b, client + 8, 8);
+  }
+  // Only the slot depends on this mix: a collision is a miss, never another
+  // client's hash.
+  const uint64_t h = (a * 0x9e3779b97f4a7c15ULL ^ b * 0xbf58476d1ce4e5b9ULL) + alen;
+  UserSlot* set = &users_[(h >> 40) % kUserSets * 2];
+  for (unsigned i = 0; i < 2; ++i)
+    if (set[i].a == a && set[i].b == b && set[i].alen == alen) return set[i].user;
+  set[1] = set[0];
+  set[0] = UserSlot{a, b, user_hash(client, alen), alen};
+  return set[0].user;
+}
+
+uint64_t ProgramInstance::user_hash(const uint8_t* client, uint32_t alen) {
+  // The store only ever sees a keyed hash of the clear identifier (never
+  // the anonymized address, which would change with key rotation).
+  uint8_t buf[17];
+  std::memcpy(buf, client, alen);
+  int pfx = prog_.policy_->identifier_prefix;
+  if (pfx >= 0 && pfx < int(alen * 8)) {
+    for (uint32_t i = 0; i < alen; ++i) {
+      int keep = pfx - int(i) * 8;
+      if (keep >= 8) continue;
+      buf[i] = keep <= 0 ? 0 : uint8_t(buf[i] & (0xff00 >> keep));
+    }
+  }
+  buf[alen] = uint8_t(alen);
+  return uhash_.hash64({buf, alen + 1});
+}
+
+void ProgramInstance::decide_flow(const uint8_t* server, const uint8_t* client, uint32_t alen, const PacketMeta& m,
+                                  ConsumerCounters& c) {
+  FlowState* f = m.flow;
+  zanon::Store* st = prog_.services_->zstore;
+  uint64_t user = 0;
+  bool have_user = false;
+  for (size_t s = 0; s < prog_.zslot_rule_.size(); ++s) {
+    const ActionPlan& plan = *prog_.plans_[prog_.zslot_rule_[s]];
+    uint64_t bit = 1ULL << plan.zinfo.bit;
+    if (f->zdecided & bit) continue;
+    if (!have_user) user = user_of(client, alen), have_user = true;
+    zanon::Key k = st->key(zscope_, std::span<const uint8_t>(server, alen));
+    bool rel = st->observe(k, user, m.ts_ns, zanon::ZParams{uint32_t(plan.zinfo.z), uint64_t(plan.zinfo.dt_ns)});
+    f->zdecided |= bit;
+    if (rel) f->zreleased |= bit, ++c.zanon_released;
+    else f->zreleased &= ~bit, ++c.zanon_hidden;
+  }
+}
+
+}  // namespace amon

@@ -1,0 +1,259 @@
+// Definitions the runtime's translation units share (not part of its
+// interface): the per-packet evaluation context, action plans, the
+// condition regex and BPF compilations, the DNS recall structures, and the
+// small helpers of the packet path, inline so that each path keeps them
+// inlined as when they were one file.
+#pragma once
+
+#include "runtime.h"
+
+#include <bit>
+#include <cstring>
+#include <functional>
+#include <stdexcept>
+
+#include <hs/hs.h>
+#include <pcap/pcap.h>
+#include <openssl/rand.h>
+
+#include "actions_rt.h"
+#include "l7.h"
+#include "checksum.h"
+#include "keyed_hash.h"
+#include "zanon.h"
+
+namespace amon {
+
+// What rules and conditions of one consumer see of the packet being processed.
+struct ProgramInstance::Eval {
+  const Decoded* d;
+  const PacketMeta* m;
+  ConsumerCounters* c;
+  ApplyCtx* ctx;
+  bool client_is_src;
+  const uint8_t* client;  // clear client address
+  uint32_t alen;
+  uint8_t* buf;           // this consumer's copy
+  bool drop = false;
+  uint32_t protos = 0;  // packet_protos(), computed on first use (top bit: computed)
+  bool have_user = false;
+  uint64_t user = 0;
+  // Set for a UDP DNS message (the whole payload): l7_dns adds the sums of
+  // the bytes it rewrites, before ([0]) and after ([1]), as 16-bit words at
+  // their offsets in the payload; process() updates the checksum by their
+  // difference instead of summing the payload before and after.
+  uint64_t* l7_sums = nullptr;
+};
+
+struct ActionPlan {
+  const ActionCall* call = nullptr;
+  int zslot = -1;
+  ZanonSlotInfo zinfo;
+};
+
+namespace {
+
+inline bool is_addr_field(FieldId f) {
+  const auto& F = l2l4::g_fields;
+  return f == F.ip_src || f == F.ip_dst || f == F.ip_client || f == F.ip_server;
+}
+
+// Protocols a condition can name, as bits, so a test per packet is a mask.
+enum ProtoBit : uint32_t {
+  kPEth = 1, kPVlan = 2, kPIp = 4, kPIpv4 = 8, kPIpv6 = 16, kPTcp = 32, kPUdp = 64, kPIcmp = 128,
+  kPIcmpv6 = 256, kPSctp = 512, kPDns = 1024, kPTls = 2048, kPHttp = 4096,
+};
+
+inline uint32_t proto_bit(const std::string& p) {
+  static const std::pair<const char*, uint32_t> names[] = {
+      {"eth", kPEth},   {"vlan", kPVlan},     {"ip", kPIp},     {"ipv4", kPIpv4}, {"ipv6", kPIpv6},
+      {"tcp", kPTcp},   {"udp", kPUdp},       {"icmp", kPIcmp}, {"icmpv6", kPIcmpv6},
+      {"sctp", kPSctp}, {"dns", kPDns},       {"tls", kPTls},   {"http", kPHttp}};
+  for (auto& [n, b] : names)
+    if (p == n) return b;
+  return 0;  // a name the checker allowed but no packet has
+}
+
+inline uint32_t packet_protos(const Decoded& d, uint8_t app) {
+  uint32_t m = kPEth;
+  if (d.n_vlan) m |= kPVlan;
+  if (!d.has_ip()) return m;
+  m |= kPIp | (d.ip_version == 4 ? kPIpv4 : kPIpv6);
+  switch (d.l4_proto) {
+    case kProtoTcp: m |= kPTcp; break;
+    case kProtoUdp: m |= kPUdp; break;
+    case kProtoIcmp: m |= kPIcmp; break;
+    case kProtoIcmpv6: m |= kPIcmpv6; break;
+    case kProtoSctp: m |= kPSctp; break;
+    default: break;
+  }
+  if (app == uint8_t(App::Dns) || app == uint8_t(App::DnsTcp)) m |= kPDns;
+  if (app == uint8_t(App::Tls) || app == uint8_t(App::Quic)) m |= kPTls;
+  if (app == uint8_t(App::Http)) m |= kPHttp;
+  return m;
+}
+
+// Roles: the end inside the policy's `clients` when exactly one end is,
+// else the flow's initiator.
+inline bool client_is_source(const dsl::Policy& pol, uint8_t family, const uint8_t* src, const uint8_t* dst,
+                             bool initiator_is_src) {
+  if (pol.clients.empty()) return initiator_is_src;
+  bool s_in = false, d_in = false;
+  for (const auto& cidr : pol.clients) {
+    s_in = s_in || cidr.contains(family, src);
+    d_in = d_in || cidr.contains(family, dst);
+  }
+  return s_in != d_in ? s_in : initiator_is_src;
+}
+
+inline uint16_t rd16(const uint8_t* p) { return uint16_t(p[0] << 8 | p[1]); }
+// One 2-byte store: the checksums read these fields back as part of wider
+// words, and two byte stores under one load stall store forwarding.
+inline void wr16(uint8_t* p, uint16_t v) {
+  if constexpr (std::endian::native == std::endian::little) v = __builtin_bswap16(v);
+  std::memcpy(p, &v, 2);
+}
+
+inline ApplyCtx packet_ctx(const Decoded& d, const PacketMeta& m, ConsumerCounters& c) {
+  ApplyCtx ctx;
+  ctx.ts_ns = m.ts_ns;
+  ctx.d = &d;
+  ctx.m = &m;
+  ctx.counters = &c;
+  return ctx;
+}
+
+// HC' = ~(~HC + ~m + m') (RFC 1624 eqn. 3) for bytes whose sums before and
+// after an application rewrite are sums[0] and sums[1] (Eval::l7_sums).
+[[gnu::always_inline]] inline uint16_t csum_update_spans(uint16_t ck, const uint64_t sums[2]) {
+  return csum_finish(csum_add(csum_add(uint16_t(~ck), uint16_t(~csum_fold(sums[0]))), csum_fold(sums[1])));
+}
+
+inline uint64_t splitmix_of(uint64_t z) {
+  z += 0x9e3779b97f4a7c15ULL;
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  return z ^ (z >> 31);
+}
+
+// The last n - i (0..7) bytes of s as a little-endian word, zero-extended:
+// the tail of the word-at-a-time hashes below. A string of eight bytes or
+// more gives it with one load of its last eight bytes, shifted (the same
+// value as copying the tail into a zeroed word, without a variable-length
+// memcpy call); shorter ones go byte by byte.
+inline uint64_t tail_word(std::string_view s, size_t i) {
+  static_assert(std::endian::native == std::endian::little);
+  const size_t n = s.size(), rem = n - i;
+  if (rem == 0) return 0;
+  uint64_t w = 0;
+  if (n >= 8) {
+    std::memcpy(&w, s.data() + n - 8, 8);
+    return w >> (8 * (8 - rem));
+  }
+  for (size_t j = i; j < n; ++j) w |= uint64_t(uint8_t(s[j])) << (8 * (j - i));
+  return w;
+}
+
+inline uint64_t splitmix(uint64_t& s) {
+  const uint64_t z = s;
+  s += 0x9e3779b97f4a7c15ULL;
+  return splitmix_of(z);
+}
+
+}  // namespace
+
+// The Hyperscan databases of a policy's `~` conditions, one per regex,
+// compiled once per policy; workers keep their own scratch.
+struct Program::Regexes {
+  std::vector<const dsl::Cond::Regex*> list;
+  std::vector<hs_database_t*> dbs;
+  void collect(const dsl::Cond& c) {
+    for (auto& ch : c.children) collect(*ch);
+    for (auto& r : c.regexes) list.push_back(&r);
+  }
+  void compile() {
+    for (auto* r : list) {
+      hs_database_t* db = nullptr;
+      hs_compile_error_t* err = nullptr;
+      if (hs_compile(r->source.c_str(), r->hs_flags | HS_FLAG_SINGLEMATCH, HS_MODE_BLOCK, nullptr, &db, &err) !=
+          HS_SUCCESS) {
+        std::string m = err ? err->message : "unknown error";
+        hs_free_compile_error(err);
+        throw std::runtime_error("regex /" + r->source + "/: " + m);
+      }
+      dbs.push_back(db);
+    }
+  }
+  hs_database_t* db_of(const dsl::Cond::Regex* r) const {
+    for (size_t i = 0; i < list.size(); ++i)
+      if (list[i] == r) return dbs[i];
+    return nullptr;
+  }
+  ~Regexes() {
+    for (auto* d : dbs) hs_free_database(d);
+  }
+};
+
+// `select` given as a BPF expression, compiled by libpcap for Ethernet and
+// run by its filter interpreter on the original bytes.
+struct Program::Bpf {
+  bpf_program prog{};
+  explicit Bpf(const std::string& expr) {
+    pcap_t* dead = pcap_open_dead(DLT_EN10MB, 262144);
+    if (!dead) throw std::runtime_error("select: cannot create a pcap handle");
+    if (pcap_compile(dead, &prog, expr.c_str(), 1, PCAP_NETMASK_UNKNOWN) != 0) {
+      std::string e = pcap_geterr(dead);
+      pcap_close(dead);
+      throw std::runtime_error("select: " + e);
+    }
+    pcap_close(dead);
+  }
+  ~Bpf() { pcap_freecode(&prog); }
+  bool match(const uint8_t* p, uint32_t cap, uint32_t wire) const {
+    return bpf_filter(prog.bf_insns, p, wire, cap) != 0;
+  }
+};
+
+struct ProgramInstance::DnsRecall {
+  uint64_t key = 0;
+  uint32_t t = 0;             // the query's time (memory units)
+  bool record = false;        // a query: remember the decision
+  const DnsMemo* hit = nullptr;  // a response: its query's decision
+  uint64_t seed = 0;          // masks of this exchange (the same in query and response)
+};
+
+// Names of one DNS message already decided by a zanon rule: the same name
+// again (an owner repeating the question, a CNAME target and the owner
+// after it) gets that decision, not a second observation and other masks:
+// one decision per name per message.
+struct ProgramInstance::MsgNames {
+  struct Seen {
+    std::string_view text;
+    int rule;
+    uint16_t cls;
+    names::Decision d;
+  };
+  static constexpr unsigned kMax = 16;
+  // Left uninitialised (a union with an empty constructor): entries are
+  // written before they are read, and a message rarely has more than a few.
+  union Slots {
+    Slots() {}
+    Seen s[kMax];
+  } slots;
+  Seen* seen = slots.s;
+  unsigned n = 0;
+};
+
+// Defined ahead of process() so that the common, unconditional case inlines
+// there; the search through conditions stays out of line.
+inline int ProgramInstance::pick(FieldId f, Eval& e) {
+  if (!prog_.unconditional_) return pick_cond(f, e);
+  int ri = prog_.fixed_rule_[f];
+  if (ri >= 0) {
+    if (e.c->rule_hits.size() < prog_.plans_.size()) e.c->rule_hits.resize(prog_.plans_.size());
+    ++e.c->rule_hits[ri];
+  }
+  return ri;
+}
+
+}  // namespace amon
