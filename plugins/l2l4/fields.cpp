@@ -20,8 +20,8 @@ void register_fields(Registry& r) {
                                  {"ip.src"}});
   g_fields.ip_client = r.add_field(
       {"ip.client", ValueType::Addr, "ip", FieldRole::Identifier, "client-addr",
-       "address of the flow's client: inside `clients` when set, else the flow initiator (SYN sender or "
-       "first packet seen)",
+       "address of the flow's client: inside `clients` when set, else by evidence (SYN sender, a server seen "
+       "on the other end's port, likely server port; see doc/language.md, Roles)",
        {}});
   g_fields.ip_server = r.add_field({"ip.server", ValueType::Addr, "ip", FieldRole::QuasiIdentifier,
                                     "server-addr", "address of the flow's server (the other end from ip.client)",

@@ -130,6 +130,7 @@ Verdict ProgramInstance::general_path(uint8_t* buf, uint32_t& cap, uint32_t& wir
   const uint32_t so = ip_ok ? d.src_off() : 0, dof = ip_ok ? d.dst_off() : 0;
   uint8_t* const old_src = old_addrs;
   uint8_t* const old_dst = old_addrs + (ip_ok ? alen : 16);
+  const bool both = !kL7Only && ip_ok && both_clients(pol, d.ip_version, old_src, old_dst, m.roles_uncertain);
   Eval e{&d, &m, &c, &ctx, client_is_src, client_is_src ? old_src : old_dst, alen, buf};
 
   if (!kL7Only && pol.select_cond && !eval(*pol.select_cond, e)) return Verdict::Filtered;
@@ -191,7 +192,9 @@ Verdict ProgramInstance::general_path(uint8_t* buf, uint32_t& cap, uint32_t& wir
 
   const uint8_t* client_clear = client_is_src ? old_src : old_dst;
   const uint8_t* server_clear = client_is_src ? old_dst : old_src;
-  if (!kL7Only && !P.zslot_rule_.empty() && m.flow) decide_flow(server_clear, client_clear, alen, m, c);
+  // With both ends users there is no server to count users of: observing
+  // the guessed one would let a user's address reach z by its peers.
+  if (!kL7Only && !both && !P.zslot_rule_.empty() && m.flow) decide_flow(server_clear, client_clear, alen, m, c);
 
   ctx.family = d.ip_version;
   ctx.client_addr = client_clear;
@@ -228,9 +231,10 @@ Verdict ProgramInstance::general_path(uint8_t* buf, uint32_t& cap, uint32_t& wir
   // No rule names an address (an L7-only policy): nothing to choose per position.
   const bool addr_rules = !kL7Only && (!P.field_rules_[F.ip_src].empty() || !P.field_rules_[F.ip_dst].empty() ||
                                        !P.field_rules_[F.ip_client].empty() || !P.field_rules_[F.ip_server].empty());
+  int pos_rule[2] = {-1, -1};  // the rule each address position took (ICMP quotes map with it)
   for (int pos = 0; addr_rules && pos < 2; ++pos) {
     bool is_src = pos == 0;
-    bool is_client = is_src == client_is_src;
+    bool is_client = both || is_src == client_is_src;
     FieldId pos_field = is_src ? F.ip_src : F.ip_dst;
     FieldId role_field = is_client ? F.ip_client : F.ip_server;
     // The first rule in source order naming this address, by position or by
@@ -251,6 +255,7 @@ Verdict ProgramInstance::general_path(uint8_t* buf, uint32_t& cap, uint32_t& wir
       }
     }
     if (best < 0) continue;
+    pos_rule[pos] = best;
     if (c.rule_hits.size() < P.plans_.size()) c.rule_hits.resize(P.plans_.size());
     ++c.rule_hits[best];
     ctx.field = role_field;
@@ -286,9 +291,27 @@ Verdict ProgramInstance::general_path(uint8_t* buf, uint32_t& cap, uint32_t& wir
       std::memcpy(before[1], qp + idst, ial);
       for (uint32_t off : {isrc, idst}) {
         uint8_t* a = qp + off;
-        if (iv == d.ip_version && std::memcmp(a, old_src, ial) == 0) std::memcpy(a, buf + so, ial);
-        else if (iv == d.ip_version && std::memcmp(a, old_dst, ial) == 0) std::memcpy(a, buf + dof, ial);
-        else if (protects_addr) std::memset(a, 0, ial);
+        if (iv == d.ip_version && std::memcmp(a, old_src, ial) == 0) {
+          std::memcpy(a, buf + so, ial);
+        } else if (iv == d.ip_version && std::memcmp(a, old_dst, ial) == 0) {
+          std::memcpy(a, buf + dof, ial);
+        } else if (protects_addr) {
+          // Another address (the quoted datagram's far end): the quoted
+          // source travelled to where this error goes, the quoted
+          // destination away from where it comes from, so each takes the
+          // rule of the outer position it pairs with, when that rule maps
+          // any address alone (a key or a prefix); else it is zeroed.
+          const int r = pos_rule[off == isrc ? 1 : 0];
+          RtAction* act = r >= 0 ? actions_[r].get() : nullptr;
+          if (act && !act->modifies) {
+          } else if (act && (act->kind == RtKind::CryptoPan || act->kind == RtKind::Prefix)) {
+            ctx.family = iv;
+            if (act->addr(a, ctx) == ActResult::Drop) std::memset(a, 0, ial);
+            ctx.family = d.ip_version;
+          } else {
+            std::memset(a, 0, ial);
+          }
+        }
       }
       // The quoted UDP or TCP header's checksum covers the quoted
       // addresses (its pseudo-header): follow them, as the original

@@ -144,6 +144,7 @@ std::unique_ptr<ProgramInstance> Program::instantiate() const { return std::make
 
 ProgramInstance::ProgramInstance(const Program& p) : prog_(p), uhash_(p.services_->user_hash_key) {
   hdr_fast_ = p.hdr_only_;
+  clients_set_ = !p.policy_->clients.empty();
   actions_.resize(p.plans_.size());
   zfallback_.resize(p.plans_.size());
   name_key_.resize(p.plans_.size());

@@ -125,7 +125,7 @@ class ProgramInstance {
   // captured bytes of a `wire`-byte frame). May shorten cap/wire (cut).
   Verdict process(uint8_t* buf, uint32_t& cap, uint32_t& wire, const Decoded& d, const PacketMeta& m,
                   ConsumerCounters& c) {
-    if (hdr_fast_ && hdr_packet(d, cap)) return (this->*hdr_fn_)(buf, cap, wire, d, m, c);
+    if (hdr_fast_ && hdr_packet(d, cap) && kernel_roles(buf, d, m)) return (this->*hdr_fn_)(buf, cap, wire, d, m, c);
     return process_general(buf, cap, wire, d, m, c);
   }
 
@@ -158,6 +158,13 @@ class ProgramInstance {
   bool header_kernel() const { return hdr_fast_ && hdr_fn_ != &ProgramInstance::process_hdr; }
   // An unfragmented, untunnelled TCP, UDP or ICMP (not error) packet whose
   // headers were captured, decoded without error and outside PPPoE.
+  // The kernels give each address its role's rule; a packet whose two ends
+  // are both users (roles uncertain, or both inside `clients`) takes the
+  // general path, which gives both the client's.
+  bool kernel_roles(const uint8_t* buf, const Decoded& d, const PacketMeta& m) const {
+    return !m.roles_uncertain && (!clients_set_ || !both_inside(buf, d));
+  }
+  bool both_inside(const uint8_t* buf, const Decoded& d) const;
   static bool hdr_packet(const Decoded& d, uint32_t cap) {
     return d.status == DecodeStatus::Ok && d.flags == 0 && d.pppoe_off == 0 && d.ip_version != 0 && d.l4_hdr_len &&
            (d.l4_proto == kProtoTcp || d.l4_proto == kProtoUdp || d.l4_proto == kProtoIcmp ||
@@ -254,6 +261,7 @@ class ProgramInstance {
 
   const Program& prog_;
   std::vector<std::unique_ptr<RtAction>> actions_;  // parallel to prog_.plans_
+  bool clients_set_ = false;  // the policy has a `clients` set
   KeyedHash uhash_;
   zanon::Scope zscope_;
   std::vector<std::unique_ptr<RtAction>> zfallback_;  // per rule: zanon's fallback as an action

@@ -113,6 +113,20 @@ inline bool client_is_source(const dsl::Policy& pol, uint8_t family, const uint8
   return s_in != d_in ? s_in : initiator_is_src;
 }
 
+// Both ends are users and take the client's rules: both inside `clients`,
+// or neither (or no `clients`) and the flow's roles are uncertain. Keeping a
+// "server" whose role is a guess could keep a user's address.
+inline bool both_clients(const dsl::Policy& pol, uint8_t family, const uint8_t* src, const uint8_t* dst,
+                         bool roles_uncertain) {
+  if (pol.clients.empty()) return roles_uncertain;
+  bool s_in = false, d_in = false;
+  for (const auto& cidr : pol.clients) {
+    s_in = s_in || cidr.contains(family, src);
+    d_in = d_in || cidr.contains(family, dst);
+  }
+  return s_in == d_in && (s_in || roles_uncertain);
+}
+
 inline uint16_t rd16(const uint8_t* p) { return uint16_t(p[0] << 8 | p[1]); }
 // One 2-byte store: the checksums read these fields back as part of wider
 // words, and two byte stores under one load stall store forwarding.

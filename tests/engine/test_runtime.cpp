@@ -159,11 +159,11 @@ TEST_CASE("the clients set decides the roles when exactly one end is inside", "[
   CHECK(a4(f, 26) == "128.0.0.0");
   CHECK(a4(f, 30) == "134.136.186.123");
   check_lengths_and_checksums(f, 14);
-  // Both inside: the initiator is the client again.
+  // Both inside: both are users, both take the client's rule.
   f = udp4("129.118.74.4", "129.118.1.1");
   c.run(f, meta(true));
   CHECK(a4(f, 26) == "134.136.186.123");
-  CHECK(a4(f, 30) == "129.0.0.0");
+  CHECK(a4(f, 30) == "134.136.253.14");
   // Neither inside: same.
   f = udp4("128.11.68.132", "141.223.7.43");
   c.run(f, meta(false));
@@ -611,7 +611,9 @@ TEST_CASE("contents the policy cannot see into are removed when addresses are pr
     // A router (not in the flow) tells 192.0.2.1 that its datagram to
     // 203.0.113.9 expired: the quoted source is the outer destination and
     // must read as its rewritten value; the quoted destination appears
-    // nowhere else and is zeroed. The packet stays whole and valid.
+    // nowhere else and takes the outer source's rule (Crypto-PAn maps any
+    // address alone), as it would as a packet's source. The packet stays
+    // whole and valid.
     V4 h;
     h.proto = 1;
     h.src = v4("198.51.100.2");
@@ -629,8 +631,10 @@ TEST_CASE("contents the policy cannot see into are removed when addresses are pr
     const uint8_t* q = f.data() + 14 + 20 + 8;
     CHECK(std::equal(q + 12, q + 16, outer_dst));
     CHECK(std::memcmp(q + 12, inner.src.data(), 4) != 0);
-    const uint8_t zero4[4] = {};
-    CHECK(std::memcmp(q + 16, zero4, 4) == 0);
+    Bytes g = udp4("203.0.113.9", "192.0.2.1");
+    c.run(g);
+    CHECK(std::equal(q + 16, q + 20, g.data() + 14 + 12));
+    CHECK(std::memcmp(q + 16, inner.dst.data(), 4) != 0);
     check_lengths_and_checksums(f, 14);
   }
   SECTION("IPv6 routing header with addresses: dropped") {

@@ -795,17 +795,22 @@ def check_capture(args, ck, cap, policies, have_tshark):
                     opts.append(((cs, md), "src"))
                 if cd is not None:
                     opts.append(((ms, cd), "dst"))
+                # A flow whose roles are uncertain (no SYN, no single likely
+                # server port, undecodable) gives both ends the client's rule.
+                if cs is not None and cd is not None:
+                    opts.append(((cs, cd), "both"))
                 hit = [r for t, r in opts if t == ad_out]
                 if opts:
                     ck.check(hit, w, "%s: %s > %s became %s > %s; expected client Crypto-PAn (as in protect) "
-                             "and server /24" % (fr, fmt_addr(s), fmt_addr(d), fmt_addr(ad_out[0]),
-                                                 fmt_addr(ad_out[1])))
+                             "and server /24, or both Crypto-PAn" % (fr, fmt_addr(s), fmt_addr(d),
+                                                                    fmt_addr(ad_out[0]), fmt_addr(ad_out[1])))
                 if hit and well_formed(a, ra):
                     sp, dp = be16(a.data, ra.l4), be16(a.data, ra.l4 + 2)
                     key = (ra.proto,) + tuple(sorted(((s, sp), (d, dp)))) + tuple(sorted(tunnel))
-                    client = s if hit[0] == "src" else d
+                    client = s if hit[0] == "src" else d if hit[0] == "dst" else None
                     # ambiguous when both choices give the same bytes (client == server /24)
-                    if len(hit) == 1:
+                    # (a packet that does not decode takes "both" inside a decided flow)
+                    if len(hit) == 1 and client is not None:
                         prev = roles.setdefault(key, client)
                         ck.check(prev == client, w, "%s: client of flow %s:%d <-> %s:%d switched from %s to %s"
                                  % (fr, fmt_addr(s), sp, fmt_addr(d), dp, fmt_addr(prev), fmt_addr(client)))
