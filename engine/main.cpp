@@ -7,6 +7,7 @@
 #include <thread>
 #include <vector>
 
+#include "audit.h"
 #include "config.h"
 #include "control.h"
 #include "outputs.h"
@@ -48,6 +49,9 @@ const char* kUsage =
     "  check    test a configuration without starting anything: amon check --config amon.yaml\n"
     "           (also amon run --check); exit 0 ok, 2 errors\n"
     "  lint     check policy files: amon lint [--format text|json] [--strict] [--dump] FILE...\n"
+    "  audit    check an anonymized capture against its original for values the policy protects\n"
+    "             amon audit --policy P.amon --original IN.pcap --anonymized OUT.pcap [--format text|json]\n"
+    "           exit 0 clean, 1 leaks found, 2 usage\n"
     "  fields   list the fields policies can name\n"
     "  actions  list the actions policies can use\n"
     "  version  print the version\n"
@@ -263,6 +267,7 @@ int main(int argc, char** argv) {
     return amon::check_config(cfg, config);
   }
   if (cmd == "lint") return amon::dsl::lint_main(argc - 2, argv + 2);
+  if (cmd == "audit") return amon::audit::audit_main(argc - 2, argv + 2);
   if (cmd == "fields") return amon::dsl::fields_main(argc - 2, argv + 2);
   if (cmd == "actions") return amon::dsl::actions_main(argc - 2, argv + 2);
   return usage_error("unknown command '" + cmd + "'");

@@ -561,6 +561,7 @@ Report build_report(Engine& E) {
     rep.flows_evicted += fs.evicted;
     rep.flows_expired += fs.expired;
     rep.flows_closed += fs.closed;
+    rep.roles_uncertain += fs.roles_uncertain;
     for (int s = 0; s < 4; ++s) rep.decode_status[s] += w->path->stats().decode_status[s];
     const WorkerPathStats& ws = w->path->stats();
     rep.copy_failures += ws.copy_failures;

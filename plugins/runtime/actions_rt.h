@@ -39,6 +39,9 @@ class RtAction {
   virtual ActResult mac(uint8_t* m, ApplyCtx& c) { return ActResult::Done; }
   virtual ActResult addr(uint8_t* a, ApplyCtx& c) { return ActResult::Done; }
   virtual ActResult bytes(uint8_t* p, uint32_t len, ApplyCtx& c) { return ActResult::Done; }
+  // What this action does to a value no per-flow decision covers (a tunnel
+  // endpoint): itself, or a zanon's fallback.
+  virtual RtAction* undecided() { return this; }
 };
 
 namespace rt {
