@@ -15,6 +15,7 @@
 #include "policy.h"
 #include "registry.h"
 #include "sizing.h"
+#include "whatif.h"
 
 #ifndef AMON_VERSION
 #define AMON_VERSION "0.0.0"
@@ -48,6 +49,8 @@ const char* kUsage =
     "           USR1 writes a statistics line, INT/TERM stop cleanly\n"
     "  check    test a configuration without starting anything: amon check --config amon.yaml\n"
     "           (also amon run --check); exit 0 ok, 2 errors\n"
+    "  whatif   what z-anonymity would hide on a capture, per z and dt (report only)\n"
+    "             amon whatif --read IN.pcap --out DIR [--field F,..] [--z 2,5,10] [--dt 10m,1h,1d]\n"
     "  lint     check policy files: amon lint [--format text|json] [--strict] [--dump] FILE...\n"
     "  audit    check an anonymized capture against its original for values the policy protects\n"
     "             amon audit --policy P.amon --original IN.pcap --anonymized OUT.pcap [--format text|json]\n"
@@ -250,6 +253,7 @@ int main(int argc, char** argv) {
   amon::register_builtin_plugins();
   if (cmd == "pcap") return cmd_pcap(argc - 2, argv + 2);
   if (cmd == "run") return cmd_run(argc - 2, argv + 2);
+  if (cmd == "whatif") return amon::whatif_main(argc - 2, argv + 2);
   if (cmd == "check") {
     std::string config;
     for (int i = 2; i < argc; ++i) {

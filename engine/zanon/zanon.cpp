@@ -22,23 +22,31 @@ namespace {
 constexpr unsigned kSlots = 8;  // entries per bucket: one 32-byte tag row
 constexpr uint8_t kFingerprint = 0xFF;
 
-// Fixed part of an entry; users[zmax] and times[zmax] follow it. Users and
-// times are two arrays so the "is this user here" and "how many are recent"
-// scans each read contiguous words.
+// Fixed part of an entry, written only when the value enters: the lanes'
+// user lists follow it. Read by every lookup, so no lane shares its lines
+// when there are several lanes.
 struct EntryHead {
   uint64_t h_hi;  // upper half of the value hash: recomputes both bucket choices for relocation
-  // Newest user time: expiry and LRU order. In the entry rather than a side
-  // array so an observation touches one line less; only the rare full-pair
-  // path pays by reading 16 entry heads.
-  uint64_t newest;
   uint16_t cls;
   uint16_t kind;
   uint8_t len;  // 0..kInlineBytes, or kFingerprint
-  uint8_t n;    // users stored (<= zmax)
-  uint8_t pad[2];
+  uint8_t pad[3];
   uint8_t key[Store::kInlineBytes];  // the value, or h.lo of its fingerprint
 };
-static_assert(sizeof(EntryHead) == 88);
+static_assert(sizeof(EntryHead) == 80);
+
+// One lane's user list: users[zmax] and times[zmax] follow it, two arrays so
+// the "is this user here" and "how many are recent" scans each read
+// contiguous words.
+struct LaneHead {
+  // Newest user time of the lane: expiry and LRU order (an entry's is the
+  // largest of its lanes'). Next to the users rather than in a side array so
+  // an observation touches one line less.
+  uint64_t newest;
+  uint8_t n;  // users stored (<= zmax)
+  uint8_t pad[7];
+};
+static_assert(sizeof(LaneHead) == 16);
 
 // Test-and-test-and-set lock on std::atomic: a shard is held for a few dozen
 // nanoseconds, so spinning beats sleeping, and std::atomic (unlike the inline
@@ -60,11 +68,43 @@ inline void bump(std::atomic<uint64_t>& c, uint64_t by = 1) {
   c.store(c.load(std::memory_order_relaxed) + by, std::memory_order_relaxed);
 }
 
-struct alignas(64) Shard {
+// One lock per (shard, lane), each on its own line with the counters its
+// holder writes: a thread observing a value already present takes only its
+// lane's lock. Changes of the table itself (insert, evict, relocate, reclaim)
+// hold every lane's lock of the shard; their counters live in lane 0's.
+struct alignas(64) LaneLock {
   std::atomic<uint32_t> lock{0};
-  std::atomic<uint64_t> tracked{0}, observations{0}, released{0}, hidden{0}, inserts{0},
-      fingerprinted{0}, evictions{0}, expirations{0}, relocations{0};
+  std::atomic<uint64_t> tracked{0}, observations{0}, released{0}, hidden{0}, inserts{0}, fingerprinted{0},
+      evictions{0}, expirations{0}, relocations{0};
 };
+
+// Every lane's lock of a shard, in lane order (the only order anyone takes
+// more than one in).
+struct AllGuard {
+  LaneLock* l;
+  unsigned n;
+  AllGuard(LaneLock* first, unsigned lanes) : l(first), n(lanes) {
+    for (unsigned i = 0; i < n; ++i) {
+      std::atomic<uint32_t>& a = l[i].lock;
+      for (;;) {
+        if (!a.exchange(1, std::memory_order_acquire)) break;
+        while (a.load(std::memory_order_relaxed)) _mm_pause();
+      }
+    }
+  }
+  ~AllGuard() {
+    for (unsigned i = n; i-- > 0;) l[i].lock.store(0, std::memory_order_release);
+  }
+};
+
+std::atomic<uint64_t> g_store_ids{1};
+
+// Which lane this thread observes into, for the store with this id.
+struct LaneBinding {
+  uint64_t store = 0;
+  unsigned lane = 0;
+};
+thread_local LaneBinding t_lane;
 
 inline uint32_t fastrange(uint32_t x, uint32_t n) { return uint32_t((uint64_t(x) * n) >> 32); }
 
@@ -105,27 +145,49 @@ inline uint32_t count_after(const uint64_t* times, uint32_t n, uint64_t t, uint6
 
 struct Store::Impl {
   uint32_t zmax = 0;
-  size_t stride = 0;  // bytes per entry body
+  uint32_t lanes = 1;
+  size_t stride = 0;       // bytes per entry body
+  size_t lane_off = 0;     // offset of lane 0 in an entry
+  size_t lane_stride = 0;  // bytes per lane
   uint32_t nshards = 0, shard_mask = 0, bps = 0;
   size_t nb = 0;  // buckets
   uint64_t span = 0;  // max_dt + max_reorder, saturated
+  uint64_t id = 0;    // tells thread-local lane bindings of different stores apart
   std::array<uint8_t, 16> key{};
 
   uint8_t* mem = nullptr;
   size_t mem_bytes = 0;
   uint32_t* tags = nullptr;  // nb * kSlots; 0 = free
   uint8_t* bodies = nullptr;
-  std::unique_ptr<Shard[]> shards;
+  std::unique_ptr<LaneLock[]> locks;  // nshards * lanes
   std::atomic<size_t> sweep_cursor{0};
   std::atomic<uint64_t> sweeps{0};
+  std::atomic<uint32_t> next_lane{0};
 
   EntryHead* head(size_t slot) const { return reinterpret_cast<EntryHead*>(bodies + slot * stride); }
-  uint64_t* users(size_t slot) const {
-    return reinterpret_cast<uint64_t*>(bodies + slot * stride + sizeof(EntryHead));
+  LaneHead* lane(size_t slot, unsigned l) const {
+    return reinterpret_cast<LaneHead*>(bodies + slot * stride + lane_off + l * lane_stride);
   }
-  uint64_t* times(size_t slot) const { return users(slot) + zmax; }
+  uint64_t* users(size_t slot, unsigned l) const { return reinterpret_cast<uint64_t*>(lane(slot, l) + 1); }
+  uint64_t* times(size_t slot, unsigned l) const { return users(slot, l) + zmax; }
+  LaneLock* lock_of(uint32_t shard) const { return &locks[size_t(shard) * lanes]; }
+
+  // The entry's newest user time: its lanes' largest.
+  uint64_t newest(size_t slot) const {
+    uint64_t n = lane(slot, 0)->newest;
+    for (unsigned l = 1; l < lanes; ++l) n = std::max(n, lane(slot, l)->newest);
+    return n;
+  }
 
   bool expired(uint64_t newest, uint64_t now) const { return now > span && newest <= now - span; }
+
+  // The calling thread's lane: bound by bind_lane(), else the next one on
+  // its first observation of this store.
+  unsigned my_lane() {
+    if (lanes == 1) return 0;
+    if (t_lane.store != id) t_lane = {id, next_lane.fetch_add(1, std::memory_order_relaxed) % lanes};
+    return t_lane.lane;
+  }
 
   uint32_t shard_of(const Hash128& h) const { return uint32_t(h.lo) & shard_mask; }
   static uint32_t tag_of(const Hash128& h) { return uint32_t(h.lo >> 32) | 1u; }
@@ -152,7 +214,7 @@ struct Store::Impl {
     return e->len == k.bytes.size() && same_bytes(e->key, k.bytes.data(), k.bytes.size());
   }
 
-  [[gnu::always_inline]] ptrdiff_t find_in(size_t b, uint32_t tag, const Key& k) const {
+  [[gnu::always_inline]] ptrdiff_t find_in(size_t b, uint32_t tag, const Key& k, unsigned l) const {
     const auto* row = reinterpret_cast<const __m128i*>(tags + b * kSlots);  // 32-byte aligned
     const __m128i t = _mm_set1_epi32(int(tag));
     unsigned m = unsigned(_mm_movemask_ps(_mm_castsi128_ps(_mm_cmpeq_epi32(_mm_load_si128(row), t)))) |
@@ -162,26 +224,25 @@ struct Store::Impl {
       m &= m - 1;
       // A tag hit is almost surely the value: fetch the user and time lines
       // now, in parallel with the key compare, not one dependent miss later.
-      // (Unrolled for the first lines: an entry has at least two, and four
-      // at z = 10.)
+      // Only this thread's lane: fetching another lane's lines would pull
+      // them from the core that writes them.
       const char* body = reinterpret_cast<const char*>(head(b * kSlots + i));
       _mm_prefetch(body + 64, _MM_HINT_T0);
-      if (stride > 128) {
-        _mm_prefetch(body + 128, _MM_HINT_T0);
-        for (size_t off = 192; off < stride; off += 64) _mm_prefetch(body + off, _MM_HINT_T0);
-      }
+      const char* ln = reinterpret_cast<const char*>(lane(b * kSlots + i, l));
+      const size_t end = (lanes == 1) ? stride - lane_off : lane_stride;
+      for (size_t off = (lanes == 1) ? 64 : 0; off < end; off += 64) _mm_prefetch(ln + off, _MM_HINT_T0);
       if (matches(b * kSlots + i, k)) return ptrdiff_t(b * kSlots + i);
     }
     return -1;
   }
 
-  [[gnu::always_inline]] ptrdiff_t find(const Key& k, uint32_t shard) const {
+  [[gnu::always_inline]] ptrdiff_t find(const Key& k, uint32_t shard, unsigned l) const {
     size_t b1, b2;
     buckets(shard, k.h.hi, b1, b2);
     _mm_prefetch(reinterpret_cast<const char*>(tags + b2 * kSlots), _MM_HINT_T0);  // overlap the second miss
     const uint32_t tag = tag_of(k.h);
-    ptrdiff_t s = find_in(b1, tag, k);
-    return s >= 0 ? s : find_in(b2, tag, k);
+    ptrdiff_t s = find_in(b1, tag, k, l);
+    return s >= 0 ? s : find_in(b2, tag, k, l);
   }
 
   unsigned free_in(size_t b) const {
@@ -198,7 +259,7 @@ struct Store::Impl {
   // Moves one occupant of b1/b2 to a free slot in its other bucket; returns the
   // slot it vacated, or -1. Keeps the table usable near full load without
   // dropping live state (two-choice placement alone starts overflowing
-  // buckets well before the table is full).
+  // buckets well before the table is full). Every lane lock of the shard held.
   ptrdiff_t relocate(uint32_t shard, size_t b1, size_t b2) {
     for (size_t b : {b1, b2}) {
       for (unsigned i = 0; i < kSlots; ++i) {
@@ -220,19 +281,22 @@ struct Store::Impl {
   // Finds room for a new value in its bucket pair: a free slot (in the emptier
   // bucket), else an expired entry, else a relocation, else the least recently
   // observed entry of the pair is evicted. Eviction can only hide more: see
-  // doc/zanon.md, "Why losing state only hides more".
+  // doc/zanon.md, "Why losing state only hides more". Every lane lock held.
   size_t place(uint32_t shard, size_t b1, size_t b2, uint64_t t) {
-    Shard& s = shards[shard];
+    LaneLock& s = lock_of(shard)[0];
     const unsigned f1 = free_in(b1), f2 = free_in(b2);
     if (f1 | f2) {
       bump(s.tracked);
       return size_t(first_free(f1 >= f2 ? b1 : b2));
     }
     size_t oldest = b1 * kSlots;
+    uint64_t oldest_t = newest(oldest);
     for (size_t b : {b1, b2})
-      for (unsigned i = 0; i < kSlots; ++i)
-        if (head(b * kSlots + i)->newest < head(oldest)->newest) oldest = b * kSlots + i;
-    if (expired(head(oldest)->newest, t)) {
+      for (unsigned i = 0; i < kSlots; ++i) {
+        const uint64_t n = newest(b * kSlots + i);
+        if (n < oldest_t) oldest = b * kSlots + i, oldest_t = n;
+      }
+    if (expired(oldest_t, t)) {
       bump(s.expirations);
       return oldest;
     }
@@ -250,12 +314,11 @@ struct Store::Impl {
     return oldest;
   }
 
-  void fill(size_t slot, const Key& k, uint64_t t) {
+  void fill(size_t slot, const Key& k) {
     EntryHead* e = head(slot);
     e->h_hi = k.h.hi;
     e->cls = k.scope.cls;
     e->kind = k.scope.kind;
-    e->n = 0;
     if (k.bytes.size() > kInlineBytes) {
       e->len = kFingerprint;
       std::memcpy(e->key, &k.h.lo, 8);
@@ -263,20 +326,24 @@ struct Store::Impl {
       e->len = uint8_t(k.bytes.size());
       if (!k.bytes.empty()) std::memcpy(e->key, k.bytes.data(), k.bytes.size());
     }
-    e->newest = t;
+    for (unsigned l = 0; l < lanes; ++l) {
+      lane(slot, l)->n = 0;
+      lane(slot, l)->newest = 0;
+    }
     tags[slot] = tag_of(k.h);
   }
 
-  // Keeps the zmax users with the newest last-seen times (the invariant in
-  // doc/zanon.md): a known user's time only moves forward; a new user enters
-  // while there is room, else replaces the oldest if it is newer than it.
-  void add_user(size_t slot, uint64_t user, uint64_t t) {
-    EntryHead* e = head(slot);
-    uint64_t* us = users(slot);
-    uint64_t* ts = times(slot);
+  // Keeps the zmax users with the newest last-seen times in each lane (the
+  // invariant in doc/zanon.md): a known user's time only moves forward; a new
+  // user enters while there is room, else replaces the oldest if it is newer
+  // than it.
+  void add_user(size_t slot, unsigned l, uint64_t user, uint64_t t) {
+    LaneHead* e = lane(slot, l);
+    uint64_t* us = users(slot, l);
+    uint64_t* ts = times(slot, l);
     const uint32_t n = e->n;
     int idx = -1;
-    // A user is stored at most once: the first match is the only one.
+    // A user is stored at most once per lane: the first match is the only one.
     for (uint32_t i = 0; i < n; ++i)
       if (us[i] == user) {
         idx = int(i);
@@ -303,58 +370,145 @@ struct Store::Impl {
     if (t > e->newest) e->newest = t;
   }
 
-  // One observation's update under shard `sh`'s lock (held by the caller):
-  // finds k's entry or makes one, and counts `user` at t in it. Returns the
-  // entry's slot.
-  [[gnu::always_inline]] size_t count(Shard& s, uint32_t sh, const Key& k, uint64_t user, uint64_t t) {
-    ptrdiff_t slot = find(k, sh);
-    if (slot >= 0) {
-      EntryHead* e = head(size_t(slot));
-      if (expired(e->newest, t)) {
-        // Nothing stored can count for this or any later in-order observation.
-        e->n = 0;
-        e->newest = t;
-        bump(s.expirations);
-      }
-    } else {
-      slot = ptrdiff_t(insert(s, sh, k, t));
+  // Counts `user` at t in lane l of `slot` (that lane's lock held). A lane
+  // whose newest user is past the reclaim horizon holds nobody any window of
+  // this or a later in-order observation can count: it starts afresh.
+  [[gnu::always_inline]] void touch(LaneLock& s, size_t slot, unsigned l, uint64_t user, uint64_t t) {
+    LaneHead* ln = lane(slot, l);
+    if (ln->n && expired(ln->newest, t)) {
+      ln->n = 0;
+      ln->newest = 0;
+      bump(s.expirations);
     }
-    add_user(size_t(slot), user, t);
-    return size_t(slot);
+    add_user(slot, l, user, t);
   }
 
   // A new value's entry. Out of line: rare once the table is warm, and
-  // inlined it made the lookup path spill registers.
-  [[gnu::noinline]] size_t insert(Shard& s, uint32_t sh, const Key& k, uint64_t t) {
+  // inlined it made the lookup path spill registers. Every lane lock held.
+  [[gnu::noinline]] size_t insert(uint32_t sh, const Key& k, uint64_t t) {
     size_t b1, b2;
     buckets(sh, k.h.hi, b1, b2);
     const size_t slot = place(sh, b1, b2, t);
-    fill(slot, k, t);
+    fill(slot, k);
+    LaneLock& s = lock_of(sh)[0];
     bump(s.inserts);
     if (k.bytes.size() > kInlineBytes) bump(s.fingerprinted);
     return slot;
   }
 
-  // Whether consumer c releases the value of `slot` at t.
-  bool releases(size_t slot, uint64_t t, const ZParams& c) const {
-    const uint32_t n = head(slot)->n;
-    // Fewer users stored than z: hidden whatever their times, without reading
-    // them. At most zmax users are stored, so a consumer with z > zmax is
-    // always hidden: the store cannot know, and fails closed.
+  // Whether lane l alone shows z users after t - dt. Its users are real
+  // occurrences, so when it does, the whole value does too.
+  bool lane_releases(size_t slot, unsigned l, uint64_t t, const ZParams& c) const {
+    const uint32_t n = lane(slot, l)->n;
+    // Fewer users stored than z: not from this lane, without reading them. At
+    // most zmax users are stored per lane, so a consumer with z > zmax is
+    // never released by one lane.
     if (n < c.z) return false;
-    return count_after(times(slot), n, t, c.dt_ns) >= c.z;
+    return count_after(times(slot, l), n, t, c.dt_ns) >= c.z;
+  }
+
+  // Distinct users after t - dt over all lanes (every lane lock held), capped
+  // at zmax. Each lane keeps the zmax users its threads saw last, so a user
+  // among the zmax newest of the value is in the lane that saw its latest
+  // occurrence, with that time: counting distinct users of the union gives
+  // the exact count up to zmax (doc/zanon.md, "Concurrency").
+  uint32_t count_all(size_t slot, uint64_t t, uint64_t dt) const {
+    if (lanes == 1) return count_after(times(slot, 0), lane(slot, 0)->n, t, dt);
+    uint64_t buf[kMaxLanes * kMaxZ];
+    size_t m = 0;
+    for (unsigned l = 0; l < lanes; ++l) {
+      const uint32_t n = lane(slot, l)->n;
+      const uint64_t* us = users(slot, l);
+      const uint64_t* ts = times(slot, l);
+      for (uint32_t i = 0; i < n; ++i)
+        if (t < dt || ts[i] > t - dt) buf[m++] = us[i];
+    }
+    std::sort(buf, buf + m);
+    const size_t distinct = size_t(std::unique(buf, buf + m) - buf);
+    return uint32_t(std::min<size_t>(distinct, zmax));
+  }
+
+  bool releases(size_t slot, uint64_t t, const ZParams& c) const {
+    // The store keeps at most zmax users of a value, so a consumer with
+    // z > zmax is always hidden: the store cannot know, and fails closed.
+    if (c.z > zmax) return false;
+    if (lanes == 1) return lane_releases(slot, 0, t, c);
+    return count_all(slot, t, c.dt_ns) >= c.z;
+  }
+
+  // The observation with every lane lock of shard sh held: find or insert,
+  // count in lane l. Returns the entry's slot.
+  size_t count_locked(uint32_t sh, const Key& k, unsigned l, uint64_t user, uint64_t t) {
+    ptrdiff_t slot = find(k, sh, l);
+    if (slot < 0) slot = ptrdiff_t(insert(sh, k, t));
+    touch(lock_of(sh)[l], size_t(slot), l, user, t);
+    return size_t(slot);
+  }
+
+  // observe() for n consumers. Fast path: the value is there and the
+  // thread's own lane releases it for every consumer; only that lane's lock
+  // and lines are written. Otherwise every lane's lock is taken and the
+  // decision made on all lanes (counting the user again there is a no-op).
+  template <typename Out>
+  size_t observe(const Key& k, uint64_t user, uint64_t t, const ZParams* cs, size_t nc, Out out) {
+    const uint32_t sh = shard_of(k.h);
+    LaneLock* ll = lock_of(sh);
+    const unsigned l = my_lane();
+    if (lanes > 1) {
+      LaneLock& s = ll[l];
+      SpinGuard g(s.lock);
+      const ptrdiff_t slot = find(k, sh, l);
+      if (slot >= 0) {
+        touch(s, size_t(slot), l, user, t);
+        size_t i = 0;
+        while (i < nc && lane_releases(size_t(slot), l, t, cs[i])) ++i;
+        if (i == nc) {
+          for (size_t j = 0; j < nc; ++j) out(j, true);
+          bump(s.observations);
+          bump(s.released, nc);
+          return nc;
+        }
+      }
+    }
+    AllGuard g(ll, lanes);
+    const size_t slot = count_locked(sh, k, l, user, t);
+    size_t nrel = 0;
+    for (size_t i = 0; i < nc; ++i) {
+      const bool rel = releases(slot, t, cs[i]);
+      out(i, rel);
+      nrel += rel;
+    }
+    LaneLock& s = ll[l];
+    bump(s.observations);
+    bump(s.released, nrel);
+    bump(s.hidden, nc - nrel);
+    return nrel;
   }
 };
 
 Store::Store(const Config& cfg) : cfg_(cfg), impl_(std::make_unique<Impl>()) {
   if (cfg.zmax < 1 || cfg.zmax > kMaxZ) throw std::invalid_argument("zanon: zmax must be in 1..64");
   if (cfg.max_values < 1) throw std::invalid_argument("zanon: max_values must be >= 1");
+  if (cfg.lanes < 1 || cfg.lanes > kMaxLanes) throw std::invalid_argument("zanon: lanes must be in 1..16");
   if (cfg.shards && !std::has_single_bit(cfg.shards))
     throw std::invalid_argument("zanon: shards must be a power of two");
   Impl& m = *impl_;
   m.zmax = cfg.zmax;
-  // Whole cache lines: an entry then spans the fewest lines it can (4 at z=10).
-  m.stride = (sizeof(EntryHead) + 16 * size_t(cfg.zmax) + 63) & ~size_t{63};
+  m.lanes = cfg.lanes;
+  m.id = g_store_ids.fetch_add(1, std::memory_order_relaxed);
+  // Whole cache lines: an entry then spans the fewest lines it can (4 at
+  // z=10 with one lane). With several lanes each starts on its own line, so
+  // no two lanes, and no lane and the key, share one.
+  const size_t list = sizeof(LaneHead) + 16 * size_t(cfg.zmax);
+  if (cfg.lanes == 1) {
+    m.lane_off = sizeof(EntryHead);
+    m.lane_stride = list;
+    m.stride = (sizeof(EntryHead) + list + 63) & ~size_t{63};
+  } else {
+    m.lane_off = (sizeof(EntryHead) + 63) & ~size_t{63};
+    m.lane_stride = (list + 63) & ~size_t{63};
+    m.stride = m.lane_off + m.lane_stride * cfg.lanes;
+  }
   m.span = cfg.max_dt_ns + cfg.max_reorder_ns;
   if (m.span < cfg.max_dt_ns) m.span = UINT64_MAX;
 
@@ -388,7 +542,7 @@ Store::Store(const Config& cfg) : cfg_(cfg), impl_(std::make_unique<Impl>()) {
   m.mem = static_cast<uint8_t*>(p);
   m.tags = reinterpret_cast<uint32_t*>(m.mem);
   m.bodies = m.mem + tag_bytes;
-  m.shards = std::make_unique<Shard[]>(ns);
+  m.locks = std::make_unique<LaneLock[]>(size_t(ns) * m.lanes);
 }
 
 Store::~Store() {
@@ -433,34 +587,24 @@ void Store::prefetch(const Key& k) const noexcept {
   _mm_prefetch(reinterpret_cast<const char*>(m.tags + b2 * kSlots), _MM_HINT_T0);
 }
 
+void Store::bind_lane(unsigned lane) noexcept { t_lane = {impl_->id, lane % impl_->lanes}; }
+
 size_t Store::observe(const Key& k, uint64_t user, uint64_t t_ns, std::span<const ZParams> consumers,
                       std::span<bool> released_out) noexcept {
-  Impl& m = *impl_;
-  const uint32_t sh = m.shard_of(k.h);
-  Shard& s = m.shards[sh];
-  size_t nrel = 0;
-  SpinGuard g(s.lock);
-  const size_t slot = m.count(s, sh, k, user, t_ns);
-  for (size_t i = 0; i < consumers.size(); ++i) {
-    const bool rel = m.releases(slot, t_ns, consumers[i]);
-    released_out[i] = rel;
-    nrel += rel;
-  }
-  bump(s.observations);
-  bump(s.released, nrel);
-  bump(s.hidden, consumers.size() - nrel);
-  return nrel;
+  return impl_->observe(k, user, t_ns, consumers.data(), consumers.size(),
+                        [&](size_t i, bool rel) { released_out[i] = rel; });
 }
 
-// The single-consumer form on its own rather than through the span form: it
-// is the engine's (one test per rule), and the spans and the loop were a
-// tenth of an observation.
+// The single-consumer form: the engine's (one test per rule). With one lane
+// it is the whole observation under one lock, without the spans and the
+// loop, which were a tenth of an observation.
 bool Store::observe(const Key& k, uint64_t user, uint64_t t_ns, ZParams consumer) noexcept {
   Impl& m = *impl_;
+  if (m.lanes > 1) return m.observe(k, user, t_ns, &consumer, 1, [](size_t, bool) {}) != 0;
   const uint32_t sh = m.shard_of(k.h);
-  Shard& s = m.shards[sh];
+  LaneLock& s = m.lock_of(sh)[0];
   SpinGuard g(s.lock);
-  const size_t slot = m.count(s, sh, k, user, t_ns);
+  const size_t slot = m.count_locked(sh, k, 0, user, t_ns);
   const bool rel = m.releases(slot, t_ns, consumer);
   bump(s.observations);
   bump(rel ? s.released : s.hidden);
@@ -470,10 +614,10 @@ bool Store::observe(const Key& k, uint64_t user, uint64_t t_ns, ZParams consumer
 uint32_t Store::count_recent(const Key& k, uint64_t t_ns, uint64_t dt_ns) const noexcept {
   Impl& m = *impl_;
   const uint32_t sh = m.shard_of(k.h);
-  SpinGuard g(m.shards[sh].lock);
-  const ptrdiff_t slot = m.find(k, sh);
+  AllGuard g(m.lock_of(sh), m.lanes);
+  const ptrdiff_t slot = m.find(k, sh, 0);
   if (slot < 0) return 0;
-  return count_after(m.times(size_t(slot)), m.head(size_t(slot))->n, t_ns, dt_ns);
+  return m.count_all(size_t(slot), t_ns, dt_ns);
 }
 
 size_t Store::sweep(uint64_t now_ns, size_t budget) noexcept {
@@ -484,14 +628,14 @@ size_t Store::sweep(uint64_t now_ns, size_t budget) noexcept {
   size_t reclaimed = 0;
   for (size_t i = 0; i < budget; ++i) {
     const size_t b = (start + i) % m.nb;
-    Shard& s = m.shards[b / m.bps];
-    SpinGuard g(s.lock);
+    LaneLock* ll = m.lock_of(uint32_t(b / m.bps));
+    AllGuard g(ll, m.lanes);
     for (unsigned j = 0; j < kSlots; ++j) {
       const size_t slot = b * kSlots + j;
-      if (m.tags[slot] && m.expired(m.head(slot)->newest, now_ns)) {
+      if (m.tags[slot] && m.expired(m.newest(slot), now_ns)) {
         m.tags[slot] = 0;
-        bump(s.tracked, uint64_t(-1));
-        bump(s.expirations);
+        bump(ll[0].tracked, uint64_t(-1));
+        bump(ll[0].expirations);
         ++reclaimed;
       }
     }
@@ -502,8 +646,8 @@ size_t Store::sweep(uint64_t now_ns, size_t budget) noexcept {
 Stats Store::stats() const noexcept {
   const Impl& m = *impl_;
   Stats st;
-  for (uint32_t i = 0; i < m.nshards; ++i) {
-    const Shard& s = m.shards[i];
+  for (size_t i = 0; i < size_t(m.nshards) * m.lanes; ++i) {
+    const LaneLock& s = m.locks[i];
     auto rd = [](const std::atomic<uint64_t>& a) { return a.load(std::memory_order_relaxed); };
     st.values_tracked += rd(s.tracked);
     st.observations += rd(s.observations);
@@ -516,7 +660,7 @@ Stats Store::stats() const noexcept {
     st.relocations += rd(s.relocations);
   }
   st.capacity = m.nb * kSlots;
-  st.table_bytes = m.mem_bytes + sizeof(Shard) * m.nshards;
+  st.table_bytes = m.mem_bytes + sizeof(LaneLock) * m.nshards * m.lanes;
   st.bytes_per_entry = st.table_bytes / st.capacity;
   st.sweeps = m.sweeps.load(std::memory_order_relaxed);
   return st;

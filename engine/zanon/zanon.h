@@ -60,6 +60,15 @@ struct Config {
   uint64_t max_reorder_ns = 1000000000ULL;
   // Lock shards, a power of two; 0 picks 64 x hardware threads (min 64).
   uint32_t shards = 0;
+  // Lanes (1..kMaxLanes): each entry keeps one user list per lane, each on
+  // its own cache lines under its own lock, and a thread observes into its
+  // lane. With a lane per observing thread a popular, released value's
+  // lines are not written by two cores; a decision its own lane cannot
+  // release takes every lane's lock and reads every list, so lanes pay only
+  // when most observations are released (doc/zanon.md, "Concurrency").
+  // Decisions are the same for any number of lanes; an entry costs one user
+  // list more per lane.
+  uint32_t lanes = 1;
   // Secret for value fingerprints and placement; all zero draws a random key
   // (the store lives in memory only, so fingerprints need not be stable).
   std::array<uint8_t, 16> key{};
@@ -93,6 +102,7 @@ struct Stats {
 class Store {
  public:
   static constexpr uint32_t kMaxZ = 64;
+  static constexpr uint32_t kMaxLanes = 16;
   // Values up to this many bytes are stored and compared verbatim; longer ones
   // by their 128-bit fingerprint.
   static constexpr size_t kInlineBytes = 64;
@@ -126,6 +136,12 @@ class Store {
                  std::span<bool> released_out) noexcept;
   // Single-consumer form; true = released.
   bool observe(const Key& k, uint64_t user, uint64_t t_ns, ZParams consumer) noexcept;
+
+  // The calling thread observes into `lane` (modulo the configured lanes)
+  // from now on. Without it a thread gets the next lane on its first
+  // observation. Which lane a thread uses never changes a decision, only
+  // which cache lines it writes.
+  void bind_lane(unsigned lane) noexcept;
 
   // Distinct users seen with `k` after t_ns - dt_ns (capped at zmax), without
   // counting anything. 0 for an unknown value.

@@ -17,7 +17,7 @@
 // as in the engine), printing the input packet rate and its ratio to one
 // consumer's: what N monitors behind one amon cost.
 //
-//   bench_engine --pcap FILE [--seconds S] [--rounds R] [--workers N] [--flows N] [--zmax Z]
+//   bench_engine --pcap FILE [--seconds S] [--rounds R] [--workers N] [--flows N] [--zmax Z] [--lanes L]
 //                [--consumers N[,N...]] [--no-baseline] POLICY.amon [POLICY.amon ...]
 #include <rte_eal.h>
 #include <rte_errno.h>
@@ -84,6 +84,7 @@ void null_sink_burst(void* ctx, unsigned, rte_mbuf** ms, unsigned n) {
 uint32_t g_flows = 1u << 18;  // the engine's default flows per worker
 uint64_t g_rounds = 0;        // > 0: exactly this many timed rounds (profilers: equal work per run)
 uint32_t g_zmax = 0;          // > 0: store zmax instead of the policies' largest z
+uint32_t g_lanes = 1;         // store lanes (doc/zanon.md, "Concurrency")
 
 double thread_cpu_s() {
   timespec ts;
@@ -200,6 +201,7 @@ Result run_one(const std::vector<std::vector<const Rec*>>& shares,
   if (g_zmax) zc.zmax = g_zmax;
   if (!zc.zmax) zc.zmax = 10;  // no zanon rule: the store is never asked
   zc.max_values = 1u << 18;
+  zc.lanes = std::min<uint32_t>(std::max<uint32_t>(g_lanes, 1), zanon::Store::kMaxLanes);
   zanon::Store store(zc);
   svc.zstore = &store;
   std::vector<std::unique_ptr<Program>> progs;
@@ -260,6 +262,7 @@ int main(int argc, char** argv) {
     else if (a == "--no-baseline") baseline = false;
     else if (a == "--rounds" && i + 1 < argc) g_rounds = std::strtoull(argv[++i], nullptr, 10);
     else if (a == "--zmax" && i + 1 < argc) g_zmax = uint32_t(std::strtoul(argv[++i], nullptr, 10));
+    else if (a == "--lanes" && i + 1 < argc) g_lanes = uint32_t(std::strtoul(argv[++i], nullptr, 10));
     else if (a == "--workers" && i + 1 < argc) workers = unsigned(std::strtoul(argv[++i], nullptr, 10));
     else if (a == "--consumers" && i + 1 < argc) {
       consumer_counts.clear();

@@ -9,7 +9,10 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 (cd "$build" && cpack -G DEB -B "$work/pkg" > "$work/cpack.log" 2>&1) || { cat "$work/cpack.log"; exit 1; }
 deb=$(ls "$work"/pkg/amon_*.deb)
-dpkg-deb --info "$deb" | grep -q 'Depends:.*librte-eal' || { echo "FAIL: no DPDK dependency"; exit 1; }
+# Read whole before matching: under pipefail, `dpkg-deb | grep -q` fails
+# whenever grep stops reading before dpkg-deb has written everything.
+info=$(dpkg-deb --info "$deb")
+grep -q 'Depends:.*librte-eal' <<<"$info" || { echo "FAIL: no DPDK dependency"; exit 1; }
 dpkg -x "$deb" "$work/root"
 r=$work/root
 for f in usr/bin/amon usr/lib/systemd/system/amon.service usr/share/man/man8/amon.8 usr/share/man/man5/amon.policy.5 \

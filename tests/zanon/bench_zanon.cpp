@@ -2,7 +2,11 @@
 //
 //   bench_zanon [--values 1000000] [--users 100000] [--ops 20000000] [--z 10]
 //               [--zipf 1.0] [--threads 1,2] [--hot 1024]
-//               [--memory 0|1]
+//               [--memory 0|1] [--lanes L] [--parts zipf,prefetch,hot,memory]
+//
+// Each run's store has as many lanes as the run has threads (as the engine
+// gives it one per worker) unless --lanes fixes the number; --lanes 1 is the
+// store without lanes.
 //
 // Zipf workload: value ranks drawn from Zipf(s) over --values names, users
 // uniform over --users, one consumer (z, dt = 1 h), timestamps 100 ns apart.
@@ -16,6 +20,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <fstream>
 #include <random>
 #include <string>
@@ -34,7 +39,10 @@ struct Args {
   uint32_t z = 10;
   double zipf = 1.0;
   bool memory = true;
+  uint32_t lanes = 0;  // 0: one per thread of the run
+  std::string parts = "zipf,prefetch,hot,memory";
   std::vector<unsigned> threads{1, 2};
+  bool part(const char* p) const { return ("," + parts + ",").find("," + std::string(p) + ",") != std::string::npos; }
 };
 
 uint64_t mix(uint64_t z) {
@@ -63,6 +71,8 @@ Args parse(int argc, char** argv) {
     else if (k == "--z") a.z = uint32_t(std::strtoul(v, nullptr, 10));
     else if (k == "--zipf") a.zipf = std::strtod(v, nullptr);
     else if (k == "--memory") a.memory = std::strtoul(v, nullptr, 10) != 0;
+    else if (k == "--lanes") a.lanes = uint32_t(std::strtoul(v, nullptr, 10));
+    else if (k == "--parts") a.parts = v;
     else if (k == "--threads") {
       a.threads.clear();
       for (const char* p = v; *p;) {
@@ -83,32 +93,48 @@ Args parse(int argc, char** argv) {
 
 constexpr uint64_t kDt = 3600ULL * 1000000000ULL;
 
-Config config_for(size_t values, uint32_t z) {
+Config config_for(size_t values, uint32_t z, uint32_t lanes = 1) {
   Config c;
   c.max_values = values;
   c.zmax = z;
   c.max_dt_ns = kDt;
+  c.lanes = std::min(lanes, Store::kMaxLanes);
   return c;
 }
+
+double thread_cpu_seconds() {
+  timespec ts;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return double(ts.tv_sec) + double(ts.tv_nsec) * 1e-9;
+}
+
+// Observations per second of CPU time the threads got, summed over them: on
+// a machine shared with other work it is what dedicated cores would give,
+// which the wall clock is not (set by the last run()).
+double g_cpu_rate = 0;
 
 // Runs `threads` workers over disjoint slices of `sample`; returns obs/s.
 template <typename Op>
 double run(unsigned threads, size_t ops_per_thread, Op op) {
   std::atomic<unsigned> ready{0};
   std::atomic<bool> go{false};
-  std::vector<double> secs(threads);
+  std::vector<double> secs(threads), cpu(threads);
   std::vector<std::thread> ts;
   for (unsigned id = 0; id < threads; ++id)
     ts.emplace_back([&, id] {
       ready.fetch_add(1);
       while (!go.load(std::memory_order_acquire)) std::this_thread::yield();
       const auto t0 = Clock::now();
+      const double c0 = thread_cpu_seconds();
       op(id, ops_per_thread);
       secs[id] = std::chrono::duration<double>(Clock::now() - t0).count();
+      cpu[id] = thread_cpu_seconds() - c0;
     });
   while (ready.load() != threads) std::this_thread::yield();
   go.store(true, std::memory_order_release);
   for (auto& t : ts) t.join();
+  g_cpu_rate = 0;
+  for (double c : cpu) g_cpu_rate += double(ops_per_thread) / c;
   return double(ops_per_thread) * threads / *std::max_element(secs.begin(), secs.end());
 }
 
@@ -139,9 +165,11 @@ int main(int argc, char** argv) {
   const unsigned maxthreads = *std::max_element(a.threads.begin(), a.threads.end());
 
   // --- Zipf workload, with hashing (the engine's cost per field) ---
-  std::printf("\n[zipf] observe with Store::key() hashing, fresh store per run, warm-up pass first\n");
+  auto lanes_for = [&](unsigned th) { return a.lanes ? a.lanes : th; };
+  if (a.part("zipf")) std::printf("\n[zipf] observe with Store::key() hashing, fresh store per run, warm-up pass first\n");
   for (unsigned th : a.threads) {
-    Store store(config_for(a.values, a.z));
+    if (!a.part("zipf")) break;
+    Store store(config_for(a.values, a.z, lanes_for(th)));
     const Scope sc{store.class_id("domain"), store.kind_id("ip.client")};
     std::atomic<uint64_t> released{0};
     auto op = [&](unsigned id, size_t n) {
@@ -165,9 +193,11 @@ int main(int argc, char** argv) {
   }
 
   // --- Zipf with a burst-style lookahead: keys made and prefetched 8 ahead ---
-  std::printf("\n[zipf+prefetch] as above, Store::prefetch() 8 observations ahead (how a worker with a burst can call it)\n");
+  if (a.part("prefetch"))
+    std::printf("\n[zipf+prefetch] as above, Store::prefetch() 8 observations ahead (how a worker with a burst can call it)\n");
   for (unsigned th : a.threads) {
-    Store store(config_for(a.values, a.z));
+    if (!a.part("prefetch")) break;
+    Store store(config_for(a.values, a.z, lanes_for(th)));
     const Scope sc{store.class_id("domain"), store.kind_id("ip.client")};
     auto op = [&](unsigned id, size_t n) {
       constexpr size_t kAhead = 8;
@@ -195,9 +225,10 @@ int main(int argc, char** argv) {
   // "per-thread": each thread has its own hot values; shows that the shards
   // themselves add nothing as threads are added.
   for (const bool shared : {true, false}) {
+    if (!a.part("hot")) break;
     std::printf("\n[hot %s] %zu values, prepared keys, users uniform\n", shared ? "shared" : "per-thread", a.hot);
     for (unsigned th : a.threads) {
-      Store store(config_for(std::max<size_t>(a.hot, 1024), a.z));
+      Store store(config_for(std::max<size_t>(a.hot, 1024), a.z, lanes_for(th)));
       const Scope sc{store.class_id("domain"), store.kind_id("ip.client")};
       std::vector<Key> keys;
       for (size_t i = 0; i < a.hot; ++i) keys.push_back(store.key(sc, names[i % a.values]));
@@ -213,12 +244,13 @@ int main(int argc, char** argv) {
       };
       run(th, std::min(a.ops, nsample), op);
       const double rate = run(th, a.ops, op);
-      std::printf("  threads=%u  %.2f M obs/s total, %.2f M obs/s per thread\n", th, rate / 1e6, rate / th / 1e6);
+      std::printf("  threads=%u lanes=%u  %.2f M obs/s total, %.2f M obs/s per thread, %.2f M obs per CPU-s total\n",
+                  th, lanes_for(th), rate / 1e6, rate / th / 1e6, g_cpu_rate / 1e6);
     }
   }
 
   // --- Memory ---
-  if (!a.memory) return 0;
+  if (!a.memory || !a.part("memory")) return 0;
   std::printf("\n[memory] %zu distinct values each seen once, then the table's size\n", a.values);
   for (uint32_t z : {a.z, Store::kMaxZ}) {
     const size_t rss0 = rss_bytes();

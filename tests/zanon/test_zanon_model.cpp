@@ -138,6 +138,9 @@ struct Totals {
 
 struct ScenarioOpts {
   bool lossy = false;  // tiny table + jitter beyond max_reorder: check only "store releases => reference releases"
+  // > 1: a store with this many lanes, each observation made from a lane
+  // drawn at random (as if by that many workers, one after the other).
+  uint32_t lanes = 1;
 };
 
 void run_scenario(uint64_t seed, uint64_t events, ScenarioOpts opt, Totals& tot) {
@@ -170,8 +173,10 @@ void run_scenario(uint64_t seed, uint64_t events, ScenarioOpts opt, Totals& tot)
   cfg.max_values = opt.lossy ? size_t(uni(8, 64)) : size_t(4 * (pool + events / 20));
   cfg.shards = uint32_t(1) << uni(0, 8);
   for (auto& b : cfg.key) b = uint8_t(s.rng()());
+  cfg.lanes = opt.lanes;
   Store store(cfg);
   Reference ref;
+  std::mt19937_64 lane_rng(seed ^ 0x1a4e5);  // its own stream: the events are those of the one-lane run
 
   std::vector<Value> vals;
   for (uint32_t i = 0; i < pool; ++i) vals.push_back(s.make_value());
@@ -208,6 +213,7 @@ void run_scenario(uint64_t seed, uint64_t events, ScenarioOpts opt, Totals& tot)
     const uint32_t uidx = v.user_base + uint32_t(s.rng()() % v.users);
     const Key k = store.key(v.scope, v.bytes);
     ref.observe(v.ref_key, uidx, t);
+    if (opt.lanes > 1) store.bind_lane(unsigned(lane_rng() % opt.lanes));
 
     size_t first = 0, n = consumers.size();
     if (s.rng()() % 10 == 0) {  // the single-consumer form
@@ -283,6 +289,31 @@ TEST_CASE("store decisions equal the brute-force reference on random streams") {
   CHECK((tot.decisions - tot.released) * 10 > tot.decisions);
 }
 
+TEST_CASE("with several lanes, decisions equal the reference whichever lane observes") {
+  const uint64_t events = std::max<uint64_t>(env_u64("AMON_ZANON_EVENTS", 1000000) / 4, 1000);
+  const uint64_t seed = env_u64("AMON_ZANON_SEED", 1);
+  for (uint32_t lanes : {2u, 3u, 16u}) {
+    Totals tot;
+    for (uint64_t i = 0; tot.events < events; ++i)
+      run_scenario(mix(seed * 1000003 + i), std::min<uint64_t>(50000, events - tot.events),
+                   ScenarioOpts{false, lanes}, tot);
+    WARN("lanes " << lanes << ": " << tot.events << " events, " << tot.decisions << " decisions ("
+                  << tot.released << " released), " << tot.counts_checked << " count_recent checks, "
+                  << tot.mismatches << " differing");
+    INFO(tot.first_mismatch);
+    CHECK(tot.mismatches == 0);
+    CHECK(tot.released * 10 > tot.decisions);
+    CHECK((tot.decisions - tot.released) * 10 > tot.decisions);
+  }
+  // Lossy: still never a release the reference does not make.
+  Totals lossy;
+  for (uint64_t i = 0; lossy.events < events / 2; ++i)
+    run_scenario(mix(seed * 7919 + i + 0xE71C), 20000, ScenarioOpts{true, 4}, lossy);
+  INFO(lossy.first_mismatch);
+  CHECK(lossy.mismatches == 0);
+  CHECK(lossy.evictions > 0);
+}
+
 TEST_CASE("under eviction and very late packets the store releases only what the reference releases") {
   const uint64_t events = std::max<uint64_t>(env_u64("AMON_ZANON_EVENTS", 1000000) / 5, 1000);
   const uint64_t seed = env_u64("AMON_ZANON_SEED", 1);
@@ -311,6 +342,9 @@ TEST_CASE("several threads on one store: owned values exact, shared values consi
   cfg.max_reorder_ns = 0;
   cfg.max_values = 4 * (nthreads * 400 * (per_thread / 50000 + 1) + 64);  // <= 25% load: no eviction
   cfg.shards = 64;
+  // One lane (every thread on the same lists) and four (each thread its own,
+  // bound by two threads, drawn on first use by the two others).
+  cfg.lanes = GENERATE(1u, 4u);
   Store store(cfg);
   const ZParams consumers[] = {{3, 5000}, {12, 20000}, {7, 1ULL << 40}};
   constexpr uint32_t kShared = 64;
@@ -330,6 +364,7 @@ TEST_CASE("several threads on one store: owned values exact, shared values consi
   std::atomic<bool> go{false};
   auto worker = [&](unsigned id) {
     while (!go.load()) std::this_thread::yield();
+    if (id % 2 == 0) store.bind_lane(id);
     std::mt19937_64 rng(mix(seed + id));
     Reference ref;
     Result& r = results[id];
@@ -388,7 +423,7 @@ TEST_CASE("several threads on one store: owned values exact, shared values consi
       shared_bad += store.count_recent(store.key(Scope{0, 0}, shared_name(vi)), end_t, dt) != want;
     }
   const Stats st = store.stats();
-  WARN("threads: " << nthreads << " x " << per_thread << " events, " << decisions << " owned decisions, "
+  WARN("threads: " << nthreads << " x " << per_thread << " events, lanes " << cfg.lanes << ", " << decisions << " owned decisions, "
                    << mismatches << " differing; shared values differing: " << shared_bad);
   CHECK(decisions > 0);
   CHECK(mismatches == 0);

@@ -1,0 +1,514 @@
+// amon whatif: what a z-anonymity policy would hide on a given capture, for
+// several z and Δt at once, so they can be chosen with evidence rather than
+// guessed. The capture's name occurrences are read once and replayed through
+// the real store, one store per (z, Δt) as a policy with that rule would
+// have it; nothing is written but the report.
+#include "whatif.h"
+
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include <pcap/pcap.h>
+#include <sys/random.h>
+
+#include "amon_dns.hpp"
+#include "amon_http.hpp"
+#include "amon_tls.hpp"
+#include "config.h"
+#include "l2l4.h"
+#include "sld.h"
+#include "zanon.h"
+
+namespace amon {
+
+namespace {
+
+const char* kUsage =
+    "usage: amon whatif --read IN.pcap --out DIR [options]\n"
+    "  Replays the capture's names through the z-anonymity store for every z and dt\n"
+    "  given and reports what each setting would hide. Writes nothing but the report.\n"
+    "  --field LIST     dns.qname,tls.sni,http.host (default: all three)\n"
+    "  --z LIST         values of z, 1..64 (default 2,5,10,20,50)\n"
+    "  --dt LIST        windows, e.g. 10m,1h,1d (default 10m,1h,1d)\n"
+    "  --fallback F     sld (default): a hidden name may show its registrable domain\n"
+    "                   when that passes its own test; none: hidden is hidden\n"
+    "  --quiet          no progress line\n"
+    "  Occurrences: DNS queries over UDP, TLS ClientHello SNIs in one TCP segment,\n"
+    "  HTTP request Hosts; one user = the address that sent the name.\n"
+    "  DIR gets whatif.csv, hidden.png, flows.png (gnuplot) and summary.txt.\n";
+
+int usage(const std::string& msg) {
+  std::fprintf(stderr, "amon whatif: %s\n(run 'amon whatif --help' for usage)\n", msg.c_str());
+  return 2;
+}
+
+std::vector<std::string> split(const std::string& s) {
+  std::vector<std::string> out;
+  size_t i = 0;
+  while (i <= s.size()) {
+    size_t j = s.find(',', i);
+    if (j == std::string::npos) j = s.size();
+    if (j > i) out.push_back(s.substr(i, j - i));
+    i = j + 1;
+  }
+  return out;
+}
+
+enum FieldBit : unsigned { kDns = 1, kSni = 2, kHost = 4 };
+
+// One name as the policy would meet it: who sent it, when, in which flow.
+struct Occurrence {
+  uint64_t t_ns;
+  uint64_t user;
+  uint32_t value;  // index into names
+  uint32_t flow;
+};
+
+struct Capture {
+  std::vector<Occurrence> occ;
+  std::vector<std::string> names;  // distinct values, lowercased
+  std::vector<int32_t> sld;        // names[i]'s registrable domain (index into names), -1 when none shorter
+  std::vector<int32_t> flow_service;  // per flow: the registrable domain (or name) of its first name
+  uint64_t packets = 0, bytes = 0;
+  size_t users = 0;
+};
+
+class Progress {
+ public:
+  Progress(bool on, uint64_t file_bytes) : on_(on), total_(file_bytes), t0_(now()) {}
+  void read(uint64_t pos, uint64_t packets) {
+    if (!on_) return;
+    const double t = now();
+    if (t - last_ < 0.25) return;
+    last_ = t;
+    const double el = t - t0_;
+    const double pct = total_ ? 100.0 * double(pos) / double(total_) : 0;
+    const double eta = pos ? el * (double(total_) - double(pos)) / double(pos) : 0;
+    std::fprintf(stderr, "\rwhatif: reading %llu packets, %.1f MB/s, %.0f %%, ETA %.0f s   ",
+                 (unsigned long long)packets, el > 0 ? double(pos) / el / 1e6 : 0, pct, eta);
+  }
+  void replay(size_t i, size_t n) {
+    if (on_) std::fprintf(stderr, "\rwhatif: replaying setting %zu of %zu%30s", i, n, "");
+  }
+  void done() {
+    if (on_) std::fprintf(stderr, "\r%78s\r", "");
+  }
+
+ private:
+  static double now() {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+  }
+  bool on_;
+  uint64_t total_;
+  double t0_, last_ = 0;
+};
+
+// Host header value -> the name it carries: lowercased, port and trailing
+// dot dropped; empty for address literals, which are not names.
+std::string host_name(std::string_view v) {
+  if (v.empty() || v.front() == '[') return {};
+  std::string h(v.substr(0, v.find(':')));
+  while (!h.empty() && h.back() == '.') h.pop_back();
+  for (char& c : h) c = char(std::tolower(static_cast<unsigned char>(c)));
+  if (!h.empty() && std::all_of(h.begin(), h.end(), [](char c) { return (c >= '0' && c <= '9') || c == '.'; }))
+    return {};
+  return h;
+}
+
+int read_capture(const std::string& path, unsigned fields, bool progress, Capture& cap, std::string& err) {
+  char errbuf[PCAP_ERRBUF_SIZE];
+  pcap_t* p = pcap_open_offline_with_tstamp_precision(path.c_str(), PCAP_TSTAMP_PRECISION_NANO, errbuf);
+  if (!p) {
+    err = errbuf;
+    return 1;
+  }
+  if (pcap_datalink(p) != DLT_EN10MB) {
+    err = "link type " + std::to_string(pcap_datalink(p)) + " is not Ethernet";
+    pcap_close(p);
+    return 1;
+  }
+  struct stat st{};
+  const uint64_t file_bytes = ::stat(path.c_str(), &st) == 0 ? uint64_t(st.st_size) : 0;
+  Progress prog(progress, file_bytes);
+
+  // Users are keyed hashes of addresses, as the engine hands them to the store.
+  uint8_t ukey[16];
+  if (getrandom(ukey, sizeof ukey, 0) != ssize_t(sizeof ukey)) {
+    err = "getrandom failed";
+    pcap_close(p);
+    return 1;
+  }
+  std::unordered_map<std::string, uint32_t> name_ix;
+  std::unordered_map<std::string, uint32_t> flow_ix;
+  std::unordered_map<uint64_t, uint32_t> users;
+  http::Matcher matcher;
+  http::Scratch scratch(matcher);
+  auto dns = std::make_unique<dns::ParseResult>();
+  auto hello = std::make_unique<tls::ClientHello>();
+  auto req = std::make_unique<http::Result>();
+  char sld_buf[256];
+
+  auto intern = [&](std::string_view n) {
+    auto [it, fresh] = name_ix.emplace(std::string(n), uint32_t(cap.names.size()));
+    if (fresh) cap.names.emplace_back(n);
+    return it->second;
+  };
+
+  pcap_pkthdr* h;
+  const u_char* data;
+  int rc;
+  while ((rc = pcap_next_ex(p, &h, &data)) == 1) {
+    ++cap.packets;
+    cap.bytes += h->caplen;
+    if ((cap.packets & 1023) == 0) prog.read(uint64_t(ftello(pcap_file(p))), cap.packets);
+    Decoded d;
+    decode(data, h->caplen, h->len, d);
+    if (d.status != DecodeStatus::Ok || !d.has_ip() || (d.flags & (kFlagTunnel | kFlagLaterFragment))) continue;
+    if (d.l4_proto != kProtoUdp && d.l4_proto != kProtoTcp) continue;
+    const uint32_t end = std::min<uint32_t>(h->caplen, d.payload_off + d.payload_len);
+    if (d.payload_off >= end) continue;
+    const uint8_t* pl = data + d.payload_off;
+    const size_t plen = end - d.payload_off;
+
+    std::vector<std::string> found;
+    if (d.l4_proto == kProtoUdp && d.dport == 53 && (fields & kDns)) {
+      if (dns::parse(pl, plen, *dns) == dns::Status::Ok && !dns->hdr.qr())
+        for (unsigned i = 0; i < dns->n_names; ++i)
+          if (dns->names[i].role == dns::NameRole::Qname && dns->names[i].text_len)
+            found.emplace_back(dns->name_text(i));
+    } else if (d.l4_proto == kProtoTcp) {
+      if ((fields & kSni) && plen > 5 && pl[0] == 22) {
+        const tls::Status s = tls::parse_client_hello(pl, plen, *hello);
+        if (s == tls::Status::Ok) {
+          for (unsigned i = 0; i < hello->n_sni; ++i) found.emplace_back(hello->sni_text(i));
+        } else if (s == tls::Status::Truncated) {
+          tls::PrefixSni pre;
+          if (tls::find_sni_in_prefix(pl, plen, pre))
+            for (unsigned i = 0; i < pre.n; ++i) found.emplace_back(pre.text[i], pre.text_len[i]);
+        }
+      } else if ((fields & kHost) && plen > 4 && pl[0] >= 'A' && pl[0] <= 'Z') {
+        if (http::parse(pl, plen, http::Direction::Request, matcher, scratch, *req) != http::Status::Malformed)
+          for (unsigned i = 0; i < req->n_occ; ++i)
+            if (req->occ[i].kind == http::Field::Host) {
+              std::string n = host_name({reinterpret_cast<const char*>(pl) + req->occ[i].span.off,
+                                         req->occ[i].span.len});
+              if (!n.empty()) found.push_back(std::move(n));
+            }
+      }
+    }
+    if (found.empty()) continue;
+
+    // The sender of the name is the client; the flow is its 5-tuple.
+    const uint32_t alen = d.addr_len();
+    const uint64_t user = zanon::siphash128(ukey, 0, data + d.src_off(), alen).lo;
+    users.emplace(user, 0);
+    std::string fk(reinterpret_cast<const char*>(data + d.src_off()), alen);
+    fk.append(reinterpret_cast<const char*>(data + d.dst_off()), alen);
+    fk.push_back(char(d.l4_proto));
+    fk.append(reinterpret_cast<const char*>(&d.sport), 2);
+    fk.append(reinterpret_cast<const char*>(&d.dport), 2);
+    auto [fit, new_flow] = flow_ix.emplace(fk, uint32_t(cap.flow_service.size()));
+    if (new_flow) cap.flow_service.push_back(-1);
+    const uint64_t t = uint64_t(h->ts.tv_sec) * 1000000000ULL + uint64_t(h->ts.tv_usec);
+    for (const std::string& n : found) {
+      const uint32_t v = intern(n);
+      if (cap.flow_service[fit->second] < 0) {
+        const std::string_view reg = zanon::registrable_domain(n, sld_buf);
+        cap.flow_service[fit->second] = int32_t(reg.empty() ? v : intern(reg));
+      }
+      cap.occ.push_back({t, user, v, fit->second});
+    }
+  }
+  if (rc == -1) err = pcap_geterr(p);
+  pcap_close(p);
+  prog.done();
+  if (rc == -1) return 1;
+
+  cap.users = users.size();
+  cap.sld.assign(cap.names.size(), -1);
+  for (size_t i = 0; i < cap.sld.size(); ++i) {
+    const std::string n = cap.names[i];  // intern() may grow names
+    const std::string_view reg = zanon::registrable_domain(n, sld_buf);
+    if (!reg.empty() && reg.size() < n.size()) cap.sld[i] = int32_t(intern(reg));
+  }
+  cap.sld.resize(cap.names.size(), -1);
+  return 0;
+}
+
+struct Setting {
+  uint32_t z;
+  uint64_t dt_ns;
+  std::string dt_label;
+  // Occurrences and distinct values by outcome: 0 hidden, 1 registrable domain, 2 released.
+  uint64_t occ[3] = {0, 0, 0};
+  uint64_t val[3] = {0, 0, 0};
+  uint64_t values = 0, flows = 0, flows_named = 0;
+  uint64_t store_bytes = 0, tracked = 0, evictions = 0;
+};
+
+void replay(const Capture& cap, bool sld_fallback, Setting& s) {
+  zanon::Config zc;
+  zc.zmax = s.z;
+  zc.max_dt_ns = s.dt_ns;
+  // Twice the room the capture's distinct values need: at that load the
+  // table does not evict, so the decisions are the definition's. The memory
+  // reported is what the values tracked occupy.
+  zc.max_values = 2 * cap.names.size() + 64;
+  zanon::Store store(zc);
+  const zanon::Scope sc{store.class_id("name"), store.kind_id("ip.client")};
+  const zanon::ZParams zp{s.z, s.dt_ns};
+  std::vector<uint8_t> best(cap.names.size(), 0);
+  std::vector<uint8_t> seen(cap.names.size(), 0);
+  std::vector<uint8_t> named(cap.flow_service.size(), 0);
+  for (const Occurrence& o : cap.occ) {
+    const std::string& n = cap.names[o.value];
+    uint8_t out = 0;
+    int32_t shown = -1;  // the name, or registrable domain, the output keeps
+    if (store.observe(store.key(sc, n), o.user, o.t_ns, zp)) {
+      out = 2;
+      shown = int32_t(o.value);
+    } else if (sld_fallback && cap.sld[o.value] >= 0) {
+      const int32_t r = cap.sld[o.value];
+      if (store.observe(store.key(sc, cap.names[size_t(r)]), o.user, o.t_ns, zp)) out = 1, shown = r;
+    }
+    ++s.occ[out];
+    seen[o.value] = 1;
+    best[o.value] = std::max(best[o.value], out);
+    // A meter names the flow's service when the output shows it: the name
+    // released, or masked down to that registrable domain.
+    if (shown >= 0) {
+      const int32_t svc = cap.flow_service[o.flow];
+      if (shown == svc || (out == 2 && cap.sld[o.value] == svc)) named[o.flow] = 1;
+    }
+  }
+  for (size_t i = 0; i < seen.size(); ++i)
+    if (seen[i]) ++s.values, ++s.val[best[i]];
+  s.flows = cap.flow_service.size();
+  for (uint8_t f : named) s.flows_named += f;
+  const zanon::Stats st = store.stats();
+  s.store_bytes = st.bytes_per_entry * st.values_tracked;
+  s.tracked = st.values_tracked;
+  s.evictions = st.evictions;
+}
+
+double pct(uint64_t a, uint64_t b) { return b ? 100.0 * double(a) / double(b) : 0.0; }
+
+std::string human_bytes(uint64_t b) {
+  char buf[32];
+  if (b >= (1ULL << 30)) std::snprintf(buf, sizeof buf, "%.1f GiB", double(b) / double(1ULL << 30));
+  else if (b >= (1ULL << 20)) std::snprintf(buf, sizeof buf, "%.1f MiB", double(b) / double(1ULL << 20));
+  else std::snprintf(buf, sizeof buf, "%.0f KiB", double(b) / 1024.0);
+  return buf;
+}
+
+bool write_file(const std::string& path, const std::string& text) {
+  FILE* f = std::fopen(path.c_str(), "w");
+  if (!f) return false;
+  const bool ok = std::fwrite(text.data(), 1, text.size(), f) == text.size();
+  return std::fclose(f) == 0 && ok;
+}
+
+// The seed's Fig. 4 shape: a share against z, one line per Δt.
+std::string gnuplot_script(const std::vector<Setting>& set, const std::string& fig) {
+  std::vector<std::string> labels;
+  for (const Setting& s : set)
+    if (std::find(labels.begin(), labels.end(), s.dt_label) == labels.end()) labels.push_back(s.dt_label);
+  std::string dts, titles;
+  for (const std::string& l : labels) {
+    for (const Setting& s : set)
+      if (s.dt_label == l) {
+        dts += std::to_string(s.dt_ns / 1000000000.0) + " ";
+        break;
+      }
+    titles += "Δt=" + l + " ";
+  }
+  const bool hidden = fig == "hidden";
+  std::string g;
+  g += "set terminal pngcairo size 800,500 enhanced font 'sans,11'\n";
+  g += "set output '" + fig + ".png'\n";
+  g += "set datafile separator ','\n";
+  g += "set key outside right top\nset grid\nset logscale x\n";
+  g += "set xlabel 'z (distinct users needed to release a value)'\n";
+  g += hidden ? "set ylabel 'occurrences hidden (%)'\nset title 'Names hidden by z-anonymity'\n"
+              : "set ylabel 'flows whose service a meter can name (%)'\nset title 'Flows still attributable to their service'\n";
+  g += "set yrange [0:100]\n";
+  g += "dts = '" + dts + "'\ntitles = '" + titles + "'\n";
+  // Columns: 1 z, 2 dt_s; share columns as written by write_csv.
+  const std::string col = hidden ? "$16" : "$22";
+  g += "plot for [i=1:words(dts)] 'whatif.csv' using 1:(abs($2 - real(word(dts, i))) < 1e-3 ? " + col +
+       " : 1/0) with linespoints lw 2 pt 7 title word(titles, i)\n";
+  return g;
+}
+
+std::string csv(const std::vector<Setting>& set) {
+  std::string o =
+      "z,dt_s,dt,occurrences,occ_hidden,occ_released,occ_sld,values,values_hidden,values_released,values_sld,"
+      "flows,flows_named,store_bytes,values_tracked,share_occ_hidden,share_occ_released,share_occ_sld,"
+      "share_values_hidden,share_values_released,share_values_sld,share_flows_named\n";
+  char buf[512];
+  for (const Setting& s : set) {
+    const uint64_t n = s.occ[0] + s.occ[1] + s.occ[2];
+    std::snprintf(buf, sizeof buf,
+                  "%u,%.9g,%s,%llu,%llu,%llu,%llu,%llu,%llu,%llu,%llu,%llu,%llu,%llu,%llu,%.4f,%.4f,%.4f,%.4f,%.4f,"
+                  "%.4f,%.4f\n",
+                  s.z, double(s.dt_ns) / 1e9, s.dt_label.c_str(), (unsigned long long)n,
+                  (unsigned long long)s.occ[0], (unsigned long long)s.occ[2], (unsigned long long)s.occ[1],
+                  (unsigned long long)s.values, (unsigned long long)s.val[0], (unsigned long long)s.val[2],
+                  (unsigned long long)s.val[1], (unsigned long long)s.flows, (unsigned long long)s.flows_named,
+                  (unsigned long long)s.store_bytes, (unsigned long long)s.tracked, pct(s.occ[0], n),
+                  pct(s.occ[2], n), pct(s.occ[1], n), pct(s.val[0], s.values), pct(s.val[2], s.values),
+                  pct(s.val[1], s.values), pct(s.flows_named, s.flows));
+    o += buf;
+  }
+  return o;
+}
+
+// Runs gnuplot on a script in dir; false (with a reason) when it cannot.
+bool run_gnuplot(const std::string& dir, const std::string& script_name, std::string& why) {
+  const pid_t pid = fork();
+  if (pid < 0) {
+    why = std::strerror(errno);
+    return false;
+  }
+  if (pid == 0) {
+    if (chdir(dir.c_str()) != 0) _exit(126);
+    execlp("gnuplot", "gnuplot", script_name.c_str(), static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (WIFEXITED(status) && WEXITSTATUS(status) == 0) return true;
+  why = WIFEXITED(status) && WEXITSTATUS(status) == 127 ? "gnuplot not found (Debian: gnuplot-nox)"
+                                                         : "gnuplot failed";
+  return false;
+}
+
+}  // namespace
+
+int whatif_main(int argc, char** argv) {
+  std::string read, out, field_list = "dns.qname,tls.sni,http.host", z_list = "2,5,10,20,50",
+                         dt_list = "10m,1h,1d", fallback = "sld";
+  bool quiet = false;
+  for (int i = 0; i < argc; ++i) {
+    const std::string a = argv[i];
+    auto val = [&](std::string& dst) {
+      if (i + 1 >= argc) return false;
+      dst = argv[++i];
+      return true;
+    };
+    if (a == "--help" || a == "-h") {
+      std::fputs(kUsage, stdout);
+      return 0;
+    }
+    if (a == "--quiet") quiet = true;
+    else if (a == "--read" ? val(read) : a == "--out" ? val(out) : a == "--field" ? val(field_list)
+             : a == "--z" ? val(z_list) : a == "--dt" ? val(dt_list) : a == "--fallback" ? val(fallback) : false) {
+    } else return usage("unknown or incomplete option '" + a + "'");
+  }
+  if (read.empty()) return usage("--read IN.pcap is required");
+  if (out.empty()) return usage("--out DIR is required");
+  unsigned fields = 0;
+  for (const std::string& f : split(field_list)) {
+    if (f == "dns.qname") fields |= kDns;
+    else if (f == "tls.sni") fields |= kSni;
+    else if (f == "http.host") fields |= kHost;
+    else return usage("--field: '" + f + "' is not one of dns.qname, tls.sni, http.host");
+  }
+  if (!fields) return usage("--field: no field");
+  if (fallback != "sld" && fallback != "none") return usage("--fallback takes sld or none");
+  std::vector<Setting> set;
+  std::vector<uint32_t> zs;
+  for (const std::string& z : split(z_list)) {
+    char* end;
+    const unsigned long v = std::strtoul(z.c_str(), &end, 10);
+    if (*end || v < 1 || v > zanon::Store::kMaxZ) return usage("--z: '" + z + "' is not an integer in 1..64");
+    zs.push_back(uint32_t(v));
+  }
+  std::vector<std::pair<uint64_t, std::string>> dts;
+  for (const std::string& d : split(dt_list)) {
+    uint64_t ns;
+    if (d == "1d") ns = 86400ULL * 1000000000ULL;
+    else if (!parse_duration(d, ns) || ns == 0) return usage("--dt: '" + d + "' is not a duration like 10m, 1h, 1d");
+    dts.push_back({ns, d});
+  }
+  if (zs.empty() || dts.empty()) return usage("--z and --dt need at least one value each");
+  std::sort(zs.begin(), zs.end());
+  zs.erase(std::unique(zs.begin(), zs.end()), zs.end());
+  for (const auto& [ns, label] : dts)
+    for (uint32_t z : zs) set.push_back(Setting{z, ns, label});
+
+  if (mkdir(out.c_str(), 0755) != 0 && errno != EEXIST) {
+    std::fprintf(stderr, "amon whatif: %s: %s\n", out.c_str(), std::strerror(errno));
+    return 1;
+  }
+  const bool progress = !quiet && isatty(STDERR_FILENO);
+  Capture cap;
+  std::string err;
+  if (read_capture(read, fields, progress, cap, err)) {
+    std::fprintf(stderr, "amon whatif: %s: %s\n", read.c_str(), err.c_str());
+    return 1;
+  }
+  Progress prog(progress, 0);
+  for (size_t i = 0; i < set.size(); ++i) {
+    prog.replay(i + 1, set.size());
+    replay(cap, fallback == "sld", set[i]);
+  }
+  prog.done();
+
+  std::string sum;
+  char buf[512];
+  std::snprintf(buf, sizeof buf,
+                "amon whatif %s: %llu packets, %zu name occurrences (%s), %zu distinct names, %zu users, %zu "
+                "flows with a name; fallback %s\n",
+                read.c_str(), (unsigned long long)cap.packets, cap.occ.size(), field_list.c_str(),
+                set.empty() ? size_t(0) : size_t(set[0].values), cap.users, cap.flow_service.size(),
+                fallback.c_str());
+  sum += buf;
+  sum += "  z    dt     occurrences: hidden  released  at sld | names: hidden  released  at sld | flows named | store\n";
+  for (const Setting& s : set) {
+    const uint64_t n = s.occ[0] + s.occ[1] + s.occ[2];
+    std::snprintf(buf, sizeof buf,
+                  "  %-4u %-6s %19.1f %% %7.1f %% %6.1f %% | %11.1f %% %7.1f %% %6.1f %% | %9.1f %% | %s\n", s.z,
+                  s.dt_label.c_str(), pct(s.occ[0], n), pct(s.occ[2], n), pct(s.occ[1], n), pct(s.val[0], s.values),
+                  pct(s.val[2], s.values), pct(s.val[1], s.values), pct(s.flows_named, s.flows),
+                  human_bytes(s.store_bytes).c_str());
+    sum += buf;
+  }
+  for (const Setting& s : set)
+    if (s.evictions) {
+      std::snprintf(buf, sizeof buf, "  warning: z=%u dt=%s evicted %llu values: its shares hide more than the definition\n",
+                    s.z, s.dt_label.c_str(), (unsigned long long)s.evictions);
+      sum += buf;
+    }
+  std::fputs(sum.c_str(), stdout);
+
+  const std::string dir = out + "/";
+  if (!write_file(dir + "whatif.csv", csv(set)) || !write_file(dir + "summary.txt", sum) ||
+      !write_file(dir + "hidden.gp", gnuplot_script(set, "hidden")) ||
+      !write_file(dir + "flows.gp", gnuplot_script(set, "flows"))) {
+    std::fprintf(stderr, "amon whatif: cannot write into %s: %s\n", out.c_str(), std::strerror(errno));
+    return 1;
+  }
+  std::string why;
+  if (!run_gnuplot(out, "hidden.gp", why) || !run_gnuplot(out, "flows.gp", why)) {
+    std::fprintf(stderr, "amon whatif: plots not drawn: %s (whatif.csv and the .gp scripts are in %s)\n",
+                 why.c_str(), out.c_str());
+    return 1;
+  }
+  return 0;
+}
+
+}  // namespace amon
