@@ -69,13 +69,16 @@ Sizes plan_sizes(const EngineConfig& cfg) {
   s.zanon_values = cfg.zanon_max_values ? cfg.zanon_max_values : pow2_clamp(max_values, 4096, kLiveValues);
   // Rings deeper than the file has packets only cost memory.
   s.ring = pow2_clamp(max_packets, 64, kMaxRing);
-  s.mbuf_cache = s.ring >= kMaxRing ? 256 : 32;
+  s.mbuf_cache = s.ring >= kMaxRing || live || !cfg.offline ? 256 : 32;
   const uint64_t hold = cfg.hold.enabled ? std::min<uint64_t>(cfg.hold.segments, max_packets) : 0;
   // What can hold an mbuf at once: each worker's input ring, burst and held
   // segments, each consumer's output ring (and a copy in flight per
   // consumer), the reader's burst, and every lcore's mempool cache.
   uint64_t n = uint64_t(2) * s.ring + workers * (s.ring + std::min<uint32_t>(2048, s.ring / 2) + hold) +
                consumers * s.ring * 2 + uint64_t(workers + 1) * s.mbuf_cache * 3 / 2;
+  // Live ports keep the pool they always had: descriptor rings hold mbufs too.
+  if (live || !cfg.offline)
+    n = 8192 + workers * (uint64_t(s.ring) + 2048 + (cfg.hold.enabled ? cfg.hold.segments : 0)) + consumers * s.ring * 2;
   s.mbufs = cfg.mbufs ? cfg.mbufs : uint32_t(std::min<uint64_t>(n, UINT32_MAX));
   // EAL memory: the pool, the rings, and DPDK's own allocations (device and
   // lcore structures, the heap's bookkeeping), measured under 8 MiB.
