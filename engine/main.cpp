@@ -8,6 +8,8 @@
 #include <vector>
 
 #include "config.h"
+#include "control.h"
+#include "outputs.h"
 #include "engine.h"
 #include "policy.h"
 #include "registry.h"
@@ -29,6 +31,10 @@ const char* kUsage =
     "                    --stats-json FILE   --quiet\n"
     "  run      run on DPDK ports per a YAML configuration\n"
     "             amon run --config amon.yaml [--until-idle[=DURATION]] [--stats-json FILE] [--quiet] [-- EAL args]\n"
+    "           EAL args after -- are added to amon's defaults; signals: HUP reloads policies and keys,\n"
+    "           USR1 writes a statistics line, INT/TERM stop cleanly\n"
+    "  check    test a configuration without starting anything: amon check --config amon.yaml\n"
+    "           (also amon run --check); exit 0 ok, 2 errors\n"
     "  lint     check policy files: amon lint [--format text|json] [--strict] [--dump] FILE...\n"
     "  fields   list the fields policies can name\n"
     "  actions  list the actions policies can use\n"
@@ -51,6 +57,13 @@ std::vector<std::string> offline_eal(unsigned workers) {
           "--no-telemetry"};
 }
 
+// Outputs and inputs checked before anything starts (outputs.h).
+bool ports_ok(const amon::EngineConfig& cfg) {
+  auto errs = amon::check_ports(cfg);
+  for (auto& e : errs) std::fprintf(stderr, "amon: %s\n", e.c_str());
+  return errs.empty();
+}
+
 bool parse_uint(const char* s, unsigned& v) {
   char* end;
   unsigned long x = std::strtoul(s, &end, 10);
@@ -70,6 +83,9 @@ int cmd_pcap(int argc, char** argv) {
       return argv[++i];
     };
     const char* v = nullptr;
+    // Given twice, one of them would be silently ignored (a lost output).
+    if ((a == "--read" && !read.empty()) || (a == "--policy" && !policy.empty()) || (a == "--write" && !write.empty()))
+      return usage_error(a + " given twice");
     if (a == "--read" && (v = val("--read"))) read = v;
     else if (a == "--policy" && (v = val("--policy"))) policy = v;
     else if (a == "--write" && (v = val("--write"))) write = v;
@@ -102,6 +118,7 @@ int cmd_pcap(int argc, char** argv) {
     return 2;
   }
   cfg.inputs.push_back({amon::PortSpec::Kind::PcapFile, read});
+  if (!ports_ok(cfg)) return 2;
   cfg.offline = true;
   cfg.until_idle = true;
   cfg.eal_args = offline_eal(cfg.workers);
@@ -112,7 +129,7 @@ int cmd_run(int argc, char** argv) {
   amon::EngineConfig cfg;
   std::string config, stats_json;
   std::vector<std::string> eal_extra;
-  bool until_idle = false;
+  bool until_idle = false, check = false;
   uint64_t idle_ns = 1000000000ULL;
   for (int i = 0; i < argc; ++i) {
     std::string a = argv[i];
@@ -124,6 +141,7 @@ int cmd_run(int argc, char** argv) {
     else if (a == "--stats-json" && i + 1 < argc) stats_json = argv[++i];
     else if (a == "--until-idle") until_idle = true;
     else if (a == "--quiet") cfg.quiet = true;
+    else if (a == "--check") check = true;
     else if (a.rfind("--until-idle=", 0) == 0) {
       until_idle = true;
       if (!amon::parse_duration(a.substr(13), idle_ns)) return usage_error("--until-idle takes a duration like 500ms");
@@ -138,6 +156,10 @@ int cmd_run(int argc, char** argv) {
     return 2;
   }
   if (!stats_json.empty()) cfg.stats_json = stats_json;
+  if (check) return amon::check_config(cfg, config);
+  if (!ports_ok(cfg)) return 2;
+  cfg.config_path = config;
+  cfg.eal_config = cfg.eal_args;
   cfg.until_idle = until_idle;
   cfg.idle_ns = idle_ns;
   cfg.offline = false;
@@ -147,17 +169,24 @@ int cmd_run(int argc, char** argv) {
   bool any_eth_out = false;
   for (auto& c : cfg.consumers) any_eth_out = any_eth_out || c.output.kind == amon::PortSpec::Kind::Ethdev;
   cfg.offline = !any_ethdev && !any_eth_out;
+  // EAL: the YAML's `eal` list, else the no-NIC defaults with DPDK telemetry
+  // on; arguments after `--` are added to either, never replace them.
   std::vector<std::string> eal = cfg.eal_args;
-  eal.insert(eal.end(), eal_extra.begin(), eal_extra.end());
-  if (eal.empty()) eal = offline_eal(cfg.workers);
-  else {
+  if (eal.empty()) {
+    for (auto& a : offline_eal(cfg.workers))
+      if (a != "--no-telemetry") eal.push_back(a);
+  } else {
     bool has_lcores = false;
     for (auto& a : eal) has_lcores = has_lcores || a == "-l" || a.rfind("--lcores", 0) == 0 || a == "-c";
-    if (!has_lcores) {
-      auto d = offline_eal(cfg.workers);
-      eal.push_back(d[5]);
-    }
+    if (!has_lcores)
+      for (auto& a : offline_eal(cfg.workers))
+        if (a.rfind("--lcores", 0) == 0) eal.push_back(a);
   }
+  bool extra_lcores = false;
+  for (auto& a : eal_extra) extra_lcores = extra_lcores || a == "-l" || a.rfind("--lcores", 0) == 0 || a == "-c";
+  if (extra_lcores && cfg.eal_args.empty())
+    std::erase_if(eal, [](const std::string& a) { return a.rfind("--lcores", 0) == 0; });
+  eal.insert(eal.end(), eal_extra.begin(), eal_extra.end());
   // Virtual devices named in the configuration are created for it.
   auto add_vdev = [&](const amon::PortSpec& p) {
     if (p.kind != amon::PortSpec::Kind::Ethdev || p.spec.rfind("net_", 0) != 0) return;
@@ -191,6 +220,22 @@ int main(int argc, char** argv) {
   amon::register_builtin_plugins();
   if (cmd == "pcap") return cmd_pcap(argc - 2, argv + 2);
   if (cmd == "run") return cmd_run(argc - 2, argv + 2);
+  if (cmd == "check") {
+    std::string config;
+    for (int i = 2; i < argc; ++i) {
+      std::string a = argv[i];
+      if (a == "--config" && i + 1 < argc) config = argv[++i];
+      else return usage_error("unknown or incomplete option '" + a + "' for check");
+    }
+    if (config.empty()) return usage_error("check needs --config FILE");
+    amon::EngineConfig cfg;
+    std::string err;
+    if (!amon::load_config(config, cfg, err)) {
+      std::fprintf(stderr, "%s\n", err.c_str());
+      return 2;
+    }
+    return amon::check_config(cfg, config);
+  }
   if (cmd == "lint") return amon::dsl::lint_main(argc - 2, argv + 2);
   if (cmd == "fields") return amon::dsl::fields_main(argc - 2, argv + 2);
   if (cmd == "actions") return amon::dsl::actions_main(argc - 2, argv + 2);

@@ -6,6 +6,8 @@
 #include <memory>
 #include <stdexcept>
 
+#include "registry.h"
+
 namespace amon {
 
 bool parse_duration(const std::string& s, uint64_t& ns) {
@@ -94,6 +96,17 @@ class Doc {
   bool loaded_ = false;
 };
 
+// "; did you mean 'x'?" for a misspelt key, or "".
+std::string did_you_mean(const std::string& k, std::initializer_list<const char*> known) {
+  const char* best = nullptr;
+  size_t bd = 3;
+  for (const char* c : known) {
+    size_t dd = edit_distance(k, c);
+    if (dd < bd) bd = dd, best = c;
+  }
+  return best ? std::string("; did you mean '") + best + "'?" : std::string();
+}
+
 std::string rel(const std::string& base_dir, const std::string& p) {
   if (p.empty() || p[0] == '/' || base_dir.empty()) return p;
   return base_dir + "/" + p;
@@ -138,7 +151,8 @@ bool load_config(const std::string& path, EngineConfig& cfg, std::string& err) {
             if (ck == "name") c.name = d.scalar(cv, "name");
             else if (ck == "policy") c.policy_path = rel(dir, d.scalar(cv, "policy"));
             else if (ck == "output") c.output = port_spec(d, cv, dir, "output"), has_out = true;
-            else d.fail(ckn, "unknown key '" + ck + "' in consumer (expected name, policy, output)");
+            else d.fail(ckn, "unknown key '" + ck + "' in consumer (expected name, policy, output)" +
+                                  did_you_mean(ck, {"name", "policy", "output"}));
           });
           if (c.name.empty() || c.policy_path.empty() || !has_out) d.fail(it, "a consumer needs name, policy and output");
           for (auto& o : cfg.consumers)
@@ -157,7 +171,9 @@ bool load_config(const std::string& path, EngineConfig& cfg, std::string& err) {
           else if (fk == "other_timeout") t.other = d.duration(fv, "other_timeout");
           else if (fk == "closed_timeout") t.closed = d.duration(fv, "closed_timeout");
           else d.fail(fkn, "unknown key '" + fk + "' in flows (expected max_per_worker, idle_timeout, tcp_timeout, "
-                           "udp_timeout, other_timeout, closed_timeout)");
+                           "udp_timeout, other_timeout, closed_timeout)" +
+                           did_you_mean(fk, {"max_per_worker", "idle_timeout", "tcp_timeout", "udp_timeout",
+                                             "other_timeout", "closed_timeout"}));
         });
       } else if (k == "reassembly") {
         d.each_pair(v, "reassembly", [&](const std::string& rk, yaml_node_t* rkn, yaml_node_t* rv) {
@@ -175,19 +191,28 @@ bool load_config(const std::string& path, EngineConfig& cfg, std::string& err) {
           else if (rk == "stream_segments") h.stream_segments = uint32_t(d.number(rv, "stream_segments"));
           else if (rk == "timeout") h.timeout_ns = d.duration(rv, "timeout");
           else d.fail(rkn, "unknown key '" + rk + "' in reassembly (expected enabled, streams, bytes, segments, "
-                           "stream_segments, timeout)");
+                           "stream_segments, timeout)" +
+                           did_you_mean(rk, {"enabled", "streams", "bytes", "segments", "stream_segments", "timeout"}));
         });
       } else if (k == "zanon") {
         d.each_pair(v, "zanon", [&](const std::string& zk, yaml_node_t* zkn, yaml_node_t* zv) {
           if (zk == "max_values") cfg.zanon_max_values = size_t(d.number(zv, "max_values"));
           else d.fail(zkn, "unknown key '" + zk + "' in zanon (expected max_values)");
         });
+      } else if (k == "stats") {
+        d.each_pair(v, "stats", [&](const std::string& sk, yaml_node_t* skn, yaml_node_t* sv) {
+          if (sk == "interval") cfg.stats_interval_ns = d.duration(sv, "stats.interval");
+          else if (sk == "json") cfg.stats_lines = rel(dir, d.scalar(sv, "stats.json"));
+          else d.fail(skn, "unknown key '" + sk + "' in stats (expected interval, json)" + did_you_mean(sk, {"interval", "json"}));
+        });
       } else if (k == "stats_json") {
         cfg.stats_json = rel(dir, d.scalar(v, "stats_json"));
       } else if (k == "mbufs") {
         cfg.mbufs = uint32_t(d.number(v, "mbufs"));
       } else {
-        d.fail(kn, "unknown key '" + k + "' (expected workers, inputs, consumers, eal, flows, reassembly, zanon, stats_json, mbufs)");
+        d.fail(kn, "unknown key '" + k + "' (expected workers, inputs, consumers, eal, flows, reassembly, zanon, stats, stats_json, mbufs)" +
+                        did_you_mean(k, {"workers", "inputs", "consumers", "eal", "flows", "reassembly", "zanon", "stats",
+                                         "stats_json", "mbufs"}));
       }
     });
     if (cfg.inputs.empty()) throw ConfigError(path + ": no inputs");

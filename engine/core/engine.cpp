@@ -9,16 +9,25 @@
 #include <rte_lcore.h>
 #include <rte_mbuf.h>
 #include <rte_malloc.h>
+#include <rte_rcu_qsbr.h>
 #include <rte_ring.h>
+#include <rte_telemetry.h>
+#include <systemd/sd-daemon.h>
 
 #include <atomic>
 #include <chrono>
 #include <csignal>
 #include <cstdio>
 #include <cstring>
+#include <cstdarg>
 #include <ctime>
+#include <future>
+#include <mutex>
 #include <stdexcept>
 
+#include "config.h"
+#include "control.h"
+#include "policy.h"
 #include "flow_table.h"
 #include "mbuf_meta.h"
 #include "pcap_port.h"
@@ -33,8 +42,52 @@ namespace {
 constexpr uint16_t kBurst = 32;
 constexpr uint32_t kRingSize = 4096;
 
-std::atomic<int> g_signal{0};
-extern "C" void on_signal(int sig) { g_signal.store(sig, std::memory_order_relaxed); }
+std::atomic<int> g_signal{0};  // a stop (SIGINT, SIGTERM)
+std::atomic<int> g_hup{0};     // a reload asked for (SIGHUP, /amon/reload); one is queued at most
+std::atomic<int> g_usr1{0};    // a statistics line asked for
+extern "C" void on_signal(int sig) {
+  if (sig == SIGHUP) g_hup.store(1, std::memory_order_relaxed);
+  else if (sig == SIGUSR1) g_usr1.store(1, std::memory_order_relaxed);
+  else g_signal.store(sig, std::memory_order_relaxed);
+}
+
+void install_signals() {
+  struct sigaction sa {};
+  sa.sa_handler = on_signal;
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = SA_RESTART;
+  for (int s : {SIGINT, SIGTERM, SIGHUP, SIGUSR1}) sigaction(s, &sa, nullptr);
+}
+
+// Under systemd (stderr goes to the journal), lines carry the syslog
+// priority prefix the journal understands; elsewhere, plain text.
+bool under_systemd() {
+  static const bool yes = std::getenv("JOURNAL_STREAM") != nullptr || std::getenv("NOTIFY_SOCKET") != nullptr;
+  return yes;
+}
+
+__attribute__((format(printf, 2, 3))) void log_line(int prio, const char* fmt, ...) {
+  char buf[16384];
+  va_list ap;
+  va_start(ap, fmt);
+  std::vsnprintf(buf, sizeof buf, fmt, ap);
+  va_end(ap);
+  for (size_t n = std::strlen(buf); n && buf[n - 1] == '\n';) buf[--n] = 0;
+  if (!under_systemd()) {
+    std::fprintf(stderr, "amon: %s\n", buf);
+  } else {
+    // The journal takes each line on its own: each gets the priority.
+    const char* p = buf;
+    for (bool first = true; *p || first; first = false) {
+      const char* nl = std::strchr(p, '\n');
+      int n = nl ? int(nl - p) : int(std::strlen(p));
+      std::fprintf(stderr, first ? "<%d>amon: %.*s\n" : "<%d>%.*s\n", prio, n, p);
+      p += n + (nl ? 1 : 0);
+    }
+  }
+  std::fflush(stderr);
+}
+constexpr int kErr = 3, kWarn = 4, kInfo = 6;
 
 uint64_t wall_ns() {
   timespec ts;
@@ -84,6 +137,16 @@ struct Worker {
   uint64_t dispatched = 0;  // written by the main lcore only
   uint64_t out_full_drops = 0;
   std::vector<std::pair<uint16_t, uint16_t>> rx_queues;  // (port, queue) polled directly
+  // A new generation of programs for this worker (reload); the worker
+  // takes it between bursts and sets it back to null.
+  std::atomic<ProgramSet*> next{nullptr};
+};
+
+// What the control plane knows of each consumer's loaded policy.
+struct PolicyInfo {
+  std::string path, sha256, keys_sha256;
+  size_t rules = 0;
+  uint64_t loaded_at_ns = 0;  // wall clock
 };
 
 struct Engine {
@@ -102,6 +165,20 @@ struct Engine {
   uint64_t rx_total = 0, rx_nonip = 0, rx_dispatch_drops = 0;
   uint64_t start_ns = 0, tsc_hz = 0, tsc0 = 0, wall0 = 0;
   std::string input_error;
+  // Reloads. Workers report a quiescent state (rte_rcu_qsbr) once per loop
+  // turn, between bursts.
+  rte_rcu_qsbr* qs = nullptr;
+  uint64_t generation = 1, reloads = 0, reloads_failed = 0;
+  uint32_t zmax = 0;
+  uint64_t zmax_dt = 0;
+  std::vector<PolicyInfo> pinfo;
+  std::string last_result = "loaded at start-up", last_error;
+  // Telemetry reads a snapshot the main lcore refreshes (it never reads
+  // worker state itself, which a reload may be swapping).
+  std::mutex snap_mu;
+  Report snap;
+  uint64_t stats_line_tsc = 0;
+  Report stats_line_prev;
 
   uint64_t now_from_tsc() const { return wall0 + (rte_rdtsc() - tsc0) * 1000000000ULL / tsc_hz; }
 };
@@ -184,7 +261,19 @@ int worker_main(void* arg) {
     for (size_t ci = 0; ci < w.txb.size(); ++ci)
       if (w.txb[ci]) rte_eth_tx_buffer_flush(E.outputs[ci].port, uint16_t(w.id), w.txb[ci]);
   };
+  if (E.qs) {
+    rte_rcu_qsbr_thread_register(E.qs, w.id);
+    rte_rcu_qsbr_thread_online(E.qs, w.id);
+  }
   for (;;) {
+    // Between bursts: no packet is half-way through a generation. One
+    // store for the report and one load for a new generation per turn,
+    // nothing per packet.
+    if (E.qs) rte_rcu_qsbr_quiescent(E.qs, w.id);
+    if (ProgramSet* next = w.next.load(std::memory_order_acquire)) {
+      w.path->adopt(*next);
+      w.next.store(nullptr, std::memory_order_release);
+    }
     unsigned n = rte_ring_sc_dequeue_burst(w.in, reinterpret_cast<void**>(pkts), kBurst, nullptr);
     const bool from_ring = n != 0;
     for (auto [port, q] : w.rx_queues) {
@@ -229,6 +318,10 @@ int worker_main(void* arg) {
     if (from_ring) w.processed.fetch_add(n, std::memory_order_release);
     // Idle flows are reclaimed a little at a time, off no particular packet.
     if (++last_expire % 64 == 0) w.path->flows().expire(burst_ts, 64);
+  }
+  if (E.qs) {
+    rte_rcu_qsbr_thread_offline(E.qs, w.id);
+    rte_rcu_qsbr_thread_unregister(E.qs, w.id);
   }
   return 0;
 }
@@ -338,6 +431,460 @@ bool outputs_empty(Engine& E) {
   return true;
 }
 
+// The counters as the exit report shows them. Main lcore only, never
+// while a reload is being adopted (the workers swap their rule counts).
+Report build_report(Engine& E) {
+  const EngineConfig& cfg = E.cfg;
+  Report rep;
+  rep.elapsed_ns = wall_ns() - E.start_ns;
+  rep.rx = E.rx_total;
+  for (auto& w : E.workers) rep.rx += w->rx_direct.load();
+  rep.rx_dispatch_drops = E.rx_dispatch_drops;
+  rep.input_error = E.input_error;
+  for (auto& in : E.inputs) rep.inputs.push_back({in.spec.describe(), in.packets});
+  for (size_t ci = 0; ci < E.programs.size(); ++ci) {
+    ConsumerReport cr;
+    cr.name = cfg.consumers[ci].name;
+    cr.policy = cfg.consumers[ci].policy_path;
+    cr.output = cfg.consumers[ci].output.describe();
+    cr.counters.rule_hits.assign(E.programs[ci]->rule_count() + 1, 0);
+    for (auto& w : E.workers) accumulate(cr.counters, w->path->counters()[ci]);
+    cr.written = E.outputs[ci].written;
+    cr.tx_dropped = E.outputs[ci].tx_dropped;
+    if (E.outputs[ci].direct_tx) {
+      // Sent directly by the workers: written is what left, less what the port refused.
+      uint64_t unsent = 0;
+      for (auto& w : E.workers) unsent += w->tx_unsent[ci];
+      cr.tx_dropped = unsent;
+      cr.written = cr.counters.out - unsent;
+    }
+    cr.tx_truncated = E.outputs[ci].tx_truncated;
+    cr.policy_ptr = E.policies[ci];
+    rep.consumers.push_back(std::move(cr));
+  }
+  for (auto& w : E.workers) {
+    const auto& fs = w->path->flows().stats();
+    rep.flows_created += fs.created;
+    rep.flows_evicted += fs.evicted;
+    rep.flows_expired += fs.expired;
+    rep.flows_closed += fs.closed;
+    for (int s = 0; s < 4; ++s) rep.decode_status[s] += w->path->stats().decode_status[s];
+    const WorkerPathStats& ws = w->path->stats();
+    rep.copy_failures += ws.copy_failures;
+    rep.streams_held += ws.streams_held;
+    rep.streams_completed += ws.streams_completed;
+    rep.streams_failed += ws.streams_failed;
+    rep.hold_refused += ws.hold_refused;
+    rep.segments_held += ws.segments_held;
+  }
+  if (E.zstore) rep.zstats = E.zstore->stats(), rep.has_zstats = true;
+  rep.live = !cfg.config_path.empty();
+  rep.generation = E.generation;
+  rep.reloads = E.reloads;
+  rep.reloads_failed = E.reloads_failed;
+  return rep;
+}
+
+std::string fmt_dt(uint64_t ns) { return dsl::format_duration(int64_t(ns)); }
+
+// What a YAML change may not do without a restart: ports, workers, the
+// consumer list and their outputs, table sizes, EAL. "" when none changed.
+std::string needs_restart(const EngineConfig& a, const EngineConfig& b) {
+  std::vector<std::string> what;
+  auto ports_eq = [](const PortSpec& x, const PortSpec& y) { return x.kind == y.kind && x.spec == y.spec; };
+  bool inputs = a.inputs.size() == b.inputs.size();
+  for (size_t i = 0; inputs && i < a.inputs.size(); ++i) inputs = ports_eq(a.inputs[i], b.inputs[i]);
+  if (!inputs) what.push_back("inputs");
+  if (a.workers != b.workers) what.push_back("workers");
+  bool cons = a.consumers.size() == b.consumers.size();
+  for (size_t i = 0; cons && i < a.consumers.size(); ++i)
+    cons = a.consumers[i].name == b.consumers[i].name && ports_eq(a.consumers[i].output, b.consumers[i].output);
+  if (!cons) what.push_back("consumers (names, order or outputs)");
+  if (a.flows_per_worker != b.flows_per_worker || a.flow_timeouts.tcp != b.flow_timeouts.tcp ||
+      a.flow_timeouts.udp != b.flow_timeouts.udp || a.flow_timeouts.other != b.flow_timeouts.other ||
+      a.flow_timeouts.closed != b.flow_timeouts.closed)
+    what.push_back("flows");
+  if (a.hold.enabled != b.hold.enabled || a.hold.streams != b.hold.streams || a.hold.bytes != b.hold.bytes ||
+      a.hold.segments != b.hold.segments || a.hold.stream_segments != b.hold.stream_segments ||
+      a.hold.timeout_ns != b.hold.timeout_ns)
+    what.push_back("reassembly");
+  if (a.zanon_max_values != b.zanon_max_values) what.push_back("zanon");
+  if (a.mbufs != b.mbufs) what.push_back("mbufs");
+  if (a.eal_config != b.eal_config) what.push_back("eal");
+  std::string r;
+  for (auto& w : what) r += (r.empty() ? "" : ", ") + w;
+  return r;
+}
+
+// A reload compiled off the packet path, ready to publish (or why not).
+struct StagedReload {
+  bool ok = false;
+  std::string error;  // diagnostics (file:line:col) or the refusal
+  EngineConfig cfg;
+  std::vector<std::shared_ptr<const dsl::Policy>> policies;
+  std::vector<std::unique_ptr<Program>> programs;
+  std::vector<std::unique_ptr<ProgramSet>> sets;  // one per worker
+  std::vector<PolicyInfo> pinfo;
+  uint64_t t0 = 0, t1 = 0;  // wall ns: started, compiled
+};
+
+// Re-reads the YAML and every policy with its includes and keys, builds
+// the programs and one set of instances per worker. Runs on a thread of its
+// own, so the main lcore keeps reading inputs and writing outputs; touches
+// nothing the engine is using (its inputs are copies, and the shared
+// services are only referenced).
+std::unique_ptr<StagedReload> stage_reload(EngineConfig old_cfg, SharedServices* services, uint32_t zmax,
+                                           uint64_t zmax_dt, bool have_store, unsigned nworkers) {
+  auto st = std::make_unique<StagedReload>();
+  st->t0 = wall_ns();
+  std::string err;
+  EngineConfig& ncfg = st->cfg;
+  if (!load_config(old_cfg.config_path, ncfg, err)) {
+    st->error = err;
+    return st;
+  }
+  ncfg.config_path = old_cfg.config_path;
+  ncfg.eal_config = ncfg.eal_args;
+  std::string restart = needs_restart(old_cfg, ncfg);
+  if (!restart.empty()) {
+    st->error = old_cfg.config_path + ": changes to " + restart +
+                " need a restart; nothing was reloaded (the running policies stay)";
+    return st;
+  }
+  if (!compile_all(ncfg, st->policies, st->error)) return st;
+  // The z-anonymity store was sized at start-up for the largest z and dt.
+  for (size_t i = 0; i < st->policies.size(); ++i)
+    for (auto& r : st->policies[i]->rules)
+      if (r.action.desc->name == "zanon") {
+        uint64_t z = uint64_t(r.action.int_or("z", 10)), dt = uint64_t(r.action.int_or("dt", 0));
+        std::string where = r.loc.file + ":" + std::to_string(r.loc.line) + ":" + std::to_string(r.loc.col);
+        if (!have_store) {
+          st->error = where + ": error: zanon needs the z-anonymity store, which is made at start-up only when a "
+                              "policy uses zanon; restart to add the first zanon rule";
+          return st;
+        }
+        if (z > zmax || dt > zmax_dt) {
+          st->error = where + ": error: z=" + std::to_string(z) + ", dt=" + fmt_dt(dt) +
+                      " exceed the store's sizing at start-up (z " + std::to_string(zmax) + ", dt " + fmt_dt(zmax_dt) +
+                      "); restart to raise them";
+          return st;
+        }
+      }
+  try {
+    for (size_t i = 0; i < st->policies.size(); ++i)
+      st->programs.push_back(std::make_unique<Program>(st->policies[i], int(i), services));
+    for (unsigned w = 0; w < nworkers; ++w) {
+      auto set = std::make_unique<ProgramSet>();
+      for (auto& p : st->programs) {
+        set->progs.push_back(p->instantiate());
+        set->rule_hits.emplace_back(p->rule_count() + 1, 0);
+      }
+      st->sets.push_back(std::move(set));
+    }
+  } catch (const std::exception& ex) {
+    st->error = std::string("policy cannot run: ") + ex.what();
+    return st;
+  }
+  for (size_t i = 0; i < st->policies.size(); ++i)
+    st->pinfo.push_back({ncfg.consumers[i].policy_path, policy_digest(*st->policies[i]),
+                         keys_digest(*st->policies[i]), st->policies[i]->rules.size(), wall_ns()});
+  st->t1 = wall_ns();
+  st->ok = true;
+  return st;
+}
+
+// Publishes a staged generation: one pointer per worker; the previous
+// generation is freed once every worker has taken the new one and reported
+// a quiescent state since (rte_rcu_qsbr). Outputs keep being drained while
+// waiting, so a worker blocked on a full output ring can get there.
+uint64_t publish(Engine& E, StagedReload& st) {
+  for (size_t i = 0; i < E.workers.size(); ++i) E.workers[i]->next.store(st.sets[i].get(), std::memory_order_release);
+  uint64_t token = rte_rcu_qsbr_start(E.qs);
+  for (;;) {
+    bool taken = true;
+    for (auto& w : E.workers) taken = taken && w->next.load(std::memory_order_acquire) == nullptr;
+    if (taken && rte_rcu_qsbr_check(E.qs, token, false) == 1) break;
+    drain_outputs(E);
+    rte_pause();
+  }
+  const uint64_t taken = wall_ns();
+  // The sets now hold the previous generation's instances: free them
+  // before the programs they point to.
+  st.sets.clear();
+  E.programs.swap(st.programs);
+  E.policies.swap(st.policies);
+  st.programs.clear();
+  return taken;
+}
+
+void apply_reload(Engine& E, StagedReload& st) {
+  // Telemetry reads what is set here (policy information, results).
+  std::unique_lock<std::mutex> lock(E.snap_mu);
+  if (!st.ok) {
+    ++E.reloads_failed;
+    E.last_result = "failed";
+    // The errors, without the warnings a policy may also carry: a
+    // diagnostic runs from its `file:line:col: severity:` line to the next.
+    E.last_error.clear();
+    bool keep = true;
+    size_t pos = 0;
+    while (pos < st.error.size()) {
+      size_t nl = st.error.find('\n', pos);
+      if (nl == std::string::npos) nl = st.error.size();
+      std::string ln = st.error.substr(pos, nl - pos);
+      pos = nl + 1;
+      if (ln.find(": warning: ") != std::string::npos) keep = false;
+      else if (ln.find(": error: ") != std::string::npos || ln.find(": note: ") != std::string::npos) keep = true;
+      if (keep) E.last_error += ln + "\n";
+    }
+    while (!E.last_error.empty() && E.last_error.back() == '\n') E.last_error.pop_back();
+    log_line(kErr, "reload refused (generation %llu keeps running, %llu refused so far):\n%s",
+             (unsigned long long)E.generation, (unsigned long long)E.reloads_failed, st.error.c_str());
+    sd_notifyf(0, "READY=1\nSTATUS=generation %llu running; last reload refused", (unsigned long long)E.generation);
+    return;
+  }
+  lock.unlock();  // publishing waits on the workers, not on telemetry
+  const uint64_t t_pub = wall_ns();
+  const uint64_t t_taken = publish(E, st);
+  const uint64_t t2 = wall_ns();
+  lock.lock();
+  ++E.generation;
+  ++E.reloads;
+  std::string line;
+  for (size_t i = 0; i < st.pinfo.size(); ++i) {
+    const PolicyInfo& n = st.pinfo[i];
+    const PolicyInfo* o = i < E.pinfo.size() ? &E.pinfo[i] : nullptr;
+    std::string changed;
+    if (!o || o->path != n.path) changed = "new file";
+    else if (o->sha256 == n.sha256) changed = "unchanged";
+    else if (o->keys_sha256 != n.keys_sha256) changed = "keys changed";
+    else changed = "policy changed";
+    line += "; " + E.cfg.consumers[i].name + " " + n.path + " sha256 " + n.sha256 + " " + std::to_string(n.rules) +
+            " rules (" + changed + ")";
+  }
+  E.pinfo = st.pinfo;
+  // Settings a reload may change.
+  for (size_t i = 0; i < E.cfg.consumers.size(); ++i) E.cfg.consumers[i].policy_path = st.cfg.consumers[i].policy_path;
+  E.cfg.stats_interval_ns = st.cfg.stats_interval_ns;
+  E.cfg.stats_lines = st.cfg.stats_lines;
+  E.last_result = "ok";
+  E.last_error.clear();
+  // compile: YAML, policies, keys, programs and per-worker instances (on
+  // the staging thread); publish: from the staged set's hand-over to every
+  // worker running it (taken) and the previous set freed.
+  log_line(kInfo, "reload: generation %llu%s; compile %.1f ms, publish %.3f ms (taken by every worker after %.3f ms)",
+           (unsigned long long)E.generation, line.c_str(), double(st.t1 - st.t0) / 1e6, double(t2 - st.t1) / 1e6,
+           double(t_taken - t_pub) / 1e6);
+  sd_notifyf(0, "READY=1\nSTATUS=generation %llu running", (unsigned long long)E.generation);
+}
+
+void refresh_snapshot(Engine& E) {
+  Report r = build_report(E);
+  std::lock_guard<std::mutex> g(E.snap_mu);
+  E.snap = std::move(r);
+}
+
+// One JSON line: the totals, and the rates since the previous line.
+void write_stats_line(Engine& E) {
+  if (E.cfg.stats_lines.empty()) return;
+  Report r = build_report(E);
+  double secs = double(r.elapsed_ns - E.stats_line_prev.elapsed_ns) / 1e9;
+  auto rate = [&](uint64_t now, uint64_t before) { return secs > 0 ? double(now - before) / secs : 0.0; };
+  std::string line = "{\"time_ns\":" + std::to_string(wall_ns()) + ",\"interval_s\":" + std::to_string(secs) +
+                     ",\"rx_pps\":" + std::to_string(rate(r.rx, E.stats_line_prev.rx)) + ",\"consumer_pps\":{";
+  for (size_t i = 0; i < r.consumers.size(); ++i) {
+    const auto& c = r.consumers[i].counters;
+    uint64_t in0 = 0, out0 = 0, dr0 = 0;
+    if (i < E.stats_line_prev.consumers.size()) {
+      in0 = E.stats_line_prev.consumers[i].counters.in;
+      out0 = E.stats_line_prev.consumers[i].counters.out;
+      dr0 = E.stats_line_prev.consumers[i].counters.dropped;
+    }
+    line += (i ? ",\"" : "\"") + r.consumers[i].name + "\":{\"in\":" + std::to_string(rate(c.in, in0)) +
+            ",\"out\":" + std::to_string(rate(c.out, out0)) + ",\"dropped\":" + std::to_string(rate(c.dropped, dr0)) + "}";
+  }
+  std::string totals = render_report_json(r);
+  while (!totals.empty() && (totals.back() == '\n' || totals.back() == ' ')) totals.pop_back();
+  line += "},\"totals\":" + totals + "}\n";
+  if (FILE* f = std::fopen(E.cfg.stats_lines.c_str(), "a")) {
+    std::fwrite(line.data(), 1, line.size(), f);
+    std::fclose(f);
+  } else {
+    log_line(kWarn, "stats.json %s: %s", E.cfg.stats_lines.c_str(), std::strerror(errno));
+  }
+  E.stats_line_prev = std::move(r);
+}
+
+// DPDK telemetry commands (read with dpdk-telemetry.py). They run on
+// DPDK's telemetry thread and read only the snapshot and the policy
+// information, under snap_mu.
+Engine* g_tel_engine = nullptr;
+std::mutex g_tel_mu;
+
+void tel_counters(rte_tel_data* d, const ConsumerReport& c) {
+  rte_tel_data_start_dict(d);
+  rte_tel_data_add_dict_u64(d, "in", c.counters.in);
+  rte_tel_data_add_dict_u64(d, "out", c.counters.out);
+  rte_tel_data_add_dict_u64(d, "dropped", c.counters.dropped);
+  rte_tel_data_add_dict_u64(d, "filtered", c.counters.filtered);
+  rte_tel_data_add_dict_u64(d, "written", c.written);
+  rte_tel_data_add_dict_u64(d, "tx_dropped", c.tx_dropped);
+  rte_tel_data_add_dict_u64(d, "shared", c.counters.shared);
+  rte_tel_data_add_dict_u64(d, "copied", c.counters.copied);
+  rte_tel_data_add_dict_u64(d, "error_cut", c.counters.err_cut);
+  rte_tel_data_add_dict_u64(d, "error_drop", c.counters.err_drop);
+  rte_tel_data_add_dict_u64(d, "unknown_drop", c.counters.unknown_drop);
+  rte_tel_data_add_dict_u64(d, "unknown_cut", c.counters.unknown_cut);
+  rte_tel_data_add_dict_u64(d, "unknown_keep", c.counters.unknown_keep);
+  rte_tel_data_add_dict_u64(d, "tunnel_cut", c.counters.tunnel_cut);
+  rte_tel_data_add_dict_u64(d, "icmp_quote_cut", c.counters.icmp_quote_cut);
+  rte_tel_data_add_dict_u64(d, "l7_cut", c.counters.l7_cut);
+  rte_tel_data_add_dict_u64(d, "tls_server_cut", c.counters.tls_server_cut);
+  rte_tel_data_add_dict_u64(d, "policy_drop", c.counters.policy_drop);
+  rte_tel_data_add_dict_u64(d, "zanon_hidden", c.counters.zanon_hidden);
+  rte_tel_data_add_dict_u64(d, "zanon_released", c.counters.zanon_released);
+  // Per rule, keyed by its place in the policy: file:line (hits since the
+  // policy generation was loaded).
+  if (c.policy_ptr)
+    for (auto& rule : c.policy_ptr->rules) {
+      std::string f = rule.loc.file;
+      if (auto sl = f.rfind('/'); sl != std::string::npos) f = f.substr(sl + 1);
+      std::string key = "rule " + f + ":" + std::to_string(rule.loc.line);
+      uint64_t hits = rule.index < c.counters.rule_hits.size() ? c.counters.rule_hits[rule.index] : 0;
+      rte_tel_data_add_dict_u64(d, key.substr(0, RTE_TEL_MAX_STRING_LEN - 1).c_str(), hits);
+    }
+}
+
+int tel_stats(const char*, const char*, rte_tel_data* d) {
+  std::lock_guard<std::mutex> g(g_tel_mu);
+  if (!g_tel_engine) return -1;
+  Engine& E = *g_tel_engine;
+  std::lock_guard<std::mutex> s(E.snap_mu);
+  const Report& r = E.snap;
+  rte_tel_data_start_dict(d);
+  rte_tel_data_add_dict_u64(d, "elapsed_ms", r.elapsed_ns / 1000000);
+  rte_tel_data_add_dict_u64(d, "rx", r.rx);
+  rte_tel_data_add_dict_u64(d, "rx_dispatch_drops", r.rx_dispatch_drops);
+  uint64_t in = 0, out = 0, dropped = 0;
+  for (auto& c : r.consumers) in += c.counters.in, out += c.counters.out, dropped += c.counters.dropped;
+  rte_tel_data_add_dict_u64(d, "consumers_in", in);
+  rte_tel_data_add_dict_u64(d, "consumers_out", out);
+  rte_tel_data_add_dict_u64(d, "consumers_dropped", dropped);
+  rte_tel_data_add_dict_u64(d, "generation", r.generation);
+  rte_tel_data_add_dict_u64(d, "reloads", r.reloads);
+  rte_tel_data_add_dict_u64(d, "reloads_failed", r.reloads_failed);
+  rte_tel_data_add_dict_u64(d, "flows_created", r.flows_created);
+  return 0;
+}
+
+int tel_consumers(const char*, const char*, rte_tel_data* d) {
+  std::lock_guard<std::mutex> g(g_tel_mu);
+  if (!g_tel_engine) return -1;
+  Engine& E = *g_tel_engine;
+  std::lock_guard<std::mutex> s(E.snap_mu);
+  rte_tel_data_start_dict(d);
+  for (auto& c : E.snap.consumers) {
+    rte_tel_data* sub = rte_tel_data_alloc();
+    if (!sub) return -1;
+    tel_counters(sub, c);
+    rte_tel_data_add_dict_container(d, c.name.c_str(), sub, 0);
+  }
+  return 0;
+}
+
+int tel_policies(const char*, const char*, rte_tel_data* d) {
+  std::lock_guard<std::mutex> g(g_tel_mu);
+  if (!g_tel_engine) return -1;
+  Engine& E = *g_tel_engine;
+  std::lock_guard<std::mutex> s(E.snap_mu);
+  rte_tel_data_start_dict(d);
+  rte_tel_data_add_dict_u64(d, "generation", E.snap.generation);
+  rte_tel_data_add_dict_u64(d, "reloads", E.snap.reloads);
+  rte_tel_data_add_dict_u64(d, "reloads_failed", E.snap.reloads_failed);
+  rte_tel_data_add_dict_string(d, "last_result", E.last_result.substr(0, RTE_TEL_MAX_STRING_LEN - 1).c_str());
+  // A dict value holds at most RTE_TEL_MAX_STRING_LEN bytes: the first
+  // diagnostic line (file:line:col: error: ...) is what fits.
+  std::string first = E.last_error.substr(0, E.last_error.find('\n'));
+  rte_tel_data_add_dict_string(d, "last_error", first.substr(0, RTE_TEL_MAX_STRING_LEN - 1).c_str());
+  for (size_t i = 0; i < E.pinfo.size() && i < E.cfg.consumers.size(); ++i) {
+    rte_tel_data* sub = rte_tel_data_alloc();
+    if (!sub) return -1;
+    rte_tel_data_start_dict(sub);
+    const PolicyInfo& p = E.pinfo[i];
+    std::string path = p.path.size() < RTE_TEL_MAX_STRING_LEN ? p.path : "..." + p.path.substr(p.path.size() - 120);
+    rte_tel_data_add_dict_string(sub, "path", path.c_str());
+    rte_tel_data_add_dict_string(sub, "sha256", p.sha256.c_str());
+    rte_tel_data_add_dict_u64(sub, "rules", p.rules);
+    rte_tel_data_add_dict_u64(sub, "loaded_at_unix_ms", p.loaded_at_ns / 1000000);
+    rte_tel_data_add_dict_container(d, E.cfg.consumers[i].name.c_str(), sub, 0);
+  }
+  return 0;
+}
+
+int tel_zanon(const char*, const char*, rte_tel_data* d) {
+  std::lock_guard<std::mutex> g(g_tel_mu);
+  if (!g_tel_engine) return -1;
+  Engine& E = *g_tel_engine;
+  std::lock_guard<std::mutex> s(E.snap_mu);
+  rte_tel_data_start_dict(d);
+  rte_tel_data_add_dict_u64(d, "enabled", E.snap.has_zstats);
+  if (E.snap.has_zstats) {
+    const zanon::Stats& z = E.snap.zstats;
+    rte_tel_data_add_dict_u64(d, "values_tracked", z.values_tracked);
+    rte_tel_data_add_dict_u64(d, "capacity", z.capacity);
+    rte_tel_data_add_dict_u64(d, "table_bytes", z.table_bytes);
+    rte_tel_data_add_dict_u64(d, "observations", z.observations);
+    rte_tel_data_add_dict_u64(d, "released", z.released);
+    rte_tel_data_add_dict_u64(d, "hidden", z.hidden);
+    rte_tel_data_add_dict_u64(d, "evictions", z.evictions);
+    rte_tel_data_add_dict_u64(d, "expirations", z.expirations);
+  }
+  return 0;
+}
+
+int tel_flows(const char*, const char*, rte_tel_data* d) {
+  std::lock_guard<std::mutex> g(g_tel_mu);
+  if (!g_tel_engine) return -1;
+  Engine& E = *g_tel_engine;
+  std::lock_guard<std::mutex> s(E.snap_mu);
+  rte_tel_data_start_dict(d);
+  rte_tel_data_add_dict_u64(d, "created", E.snap.flows_created);
+  rte_tel_data_add_dict_u64(d, "expired", E.snap.flows_expired);
+  rte_tel_data_add_dict_u64(d, "evicted", E.snap.flows_evicted);
+  rte_tel_data_add_dict_u64(d, "closed", E.snap.flows_closed);
+  rte_tel_data_add_dict_u64(d, "streams_held", E.snap.streams_held);
+  rte_tel_data_add_dict_u64(d, "streams_failed", E.snap.streams_failed);
+  return 0;
+}
+
+int tel_reload(const char*, const char*, rte_tel_data* d) {
+  g_hup.store(1, std::memory_order_relaxed);
+  rte_tel_data_string(d, "reload queued");
+  return 0;
+}
+
+void register_telemetry(Engine& E) {
+  {
+    std::lock_guard<std::mutex> g(g_tel_mu);
+    g_tel_engine = &E;
+  }
+  static bool registered = false;
+  if (registered) return;
+  registered = true;
+  rte_telemetry_register_cmd("/amon/stats", tel_stats, "amon totals: packets in, out, dropped; policy generation");
+  rte_telemetry_register_cmd("/amon/consumers", tel_consumers, "Per consumer: the exit report's counters and per-rule hits");
+  rte_telemetry_register_cmd("/amon/policies", tel_policies,
+                             "Policy generation, per consumer path, SHA-256, loaded-at; last reload result and error");
+  rte_telemetry_register_cmd("/amon/zanon", tel_zanon, "z-anonymity store: values, bytes, observations, evictions");
+  rte_telemetry_register_cmd("/amon/flows", tel_flows, "Flow table totals over all workers");
+  rte_telemetry_register_cmd("/amon/reload", tel_reload, "Reload policies and keys, as SIGHUP does");
+}
+
+void unregister_telemetry() {
+  std::lock_guard<std::mutex> g(g_tel_mu);
+  g_tel_engine = nullptr;
+}
+
 }  // namespace
 
 bool compile_policies(const EngineConfig& cfg, std::vector<std::shared_ptr<const dsl::Policy>>& out) {
@@ -360,7 +907,13 @@ EngineResult run_engine(const EngineConfig& cfg_in) {
   Engine E;
   E.cfg = cfg_in;
   EngineConfig& cfg = E.cfg;
+  // Before anything else: a SIGHUP during start-up queues a reload rather
+  // than ending the process.
+  install_signals();
   if (!compile_policies(cfg, E.policies)) return {2};
+  for (size_t i = 0; i < E.policies.size(); ++i)
+    E.pinfo.push_back({cfg.consumers[i].policy_path, policy_digest(*E.policies[i]), keys_digest(*E.policies[i]),
+                       E.policies[i]->rules.size(), wall_ns()});
   if (cfg.consumers.empty()) {
     std::fprintf(stderr, "amon: no consumer configured\n");
     return {2};
@@ -377,11 +930,9 @@ EngineResult run_engine(const EngineConfig& cfg_in) {
   for (auto& a : args) argv.push_back(a.data());
   int rc = rte_eal_init(int(argv.size()), argv.data());
   if (rc < 0) {
-    std::fprintf(stderr, "amon: EAL initialisation failed: %s\n", rte_strerror(rte_errno));
+    log_line(kErr, "EAL initialisation failed: %s", rte_strerror(rte_errno));
     return {1};
   }
-  std::signal(SIGINT, on_signal);
-  std::signal(SIGTERM, on_signal);
   EngineResult result;
   try {
     if (rte_lcore_count() < cfg.workers + 1)
@@ -407,6 +958,8 @@ EngineResult run_engine(const EngineConfig& cfg_in) {
           zmax = std::max<uint32_t>(zmax, uint32_t(r.action.int_or("z", 10)));
           max_dt = std::max<uint64_t>(max_dt, uint64_t(r.action.int_or("dt", 0)));
         }
+    E.zmax = zmax;
+    E.zmax_dt = max_dt;
     if (zmax) {
       zanon::Config zc;
       zc.max_values = cfg.zanon_max_values;
@@ -517,8 +1070,31 @@ EngineResult run_engine(const EngineConfig& cfg_in) {
       }
       E.workers.push_back(std::move(w));
     }
+    {
+      size_t sz = rte_rcu_qsbr_get_memsize(cfg.workers);
+      E.qs = static_cast<rte_rcu_qsbr*>(rte_zmalloc("amon_qsbr", sz, RTE_CACHE_LINE_SIZE));
+      if (!E.qs || rte_rcu_qsbr_init(E.qs, cfg.workers) != 0) throw std::runtime_error("rte_rcu_qsbr_init failed");
+    }
     E.start_ns = wall_ns();
     for (auto& w : E.workers) rte_eal_remote_launch(worker_main, w.get(), w->lcore);
+    const bool live = !cfg.config_path.empty();
+    refresh_snapshot(E);
+    E.stats_line_prev = E.snap;
+    if (live) {
+      register_telemetry(E);
+      std::string eal, ports, cons;
+      for (auto& a : cfg.eal_args) eal += (eal.empty() ? "" : " ") + a;
+      for (auto& in : cfg.inputs) ports += (ports.empty() ? "" : ", ") + in.describe();
+      for (size_t i = 0; i < cfg.consumers.size(); ++i)
+        cons += "; " + cfg.consumers[i].name + " " + E.pinfo[i].path + " sha256 " + E.pinfo[i].sha256 + " " +
+                std::to_string(E.pinfo[i].rules) + " rules -> " + cfg.consumers[i].output.describe();
+      log_line(kInfo, "started: version %s, %u workers, EAL [%s], inputs [%s]%s", AMON_VERSION, cfg.workers, eal.c_str(),
+               ports.c_str(), cons.c_str());
+      sd_notify(0, "READY=1\nSTATUS=generation 1 running");
+    }
+    std::future<std::unique_ptr<StagedReload>> reload_job;
+    uint64_t last_snap = rte_rdtsc();
+    E.stats_line_tsc = last_snap;
 
     // Main lcore: inputs, outputs, termination.
     rte_mbuf* pkts[kBurst];
@@ -576,8 +1152,34 @@ EngineResult run_engine(const EngineConfig& cfg_in) {
         for (auto& w : E.workers) held = held || w->held.load(std::memory_order_acquire);
         if (!held && outputs_empty(E)) break;
       }
+      if (live) {
+        // Reloads: compiled on a thread of their own, published here. A
+        // SIGHUP during a reload queues one more, never two at once.
+        if (reload_job.valid()) {
+          if (reload_job.wait_for(std::chrono::seconds(0)) == std::future_status::ready) {
+            auto st = reload_job.get();
+            apply_reload(E, *st);
+            refresh_snapshot(E);
+          }
+        } else if (!stopping && g_hup.exchange(0, std::memory_order_relaxed)) {
+          sd_notifyf(0, "RELOADING=1\nSTATUS=reloading (generation %llu running)", (unsigned long long)E.generation);
+          reload_job = std::async(std::launch::async, stage_reload, E.cfg, &E.services, E.zmax, E.zmax_dt,
+                                  E.zstore != nullptr, unsigned(E.workers.size()));
+        }
+        if (now_tsc - last_snap > E.tsc_hz / 10) {
+          last_snap = now_tsc;
+          refresh_snapshot(E);
+        }
+        bool line_due = cfg.stats_interval_ns && now_tsc - E.stats_line_tsc > cfg.stats_interval_ns / 1000000 * (E.tsc_hz / 1000);
+        if (g_usr1.exchange(0, std::memory_order_relaxed) || line_due) {
+          E.stats_line_tsc = now_tsc;
+          write_stats_line(E);
+        }
+      }
       if (!got) rte_pause();
     }
+    if (live) sd_notify(0, "STOPPING=1");
+    if (reload_job.valid()) reload_job.get();  // a reload still compiling is dropped
     E.stop_workers.store(true, std::memory_order_release);
     rte_eal_mp_wait_lcore();
     drain_outputs(E);
@@ -585,49 +1187,7 @@ EngineResult run_engine(const EngineConfig& cfg_in) {
       if (o.pcap) o.pcap->flush();
 
     // Stats.
-    Report rep;
-    rep.elapsed_ns = wall_ns() - E.start_ns;
-    rep.rx = E.rx_total;
-    for (auto& w : E.workers) rep.rx += w->rx_direct.load();
-    rep.rx_dispatch_drops = E.rx_dispatch_drops;
-    rep.input_error = E.input_error;
-    for (auto& in : E.inputs) rep.inputs.push_back({in.spec.describe(), in.packets});
-    for (size_t ci = 0; ci < E.programs.size(); ++ci) {
-      ConsumerReport cr;
-      cr.name = cfg.consumers[ci].name;
-      cr.policy = cfg.consumers[ci].policy_path;
-      cr.output = cfg.consumers[ci].output.describe();
-      cr.counters.rule_hits.assign(E.programs[ci]->rule_count() + 1, 0);
-      for (auto& w : E.workers) accumulate(cr.counters, w->path->counters()[ci]);
-      cr.written = E.outputs[ci].written;
-      cr.tx_dropped = E.outputs[ci].tx_dropped;
-      if (E.outputs[ci].direct_tx) {
-        // Sent directly by the workers: written is what left, less what the port refused.
-        uint64_t unsent = 0;
-        for (auto& w : E.workers) unsent += w->tx_unsent[ci];
-        cr.tx_dropped = unsent;
-        cr.written = cr.counters.out - unsent;
-      }
-      cr.tx_truncated = E.outputs[ci].tx_truncated;
-      cr.policy_ptr = E.policies[ci];
-      rep.consumers.push_back(std::move(cr));
-    }
-    for (auto& w : E.workers) {
-      const auto& fs = w->path->flows().stats();
-      rep.flows_created += fs.created;
-      rep.flows_evicted += fs.evicted;
-      rep.flows_expired += fs.expired;
-      rep.flows_closed += fs.closed;
-      for (int s = 0; s < 4; ++s) rep.decode_status[s] += w->path->stats().decode_status[s];
-      const WorkerPathStats& ws = w->path->stats();
-      rep.copy_failures += ws.copy_failures;
-      rep.streams_held += ws.streams_held;
-      rep.streams_completed += ws.streams_completed;
-      rep.streams_failed += ws.streams_failed;
-      rep.hold_refused += ws.hold_refused;
-      rep.segments_held += ws.segments_held;
-    }
-    if (E.zstore) rep.zstats = E.zstore->stats(), rep.has_zstats = true;
+    Report rep = build_report(E);
     if (!cfg.quiet) std::fputs(render_report_text(rep).c_str(), stdout);
     if (!cfg.stats_json.empty()) {
       FILE* f = std::fopen(cfg.stats_json.c_str(), "w");
@@ -637,12 +1197,12 @@ EngineResult run_engine(const EngineConfig& cfg_in) {
       std::fclose(f);
     }
     if (!E.input_error.empty()) {
-      std::fprintf(stderr, "amon: input stopped early: %s\n", E.input_error.c_str());
+      log_line(kErr, "input stopped early: %s", E.input_error.c_str());
       result.exit_code = 1;
     }
   } catch (const std::exception& e) {
     if (result.exit_code != 2) {
-      std::fprintf(stderr, "amon: %s\n", e.what());
+      log_line(kErr, "%s", e.what());
       result.exit_code = 1;
     }
     E.stop_workers.store(true);
@@ -666,6 +1226,8 @@ EngineResult run_engine(const EngineConfig& cfg_in) {
   }
   for (auto& i : E.inputs)
     if (i.port != UINT16_MAX) rte_eth_dev_stop(i.port);
+  unregister_telemetry();
+  if (E.qs) rte_free(E.qs);
   rte_eal_cleanup();
   return result;
 }

@@ -47,7 +47,13 @@ struct EngineConfig {
   bool until_idle = false;         // stop when inputs are exhausted / silent
   uint64_t idle_ns = 1000000000ULL;
   std::string stats_json;
+  // `stats: { interval: 10s, json: FILE }`: one JSON line per interval
+  // appended to FILE (SIGUSR1: one at once). 0 / empty: off.
+  uint64_t stats_interval_ns = 0;
+  std::string stats_lines;
+  std::string config_path;  // `amon run`: the YAML SIGHUP re-reads ("" offline)
   std::vector<std::string> eal_args;  // complete EAL argv tail (after argv[0])
+  std::vector<std::string> eal_config;  // the YAML's `eal` as written (a reload compares it)
   bool quiet = false;
 };
 

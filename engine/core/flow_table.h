@@ -40,8 +40,11 @@ struct FlowEntry {
   FlowKey key{};
   uint64_t last_ns = 0;
   uint32_t hash = 0;   // of the key: home bucket, tag (unused entry: the next unused one)
-  bool initiator_is_lo = true;
-  bool used = false;
+  bool initiator_is_lo : 1 = true;
+  bool used : 1 = false;
+  // The policy generation its FlowState's decisions were taken under
+  // (WorkerPath::refresh_flow); 0: none yet.
+  uint8_t gen = 0;
   uint8_t proto = 0;
   uint8_t fin = 0;     // bit 0: FIN from lo, bit 1: FIN from hi, bit 2: RST
   FlowState state;
@@ -87,6 +90,13 @@ class FlowTable {
   void stage(unsigned i, const uint8_t* pkt, const Decoded& d);
   void lookup_staged(const uint8_t* const* pkts, const Decoded* ds, const bool* want, unsigned n,
                      PacketMeta* metas);
+
+  // Calls f(FlowEntry&) on every flow in use.
+  template <typename F>
+  void each(F&& f) {
+    for (uint32_t i = 0; i < cap_; ++i)
+      if (entries_[i].used) f(entries_[i]);
+  }
 
   // Reclaims idle flows, visiting at most `budget` entries.
   void expire(uint64_t now_ns, uint32_t budget);

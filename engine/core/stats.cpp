@@ -56,6 +56,9 @@ std::string render_report_text(const Report& r) {
   if (secs > 0) o << " (" << double(r.rx) / secs / 1e6 << " Mpps)";
   o << "\n";
   for (auto& [name, n] : r.inputs) o << "  input " << name << ": " << n << " packets\n";
+  if (r.live)
+    o << "  policies: generation " << r.generation << " (" << r.reloads << " reloads applied, " << r.reloads_failed
+      << " refused)\n";
   o << "  decode: ";
   for (int s = 0; s < 4; ++s) o << kStatus[s] << "=" << r.decode_status[s] << (s < 3 ? " " : "\n");
   o << "  flows: created=" << r.flows_created << " expired=" << r.flows_expired << " (after close "
@@ -97,6 +100,8 @@ std::string render_report_text(const Report& r) {
 std::string render_report_json(const Report& r) {
   std::ostringstream o;
   o << "{\"elapsed_ns\":" << r.elapsed_ns << ",\"rx\":" << r.rx << ",\"rx_dispatch_drops\":" << r.rx_dispatch_drops;
+  if (r.live)
+    o << ",\"generation\":" << r.generation << ",\"reloads\":" << r.reloads << ",\"reloads_failed\":" << r.reloads_failed;
   o << ",\"inputs\":[";
   for (size_t i = 0; i < r.inputs.size(); ++i)
     o << (i ? "," : "") << "{\"name\":" << json_str(r.inputs[i].first) << ",\"packets\":" << r.inputs[i].second << "}";

@@ -31,6 +31,10 @@ struct Report {
   bool has_zstats = false;
   zanon::Stats zstats;
   std::string input_error;
+  // `amon run`: policy generation (1 at start-up, +1 per reload applied)
+  // and reloads applied / refused.
+  bool live = false;
+  uint64_t generation = 1, reloads = 0, reloads_failed = 0;
 };
 
 void accumulate(ConsumerCounters& into, const ConsumerCounters& c);

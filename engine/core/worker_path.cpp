@@ -12,20 +12,39 @@ WorkerPath::WorkerPath(const std::vector<std::unique_ptr<Program>>& programs, rt
     : hl_(hold), pool_(pool), flows_(std::move(flows)) {
   for (auto& p : programs) {
     progs_.push_back(p->instantiate());
-    identity_.push_back(p->identity());
-    (p->identity() ? sharers_ : modifiers_)++;
     counters_.emplace_back();
     counters_.back().rule_hits.resize(p->rule_count() + 1);
-    if (p->wants_l7() && !l7_) l7_ = std::make_unique<L7Parse>();
-    wants_flows_ = wants_flows_ || p->wants_flows();
-    if (p->protects_dns()) l7_->probe_dns = true;
-    for (App a : {App::DnsTcp, App::Tls, App::Http})
-      if (p->protects_app(uint8_t(a))) hold_apps_ |= 1u << unsigned(a);
   }
+  configure();
+}
+
+// What the consumers' programs decide about the path: who shares and who
+// copies, whether flows, the application parse and stream holding are
+// needed. Runs at construction and at each reload (adopt).
+void WorkerPath::configure() {
+  identity_.clear();
+  sharers_ = modifiers_ = 0;
+  hold_apps_ = 0;
+  use_l7_ = wants_flows_ = false;
+  bool probe_dns = false;
+  for (auto& inst : progs_) {
+    const Program& p = inst->program();
+    identity_.push_back(p.identity());
+    (p.identity() ? sharers_ : modifiers_)++;
+    use_l7_ = use_l7_ || p.wants_l7();
+    wants_flows_ = wants_flows_ || p.wants_flows();
+    probe_dns = probe_dns || p.protects_dns();
+    for (App a : {App::DnsTcp, App::Tls, App::Http})
+      if (p.protects_app(uint8_t(a))) hold_apps_ |= 1u << unsigned(a);
+  }
+  // Once made, the parse state stays (it numbers the worker's DNS flows,
+  // and held streams are parsed with it), even when a reload stops using it.
+  if (use_l7_ && !l7_) l7_ = std::make_unique<L7Parse>();
+  if (l7_) l7_->probe_dns = probe_dns;
   single_modifier_ = progs_.size() == 1 && modifiers_ == 1;
-  burst_route_ = single_modifier_ && !l7_;
-  hold_ = hl_.enabled && hold_apps_ && l7_ && wants_flows_ && hl_.streams && hl_.segments;
-  if (hold_) {
+  burst_route_ = single_modifier_ && !use_l7_;
+  hold_ = hl_.enabled && hold_apps_ && use_l7_ && wants_flows_ && hl_.streams && hl_.segments;
+  if (hold_ && holds_.empty()) {
     hl_.streams = std::min<uint32_t>(hl_.streams, 65535);
     holds_.resize(hl_.streams);
     // The packet path allocates nothing for a hold but, once per slot, its
@@ -36,6 +55,26 @@ WorkerPath::WorkerPath(const std::vector<std::unique_ptr<Program>>& programs, rt
     sbuf_.resize(progs_.size());
     sorig_.reserve(512 + hl_.bytes + 64);  // headers + the largest stream + slack
     for (auto& b : sbuf_) b.reserve(512 + hl_.bytes + 64);
+  }
+}
+
+void WorkerPath::adopt(ProgramSet& next) {
+  // Swapped, not moved: the previous generation's instances and hit
+  // counts go back in `next`, for the control plane to read and free once
+  // every worker has moved on; the worker frees nothing here.
+  progs_.swap(next.progs);
+  for (size_t i = 0; i < counters_.size() && i < next.rule_hits.size(); ++i) counters_[i].rule_hits.swap(next.rule_hits[i]);
+  configure();
+  // Per-flow decisions taken under the previous generation are forgotten
+  // at each flow's next packet (refresh_flow). The tag is a byte: when it
+  // wraps, every flow is forgotten here at once, so no flow last seen 255
+  // generations ago can pass for a current one.
+  if (++gen_ == 0) {
+    gen_ = 1;
+    flows_->each([](FlowEntry& e) {
+      forget_decisions(e.state);
+      e.gen = 1;
+    });
   }
 }
 
@@ -66,6 +105,7 @@ void WorkerPath::process(rte_mbuf* m, Sink sink, void* ctx) {
   meta.ts_ns = mbuf_ts(m);
   if (wants_flows_ && d.has_ip() && d.dst_off() + d.addr_len() <= cap0 && d.src_off() + d.addr_len() <= cap0)
     flows_->lookup(data, d, meta.ts_ns, meta);
+  if (meta.flow) refresh_flow(meta.flow);
   consumers(m, data, d, meta, sink, ctx);
 }
 
@@ -100,6 +140,9 @@ void WorkerPath::process_burst(rte_mbuf** pkts, unsigned n, Sink sink, void* ctx
     }
     if (k) {
       flows_->lookup_staged(datas, ds, want, k, metas);
+      if (wants_flows_)
+        for (unsigned i = 0; i < k; ++i)
+          if (metas[i].flow) refresh_flow(metas[i].flow);
       if (burst_route_) deliver_burst(pkts + base, k, sink, ctx);
       else
         for (unsigned i = 0; i < k; ++i) consumers(pkts[base + i], datas[i], ds[i], metas[i], sink, ctx);
@@ -358,7 +401,7 @@ __attribute__((always_inline)) inline void WorkerPath::consumers(rte_mbuf* m, co
   // than it, whatever the bursts: an offline run gives the same output
   // however its packets were batched.
   if (meta.ts_ns > hold_deadline_ && !active_.empty()) [[unlikely]] expire_held(meta.ts_ns, sink, ctx);
-  if (l7_) return consumers_l7(m, data, d, meta, sink, ctx);
+  if (use_l7_) return consumers_l7(m, data, d, meta, sink, ctx);
   deliver(m, data, d, meta, sink, ctx);
 }
 

@@ -6,6 +6,7 @@
 
 #include <rte_mbuf.h>
 
+#include <cstddef>
 #include <memory>
 #include <vector>
 
@@ -39,6 +40,29 @@ struct HoldLimits {
   bool enabled = true;
 };
 
+// What a flow remembers of decisions its consumers' policies took, which a
+// new policy generation must take again: z-anonymity decisions on per-flow
+// fields (zdecided/zreleased), the SNI decisions that let the server's
+// certificate through (sni_clear), and the header kernels' Crypto-PAn memo
+// (its key may have changed). Cleared, each is taken again at the flow's
+// next packet, under the new policy: a flow released under the old policy
+// is hidden under a new one that protects it. Stream state (what was
+// parsed, held, released) is about the traffic and stays.
+inline void forget_decisions(FlowState& s) {
+  s.zdecided = 0;
+  s.zreleased = 0;
+  s.sni_clear = 0;
+  s.memo = 0;
+  s.memo_owner = 0;
+}
+
+// One generation of the consumers' programs for one worker, built by the
+// control plane off the packet path (WorkerPath::adopt).
+struct ProgramSet {
+  std::vector<std::unique_ptr<ProgramInstance>> progs;  // one per consumer, in order
+  std::vector<std::vector<uint64_t>> rule_hits;         // zeroed, sized per program
+};
+
 class WorkerPath {
  public:
   // sink(ctx, consumer index, mbuf): takes ownership of the mbuf reference.
@@ -67,6 +91,14 @@ class WorkerPath {
   // input, shutdown, a long idle spell.
   void flush_held(Sink sink, void* ctx);
   uint32_t held_segments() const { return held_segs_; }
+
+  // A reload: the worker takes `next`'s programs between two bursts (every
+  // packet is processed wholly by one generation) and hands its previous
+  // ones back in `next`. Flows, held segments and counters stay; per-flow
+  // decisions are taken again (forget_decisions). Rule hits restart at 0
+  // with the new rules; the old counts come back in next.rule_hits.
+  void adopt(ProgramSet& next);
+  uint8_t generation() const { return gen_; }
 
   FlowTable& flows() { return *flows_; }
   std::vector<ConsumerCounters>& counters() { return counters_; }
@@ -105,6 +137,18 @@ class WorkerPath {
   bool hold_add(Hold& h, rte_mbuf* m, const uint8_t* data, const Decoded& d, const PacketMeta& meta, Sink sink,
                 void* ctx);
   void release(uint16_t idx, L7State st, Sink sink, void* ctx);
+
+  void configure();
+  // The flow's per-flow decisions belong to this generation (forget_decisions).
+  void refresh_flow(FlowState* fs) {
+    FlowEntry* e = reinterpret_cast<FlowEntry*>(reinterpret_cast<char*>(fs) - offsetof(FlowEntry, state));
+    if (e->gen != gen_) {
+      forget_decisions(*fs);
+      e->gen = gen_;
+    }
+  }
+  uint8_t gen_ = 1;  // 1..255; a new FlowEntry has 0, which no generation is
+  bool use_l7_ = false;  // some consumer looks past L4 (l7_ may outlive it)
 
   HoldLimits hl_;
   bool hold_ = false;        // some consumer protects a TCP application's fields

@@ -10,7 +10,9 @@ cd "$out"
 fail() { echo "FAIL: $*" >&2; exit 1; }
 
 if [[ $mode == determinism ]]; then
-  for args in "--packets 20000" "--flows 500 --v6 0.5 --vlan 0.3" "--small --packets 5000" "--micro --packets 3000"; do
+  # (--micro last: the magic check below reads its c.pcap)
+  for args in "--packets 20000" "--flows 500 --v6 0.5 --vlan 0.3" "--small --packets 5000" \
+              "--packets 5000 --dhcp 0.5 --v6 0.4" "--micro --packets 3000"; do
     # shellcheck disable=SC2086
     "$gen" --out a.pcap --seed 7 $args --names-out a.names --quiet
     # shellcheck disable=SC2086
@@ -41,9 +43,10 @@ fi
 
 "$gen" --out mix.pcap --seed 11 --packets 20000 --v6 0.4 --vlan 0.3 --qinq 0.3 --names-out mix.names --quiet
 "$gen" --out small.pcap --seed 12 --packets 5000 --small --vlan 0.2 --names-out small.names --quiet
+"$gen" --out dhcp.pcap --seed 13 --packets 5000 --dhcp 1 --v6 0.4 --vlan 0.2 --quiet
 ck=(-o ip.check_checksum:TRUE -o tcp.check_checksum:TRUE -o udp.check_checksum:TRUE)
 
-for f in mix small; do
+for f in mix small dhcp; do
   n=$(tshark -r $f.pcap "${ck[@]}" -Y '_ws.malformed || _ws.expert.severity==error' 2>/dev/null | wc -l)
   [[ $n == 0 ]] || fail "$f.pcap: $n malformed or error-level frames"
   n=$(tshark -r $f.pcap "${ck[@]}" -Y 'ip.checksum.status==0 || tcp.checksum.status==0 || udp.checksum.status==0 || icmp.checksum.status==0 || icmpv6.checksum.status==0' 2>/dev/null | wc -l)
@@ -80,4 +83,25 @@ count() { tshark -r "$1" -Y "$2" 2>/dev/null | wc -l; }
 (( $(count mix.pcap 'icmp || icmpv6') > 0 )) || fail "no ICMP echo"
 big=$(count small.pcap 'frame.len>200')
 (( big == 0 )) || fail "--small wrote $big frames over 200 bytes"
+(( $(count mix.pcap 'dhcp || dhcpv6') == 0 )) || fail "DHCP without --dhcp"
+
+# --dhcp: every leased address (DHCPv4 ACK yiaddr, DHCPv6 Reply IA address)
+# is the address its client then sends from, and every lease is complete.
+tshark -r dhcp.pcap -Y 'dhcp.option.dhcp==5' -T fields -e dhcp.ip.your 2>/dev/null | sort -u >lease4.txt
+tshark -r dhcp.pcap -Y 'dhcpv6.msgtype==7' -T fields -e dhcpv6.iaaddr.ip 2>/dev/null | sort -u >lease6.txt
+tshark -r dhcp.pcap -Y 'ip && !dhcp' -T fields -e ip.src 2>/dev/null | sort -u >src4.txt
+tshark -r dhcp.pcap -Y 'ipv6 && !dhcpv6' -T fields -e ipv6.src 2>/dev/null | sort -u >src6.txt
+n4=$(wc -l <lease4.txt) n6=$(wc -l <lease6.txt)
+(( n4 >= 10 && n6 >= 5 )) || fail "too few leases: $n4 DHCPv4, $n6 DHCPv6"
+[[ -z $(comm -23 lease4.txt src4.txt) ]] || fail "DHCPv4 leases never used: $(comm -23 lease4.txt src4.txt | head -3)"
+[[ -z $(comm -23 lease6.txt src6.txt) ]] || fail "DHCPv6 leases never used: $(comm -23 lease6.txt src6.txt | head -3)"
+for m in 1 2 3 5; do
+  (( $(count dhcp.pcap "dhcp.option.dhcp==$m") == n4 )) || fail "DHCPv4 message type $m not once per lease"
+done
+for m in 1 2 3 7; do
+  (( $(count dhcp.pcap "dhcpv6.msgtype==$m") == n6 )) || fail "DHCPv6 message type $m not once per lease"
+done
+(( $(count dhcp.pcap 'dhcp.option.hostname && dhcp.fqdn.name && dhcp.option.vendor_class_id') == n4 )) ||
+  fail "DHCPv4 Requests without host name, FQDN or vendor class"
+echo "ok: dhcp.pcap: $n4 DHCPv4 and $n6 DHCPv6 leases, each address then used by its client"
 echo "PASS tshark"

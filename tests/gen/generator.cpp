@@ -42,6 +42,12 @@ class World {
     name_visits_.assign(services_.size(), 0);
     client_active_.assign(clients_.size(), 0);
     if (!o.names_out.empty()) name_clients_.resize(services_.size());
+    if (o.tunnel == "gtpu") tunnel_ = Tunnel::GtpU;
+    else if (o.tunnel == "vxlan") tunnel_ = Tunnel::Vxlan;
+    else if (o.tunnel == "geneve") tunnel_ = Tunnel::Geneve;
+    else if (o.tunnel == "gre") tunnel_ = Tunnel::Gre;
+    else if (o.tunnel == "ipip") tunnel_ = Tunnel::IpIp;
+    else if (!o.tunnel.empty()) throw std::runtime_error("bad --tunnel " + o.tunnel + " (gtpu, vxlan, geneve, gre, ipip)");
   }
 
   // Builds one activity starting at t0; appends its flows to `out`.
@@ -58,6 +64,7 @@ class World {
  private:
   Kind pick_kind(Rng& r);
   Path path(Rng& r, uint32_t ci, const Addr& server);
+  Tunnel tunnel_ = Tunnel::None;
   const Addr& server_of(Rng& r, const Service& sv, bool v6) { return v6 ? sv.v6 : sv.v4[r.below(sv.v4.size())]; }
   void visited(uint32_t name, uint32_t client) {
     ++name_visits_[name];
@@ -67,6 +74,7 @@ class World {
   Flow* tls_flow(Rng& r, uint64_t t, uint32_t ci, uint32_t ni, size_t bulk_bytes);
   Flow* http_flow(Rng& r, uint64_t t, uint32_t ci, uint32_t ni, size_t bulk_bytes);
   Flow* icmp_flow(Rng& r, uint64_t t, uint32_t ci, uint32_t ni);
+  Flow* dhcp_flow(Rng& r, uint64_t& t, uint32_t ci);
   Flow* tcp_empty_flow(Rng& r, uint64_t t, uint32_t ci, uint32_t ni, bool with_http);
   std::string http_path(Rng& r, bool bulk);
   uint16_t eport(uint32_t ci) {
@@ -114,6 +122,8 @@ Kind World::pick_kind(Rng& r) {
 Path World::path(Rng& r, uint32_t ci, const Addr& server) {
   const Client& c = clients_[ci];
   Path p;
+  p.tunnel = tunnel_;
+  p.tunnel_csum = o_.tunnel_csum;
   p.v6 = c.v6;
   std::memcpy(p.cmac, c.mac, 6);
   std::memcpy(p.smac, router_mac_, 6);
@@ -311,6 +321,92 @@ Flow* World::icmp_flow(Rng& r, uint64_t t, uint32_t ci, uint32_t ni) {
   return f;
 }
 
+// The client's lease before its first activity: the address it then uses is
+// the one DHCP gave it (yiaddr, or the IA_NA address), as on a real network.
+Flow* World::dhcp_flow(Rng& r, uint64_t& t, uint32_t ci) {
+  const Client& c = clients_[ci];
+  DhcpLease l;
+  std::memcpy(l.mac, c.mac, 6);
+  std::memcpy(l.server_mac, router_mac_, 6);
+  l.addr = c.ip;
+  l.server = c.ip;
+  if (c.v6) {
+    std::memset(l.server.data() + 8, 0, 8);
+    l.server[15] = 1;
+  } else {
+    l.server[3] = 1;
+  }
+  l.xid = static_cast<uint32_t>(r.next());
+  l.domain = "home.arpa";
+  // Host names and vendor classes as the common client stacks send them.
+  static const char* kPeople[] = {"Alices", "Bobs", "Carols", "Daves", "Erins", "Franks", "Graces", "Heidis"};
+  static const char* kApple[] = {"iPhone", "iPad", "MacBook-Pro", "MacBook-Air"};
+  static const char kAlnum[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
+  char buf[64];
+  switch (static_cast<TlsProfile>(c.tls)) {
+    case TlsProfile::Safari:
+      l.host = std::string(r.pick(kPeople)) + "-" + r.pick(kApple);
+      l.vendor = "dhcpcd-5.5.6";
+      break;
+    case TlsProfile::Legacy12:
+      std::snprintf(buf, sizeof buf, "android-%016llx", static_cast<unsigned long long>(r.next()));
+      l.host = buf;
+      l.vendor = "android-dhcp-13";
+      break;
+    case TlsProfile::Curl:
+      std::snprintf(buf, sizeof buf, "srv-%02x%02x%02x", c.mac[3], c.mac[4], c.mac[5]);
+      l.host = buf;
+      l.vendor = "dhcpcd-9.4.1:Linux-6.1.0-18-amd64:x86_64:GenuineIntel";
+      break;
+    default:
+      l.host = "DESKTOP-";
+      for (int i = 0; i < 7; ++i) l.host += kAlnum[r.below(sizeof kAlnum - 1)];
+      l.vendor = "MSFT 5.0";
+  }
+  Flow* f = new_flow();
+  // Client frames go to everyone (broadcast, or All_DHCP_Relay_Agents_and_Servers);
+  // the server answers the client's MAC from its own address.
+  Path pc = path(r, ci, l.server), ps = pc;
+  if (c.v6) {
+    static const uint8_t kLinkLocal[8] = {0xfe, 0x80};
+    std::memcpy(pc.cip, kLinkLocal, 8);
+    pc.cip[8] = c.mac[0] ^ 0x02, pc.cip[9] = c.mac[1], pc.cip[10] = c.mac[2];  // EUI-64
+    pc.cip[11] = 0xff, pc.cip[12] = 0xfe;
+    pc.cip[13] = c.mac[3], pc.cip[14] = c.mac[4], pc.cip[15] = c.mac[5];
+    static const uint8_t kAllServers[16] = {0xff, 0x02, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 2};
+    std::memcpy(pc.sip, kAllServers, 16);
+    static const uint8_t kMcastMac[6] = {0x33, 0x33, 0, 1, 0, 2};
+    std::memcpy(pc.smac, kMcastMac, 6);
+    std::memcpy(ps.cip, pc.cip, 16);
+    std::memcpy(ps.sip, kLinkLocal, 8);
+    std::memset(ps.sip + 8, 0, 8);
+    ps.sip[15] = 1;
+    pc.cttl = 1;  // link-scoped multicast: the stacks send it with hop limit 1
+    ps.sttl = 64;
+  } else {
+    std::memset(pc.cip, 0, 16);
+    std::memset(pc.sip, 0xff, 4);
+    std::memset(pc.smac, 0xff, 6);
+    std::memcpy(ps.cip, c.ip.data(), 4);
+    std::memcpy(ps.sip, l.server.data(), 4);
+    pc.cttl = 64, ps.sttl = 64;
+  }
+  const uint16_t cport = c.v6 ? 546 : 68, sport = c.v6 ? 547 : 67;
+  // Discover/Offer/Request/ACK, or Solicit/Advertise/Request/Reply.
+  static const uint8_t kV4[4] = {1, 2, 3, 5}, kV6[4] = {1, 2, 3, 7};
+  Bytes seg;
+  for (unsigned i = 0; i < 4; ++i) {
+    const uint8_t type = c.v6 ? kV6[i] : kV4[i];
+    const bool from_client = i % 2 == 0;
+    const Bytes msg = c.v6 ? dhcp6_message(type, l) : dhcp4_message(type, l);
+    put_udp(seg, from_client ? cport : sport, from_client ? sport : cport, msg);
+    emit(f->fb, t, from_client ? pc : ps, from_client, kUdp, seg.data(), seg.size());
+    t += from_client ? r.range(500 * kUs, 5 * kMs) : r.range(50 * kUs, 400 * kUs);
+  }
+  ++s.dhcp;
+  return f;
+}
+
 Flow* World::tcp_empty_flow(Rng& r, uint64_t t, uint32_t ci, uint32_t ni, bool with_http) {
   const Client& c = clients_[ci];
   const Service& sv = services_[ni];
@@ -345,10 +441,18 @@ void World::activity(uint64_t t0, uint64_t index, uint64_t pkt_budget, uint64_t 
   const Kind k = pick_kind(main_);
   const uint32_t ci = static_cast<uint32_t>(main_.below(clients_.size()));
   const uint32_t ni = static_cast<uint32_t>(name_zipf_.sample(main_));
+  const bool first = !client_active_[ci];
   client_active_[ci] = 1;
   ++s.activities;
   const bool tcp_visit = k == Kind::Tls || k == Kind::Http || k == Kind::Bulk;
   uint64_t t = t0;
+  // Without --dhcp nothing below draws from r, so files stay byte-identical.
+  // An activity makes at most two flows: the lease needs a third.
+  if (o_.dhcp > 0 && first && (flow_budget == 0 || flow_budget > 2) && r.chance(o_.dhcp)) {
+    out.push_back(dhcp_flow(r, t, ci));
+    if (flow_budget) --flow_budget;
+    t += r.range(1 * kMs, 50 * kMs);
+  }
   // Browsers answer most lookups from their cache; the rest go to the resolver
   // first, and the connection waits for its answer.
   if (k == Kind::Dns || (tcp_visit && flow_budget != 1 && r.chance(0.6))) {

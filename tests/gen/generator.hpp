@@ -19,9 +19,12 @@ struct Options {
   double vlan = 0.10;
   double qinq = 0.10;    // share of the tagged flows that carry two tags (0x88a8 outer)
   double bulk = 0.02;    // share of activities that are bulk downloads
+  double dhcp = 0;       // share of clients that lease their address by DHCP before their first activity
   double rate = 500;     // activities (visits, lookups, pings) started per second
   double duration = 0;   // if set, overrides rate so the file spans about this many seconds
   uint64_t start_sec = 1704067200;  // 2024-01-01T00:00:00Z
+  std::string tunnel;       // "", gtpu, vxlan, geneve, gre, ipip: wrap every frame
+  bool tunnel_csum = false; // outer UDP checksums computed
   bool small = false;
   bool micro = false;
   std::string client_net4 = "10.0.0.0/8";
@@ -31,7 +34,7 @@ struct Options {
 struct Summary {
   uint64_t packets = 0, bytes = 0, flows = 0, activities = 0;
   uint64_t names_seen = 0, clients_seen = 0;
-  uint64_t tls = 0, http = 0, dns = 0, bulk = 0, icmp = 0, tcp_empty = 0;
+  uint64_t tls = 0, http = 0, dns = 0, bulk = 0, icmp = 0, tcp_empty = 0, dhcp = 0;
   uint64_t first_ns = 0, last_ns = 0;
 };
 

@@ -24,11 +24,14 @@ void usage(FILE* f) {
       "  --vlan FRACTION     share of flows with an 802.1Q tag (default 0.10)\n"
       "  --qinq FRACTION     share of tagged flows that are QinQ 0x88a8 (default 0.10)\n"
       "  --bulk FRACTION     share of activities that are bulk downloads (default 0.02)\n"
+      "  --dhcp FRACTION     share of clients that lease their address by DHCP first (default 0)\n"
       "  --rate N            activities started per second (default 500)\n"
       "  --duration SEC      spread the file over about SEC seconds (overrides --rate)\n"
       "  --start EPOCH       time of the first packet, Unix seconds (default 1704067200)\n"
       "  --client-net4 P     IPv4 client prefix (default 10.0.0.0/8)\n"
       "  --client-net6 P     IPv6 client prefix (default 2001:db8:1::/48)\n"
+      "  --tunnel KIND       wrap every frame: gtpu, vxlan, geneve, gre, ipip (IPv4/IPv6 in IPv4)\n"
+      "  --tunnel-csum       compute the outer UDP checksums (default 0, as GTP-U/VXLAN senders do)\n"
       "  --small             header-heavy mix of 60-130 byte frames for packet-rate benchmarks\n"
       "  --micro             microsecond pcap instead of nanosecond\n"
       "  --names-out FILE    write the catalogue with visits and distinct clients per name\n"
@@ -79,11 +82,14 @@ int main(int argc, char** argv) {
     else if (a == "--vlan") o.vlan = real("--vlan", val(), 0, 1);
     else if (a == "--qinq") o.qinq = real("--qinq", val(), 0, 1);
     else if (a == "--bulk") o.bulk = real("--bulk", val(), 0, 1);
+    else if (a == "--dhcp") o.dhcp = real("--dhcp", val(), 0, 1);
     else if (a == "--rate") o.rate = real("--rate", val(), 1e-3, 1e9);
     else if (a == "--duration") o.duration = real("--duration", val(), 1e-6, 1e7);
     else if (a == "--start") o.start_sec = num("--start", val());
     else if (a == "--client-net4") o.client_net4 = val();
     else if (a == "--client-net6") o.client_net6 = val();
+    else if (a == "--tunnel") o.tunnel = val();
+    else if (a == "--tunnel-csum") o.tunnel_csum = true;
     else if (a == "--small") o.small = true;
     else if (a == "--micro") o.micro = true;
     else if (a == "--names-out") o.names_out = val();
@@ -113,5 +119,7 @@ int main(int argc, char** argv) {
                  (unsigned long long)s.bulk, (unsigned long long)s.icmp, (unsigned long long)s.tcp_empty,
                  (unsigned long long)s.names_seen, (unsigned long long)s.clients_seen,
                  (double)(s.last_ns - s.first_ns) / 1e9, o.out.c_str(), secs, secs > 0 ? s.packets / secs / 1e6 : 0.0);
+  if (!quiet && o.dhcp > 0)
+    std::fprintf(stderr, "amon-gen: %llu DHCP lease exchanges\n", (unsigned long long)s.dhcp);
   return 0;
 }

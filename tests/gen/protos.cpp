@@ -1,6 +1,7 @@
 #include "protos.hpp"
 
 #include <algorithm>
+#include <cstring>
 #include <utility>
 
 namespace amon::gen {
@@ -343,6 +344,108 @@ Bytes http_response(Rng& r, int status, size_t body, std::string_view path) {
   static const char kText[] = "abcdefghijklmnopqrstuvwxyz      etaoinshr<>/=\"\n";
   if (!binary)
     for (size_t i = o; i < b.size(); ++i) b[i] = static_cast<uint8_t>(kText[b[i] % (sizeof kText - 1)]);
+  return b;
+}
+
+// ---- DHCP ----
+
+namespace {
+void dhcp_fqdn_wire(Writer& w, const std::string& host, const std::string& domain) {
+  dns_name(w, host + "." + domain);
+}
+}  // namespace
+
+Bytes dhcp4_message(uint8_t type, const DhcpLease& l) {
+  Bytes b;
+  Writer w{b};
+  const bool reply = type == 2 || type == 5;
+  w.u8(reply ? 2 : 1);  // op
+  w.u8(1), w.u8(6), w.u8(0);  // Ethernet, hlen 6, hops
+  w.u32(l.xid);
+  w.u16(reply ? 0 : 3), w.u16(0);  // secs, flags
+  w.u32(0);                        // ciaddr: none yet
+  if (reply) w.raw(l.addr.data(), 4);
+  else w.u32(0);
+  w.u32(0), w.u32(0);  // siaddr, giaddr
+  w.raw(l.mac, 6);
+  b.resize(b.size() + 10 + 64 + 128);  // chaddr padding, sname, file
+  w.u8(99), w.u8(130), w.u8(83), w.u8(99);
+  auto opt = [&](uint8_t code, const void* v, size_t n) {
+    w.u8(code), w.u8(static_cast<unsigned>(n));
+    w.raw(v, n);
+  };
+  opt(53, &type, 1);
+  if (reply) {
+    opt(54, l.server.data(), 4);
+    const uint8_t lease[4] = {0, 1, 0x51, 0x80}, mask[4] = {255, 255, 255, 0};
+    opt(51, lease, 4);
+    opt(1, mask, 4);
+    opt(3, l.server.data(), 4);
+    opt(6, l.server.data(), 4);
+    opt(15, l.domain.data(), l.domain.size());
+  } else {
+    uint8_t cid[7] = {1};
+    std::memcpy(cid + 1, l.mac, 6);
+    opt(61, cid, 7);
+    if (type == 3) {
+      opt(50, l.addr.data(), 4);
+      opt(54, l.server.data(), 4);
+    }
+    opt(12, l.host.data(), l.host.size());
+    if (type == 3) {
+      // Client FQDN in canonical wire form (E), the server to update A and PTR (S).
+      w.u8(81);
+      const size_t at = w.mark(1);
+      w.u8(0x05), w.u8(0), w.u8(0);
+      dhcp_fqdn_wire(w, l.host, l.domain);
+      w.patch(at, 1);
+    }
+    opt(60, l.vendor.data(), l.vendor.size());
+    const uint8_t prl[] = {1, 3, 6, 15, 31, 33, 43, 44, 46, 47, 119, 121, 249, 252};
+    opt(55, prl, sizeof prl);
+  }
+  w.u8(255);
+  if (b.size() < 300) b.resize(300, 0);  // BOOTP's minimum message, as clients pad
+  return b;
+}
+
+Bytes dhcp6_message(uint8_t type, const DhcpLease& l) {
+  Bytes b;
+  Writer w{b};
+  w.u8(type), w.u24(l.xid & 0xffffff);
+  auto duid = [&](uint16_t code, const uint8_t* mac) {  // DUID-LL, Ethernet
+    w.u16(code), w.u16(10), w.u16(3), w.u16(1);
+    w.raw(mac, 6);
+  };
+  if (type == 1 || type == 3) w.u16(8), w.u16(2), w.u16(0);  // elapsed time
+  duid(1, l.mac);
+  if (type != 1) duid(2, l.server_mac);
+  w.u16(3);  // IA_NA: IAID from the MAC's last bytes, as many clients do
+  const size_t ia = w.mark(2);
+  w.raw(l.mac + 2, 4);
+  w.u32(type == 1 ? 0 : 3600), w.u32(type == 1 ? 0 : 5400);
+  if (type != 1) {
+    w.u16(5), w.u16(24);
+    w.raw(l.addr.data(), 16);
+    w.u32(7200), w.u32(7500);
+  }
+  w.patch(ia, 2);
+  if (type == 1 || type == 3) {
+    w.u16(39);
+    const size_t at = w.mark(2);
+    w.u8(0x01);  // S: the server updates the AAAA record
+    dhcp_fqdn_wire(w, l.host, l.domain);
+    w.patch(at, 2);
+    w.u16(16);  // vendor class: enterprise, one item
+    const size_t vc = w.mark(2);
+    w.u32(311), w.u16(static_cast<unsigned>(l.vendor.size()));
+    w.str(l.vendor);
+    w.patch(vc, 2);
+    w.u16(6), w.u16(6), w.u16(23), w.u16(24), w.u16(39);  // option request
+  } else {
+    w.u16(23), w.u16(16);  // DNS recursive name server
+    w.raw(l.server.data(), 16);
+  }
   return b;
 }
 

@@ -70,4 +70,21 @@ std::string http_request(const HttpReq& q, Rng& r);
 // Header block plus a body of `body` bytes; status chosen by the caller.
 Bytes http_response(Rng& r, int status, size_t body, std::string_view path);
 
+// ---- DHCP ----
+// One client's lease exchange, built from RFC 2131/2132/4702 and RFC 8415:
+// DHCPv4 Discover (1), Offer (2), Request (3), ACK (5) with the client's MAC
+// as chaddr and client identifier, its host name (option 12 and the client
+// FQDN, option 81) and vendor class; DHCPv6 Solicit (1), Advertise (2),
+// Request (3), Reply (7) with a DUID-LL, an IA_NA holding the address and the
+// client FQDN (option 39). `addr` is the leased address (4 or 16 bytes used),
+// `server` the server's address, `server_mac` its DUID's link-layer address.
+struct DhcpLease {
+  uint8_t mac[6]{}, server_mac[6]{};
+  std::array<uint8_t, 16> addr{}, server{};
+  std::string host, domain, vendor;
+  uint32_t xid = 0;
+};
+Bytes dhcp4_message(uint8_t type, const DhcpLease& l);
+Bytes dhcp6_message(uint8_t type, const DhcpLease& l);
+
 }  // namespace amon::gen

@@ -87,6 +87,80 @@ void emit(FlowBuf& fb, uint64_t ts, Path& p, bool c2s, uint8_t proto, const uint
   if (proto == kUdp && c == 0) c = 0xffff;  // 0 means "no checksum" in UDP
   put16(l + cks_at, c);
   fb.pkts.push_back({ts, static_cast<uint32_t>(off), static_cast<uint32_t>(frame)});
+  if (p.tunnel != Tunnel::None) wrap_tunnel(fb, off, p, c2s);
+}
+
+void wrap_tunnel(FlowBuf& fb, size_t off, Path& p, bool c2s) {
+  PktRef& pr = fb.pkts.back();
+  const uint8_t* f = fb.bytes.data() + off;
+  const size_t l2 = 14 + 4u * p.ntags;
+  const uint8_t* ip = f + l2;
+  const size_t iplen = p.v6 ? 40u + (ip[4] << 8 | ip[5]) : (ip[2] << 8 | ip[3]);
+  uint32_t h = 2166136261u;  // FNV-1a of the client's address: its tunnel
+  for (int i = 0; i < 16; ++i) h = (h ^ p.cip[i]) * 16777619u;
+  const bool l2_inner = p.tunnel == Tunnel::Vxlan || p.tunnel == Tunnel::Geneve;
+  // What the tunnel carries: the whole frame (padding and tags included) or the IP packet.
+  std::vector<uint8_t> inner(l2_inner ? f : ip, l2_inner ? f + pr.len : ip + iplen);
+  std::vector<uint8_t> hdr;  // UDP payload's header, or GRE's
+  auto add16 = [&hdr](unsigned v) { hdr.push_back(uint8_t(v >> 8)), hdr.push_back(uint8_t(v)); };
+  auto add32 = [&](uint32_t v) { add16(v >> 16), add16(v & 0xffff); };
+  uint8_t proto = kUdp;
+  uint16_t sport = 0, dport = 0;
+  const uint32_t vni = 1000 + h % 4;
+  switch (p.tunnel) {
+    case Tunnel::GtpU:  // G-PDU; a TEID per direction, as the two ends assign them
+      sport = dport = 2152;
+      hdr = {0x30, 0xff};
+      add16(unsigned(inner.size()));
+      add32(c2s ? (h | 1) : (h | 1) ^ 0x80000000u);
+      break;
+    case Tunnel::Vxlan:
+      sport = uint16_t(49152 + (h & 0x3fff)), dport = 4789;
+      add32(0x08000000), add32(vni << 8);
+      break;
+    case Tunnel::Geneve:  // one 4-byte option (class 0x0108, type 1)
+      sport = uint16_t(49152 + (h & 0x3fff)), dport = 6081;
+      add16(0x0200), add16(0x6558), add32(vni << 8);
+      add16(0x0108), add16(0x0101), add32(h);
+      break;
+    case Tunnel::Gre:
+      proto = 47;
+      add16(0x2000), add16(p.v6 ? 0x86dd : 0x0800), add32(h);
+      break;
+    case Tunnel::IpIp: proto = p.v6 ? 41 : 4; break;
+    case Tunnel::None: return;
+  }
+  const size_t udp = proto == kUdp ? 8 : 0;
+  const size_t olen = 20 + udp + hdr.size() + inner.size();
+  std::vector<uint8_t> out(std::max<size_t>(14 + olen, 60));
+  uint8_t* o = out.data();
+  std::memcpy(o, f, 12);  // the frame's MACs
+  put16(o + 12, 0x0800);
+  uint8_t* oip = o + 14;
+  const uint8_t access[4] = {100, 64, uint8_t(h >> 8), uint8_t(h)}, core[4] = {100, 127, 0, 1};
+  oip[0] = 0x45;
+  put16(oip + 2, uint16_t(olen));
+  put16(oip + 6, 0x4000);
+  oip[8] = 64;
+  oip[9] = proto;
+  std::memcpy(oip + 12, c2s ? access : core, 4);
+  std::memcpy(oip + 16, c2s ? core : access, 4);
+  put16(oip + 10, static_cast<uint16_t>(~csum_fold(csum_add(oip, 20, 0))));
+  uint8_t* q = oip + 20;
+  if (udp) {
+    put16(q, sport), put16(q + 2, dport), put16(q + 4, uint16_t(udp + hdr.size() + inner.size()));
+  }
+  std::memcpy(q + udp, hdr.data(), hdr.size());
+  std::memcpy(q + udp + hdr.size(), inner.data(), inner.size());
+  if (udp && p.tunnel_csum) {
+    const size_t ul = udp + hdr.size() + inner.size();
+    uint32_t acc = csum_add(oip + 12, 8, 0) + static_cast<uint32_t>(ul) + kUdp;
+    uint16_t c = static_cast<uint16_t>(~csum_fold(csum_add(q, ul, acc)));
+    put16(q + 6, c == 0 ? 0xffff : c);
+  }
+  fb.bytes.resize(off);
+  fb.bytes.insert(fb.bytes.end(), out.begin(), out.end());
+  pr.len = static_cast<uint32_t>(out.size());
 }
 
 Tcp::Tcp(FlowBuf& f, Path& path, Rng& r, uint16_t client_port, uint16_t server_port)

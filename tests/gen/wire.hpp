@@ -31,8 +31,13 @@ struct FlowBuf {
   void sort_by_time();
 };
 
+// Encapsulations amon-gen can wrap every frame in (--tunnel).
+enum class Tunnel : uint8_t { None, GtpU, Vxlan, Geneve, Gre, IpIp };
+
 // What stays fixed for both directions of a flow below L4.
 struct Path {
+  Tunnel tunnel = Tunnel::None;
+  bool tunnel_csum = false;      // outer UDP checksum computed (else 0, as GTP-U and VXLAN senders mostly leave it)
   bool v6 = false;
   uint8_t cmac[6]{}, smac[6]{};  // client, and the router in front of the servers
   uint8_t ntags = 0;
@@ -42,6 +47,12 @@ struct Path {
   uint16_t cipid = 0, sipid = 0;
   uint32_t cflow = 0, sflow = 0;  // IPv6 flow labels, one per direction as stacks do
 };
+
+// Wraps the frame at fb.bytes[off, off+len) in p.tunnel, in place (the
+// frame is the last one in fb). Both directions of a client's flows share
+// one tunnel: the endpoints (an access node per client, one core node) and
+// identifiers (VNI, GRE key; a TEID per direction) follow from the client.
+void wrap_tunnel(FlowBuf& fb, size_t off, Path& p, bool c2s);
 
 // Appends one frame carrying the L4 segment `l4` (its checksum field zero) and
 // fills in lengths and checksums. Frames shorter than 60 bytes get zero padding,

@@ -1,4 +1,4 @@
-// ns per parse for a DNS response, a ClientHello and an HTTP request, on
+// ns per parse for a DNS response, a ClientHello, an HTTP request and DHCP, on
 // crafted messages and (if present) real payloads from the shared captures.
 #include <chrono>
 #include <cstdio>
@@ -6,9 +6,12 @@
 #include <string>
 #include <vector>
 
+#include "amon_dhcp.hpp"
 #include "amon_dns.hpp"
 #include "amon_http.hpp"
 #include "amon_tls.hpp"
+#include "dhcp_samples.hpp"
+#include "keyed_hash.h"
 #include "l7_build.hpp"
 #include "pcap_walk.hpp"
 
@@ -88,5 +91,37 @@ int main() {
       for (const auto& q : reqs) s += size_t(http::parse(q.data(), q.size(), http::Direction::Request, m, sc, *hr));
       return s;
     }, 500);
+
+  auto dh = std::make_unique<dhcp::Result>();
+  const auto disc = l7test::dhcpb::v4_discover();
+  const auto relayed = l7test::dhcpb::v6_relayed();
+  ns_per("dhcp parse: crafted v4 discover (11 occurrences)", 1,
+         [&] { return size_t(dhcp::parse(disc.data(), disc.size(), dhcp::Version::V4, *dh)); }, 2000000);
+  ns_per("dhcp parse: crafted v6 relay-forw x2 (13 occurrences)", 1,
+         [&] { return size_t(dhcp::parse(relayed.data(), relayed.size(), dhcp::Version::V6, *dh)); }, 2000000);
+  KeyedHash kh(std::array<uint8_t, 16>{1, 2, 3});
+  auto dw = disc;
+  ns_per("dhcp parse+rewrite: v4 discover (names, ids)", 1, [&] {
+    dhcp::parse(dw.data(), dw.size(), dhcp::Version::V4, *dh);
+    for (unsigned i = 0; i < dh->n_occ; ++i) {
+      const auto& o = dh->occ[i];
+      if (o.kind == dhcp::Kind::NameText || o.kind == dhcp::Kind::NameWire)
+        dhcp::rewrite_name(dw.data(), *dh, o, names::Decision::mask(1));
+      else if (o.kind == dhcp::Kind::Bytes || o.kind == dhcp::Kind::Text)
+        dhcp::hash_identifier(kh, dw.data(), o);
+    }
+    return size_t(dh->n_occ);
+  }, 300000);
+  std::vector<std::vector<uint8_t>> leases;
+  l7test::walk(l7test::pcap_path("mixed-capture2.pcap"), [&](const l7test::Pkt& k) {
+    if (!k.tcp && dhcp::version_for_ports(k.sport, k.dport) == dhcp::Version::V4)
+      leases.emplace_back(k.payload, k.payload + k.len);
+  });
+  if (!leases.empty())
+    ns_per("dhcp parse: real (mixed-capture2, 297 msgs)", leases.size(), [&] {
+      size_t s = 0;
+      for (const auto& q : leases) s += size_t(dhcp::parse(q.data(), q.size(), dhcp::Version::V4, *dh));
+      return s;
+    }, 5000);
   return 0;
 }
