@@ -1,10 +1,10 @@
 #!/usr/bin/env python3
 """Runs two amon binaries over the same captures and policies, with their
-per-run secrets fixed (fixrand.so), and reports every output that differs.
+per-run secrets fixed (libfixrand.so, tests/bench/fixrand.c), and reports every output that differs.
 A change meant to keep behaviour (a refactoring, a new fast path) must show
 no difference here.
 
-usage: compare_outputs.py --fixrand build/tests/tools/fixrand.so
+usage: compare_outputs.py --fixrand build/libfixrand.so
                           --base OLD/amon --new NEW/amon
                           [--pcaps ../shared/pcaps] [--gen build/amon-gen]
                           [--policy P.amon ...] [--work DIR] [--workers 1]
