@@ -92,12 +92,12 @@ Bytes absent_frame() {
 }
 
 struct Run {
-  std::shared_ptr<const dsl::Policy> policy;
+  std::string errors;  // the compiler's diagnostics
+  ConsumerCounters c;
   SharedServices svc;
+  std::shared_ptr<const dsl::Policy> policy;
   std::unique_ptr<Program> prog;
   std::unique_ptr<ProgramInstance> inst;
-  ConsumerCounters c;
-  std::string errors;
 
   explicit Run(const std::string& src) {
     dsl::Diagnostics diags;
