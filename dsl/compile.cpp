@@ -1240,6 +1240,23 @@ void Compiler::analyze() {
                  hint);
     }
   }
+  // Roles decide which end a client action protects. Without `clients` the
+  // engine infers them (SYN/SYN-ACK, a server seen on that port, likely
+  // server ports); where it cannot, both ends get the client's action, but a
+  // wrong inference on a flow picked up mid-way leaves a user in clear.
+  if (pol_->clients.empty()) {
+    const FieldDesc* cl = reg_.field("ip.client");
+    const FieldDesc* sv = reg_.field("ip.server");
+    const Rule* rs = sv ? first_rule(*sv) : nullptr;
+    if (cl && sv && rs && !rs->when && !rs->action.desc->protects && protected_any(*cl)) {
+      size_t k = std::find(rs->fields.begin(), rs->fields.end(), sv) - rs->fields.begin();
+      d_.warning(rule_field_locs_[rs->index][k],
+                 "'ip.server' is kept while 'ip.client' is protected, but no 'clients' says which end is a user: "
+                 "roles are then inferred per flow, and a flow picked up mid-way whose roles are guessed wrong "
+                 "leaves the user's address in clear",
+                 "set clients = { your users' address ranges } (e.g. clients = { 10.0.0.0/8, 2001:db8::/32 })");
+    }
+  }
   std::set<std::pair<const FieldDesc*, const FieldDesc*>> pairs;
   for (const Rule& r : pol_->rules) {
     if (!r.action.desc->protects) continue;

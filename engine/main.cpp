@@ -7,12 +7,14 @@
 #include <thread>
 #include <vector>
 
+#include "audit.h"
 #include "config.h"
 #include "control.h"
 #include "outputs.h"
 #include "engine.h"
 #include "policy.h"
 #include "registry.h"
+#include "sizing.h"
 
 #ifndef AMON_VERSION
 #define AMON_VERSION "0.0.0"
@@ -24,23 +26,41 @@ const char* kUsage =
     "usage: amon <command> [options]\n"
     "\n"
     "commands:\n"
-    "  pcap     anonymize a capture file offline\n"
+    "  pcap     anonymize a capture file offline (pcap or pcapng; Ethernet, Linux cooked v1/v2,\n"
+    "           raw IPv4/IPv6, BSD NULL/loopback, PPP, Cisco HDLC; the output keeps the link type)\n"
     "             amon pcap --read IN.pcap --policy P.amon --write OUT.pcap\n"
     "             amon pcap --read IN.pcap --consumer NAME=POLICY:OUT.pcap [--consumer ...]\n"
     "           options: --workers N (default 1; output order follows input order with 1)\n"
-    "                    --stats-json FILE   --quiet\n"
+    "                    --stats-json FILE\n"
+    "                    --quiet   no summary and no progress line (the progress line shows on a\n"
+    "                              terminal only, once a run takes more than a second)\n"
+    "           sizes (default: planned from the input's size, so a small file stays small):\n"
+    "                    --flows N          flow slots per worker; %zu bytes each, written at start\n"
+    "                    --zanon-values N   z-anonymity values tracked; about %zu bytes each at z=10,\n"
+    "                                       touched only as values arrive; when full the least recently\n"
+    "                                       seen are forgotten (hidden more, never released sooner)\n"
+    "                    --mbufs N          packet buffers; %zu bytes each, written at start, in EAL memory\n"
     "  run      run on DPDK ports per a YAML configuration\n"
     "             amon run --config amon.yaml [--until-idle[=DURATION]] [--stats-json FILE] [--quiet] [-- EAL args]\n"
+    "           sizes: flows.max_per_worker, zanon.max_values, mbufs in the YAML (same costs; live\n"
+    "           ports default to 262144 flows per worker and 1048576 values)\n"
     "           EAL args after -- are added to amon's defaults; signals: HUP reloads policies and keys,\n"
     "           USR1 writes a statistics line, INT/TERM stop cleanly\n"
     "  check    test a configuration without starting anything: amon check --config amon.yaml\n"
     "           (also amon run --check); exit 0 ok, 2 errors\n"
     "  lint     check policy files: amon lint [--format text|json] [--strict] [--dump] FILE...\n"
+    "  audit    check an anonymized capture against its original for values the policy protects\n"
+    "             amon audit --policy P.amon --original IN.pcap --anonymized OUT.pcap [--format text|json]\n"
+    "           exit 0 clean, 1 leaks found, 2 usage\n"
     "  fields   list the fields policies can name\n"
     "  actions  list the actions policies can use\n"
     "  version  print the version\n"
     "\n"
     "exit status: 0 ok, 1 runtime failure, 2 bad usage, configuration or policy\n";
+
+void print_usage(FILE* f) {
+  std::fprintf(f, kUsage, amon::flow_slot_bytes(), amon::zanon_value_bytes(10), amon::mbuf_bytes());
+}
 
 int usage_error(const std::string& msg) {
   std::fprintf(stderr, "amon: %s\n(run 'amon --help' for usage)\n", msg.c_str());
@@ -49,12 +69,14 @@ int usage_error(const std::string& msg) {
 
 // EAL arguments for runs that need no NIC: no hugepages, no PCI scan, no
 // shared config files, and one lcore per worker plus the main one, free to
-// float over the machine's CPUs.
-std::vector<std::string> offline_eal(unsigned workers) {
+// float over the machine's CPUs. Memory is what the run's plan needs
+// (sizing.h): EAL commits all of it at start.
+std::vector<std::string> offline_eal(const amon::EngineConfig& cfg) {
   unsigned ncpu = std::max(1u, std::thread::hardware_concurrency());
-  std::string lcores = "(0-" + std::to_string(workers) + ")@(0-" + std::to_string(ncpu - 1) + ")";
-  return {"--no-huge", "--no-pci", "--no-shconf", "-m", "512", "--lcores=" + lcores, "--log-level=*:error",
-          "--no-telemetry"};
+  std::string lcores = "(0-" + std::to_string(cfg.workers) + ")@(0-" + std::to_string(ncpu - 1) + ")";
+  const unsigned mb = amon::plan_sizes(cfg).eal_mb;
+  return {"--no-huge", "--no-pci", "--no-shconf", "-m", std::to_string(mb), "--lcores=" + lcores,
+          "--log-level=*:error", "--no-telemetry"};
 }
 
 // Outputs and inputs checked before anything starts (outputs.h).
@@ -91,7 +113,15 @@ int cmd_pcap(int argc, char** argv) {
     else if (a == "--write" && (v = val("--write"))) write = v;
     else if (a == "--stats-json" && (v = val("--stats-json"))) cfg.stats_json = v;
     else if (a == "--quiet") cfg.quiet = true;
-    else if (a == "--workers" && (v = val("--workers"))) {
+    else if (a == "--flows" && (v = val("--flows"))) {
+      if (!parse_uint(v, cfg.flows_per_worker) || cfg.flows_per_worker < 1) return usage_error("--flows takes a count >= 1");
+    } else if (a == "--zanon-values" && (v = val("--zanon-values"))) {
+      unsigned n;
+      if (!parse_uint(v, n) || n < 1) return usage_error("--zanon-values takes a count >= 1");
+      cfg.zanon_max_values = n;
+    } else if (a == "--mbufs" && (v = val("--mbufs"))) {
+      if (!parse_uint(v, cfg.mbufs) || cfg.mbufs < 256) return usage_error("--mbufs takes a count >= 256");
+    } else if (a == "--workers" && (v = val("--workers"))) {
       if (!parse_uint(v, cfg.workers) || cfg.workers < 1 || cfg.workers > 64) return usage_error("--workers takes 1 to 64");
     } else if (a == "--consumer" && (v = val("--consumer"))) {
       std::string s = v;
@@ -121,7 +151,7 @@ int cmd_pcap(int argc, char** argv) {
   if (!ports_ok(cfg)) return 2;
   cfg.offline = true;
   cfg.until_idle = true;
-  cfg.eal_args = offline_eal(cfg.workers);
+  cfg.eal_args = offline_eal(cfg);
   return amon::run_engine(cfg).exit_code;
 }
 
@@ -173,13 +203,13 @@ int cmd_run(int argc, char** argv) {
   // on; arguments after `--` are added to either, never replace them.
   std::vector<std::string> eal = cfg.eal_args;
   if (eal.empty()) {
-    for (auto& a : offline_eal(cfg.workers))
+    for (auto& a : offline_eal(cfg))
       if (a != "--no-telemetry") eal.push_back(a);
   } else {
     bool has_lcores = false;
     for (auto& a : eal) has_lcores = has_lcores || a == "-l" || a.rfind("--lcores", 0) == 0 || a == "-c";
     if (!has_lcores)
-      for (auto& a : offline_eal(cfg.workers))
+      for (auto& a : offline_eal(cfg))
         if (a.rfind("--lcores", 0) == 0) eal.push_back(a);
   }
   bool extra_lcores = false;
@@ -205,12 +235,12 @@ int cmd_run(int argc, char** argv) {
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::fputs(kUsage, stderr);
+    print_usage(stderr);
     return 2;
   }
   std::string cmd = argv[1];
   if (cmd == "--help" || cmd == "-h" || cmd == "help") {
-    std::fputs(kUsage, stdout);
+    print_usage(stdout);
     return 0;
   }
   if (cmd == "version" || cmd == "--version") {
@@ -237,6 +267,7 @@ int main(int argc, char** argv) {
     return amon::check_config(cfg, config);
   }
   if (cmd == "lint") return amon::dsl::lint_main(argc - 2, argv + 2);
+  if (cmd == "audit") return amon::audit::audit_main(argc - 2, argv + 2);
   if (cmd == "fields") return amon::dsl::fields_main(argc - 2, argv + 2);
   if (cmd == "actions") return amon::dsl::actions_main(argc - 2, argv + 2);
   return usage_error("unknown command '" + cmd + "'");

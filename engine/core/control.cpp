@@ -10,6 +10,7 @@
 #include "outputs.h"
 #include "policy.h"
 #include "registry.h"
+#include "sizing.h"
 
 namespace amon {
 
@@ -127,12 +128,14 @@ int check_config(const EngineConfig& cfg, const std::string& config_path) {
   }
   // The flow table's layout (FlowTable): a 64-byte bucket per 4 flows and
   // one entry per flow, committed at start-up.
-  size_t flow_bytes = size_t(cfg.flows_per_worker) * sizeof(FlowEntry) + size_t((cfg.flows_per_worker + 3) / 4) * 64;
-  std::printf("flows: %u per worker, %s per worker, %s in all\n", cfg.flows_per_worker, human_bytes(double(flow_bytes)).c_str(),
+  // Sizes left unset are planned from the input files' size (sizing.h).
+  const Sizes sz = plan_sizes(cfg);
+  size_t flow_bytes = size_t(sz.flows_per_worker) * sizeof(FlowEntry) + size_t((sz.flows_per_worker + 3) / 4) * 64;
+  std::printf("flows: %u per worker, %s per worker, %s in all\n", sz.flows_per_worker, human_bytes(double(flow_bytes)).c_str(),
               human_bytes(double(flow_bytes) * cfg.workers).c_str());
   std::printf("reassembly: %s, %u streams and %u segments per worker\n", cfg.hold.enabled ? "on" : "off",
               cfg.hold.streams, cfg.hold.segments);
-  std::printf("zanon: at most %zu values\n", cfg.zanon_max_values);
+  std::printf("zanon: at most %zu values\n", sz.zanon_values);
   return ok ? 0 : 2;
 }
 

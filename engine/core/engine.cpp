@@ -8,11 +8,14 @@
 #include <rte_launch.h>
 #include <rte_lcore.h>
 #include <rte_mbuf.h>
+#include <rte_mbuf_pool_ops.h>
 #include <rte_malloc.h>
 #include <rte_rcu_qsbr.h>
 #include <rte_ring.h>
 #include <rte_telemetry.h>
 #include <systemd/sd-daemon.h>
+
+#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
@@ -31,6 +34,8 @@
 #include "flow_table.h"
 #include "mbuf_meta.h"
 #include "pcap_port.h"
+#include "progress.h"
+#include "sizing.h"
 #include "stats.h"
 #include "worker_path.h"
 #include "zanon.h"
@@ -40,7 +45,6 @@ namespace amon {
 namespace {
 
 constexpr uint16_t kBurst = 32;
-constexpr uint32_t kRingSize = 4096;
 
 std::atomic<int> g_signal{0};  // a stop (SIGINT, SIGTERM)
 std::atomic<int> g_hup{0};     // a reload asked for (SIGHUP, /amon/reload); one is queued at most
@@ -94,6 +98,34 @@ uint64_t wall_ns() {
   clock_gettime(CLOCK_REALTIME, &ts);
   return uint64_t(ts.tv_sec) * 1000000000ULL + uint64_t(ts.tv_nsec);
 }
+
+// How a thread waits for the other side of a ring. Live, it polls: a NIC's
+// queue fills in microseconds and the core is the thread's own. Offline the
+// reader, the workers and the writer may share fewer cores than there are
+// threads, and a spinning wait takes the core from the thread it waits for;
+// so after a short spin it yields, then sleeps in short steps (a ring holds
+// far more packets than arrive in one step).
+class Idle {
+ public:
+  explicit Idle(bool offline) : offline_(offline) {}
+  void reset() { n_ = 0; }
+  void wait() {
+    if (!offline_ || n_ < 64) {
+      ++n_;
+      rte_pause();
+    } else if (n_ < 96) {
+      ++n_;
+      sched_yield();
+    } else {
+      const timespec ts{0, 50000};
+      nanosleep(&ts, nullptr);
+    }
+  }
+
+ private:
+  bool offline_;
+  unsigned n_ = 0;
+};
 
 struct Output {
   std::string name;
@@ -152,6 +184,7 @@ struct PolicyInfo {
 struct Engine {
   EngineConfig cfg;
   std::vector<std::shared_ptr<const dsl::Policy>> policies;
+  Sizes sizes;
   std::vector<std::unique_ptr<Program>> programs;
   std::vector<Output> outputs;
   std::vector<Input> inputs;
@@ -203,7 +236,8 @@ void enqueue_out(void* ctx, unsigned ci, rte_mbuf* m) {
   }
   if (w.eng->cfg.offline) {
     // Offline never loses a packet: wait for the writer.
-    while (rte_ring_mp_enqueue(o.ring, m) != 0) rte_pause();
+    Idle idle(true);
+    while (rte_ring_mp_enqueue(o.ring, m) != 0) idle.wait();
     return;
   }
   if (rte_ring_mp_enqueue(o.ring, m) != 0) {
@@ -227,8 +261,9 @@ void enqueue_out_burst(void* ctx, unsigned ci, rte_mbuf** ms, unsigned n) {
   unsigned done = rte_ring_mp_enqueue_burst(o.ring, reinterpret_cast<void**>(ms), n, nullptr);
   if (w.eng->cfg.offline) {
     // Offline never loses a packet: wait for the writer.
+    Idle idle(true);
     while (done < n) {
-      rte_pause();
+      idle.wait();
       done += rte_ring_mp_enqueue_burst(o.ring, reinterpret_cast<void**>(ms + done), n - done, nullptr);
     }
     return;
@@ -261,6 +296,7 @@ int worker_main(void* arg) {
     for (size_t ci = 0; ci < w.txb.size(); ++ci)
       if (w.txb[ci]) rte_eth_tx_buffer_flush(E.outputs[ci].port, uint16_t(w.id), w.txb[ci]);
   };
+  Idle idle(E.cfg.offline);
   if (E.qs) {
     rte_rcu_qsbr_thread_register(E.qs, w.id);
     rte_rcu_qsbr_thread_online(E.qs, w.id);
@@ -302,9 +338,10 @@ int worker_main(void* arg) {
         flush_tx();
         break;
       }
-      rte_pause();
+      idle.wait();
       continue;
     }
+    idle.reset();
     for (unsigned i = 0; i < n; ++i) rte_prefetch0(rte_pktmbuf_mtod(pkts[i], void*));
     idle_since = 0;
     uint64_t burst_ts = mbuf_ts(pkts[n - 1]);  // before the burst: held mbufs stay, the others may be gone
@@ -327,11 +364,14 @@ int worker_main(void* arg) {
 }
 
 
-void drain_outputs(Engine& E) {
+// Returns how many packets left the output rings.
+unsigned drain_outputs(Engine& E) {
   rte_mbuf* pkts[kBurst];
+  unsigned total = 0;
   for (auto& o : E.outputs) {
     unsigned n;
     while ((n = rte_ring_sc_dequeue_burst(o.ring, reinterpret_cast<void**>(pkts), kBurst, nullptr)) > 0) {
+      total += n;
       if (o.pcap) {
         for (unsigned i = 0; i < n; ++i) {
           o.pcap->write(pkts[i]);
@@ -349,6 +389,7 @@ void drain_outputs(Engine& E) {
       }
     }
   }
+  return total;
 }
 
 uint16_t attach_port(const std::string& spec) {
@@ -409,7 +450,9 @@ void dispatch(Engine& E, rte_mbuf** pkts, unsigned n) {
     }
     Worker& w = *E.workers[wi];
     if (E.cfg.offline) {
-      while (rte_ring_sp_enqueue(w.in, m) != 0) drain_outputs(E);
+      Idle idle(true);
+      while (rte_ring_sp_enqueue(w.in, m) != 0)
+        if (!drain_outputs(E)) idle.wait();
     } else if (rte_ring_sp_enqueue(w.in, m) != 0) {
       rte_pktmbuf_free(m);
       ++E.rx_dispatch_drops;
@@ -417,6 +460,56 @@ void dispatch(Engine& E, rte_mbuf** pkts, unsigned n) {
     }
     ++w.dispatched;
   }
+}
+
+uint64_t pcap_bytes_read(const Engine& E) {
+  uint64_t b = 0;
+  for (const auto& i : E.inputs)
+    if (i.pcap) b += i.pcap->bytes_read();
+  return b;
+}
+
+// rte_pktmbuf_pool_create, but offline (no device that DMAs) with mbufs
+// packed back to back: on 4 KiB pages an IOVA-contiguous pool fits one
+// 2.3 KiB mbuf per page, 1.7 times the memory to commit and fault in.
+rte_mempool* create_pool(const Engine& E) {
+  const int socket = int(rte_socket_id());
+  if (!E.cfg.offline)
+    return rte_pktmbuf_pool_create("amon_pool", E.sizes.mbufs, E.sizes.mbuf_cache, 0, RTE_MBUF_DEFAULT_BUF_SIZE,
+                                   socket);
+  rte_mempool* mp = rte_mempool_create_empty("amon_pool", E.sizes.mbufs, sizeof(rte_mbuf) + RTE_MBUF_DEFAULT_BUF_SIZE,
+                                             E.sizes.mbuf_cache, sizeof(rte_pktmbuf_pool_private), socket,
+                                             RTE_MEMPOOL_F_NO_IOVA_CONTIG);
+  if (!mp) return nullptr;
+  rte_pktmbuf_pool_private priv{};
+  priv.mbuf_data_room_size = RTE_MBUF_DEFAULT_BUF_SIZE;
+  if (rte_mempool_set_ops_byname(mp, rte_mbuf_best_mempool_ops(), nullptr) != 0) {
+    rte_mempool_free(mp);
+    return nullptr;
+  }
+  rte_pktmbuf_pool_init(mp, &priv);
+  if (rte_mempool_populate_default(mp) < 0) {
+    rte_mempool_free(mp);
+    rte_errno = ENOMEM;
+    return nullptr;
+  }
+  rte_mempool_obj_iter(mp, rte_pktmbuf_init, nullptr);
+  return mp;
+}
+
+// Pcap outputs have the link type of the inputs (ethdev ports are
+// Ethernet); inputs of different link types cannot share one output file.
+int output_link_type(const Engine& E) {
+  int lt = -1;
+  std::string first;
+  for (const auto& i : E.inputs) {
+    int t = i.pcap ? i.pcap->linktype() : DLT_EN10MB;
+    if (lt >= 0 && t != lt)
+      throw std::runtime_error(i.spec.describe() + " has link type " + link_type_name(t) + ", " + first +
+                               " has " + link_type_name(lt) + ": one run writes one link type");
+    if (lt < 0) lt = t, first = i.spec.describe();
+  }
+  return lt < 0 ? DLT_EN10MB : lt;
 }
 
 bool all_workers_caught_up(Engine& E) {
@@ -468,6 +561,7 @@ Report build_report(Engine& E) {
     rep.flows_evicted += fs.evicted;
     rep.flows_expired += fs.expired;
     rep.flows_closed += fs.closed;
+    rep.roles_uncertain += fs.roles_uncertain;
     for (int s = 0; s < 4; ++s) rep.decode_status[s] += w->path->stats().decode_status[s];
     const WorkerPathStats& ws = w->path->stats();
     rep.copy_failures += ws.copy_failures;
@@ -943,10 +1037,8 @@ EngineResult run_engine(const EngineConfig& cfg_in) {
     E.tsc_hz = rte_get_tsc_hz();
     E.tsc0 = rte_rdtsc();
     E.wall0 = wall_ns();
-    uint32_t nmbufs = cfg.mbufs ? cfg.mbufs
-                                : uint32_t(8192 + cfg.workers * (kRingSize + 2048 + (cfg.hold.enabled ? cfg.hold.segments : 0)) +
-                                           cfg.consumers.size() * kRingSize * 2);
-    E.pool = rte_pktmbuf_pool_create("amon_pool", nmbufs, 256, 0, RTE_MBUF_DEFAULT_BUF_SIZE, int(rte_socket_id()));
+    E.sizes = plan_sizes(cfg);
+    E.pool = create_pool(E);
     if (!E.pool) throw std::runtime_error(std::string("mbuf pool: ") + rte_strerror(rte_errno));
 
     // z-anonymity store, sized for the largest z and dt any policy uses.
@@ -962,7 +1054,7 @@ EngineResult run_engine(const EngineConfig& cfg_in) {
     E.zmax_dt = max_dt;
     if (zmax) {
       zanon::Config zc;
-      zc.max_values = cfg.zanon_max_values;
+      zc.max_values = E.sizes.zanon_values;
       zc.zmax = zmax;
       zc.max_dt_ns = max_dt;
       E.zstore = std::make_unique<zanon::Store>(zc);
@@ -986,9 +1078,10 @@ EngineResult run_engine(const EngineConfig& cfg_in) {
       i.spec = in;
       if (in.kind == PortSpec::Kind::PcapFile) {
         i.pcap = std::make_unique<PcapReader>(in.spec, E.pool);
-        if (i.pcap->linktype() != DLT_EN10MB)
-          throw std::runtime_error(in.spec + ": link type " + std::to_string(i.pcap->linktype()) +
-                                   " is not Ethernet");
+        if (!link_type_supported(i.pcap->linktype()))
+          throw std::runtime_error(in.spec + ": link type " + link_type_name(i.pcap->linktype()) +
+                                   " is not supported (Ethernet, Linux cooked v1/v2, raw IPv4/IPv6, "
+                                   "BSD NULL/loopback, PPP, Cisco HDLC are)");
       } else {
         i.port = attach_port(in.spec);
       }
@@ -1001,15 +1094,16 @@ EngineResult run_engine(const EngineConfig& cfg_in) {
       nano_out = nano_out || !i.pcap || i.pcap->nanosecond_file();
       snaplen = std::max(snaplen, i.pcap ? i.pcap->snaplen() : 262144);
     }
+
     for (auto& c : cfg.consumers) {
       Output o;
       o.name = c.name;
       o.spec = c.output;
-      o.ring = rte_ring_create(("out_" + std::to_string(E.outputs.size())).c_str(), kRingSize, int(rte_socket_id()),
+      o.ring = rte_ring_create(("out_" + std::to_string(E.outputs.size())).c_str(), E.sizes.ring, int(rte_socket_id()),
                                RING_F_SC_DEQ);
       if (!o.ring) throw std::runtime_error("output ring: " + std::string(rte_strerror(rte_errno)));
       if (c.output.kind == PortSpec::Kind::PcapFile) {
-        o.pcap = std::make_unique<PcapWriter>(c.output.spec, nano_out, snaplen);
+        o.pcap = std::make_unique<PcapWriter>(c.output.spec, nano_out, snaplen, output_link_type(E));
       } else {
         o.port = attach_port(c.output.spec);
         if (c.output.spec.rfind("net_pcap", 0) == 0) o.tx_cap = RTE_ETHER_MAX_JUMBO_FRAME_LEN;
@@ -1046,12 +1140,12 @@ EngineResult run_engine(const EngineConfig& cfg_in) {
       w->id = wi;
       w->lcore = lcore;
       lcore = rte_get_next_lcore(lcore, 1, 0);
-      w->in = rte_ring_create(("in_" + std::to_string(wi)).c_str(), kRingSize, int(rte_socket_id()),
+      w->in = rte_ring_create(("in_" + std::to_string(wi)).c_str(), E.sizes.ring, int(rte_socket_id()),
                               RING_F_SP_ENQ | RING_F_SC_DEQ);
       if (!w->in) throw std::runtime_error("worker ring: " + std::string(rte_strerror(rte_errno)));
       w->path = std::make_unique<WorkerPath>(
           E.programs, E.pool,
-          std::make_unique<FlowTable>("flows_" + std::to_string(wi), cfg.flows_per_worker, cfg.flow_timeouts,
+          std::make_unique<FlowTable>("flows_" + std::to_string(wi), E.sizes.flows_per_worker, cfg.flow_timeouts,
                                       int(rte_socket_id())),
           cfg.hold);
       w->path->set_burst_sink(enqueue_out_burst);
@@ -1101,6 +1195,8 @@ EngineResult run_engine(const EngineConfig& cfg_in) {
     uint64_t last_rx_tsc = rte_rdtsc();
     const uint64_t idle_tsc = cfg.idle_ns * E.tsc_hz / 1000000000ULL;
     uint64_t last_sweep = 0;
+    Idle main_idle(cfg.offline);
+    Progress progress(!cfg.quiet && E.sizes.input_bytes && isatty(STDERR_FILENO), E.sizes.input_bytes);
     for (;;) {
       bool stopping = g_signal.load(std::memory_order_relaxed) != 0;
       bool got = false;
@@ -1126,7 +1222,8 @@ EngineResult run_engine(const EngineConfig& cfg_in) {
           }
         }
       }
-      drain_outputs(E);
+      const bool wrote = drain_outputs(E) != 0;
+      if (got) progress.update(E.rx_total, pcap_bytes_read(E));
       uint64_t now_tsc = rte_rdtsc();
       if (got) last_rx_tsc = now_tsc;
       if (E.zstore && now_tsc - last_sweep > E.tsc_hz / 10) {
@@ -1176,8 +1273,10 @@ EngineResult run_engine(const EngineConfig& cfg_in) {
           write_stats_line(E);
         }
       }
-      if (!got) rte_pause();
+      if (got || wrote) main_idle.reset();
+      else main_idle.wait();
     }
+    progress.finish();
     if (live) sd_notify(0, "STOPPING=1");
     if (reload_job.valid()) reload_job.get();  // a reload still compiling is dropped
     E.stop_workers.store(true, std::memory_order_release);
@@ -1188,6 +1287,12 @@ EngineResult run_engine(const EngineConfig& cfg_in) {
 
     // Stats.
     Report rep = build_report(E);
+    if (E.zstore && rep.zstats.evictions && !cfg.zanon_max_values)
+      std::fprintf(stderr,
+                   "amon: warning: the z-anonymity store (sized %zu values from the input) was full and forgot %llu "
+                   "values, which were then hidden more than needed; raise it with --zanon-values or "
+                   "zanon.max_values\n",
+                   E.sizes.zanon_values, (unsigned long long)rep.zstats.evictions);
     if (!cfg.quiet) std::fputs(render_report_text(rep).c_str(), stdout);
     if (!cfg.stats_json.empty()) {
       FILE* f = std::fopen(cfg.stats_json.c_str(), "w");

@@ -38,11 +38,12 @@ struct EngineConfig {
   std::vector<PortSpec> inputs;
   std::vector<ConsumerSpec> consumers;
   unsigned workers = 1;
-  uint32_t flows_per_worker = 1u << 18;
+  // 0 for the three sizes below: planned from the input (sizing.h).
+  uint32_t flows_per_worker = 0;
   FlowTimeouts flow_timeouts;
   HoldLimits hold;                 // TCP stream holding (reassembly of split headers)
-  size_t zanon_max_values = 1u << 20;
-  uint32_t mbufs = 0;              // 0: sized from workers and consumers
+  size_t zanon_max_values = 0;
+  uint32_t mbufs = 0;
   bool offline = true;             // pcap-in/pcap-out: never drop, backpressure instead
   bool until_idle = false;         // stop when inputs are exhausted / silent
   uint64_t idle_ns = 1000000000ULL;

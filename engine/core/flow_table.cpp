@@ -16,6 +16,31 @@
 
 namespace amon {
 
+bool likely_server_port(uint16_t p) {
+  if (p == 0) return false;
+  if (p < 1024) return true;
+  switch (p) {
+    case 1080: case 1194: case 1433: case 1521: case 1701: case 1723: case 1812: case 1813: case 1900:
+    case 2049: case 3128: case 3306: case 3389: case 3478: case 3479: case 4433: case 4500: case 5060:
+    case 5061: case 5222: case 5223: case 5228: case 5349: case 5353: case 5355: case 5432: case 5900:
+    case 6379: case 6443: case 6667: case 6697: case 8000: case 8008: case 8080: case 8081: case 8443:
+    case 8883: case 8888: case 9000: case 9090: case 9092: case 9200: case 9418: case 11211: case 27017:
+      return true;
+    default: return false;
+  }
+}
+
+uint64_t FlowTable::endpoint_fp(const uint8_t* addr, unsigned alen, uint16_t port, uint8_t proto) {
+  uint64_t h = (uint64_t(port) << 8 | proto) * 0x9E3779B97F4A7C15ULL;
+  for (unsigned i = 0; i < alen; i += 4) {
+    uint32_t w;
+    std::memcpy(&w, addr + i, 4);
+    h = (h ^ w) * 0xBF58476D1CE4E5B9ULL;
+    h ^= h >> 31;
+  }
+  return h | 1;  // 0 marks an empty slot
+}
+
 namespace {
 
 constexpr size_t kHuge = 2u << 20;
@@ -146,7 +171,14 @@ __attribute__((always_inline)) inline uint32_t FlowTable::key_and_hash(const uin
   const uint32_t lp = src_is_lo ? sp : dp, hp = src_is_lo ? dp : sp;
   // lo_port, hi_port, proto, family, pad: FlowKey's last word (little-endian
   // host, as the CRC32 instruction already assumes).
-  const uint64_t w4 = uint64_t(lp) | uint64_t(hp) << 16 | uint64_t(d.l4_proto) << 32 | uint64_t(d.ip_version) << 40;
+  uint64_t w4 = uint64_t(lp) | uint64_t(hp) << 16 | uint64_t(d.l4_proto) << 32 | uint64_t(d.ip_version) << 40;
+  if (d.tun_ctx) [[unlikely]] {  // see FlowKey
+    const __m128i t = _mm_set_epi64x(int64_t(d.tun_ctx * 0x9e3779b97f4a7c15ULL), int64_t(d.tun_ctx));
+    lo_addr = _mm_xor_si128(lo_addr, t);
+    hi_addr = _mm_xor_si128(hi_addr, t);
+    w4 |= uint64_t(1) << 48;
+    h = __builtin_ia32_crc32di(h, d.tun_ctx);
+  }
   auto* kp = reinterpret_cast<uint8_t*>(&k);
   _mm_storeu_si128(reinterpret_cast<__m128i*>(kp), lo_addr);
   _mm_storeu_si128(reinterpret_cast<__m128i*>(kp + 16), hi_addr);
@@ -299,6 +331,7 @@ void FlowTable::insert(const uint8_t* pkt, const Decoded& d, const FlowKey& k, u
     meta.flow = nullptr;  // no state: every decision is taken as for a new flow (fail closed)
     meta.flow_first = true;
     meta.initiator_is_src = true;
+    meta.roles_uncertain = true;
     return;
   }
   const uint32_t idx = free_head_;
@@ -313,11 +346,22 @@ void FlowTable::insert(const uint8_t* pkt, const Decoded& d, const FlowKey& k, u
   note_tcp(e, d, src_is_lo);
   ++size_;
   ++st_.created;
-  // The initiator is the SYN sender; a SYN-ACK first means we missed the SYN.
-  bool src_init = true;
-  if (d.l4_proto == kProtoTcp && d.l4_hdr_len) {
-    bool syn = d.tcp_flags & 0x02, ack = d.tcp_flags & 0x10;
-    if (syn && ack) src_init = false;
+  // Which end is the client, by evidence in this order: the SYN (its sender)
+  // or SYN-ACK (its receiver); the roles the flow's fragments already have;
+  // an endpoint seen accepting connections; a likely server port against an
+  // ephemeral one; ICMP echo direction. Else the first packet's source, and
+  // the flow is marked uncertain. A capture or flow picked up mid-way (a
+  // restart, an expired or evicted flow) thus keeps its client.
+  bool src_init = true, decided = false;
+  const bool ports = d.l4_hdr_len && !(d.flags & kFlagLaterFragment) &&
+                     (d.l4_proto == kProtoTcp || d.l4_proto == kProtoUdp || d.l4_proto == kProtoSctp);
+  const unsigned alen = d.ip_version == 4 ? 4u : 16u;
+  const uint64_t src_fp = ports ? endpoint_fp(pkt + d.src_off(), alen, d.sport, d.l4_proto) : 0;
+  const uint64_t dst_fp = ports ? endpoint_fp(pkt + d.dst_off(), alen, d.dport, d.l4_proto) : 0;
+  if (d.l4_proto == kProtoTcp && d.l4_hdr_len && (d.tcp_flags & 0x02)) {
+    src_init = !(d.tcp_flags & 0x10);
+    note_server(src_init ? dst_fp : src_fp);
+    decided = true;
   }
   // A first fragment carries the ports: when the unfragmented flow of its
   // 5-tuple is known, the fragments' entry takes that flow's roles, so a
@@ -329,19 +373,38 @@ void FlowTable::insert(const uint8_t* pkt, const Decoded& d, const FlowKey& k, u
     Decoded nd = d;
     nd.flags &= uint8_t(~kFlagFragment);
     const uint32_t ph = key_and_hash(pkt, nd, pk, p_src_is_lo, true);
-    if (const FlowEntry* pe = find(pk, ph)) src_init = pe->initiator_is_lo == p_src_is_lo;
-  } else if (!(d.flags & kFlagFragment) && d.l4_proto == kProtoUdp) {
+    if (const FlowEntry* pe = find(pk, ph)) src_init = pe->initiator_is_lo == p_src_is_lo, decided = true;
+  } else if (!decided && !(d.flags & kFlagFragment) && d.l4_proto == kProtoUdp) {
     // And the other way: an unfragmented UDP packet after fragmented ones
     // (NFS, DNS) takes the roles the fragments' entry already has.
     FlowKey ak;
     bool a_src_is_lo;
     const uint32_t ah = key_and_hash(pkt, d, ak, a_src_is_lo, false);
-    if (const FlowEntry* ae = find(ak, ah)) src_init = ae->initiator_is_lo == a_src_is_lo;
+    if (const FlowEntry* ae = find(ak, ah)) src_init = ae->initiator_is_lo == a_src_is_lo, decided = true;
+  }
+  if (!decided && ports) {
+    const bool s_srv = seen_server(src_fp), d_srv = seen_server(dst_fp);
+    if (s_srv != d_srv) src_init = d_srv, decided = true;
+  }
+  if (!decided && ports) {
+    const bool s_srv = likely_server_port(d.sport), d_srv = likely_server_port(d.dport);
+    if (s_srv != d_srv) src_init = d_srv, decided = true;
+  }
+  if (!decided && (d.l4_proto == kProtoIcmp || d.l4_proto == kProtoIcmpv6) && d.l4_hdr_len &&
+      !(d.flags & kFlagIcmpError)) {
+    const uint8_t type = d.sport >> 8;
+    if (type == 8 || type == 128) src_init = true, decided = true;           // echo request
+    else if (type == 0 || type == 129) src_init = false, decided = true;     // echo reply
+  }
+  if (!decided) {
+    e.roles_uncertain = 1;
+    ++st_.roles_uncertain;
   }
   e.initiator_is_lo = src_init ? src_is_lo : !src_is_lo;
   meta.flow = &e.state;
   meta.flow_first = true;
   meta.initiator_is_src = src_init;
+  meta.roles_uncertain = e.roles_uncertain;
 }
 
 void FlowTable::lookup_burst(const uint8_t* const* pkts, const Decoded* ds, const bool* want, unsigned n,

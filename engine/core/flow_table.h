@@ -24,6 +24,14 @@
 
 namespace amon {
 
+// A packet carried in a tunnel keys on its own 5-tuple and the tunnel
+// (Decoded::tun_ctx), so that tenants or subscribers with overlapping
+// address spaces never share a flow: both address words are XORed with a
+// 128-bit spread of the context and pad[0] is 1. Equal inner addresses in
+// two tunnels always give different keys; two different address pairs could
+// only meet if their XOR equalled the contexts' on both endpoints at once
+// (2^-128 for unrelated traffic). The key is compared, never read back as
+// addresses.
 struct FlowKey {
   uint8_t lo[16];
   uint8_t hi[16];
@@ -40,13 +48,16 @@ struct FlowEntry {
   FlowKey key{};
   uint64_t last_ns = 0;
   uint32_t hash = 0;   // of the key: home bucket, tag (unused entry: the next unused one)
-  bool initiator_is_lo : 1 = true;
+  bool initiator_is_lo : 1 = true;  // the client end, by evidence (see FlowTable::insert)
   bool used : 1 = false;
   // The policy generation its FlowState's decisions were taken under
   // (WorkerPath::refresh_flow); 0: none yet.
   uint8_t gen = 0;
   uint8_t proto = 0;
-  uint8_t fin = 0;     // bit 0: FIN from lo, bit 1: FIN from hi, bit 2: RST
+  uint8_t fin : 3 = 0;     // bit 0: FIN from lo, bit 1: FIN from hi, bit 2: RST
+  // No evidence said which end is the client: initiator_is_lo is only the
+  // first packet's source.
+  uint8_t roles_uncertain : 1 = 0;
   FlowState state;
 };
 // Entries start on a cache line (after the 64-byte buckets) and are a whole
@@ -64,7 +75,13 @@ struct FlowTimeouts {
 
 struct FlowTableStats {
   uint64_t lookups = 0, created = 0, expired = 0, evicted = 0, full = 0, closed = 0;
+  uint64_t roles_uncertain = 0;  // flows created with no evidence of which end is the client
 };
+
+// Ports a server listens on: the system range and registered services that
+// keep a fixed port (as Zeek's likely_server_ports), against the ephemeral
+// ports clients take.
+bool likely_server_port(uint16_t port);
 
 class FlowTable {
  public:
@@ -147,6 +164,7 @@ class FlowTable {
     meta.flow = &e.state;
     meta.flow_first = false;
     meta.initiator_is_src = e.initiator_is_lo == src_is_lo;
+    meta.roles_uncertain = e.roles_uncertain;
   }
 
   // Both arrays live in anonymous memory advised for transparent huge pages
@@ -173,6 +191,15 @@ class FlowTable {
     if (d.tcp_flags & 0x04) e.fin |= 4;
   }
   FlowTableStats st_;
+  // Endpoints (address, port, protocol) seen accepting a connection (the
+  // SYN's destination, the SYN-ACK's source), by fingerprint, direct-mapped:
+  // a later flow of theirs seen mid-way still knows its server. A lost slot
+  // only falls back to the port rule.
+  static constexpr unsigned kServerSlots = 1u << 14;
+  std::vector<uint64_t> servers_ = std::vector<uint64_t>(kServerSlots);
+  static uint64_t endpoint_fp(const uint8_t* addr, unsigned alen, uint16_t port, uint8_t proto);
+  void note_server(uint64_t fp) { servers_[fp % kServerSlots] = fp; }
+  bool seen_server(uint64_t fp) const { return servers_[fp % kServerSlots] == fp; }
   struct Staged {
     FlowKey keys[kBurstMax];
     uint32_t hs[kBurstMax], homes[kBurstMax], hits[kBurstMax];

@@ -8,7 +8,10 @@ bool mbuf_meta_register() {
   if (rte_mbuf_dyn_rx_timestamp_register(&g_meta.ts_off, &g_meta.ts_flag) != 0) return false;
   static const rte_mbuf_dynfield wire = {"amon_wire_len", sizeof(uint32_t), alignof(uint32_t), 0};
   g_meta.wire_off = rte_mbuf_dynfield_register(&wire);
-  return g_meta.wire_off >= 0;
+  if (g_meta.wire_off < 0) return false;
+  static const rte_mbuf_dynfield link = {"amon_link_hdr", sizeof(LinkHdr), alignof(LinkHdr), 0};
+  g_meta.link_off = rte_mbuf_dynfield_register(&link);
+  return g_meta.link_off >= 0;
 }
 
 }  // namespace amon

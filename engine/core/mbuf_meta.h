@@ -1,7 +1,9 @@
 // Per-packet metadata carried in mbuf dynamic fields: the capture timestamp
 // (ns since the Unix epoch; DPDK's standard Rx timestamp field) and the
 // original wire length, which a snaplen-truncated pcap record has and an mbuf
-// does not.
+// does not; and, for captures whose link layer is not Ethernet, the bytes of
+// the original link header that the Ethernet header standing in for it
+// cannot carry (pcap_port.h, "Link types").
 #pragma once
 
 #include <rte_mbuf.h>
@@ -15,6 +17,14 @@ struct MbufMeta {
   int ts_off = -1;
   uint64_t ts_flag = 0;
   int wire_off = -1;
+  int link_off = -1;
+};
+
+// The original link header of a non-Ethernet capture record, less what moved
+// into the stand-in Ethernet header (the Linux cooked address).
+struct LinkHdr {
+  uint8_t len;  // bytes used; pcap_port.cpp flags a cut header in the top bit
+  uint8_t bytes[15];
 };
 extern MbufMeta g_meta;
 
@@ -32,5 +42,7 @@ inline uint32_t mbuf_wire_len(const rte_mbuf* m) {
   return w < m->pkt_len ? m->pkt_len : w;
 }
 inline void mbuf_set_wire_len(rte_mbuf* m, uint32_t w) { *RTE_MBUF_DYNFIELD(m, g_meta.wire_off, uint32_t*) = w; }
+inline LinkHdr* mbuf_link_hdr(rte_mbuf* m) { return RTE_MBUF_DYNFIELD(m, g_meta.link_off, LinkHdr*); }
+inline const LinkHdr* mbuf_link_hdr(const rte_mbuf* m) { return RTE_MBUF_DYNFIELD(m, g_meta.link_off, const LinkHdr*); }
 
 }  // namespace amon

@@ -9,30 +9,192 @@
 
 namespace amon {
 
-rte_mbuf* mbuf_from_bytes(rte_mempool* pool, const uint8_t* data, uint32_t len) {
+rte_mbuf* mbuf_from_bytes(rte_mempool* pool, const uint8_t* data, uint32_t len, const uint8_t* prefix,
+                          uint32_t plen) {
   rte_mbuf* head = rte_pktmbuf_alloc(pool);
   if (!head) return nullptr;
+  // The prefix (a stand-in link header) always fits the first segment.
+  if (plen) {
+    std::memcpy(rte_pktmbuf_mtod(head, uint8_t*), prefix, plen);
+    head->data_len = uint16_t(plen);
+  }
   rte_mbuf* last = head;
   uint32_t off = 0;
-  for (;;) {
+  while (off < len) {
     uint16_t room = rte_pktmbuf_tailroom(last);
+    if (room == 0) {
+      // Frames larger than one mbuf are chained, never cut.
+      rte_mbuf* seg = rte_pktmbuf_alloc(pool);
+      if (!seg) {
+        rte_pktmbuf_free(head);
+        return nullptr;
+      }
+      last->next = seg;
+      last = seg;
+      head->nb_segs++;
+      continue;
+    }
     uint32_t n = std::min<uint32_t>(room, len - off);
     std::memcpy(rte_pktmbuf_mtod_offset(last, uint8_t*, last->data_len), data + off, n);
     last->data_len = uint16_t(last->data_len + n);
     off += n;
-    if (off == len) break;
-    // Frames larger than one mbuf are chained, never cut.
-    rte_mbuf* seg = rte_pktmbuf_alloc(pool);
-    if (!seg) {
-      rte_pktmbuf_free(head);
-      return nullptr;
-    }
-    last->next = seg;
-    last = seg;
-    head->nb_segs++;
   }
-  head->pkt_len = len;
+  head->pkt_len = plen + len;
   return head;
+}
+
+namespace {
+
+constexpr uint16_t kEtIpv4 = 0x0800, kEtIpv6 = 0x86dd, kEtPpp = 0x880b;
+// LinkHdr::len flag: the bytes are the whole (cut) header, written back as they are.
+constexpr uint8_t kLinkRaw = 0x80;
+constexpr uint32_t kEthLen = 14;
+
+inline uint16_t rd16(const uint8_t* p) { return uint16_t(p[0] << 8 | p[1]); }
+
+uint16_t ethertype_of_version(const uint8_t* p, uint32_t cap) {
+  if (cap == 0) return 0;
+  return (p[0] >> 4) == 4 ? kEtIpv4 : (p[0] >> 4) == 6 ? kEtIpv6 : 0;
+}
+
+uint16_t ethertype_of_ppp(uint16_t proto) {
+  return proto == 0x0021 ? kEtIpv4 : proto == 0x0057 ? kEtIpv6 : kEtPpp;
+}
+
+// Splits a record of link type `dlt` into its link header and the rest:
+// fills the stand-in Ethernet header `eth` and what the writer needs back
+// (`lh`); returns the header's length in the record (at most `cap`).
+uint32_t link_to_ethernet(int dlt, const uint8_t* p, uint32_t cap, uint8_t* eth, LinkHdr& lh) {
+  std::memset(eth, 0, kEthLen);
+  std::memset(&lh, 0, sizeof lh);
+  uint16_t et = 0;
+  uint32_t hl = 0;
+  auto keep = [&](const uint8_t* from, uint32_t n) {
+    std::memcpy(lh.bytes + lh.len, from, n);
+    lh.len = uint8_t(lh.len + n);
+  };
+  switch (dlt) {
+    case DLT_LINUX_SLL:  // pkttype(2) hatype(2) addrlen(2) addr(8) protocol(2)
+      hl = 16;
+      if (cap < hl) break;
+      keep(p, 6);
+      keep(p + 14, 2);
+      std::memcpy(eth + 6, p + 6, 6);
+      et = rd16(p + 14);
+      break;
+    case DLT_LINUX_SLL2:  // protocol(2) reserved(2) ifindex(4) hatype(2) pkttype(1) addrlen(1) addr(8)
+      hl = 20;
+      if (cap < hl) break;
+      keep(p, 12);
+      std::memcpy(eth + 6, p + 12, 6);
+      et = rd16(p);
+      break;
+    case DLT_RAW:
+      et = ethertype_of_version(p, cap);
+      break;
+    case DLT_IPV4:
+      et = kEtIpv4;
+      break;
+    case DLT_IPV6:
+      et = kEtIpv6;
+      break;
+    case DLT_NULL:
+    case DLT_LOOP: {  // address family: host byte order of the capturing machine (NULL), or big-endian (LOOP)
+      hl = 4;
+      if (cap < hl) break;
+      keep(p, 4);
+      uint32_t le = uint32_t(p[0]) | uint32_t(p[1]) << 8 | uint32_t(p[2]) << 16 | uint32_t(p[3]) << 24;
+      uint32_t be = uint32_t(p[3]) | uint32_t(p[2]) << 8 | uint32_t(p[1]) << 16 | uint32_t(p[0]) << 24;
+      uint32_t af = dlt == DLT_LOOP ? be : (le <= 0xffff ? le : be);
+      // AF_INET is 2 everywhere; AF_INET6 is 10 (Linux), 24 (NetBSD, OpenBSD), 28 (FreeBSD), 30 (macOS).
+      et = af == 2 ? kEtIpv4 : (af == 10 || af == 24 || af == 28 || af == 30) ? kEtIpv6 : 0;
+      break;
+    }
+    case DLT_PPP:
+    case DLT_PPP_SERIAL: {  // [ff 03] protocol (1 byte when compressed, else 2)
+      uint32_t o = cap >= 2 && p[0] == 0xff && p[1] == 0x03 ? 2 : 0;
+      if (o < cap && (p[o] & 1)) hl = o + 1, et = cap >= hl ? ethertype_of_ppp(p[o]) : 0;
+      else hl = o + 2, et = cap >= hl ? ethertype_of_ppp(rd16(p + o)) : 0;
+      if (cap < hl) break;
+      keep(p, hl);
+      break;
+    }
+    case DLT_C_HDLC:  // address(1) control(1) EtherType(2)
+      hl = 4;
+      if (cap < hl) break;
+      keep(p, 4);
+      et = rd16(p + 2);
+      break;
+    default:
+      break;
+  }
+  if (cap < hl) {
+    // A record cut inside its link header: nothing above it to decode. Its
+    // bytes go back out, less any link-layer address in them.
+    hl = cap;
+    lh.len = 0;
+    if (dlt != DLT_LINUX_SLL && dlt != DLT_LINUX_SLL2) {
+      keep(p, cap);
+    } else {
+      // The bytes before the address (SLL: type, hardware type, length;
+      // SLL2: protocol, interface, hardware type, type, length) stay.
+      const uint32_t before = dlt == DLT_LINUX_SLL ? 6 : 12;
+      std::memset(lh.bytes, 0, sizeof lh.bytes);
+      std::memcpy(lh.bytes, p, std::min(cap, before));
+      lh.len = uint8_t(std::min<uint32_t>(cap, sizeof lh.bytes));
+    }
+    lh.len |= kLinkRaw;
+    et = 0;
+  }
+  eth[12] = uint8_t(et >> 8);
+  eth[13] = uint8_t(et);
+  return hl;
+}
+
+// The inverse: the original link header for a packet whose first kEthLen
+// bytes are the (possibly rewritten) stand-in Ethernet header. Returns its length.
+uint32_t ethernet_to_link(int dlt, const uint8_t* eth, const LinkHdr& lh, uint8_t* out) {
+  auto put_addr = [&](uint8_t* dst, uint8_t addrlen) {
+    // The address as the policy left it in eth.src; bytes beyond six (rare
+    // hardware types) are not carried and leave as zeros, never in clear.
+    std::memset(dst, 0, 8);
+    std::memcpy(dst, eth + 6, std::min<uint8_t>(addrlen, 6));
+  };
+  if (lh.len & kLinkRaw) {
+    const uint32_t n = lh.len & ~kLinkRaw;
+    std::memcpy(out, lh.bytes, n);
+    return n;
+  }
+  if (dlt == DLT_LINUX_SLL && lh.len == 8) {
+    std::memcpy(out, lh.bytes, 6);
+    put_addr(out + 6, lh.bytes[5]);
+    std::memcpy(out + 14, lh.bytes + 6, 2);
+    return 16;
+  }
+  if (dlt == DLT_LINUX_SLL2 && lh.len == 12) {
+    std::memcpy(out, lh.bytes, 12);
+    put_addr(out + 12, lh.bytes[11]);
+    return 20;
+  }
+  std::memcpy(out, lh.bytes, lh.len);
+  return lh.len;
+}
+
+}  // namespace
+
+bool link_type_supported(int dlt) {
+  switch (dlt) {
+    case DLT_EN10MB: case DLT_LINUX_SLL: case DLT_LINUX_SLL2: case DLT_RAW: case DLT_IPV4: case DLT_IPV6:
+    case DLT_NULL: case DLT_LOOP: case DLT_PPP: case DLT_PPP_SERIAL: case DLT_C_HDLC:
+      return true;
+    default:
+      return false;
+  }
+}
+
+std::string link_type_name(int dlt) {
+  const char* n = pcap_datalink_val_to_name(dlt);
+  return std::to_string(dlt) + (n ? std::string(" (") + n + ")" : std::string());
 }
 
 PcapReader::PcapReader(const std::string& path, rte_mempool* pool) : pool_(pool), path_(path) {
@@ -57,16 +219,35 @@ PcapReader::PcapReader(const std::string& path, rte_mempool* pool) : pool_(pool)
   }
 }
 
+uint64_t PcapReader::bytes_read() const {
+  FILE* f = p_ ? pcap_file(p_) : nullptr;
+  long pos = f ? std::ftell(f) : -1;
+  return pos > 0 ? uint64_t(pos) : 0;
+}
+
 PcapReader::~PcapReader() {
   if (p_) pcap_close(p_);
 }
 
 rte_mbuf* PcapReader::to_mbuf(const pcap_pkthdr* h, const u_char* data) {
-  rte_mbuf* m = mbuf_from_bytes(pool_, data, h->caplen);
-  if (!m) return nullptr;
+  rte_mbuf* m;
+  uint32_t wire = h->len < h->caplen ? h->caplen : h->len;
+  if (linktype_ == DLT_EN10MB) {
+    m = mbuf_from_bytes(pool_, data, h->caplen);
+    if (!m) return nullptr;
+    mbuf_link_hdr(m)->len = 0;
+  } else {
+    uint8_t eth[kEthLen];
+    LinkHdr lh;
+    uint32_t hl = link_to_ethernet(linktype_, data, h->caplen, eth, lh);
+    m = mbuf_from_bytes(pool_, data + hl, h->caplen - hl, eth, kEthLen);
+    if (!m) return nullptr;
+    *mbuf_link_hdr(m) = lh;
+    wire = wire - hl + kEthLen;
+  }
   // Nanosecond precision was requested at open: tv_usec holds nanoseconds.
   mbuf_set_ts(m, uint64_t(h->ts.tv_sec) * 1000000000ULL + uint64_t(h->ts.tv_usec));
-  mbuf_set_wire_len(m, h->len < h->caplen ? h->caplen : h->len);
+  mbuf_set_wire_len(m, wire);
   return m;
 }
 
@@ -107,7 +288,7 @@ uint16_t PcapReader::read_burst(rte_mbuf** out, uint16_t n) {
 }
 
 PcapWriter::PcapWriter(const std::string& path, bool nanosecond, int snaplen, int linktype)
-    : path_(path), nano_(nanosecond) {
+    : path_(path), nano_(nanosecond), linktype_(linktype) {
   dead_ = pcap_open_dead_with_tstamp_precision(linktype, snaplen,
                                                nanosecond ? PCAP_TSTAMP_PRECISION_NANO : PCAP_TSTAMP_PRECISION_MICRO);
   if (!dead_) throw std::runtime_error(path + ": cannot create pcap handle");
@@ -139,7 +320,23 @@ void PcapWriter::write(const rte_mbuf* m) {
   h.caplen = m->pkt_len;
   h.len = mbuf_wire_len(m);
   const uint8_t* data;
-  if (m->nb_segs == 1) {
+  if (linktype_ != DLT_EN10MB && m->pkt_len >= kEthLen) {
+    // The original link header in place of the stand-in Ethernet header.
+    uint8_t eth[kEthLen], hdr[32];
+    const uint8_t* e = static_cast<const uint8_t*>(rte_pktmbuf_read(m, 0, kEthLen, eth));
+    uint32_t hl = ethernet_to_link(linktype_, e, *mbuf_link_hdr(m), hdr);
+    linear_.resize(hl + m->pkt_len - kEthLen);
+    std::memcpy(linear_.data(), hdr, hl);
+    if (m->pkt_len > kEthLen) {
+      uint8_t* dst = linear_.data() + hl;
+      // rte_pktmbuf_read copies only when the bytes span segments.
+      const void* src = rte_pktmbuf_read(m, kEthLen, m->pkt_len - kEthLen, dst);
+      if (src != dst) std::memcpy(dst, src, m->pkt_len - kEthLen);
+    }
+    h.caplen = uint32_t(linear_.size());
+    h.len = h.len - kEthLen + hl;
+    data = linear_.data();
+  } else if (m->nb_segs == 1) {
     data = rte_pktmbuf_mtod(m, const uint8_t*);
   } else {
     linear_.resize(m->pkt_len);
@@ -147,7 +344,7 @@ void PcapWriter::write(const rte_mbuf* m) {
   }
   pcap_dump(reinterpret_cast<u_char*>(d_), &h, data);
   ++packets_;
-  bytes_ += m->pkt_len;
+  bytes_ += h.caplen;
 }
 
 void PcapWriter::flush() {

@@ -13,6 +13,18 @@
 
 namespace amon {
 
+// Link types. The packet path decodes Ethernet frames. A record of another
+// link type (Linux cooked v1/v2, raw IPv4/IPv6, BSD NULL/loopback, PPP,
+// Cisco HDLC) is read as an Ethernet frame standing in for its link header:
+// EtherType from the header's protocol, source address the cooked header's
+// link-layer address (so `eth.src` rules protect it), destination zero. The
+// header's other bytes ride in the mbuf (mbuf_meta.h, LinkHdr) and the writer
+// puts the original header back, with the address as the policy left it, so
+// the output has the input's link type and every layer above is anonymized
+// exactly as in an Ethernet capture. Values are libpcap's DLT_* numbers.
+bool link_type_supported(int dlt);
+std::string link_type_name(int dlt);
+
 class PcapReader {
  public:
   // Throws std::runtime_error naming the file when it cannot be opened.
@@ -32,6 +44,8 @@ class PcapReader {
   bool nanosecond_file() const { return nano_; }
   int snaplen() const { return p_ ? pcap_snapshot(p_) : 0; }
   uint64_t packets() const { return packets_; }
+  // How far into the file the reader is (to its buffer's granularity).
+  uint64_t bytes_read() const;
   uint64_t alloc_failures() const { return alloc_fail_; }
 
  private:
@@ -51,6 +65,8 @@ class PcapReader {
 
 class PcapWriter {
  public:
+  // Records are written in `linktype`; for a type other than Ethernet each
+  // packet's stand-in Ethernet header is replaced by its original link header.
   PcapWriter(const std::string& path, bool nanosecond = true, int snaplen = 262144, int linktype = DLT_EN10MB);
   ~PcapWriter();
   PcapWriter(const PcapWriter&) = delete;
@@ -66,11 +82,14 @@ class PcapWriter {
   pcap_dumper_t* d_ = nullptr;
   std::string path_;
   bool nano_;
+  int linktype_;
   std::vector<uint8_t> linear_;
   uint64_t packets_ = 0, bytes_ = 0;
 };
 
-// Builds a (possibly chained) mbuf holding `len` bytes of `data`.
-rte_mbuf* mbuf_from_bytes(rte_mempool* pool, const uint8_t* data, uint32_t len);
+// Builds a (possibly chained) mbuf holding `plen` bytes of `prefix` followed
+// by `len` bytes of `data`.
+rte_mbuf* mbuf_from_bytes(rte_mempool* pool, const uint8_t* data, uint32_t len, const uint8_t* prefix = nullptr,
+                          uint32_t plen = 0);
 
 }  // namespace amon

@@ -62,7 +62,7 @@ std::string render_report_text(const Report& r) {
   o << "  decode: ";
   for (int s = 0; s < 4; ++s) o << kStatus[s] << "=" << r.decode_status[s] << (s < 3 ? " " : "\n");
   o << "  flows: created=" << r.flows_created << " expired=" << r.flows_expired << " (after close "
-    << r.flows_closed << ") evicted=" << r.flows_evicted << "\n";
+    << r.flows_closed << ") evicted=" << r.flows_evicted << " roles_uncertain=" << r.roles_uncertain << "\n";
   if (r.streams_held || r.hold_refused)
     o << "  split headers held: " << r.streams_held << " (" << r.segments_held << " segments) completed="
       << r.streams_completed << " failed=" << r.streams_failed << " refused=" << r.hold_refused << "\n";
@@ -108,7 +108,7 @@ std::string render_report_json(const Report& r) {
   o << "],\"decode\":{";
   for (int s = 0; s < 4; ++s) o << (s ? "," : "") << "\"" << kStatus[s] << "\":" << r.decode_status[s];
   o << "},\"flows\":{\"created\":" << r.flows_created << ",\"expired\":" << r.flows_expired
-    << ",\"evicted\":" << r.flows_evicted << ",\"closed\":" << r.flows_closed << "}";
+    << ",\"evicted\":" << r.flows_evicted << ",\"closed\":" << r.flows_closed << ",\"roles_uncertain\":" << r.roles_uncertain << "}";
   o << ",\"reassembly\":{\"held\":" << r.streams_held << ",\"segments\":" << r.segments_held
     << ",\"completed\":" << r.streams_completed << ",\"failed\":" << r.streams_failed
     << ",\"refused\":" << r.hold_refused << "}";

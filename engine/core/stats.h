@@ -24,6 +24,7 @@ struct Report {
   std::vector<std::pair<std::string, uint64_t>> inputs;
   std::vector<ConsumerReport> consumers;
   uint64_t flows_created = 0, flows_evicted = 0, flows_expired = 0, flows_closed = 0;
+  uint64_t roles_uncertain = 0;  // flows with no evidence of which end is the client
   uint64_t decode_status[4] = {};
   uint64_t copy_failures = 0;
   // TCP stream holding: headers completed from held segments / not completed (fail closed) / holds refused (full).

@@ -106,6 +106,9 @@ void WorkerPath::process(rte_mbuf* m, Sink sink, void* ctx) {
   if (wants_flows_ && d.has_ip() && d.dst_off() + d.addr_len() <= cap0 && d.src_off() + d.addr_len() <= cap0)
     flows_->lookup(data, d, meta.ts_ns, meta);
   if (meta.flow) refresh_flow(meta.flow);
+  // A packet that does not decode says nothing reliable about its roles
+  // (ports and flags may be missing): both ends are treated as users.
+  if (d.status != DecodeStatus::Ok) meta.roles_uncertain = true;
   consumers(m, data, d, meta, sink, ctx);
 }
 
@@ -143,7 +146,9 @@ void WorkerPath::process_burst(rte_mbuf** pkts, unsigned n, Sink sink, void* ctx
       if (wants_flows_)
         for (unsigned i = 0; i < k; ++i)
           if (metas[i].flow) refresh_flow(metas[i].flow);
-      if (burst_route_) deliver_burst(pkts + base, k, sink, ctx);
+      for (unsigned j = 0; j < k; ++j)  // as in process(): no roles from a packet that does not decode
+        if (ds[j].status != DecodeStatus::Ok) metas[j].roles_uncertain = true;
+      if (burst_route_ && active_.empty()) deliver_burst(pkts + base, k, sink, ctx);
       else
         for (unsigned i = 0; i < k; ++i) consumers(pkts[base + i], datas[i], ds[i], metas[i], sink, ctx);
       base += k;
@@ -178,6 +183,7 @@ bool WorkerPath::start_hold(rte_mbuf* m, const uint8_t* data, const Decoded& d, 
   Hold& h = holds_[idx];
   h.fs = meta.flow;
   h.dir = meta.initiator_is_src ? 0 : 1;
+  h.roles_uncertain = meta.roles_uncertain;
   h.app = meta.app;
   h.base = tcp_seq(data, d);
   h.contiguous = d.payload_len;
@@ -268,6 +274,7 @@ void WorkerPath::release(uint16_t idx, L7State st, Sink sink, void* ctx) {
     PacketMeta sm;
     sm.ts_ns = h.segs.back().ts;
     sm.initiator_is_src = h.dir == 0;
+    sm.roles_uncertain = h.roles_uncertain;
     sm.flow = fs;
     sm.orig = sorig_.data();
     sm.app = h.app;
@@ -299,6 +306,7 @@ void WorkerPath::release(uint16_t idx, L7State st, Sink sink, void* ctx) {
     PacketMeta pm;
     pm.ts_ns = sg.ts;
     pm.initiator_is_src = h.dir == 0;
+    pm.roles_uncertain = h.roles_uncertain;
     pm.flow_first = sg.flow_first;
     pm.flow = fs;
     pm.orig = data;
@@ -401,7 +409,9 @@ __attribute__((always_inline)) inline void WorkerPath::consumers(rte_mbuf* m, co
   // than it, whatever the bursts: an offline run gives the same output
   // however its packets were batched.
   if (meta.ts_ns > hold_deadline_ && !active_.empty()) [[unlikely]] expire_held(meta.ts_ns, sink, ctx);
-  if (use_l7_) return consumers_l7(m, data, d, meta, sink, ctx);
+  // Held segments of an earlier generation that parsed L7 still leave in
+  // order with their stream's next packet.
+  if (use_l7_ || !active_.empty()) return consumers_l7(m, data, d, meta, sink, ctx);
   deliver(m, data, d, meta, sink, ctx);
 }
 
@@ -501,6 +511,8 @@ __attribute__((always_inline)) inline void WorkerPath::deliver(rte_mbuf* m, cons
           ++c.dropped;
           continue;
         }
+        // Every per-packet field the writer needs (time, the original link header).
+        rte_mbuf_dynfield_copy(out, m);
         mbuf_set_ts(out, meta.ts_ns);
       }
     }

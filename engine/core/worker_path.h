@@ -122,6 +122,7 @@ class WorkerPath {
   struct Hold {
     FlowState* fs = nullptr;
     uint8_t dir = 0, app = 0;
+    bool roles_uncertain = false;
     uint32_t base = 0;        // sequence number of stream offset 0
     uint32_t contiguous = 0;  // bytes known from offset 0 without a gap
     uint64_t deadline = 0;

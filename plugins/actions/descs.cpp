@@ -23,8 +23,8 @@ void register_actions(Registry& r) {
                 {}});
   r.add_action({"hash",
                 "keyed hash (SipHash) of the value, length kept; MACs stay unicast/multicast and become "
-                "locally administered",
-                {VT::Mac, VT::Addr, VT::Name, VT::Text},
+                "locally administered; bytes (gtp.teid, gre.key) become letters and digits drawn from it",
+                {VT::Mac, VT::Addr, VT::Name, VT::Text, VT::Bytes},
                 {{"key", ParamKind::Key, true, 0, 0, 0, {}, "", "key declared with `key NAME = ...`"}}});
   r.add_action({"cryptopan",
                 "prefix-preserving Crypto-PAn (AES-128) on IPv4 and IPv6",

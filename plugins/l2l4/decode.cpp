@@ -1,4 +1,6 @@
+#include <algorithm>
 #include <cstring>
+#include <utility>
 
 #include "l2l4.h"
 
@@ -12,10 +14,18 @@ constexpr uint16_t kEthIpv4 = 0x0800, kEthIpv6 = 0x86dd, kEthVlan = 0x8100, kEth
                    kEthQinqOld = 0x9100, kEthMpls = 0x8847, kEthMplsMc = 0x8848, kEthPppoeSess = 0x8864;
 constexpr int kMaxVlan = 4, kMaxMpls = 8, kMaxV6Ext = 8;
 
-// UDP ports of tunnels that carry whole frames or IP packets: VXLAN, Geneve,
-// GTP-U, Teredo. Their payload holds other users' addresses, so a consumer
-// that protects addresses must not get it in clear.
-inline bool is_udp_tunnel_port(uint16_t p) { return p == 4789 || p == 6081 || p == 2152 || p == 3544; }
+// UDP ports of tunnels that carry whole frames or IP packets: VXLAN,
+// VXLAN-GPE, Geneve, GTP-U, Teredo. Their payload holds other users'
+// addresses: it is decoded as a packet of its own (descend), or, when that
+// fails, cut for a consumer that protects addresses.
+inline bool is_udp_tunnel_port(uint16_t p) {
+  return p == 4789 || p == 4790 || p == 6081 || p == 2152 || p == 3544;
+}
+
+void decode_ipv4(const uint8_t* p, uint32_t cap, Decoded& d);
+void decode_ipv6(const uint8_t* p, uint32_t cap, Decoded& d);
+void decode_link(const uint8_t* p, uint32_t cap, uint32_t off, uint16_t et, Decoded& d);
+void descend(const uint8_t* p, uint32_t cap, Decoded& d);
 
 void decode_l4(const uint8_t* p, uint32_t cap, Decoded& d) {
   const uint32_t ip_end = d.l3_off + d.l3_len;
@@ -82,6 +92,7 @@ void decode_l4(const uint8_t* p, uint32_t cap, Decoded& d) {
     case kProtoGre:
       d.flags |= kFlagTunnel;
       d.status = DecodeStatus::Ok;
+      if (!(d.flags & kFlagFragment)) descend(p, cap, d);
       return;
     default:
       d.status = DecodeStatus::Ok;
@@ -91,6 +102,257 @@ void decode_l4(const uint8_t* p, uint32_t cap, Decoded& d) {
   d.payload_len = ip_end > d.payload_off ? ip_end - d.payload_off : 0;
   d.good_until = d.payload_off;
   d.status = DecodeStatus::Ok;
+  // A fragment of a tunnel datagram carries only part of the inner packet:
+  // without reassembly it stays opaque.
+  if ((d.flags & (kFlagTunnel | kFlagFragment)) == kFlagTunnel) descend(p, cap, d);
+}
+
+// What an encapsulation header says it carries.
+enum class Next : uint8_t { None, Eth, Ip4, Ip6, IpNibble, Mpls };
+
+Next from_ethertype(uint16_t et) {
+  switch (et) {
+    case kEthIpv4: return Next::Ip4;
+    case kEthIpv6: return Next::Ip6;
+    case 0x6558: return Next::Eth;  // transparent Ethernet bridging
+    case kEthMpls: case kEthMplsMc: return Next::Mpls;
+    default: return Next::None;
+  }
+}
+
+// GTP-U v1 (3GPP TS 29.281): only G-PDUs carry user packets; signalling
+// (echo, error indication, end marker) and GTP' are left opaque.
+Next parse_gtpu(const uint8_t* p, uint32_t o, uint32_t end, EncapLayer& L, uint32_t& inner) {
+  if (o + 8 > end) return Next::None;
+  const uint8_t fl = p[o];
+  if ((fl >> 5) != 1 || !(fl & 0x10) || p[o + 1] != 0xff) return Next::None;
+  const uint32_t len = rd16(p + o + 2);
+  if (o + 8 + len > end) return Next::None;
+  const uint32_t gend = o + 8 + len;
+  L.id = uint32_t(p[o + 4]) << 24 | uint32_t(p[o + 5]) << 16 | uint32_t(p[o + 6]) << 8 | p[o + 7];
+  L.has_id = 1;
+  uint32_t q = o + 8;
+  if (fl & 0x07) {  // E, S or PN: sequence number, N-PDU number, next extension type
+    if (q + 4 > gend) return Next::None;
+    uint8_t next = p[q + 3];
+    q += 4;
+    for (int i = 0; next != 0; ++i) {  // extension headers: length in 4-byte units, next type last
+      if (i == 16 || !(fl & 0x04) || q + 1 > gend) return Next::None;
+      const uint32_t el = p[q] * 4u;
+      if (el == 0 || q + el > gend) return Next::None;
+      next = p[q + el - 1];
+      q += el;
+    }
+  }
+  inner = q;
+  return q < gend ? Next::IpNibble : Next::None;
+}
+
+Next parse_vxlan(const uint8_t* p, uint32_t o, uint32_t end, EncapLayer& L, uint32_t& inner) {
+  if (o + 8 > end || !(p[o] & 0x08)) return Next::None;  // I flag: the VNI is valid
+  L.id = uint32_t(p[o + 4]) << 16 | uint32_t(p[o + 5]) << 8 | p[o + 6];
+  L.has_id = 1;
+  inner = o + 8;
+  return Next::Eth;
+}
+
+// VXLAN-GPE (draft-ietf-nvo3-vxlan-gpe): the next protocol is named.
+Next parse_vxlan_gpe(const uint8_t* p, uint32_t o, uint32_t end, EncapLayer& L, uint32_t& inner) {
+  if (o + 8 > end || !(p[o] & 0x08) || (p[o] & 0x30)) return Next::None;  // I set, version 0
+  L.id = uint32_t(p[o + 4]) << 16 | uint32_t(p[o + 5]) << 8 | p[o + 6];
+  L.has_id = 1;
+  inner = o + 8;
+  if (!(p[o] & 0x04)) return Next::Eth;  // no P flag: Ethernet, as VXLAN
+  switch (p[o + 3]) {
+    case 1: return Next::Ip4;
+    case 2: return Next::Ip6;
+    case 3: return Next::Eth;
+    case 5: return Next::Mpls;
+    default: return Next::None;  // NSH and the rest
+  }
+}
+
+// Geneve (RFC 8926): options are skipped by their total length; they are
+// the fabric's metadata and stay as they are.
+Next parse_geneve(const uint8_t* p, uint32_t o, uint32_t end, EncapLayer& L, uint32_t& inner) {
+  if (o + 8 > end || (p[o] >> 6) != 0) return Next::None;
+  const uint32_t hl = 8 + (p[o] & 0x3f) * 4u;
+  if (o + hl > end) return Next::None;
+  L.id = uint32_t(p[o + 4]) << 16 | uint32_t(p[o + 5]) << 8 | p[o + 6];
+  L.has_id = 1;
+  inner = o + hl;
+  return from_ethertype(rd16(p + o + 2));
+}
+
+// GRE version 0 (RFC 2784/2890) with checksum, key and sequence number;
+// ERSPAN type I (no header), II and III (with its platform subheader).
+// Source routing (R) and PPTP's GRE v1 are left opaque.
+Next parse_gre(const uint8_t* p, uint32_t o, uint32_t end, EncapLayer& L, uint32_t& inner) {
+  if (o + 4 > end) return Next::None;
+  const uint16_t fl = rd16(p + o);
+  if ((fl & 0x4000) || (fl & 0x0007) != 0) return Next::None;
+  uint32_t q = o + 4;
+  if (fl & 0x8000) L.gre_csum = 1, q += 4;
+  if (fl & 0x2000) {
+    if (q + 4 > end) return Next::None;
+    L.id = uint32_t(p[q]) << 24 | uint32_t(p[q + 1]) << 16 | uint32_t(p[q + 2]) << 8 | p[q + 3];
+    L.has_id = 1;
+    q += 4;
+  }
+  const bool seq = fl & 0x1000;
+  if (seq) q += 4;
+  if (q > end) return Next::None;
+  const uint16_t proto = rd16(p + o + 2);
+  if (proto == 0x88be) {
+    L.kind = Encap::Erspan;
+    if (!seq) {  // type I: the mirrored frame follows the GRE header
+      inner = q;
+      return Next::Eth;
+    }
+    if (q + 8 > end || (p[q] >> 4) != 1) return Next::None;  // type II header, version 1
+    inner = q + 8;
+    return Next::Eth;
+  }
+  if (proto == 0x22eb) {  // type III
+    L.kind = Encap::Erspan;
+    if (q + 12 > end || (p[q] >> 4) != 2) return Next::None;
+    const uint8_t ft = (p[q + 10] >> 2) & 0x1f;
+    uint32_t hl = 12 + ((p[q + 11] & 1) ? 8u : 0u);  // O: platform-specific subheader
+    if (ft != 0 || q + hl > end) return Next::None;  // frame type 0: Ethernet
+    inner = q + hl;
+    return Next::Eth;
+  }
+  inner = q;
+  return from_ethertype(proto);
+}
+
+// Teredo (RFC 4380): IPv6 in UDP, after an optional authentication
+// indicator and origin indication.
+Next parse_teredo(const uint8_t* p, uint32_t o, uint32_t end, uint32_t& inner) {
+  uint32_t q = o;
+  if (q + 2 <= end && rd16(p + q) == 0x0001) {
+    if (q + 4 > end) return Next::None;
+    q += 4 + p[q + 2] + p[q + 3] + 9;  // client id, authentication value, nonce, confirmation
+  }
+  if (q + 2 <= end && rd16(p + q) == 0x0000) q += 8;
+  if (q + 40 > end || (p[q] >> 4) != 6) return Next::None;
+  inner = q;
+  return Next::Ip6;
+}
+
+// Mixes one layer into the tunnel context: the encapsulation, the outer
+// endpoints ordered (so both directions of an inner flow share it) and,
+// for VXLAN, VXLAN-GPE and Geneve, the VNI (the same both ways). Not GTP-U's
+// TEID (each direction of a bearer has its own) nor a GRE key (mirror
+// sessions mark the direction there, as in tunnel-erspan.pcap; NVGRE puts
+// per-flow entropy in its low byte).
+void tunnel_context(const uint8_t* p, const EncapLayer& L, uint64_t& h) {
+  // Two CRC32-C lanes with different seeds over the same words: 64 bits,
+  // a few instructions per word (the flow key's hash uses the same unit).
+  uint32_t a = uint32_t(h >> 32) ^ 0x9e3779b9u, b = uint32_t(h) ^ 0x7f4a7c15u;
+  auto mix = [&](uint64_t w) {
+    a = uint32_t(__builtin_ia32_crc32di(a, w));
+    b = uint32_t(__builtin_ia32_crc32di(b, w ^ 0x5bd1e9955bd1e995ULL));
+  };
+  const bool vni = L.has_id && (L.kind == Encap::Vxlan || L.kind == Encap::VxlanGpe || L.kind == Encap::Geneve);
+  mix(uint64_t(L.kind) | uint64_t(L.ip_version) << 8 | (vni ? uint64_t(L.id) << 16 | 1ULL << 48 : 0));
+  const uint8_t* s = p + L.l3_off + (L.ip_version == 4 ? 12 : 8);
+  if (L.ip_version == 4) {
+    uint32_t x, y;
+    std::memcpy(&x, s, 4);
+    std::memcpy(&y, s + 4, 4);
+    x = __builtin_bswap32(x), y = __builtin_bswap32(y);
+    mix(x < y ? uint64_t(x) << 32 | y : uint64_t(y) << 32 | x);
+  } else {
+    const uint8_t* t = s + 16;
+    if (std::memcmp(s, t, 16) > 0) std::swap(s, t);
+    uint64_t w[4];
+    std::memcpy(w, s, 16);
+    std::memcpy(w + 2, t, 16);
+    for (uint64_t x : w) mix(x);
+  }
+  h = (uint64_t(a) << 32 | b) | 1;
+}
+
+// Called with d decoded through an IP datagram whose payload is a tunnel
+// (kFlagTunnel): decodes the packet it carries, which then becomes d's
+// L3/L4. Leaves d as it was when the encapsulation cannot be parsed or the
+// nesting is too deep.
+void descend(const uint8_t* p, uint32_t cap, Decoded& d) {
+  if (d.n_encap == kMaxEncap) return;
+  EncapLayer L;
+  L.l3_off = d.l3_off;
+  L.l3_hdr_len = d.l3_hdr_len;
+  L.ip_version = d.ip_version;
+  L.pppoe_off = d.pppoe_off;
+  // lim: where the carrier's payload ends; end: the same within the captured bytes.
+  uint32_t lim = d.l3_off + d.l3_len;
+  uint32_t inner = 0;
+  Next next = Next::None;
+  uint32_t end = std::min(lim, cap);
+  if (d.l4_proto == kProtoUdp) {
+    L.udp_off = uint16_t(d.l4_off);
+    L.hdr_off = uint16_t(d.payload_off);
+    lim = std::min<uint32_t>(lim, d.l4_off + rd16(p + d.l4_off + 4));
+    end = std::min(lim, cap);
+    const uint16_t sp = d.sport, dp = d.dport;
+    auto port = [&](uint16_t x) { return sp == x || dp == x; };
+    const uint32_t o = d.payload_off;
+    if (port(2152)) L.kind = Encap::GtpU, next = parse_gtpu(p, o, end, L, inner);
+    else if (port(4789)) L.kind = Encap::Vxlan, next = parse_vxlan(p, o, end, L, inner);
+    else if (port(4790)) L.kind = Encap::VxlanGpe, next = parse_vxlan_gpe(p, o, end, L, inner);
+    else if (port(6081)) L.kind = Encap::Geneve, next = parse_geneve(p, o, end, L, inner);
+    else if (port(3544)) L.kind = Encap::Teredo, next = parse_teredo(p, o, end, inner);
+  } else if (d.l4_proto == kProtoGre) {
+    L.hdr_off = uint16_t(d.l4_off);
+    L.kind = Encap::Gre;
+    next = parse_gre(p, d.l4_off, end, L, inner);
+  } else {  // IPv4 or IPv6 in IP
+    L.hdr_off = uint16_t(d.l4_off);
+    L.kind = Encap::Ip;
+    inner = d.l4_off;
+    next = d.l4_proto == kProtoIpIp ? Next::Ip4 : Next::Ip6;
+  }
+  if (next == Next::None || inner > end || inner > 0xffff) return;
+  if (next == Next::IpNibble) {
+    if (inner >= end) return;
+    const uint8_t v = p[inner] >> 4;
+    if (v == 4) next = Next::Ip4;
+    else if (v == 6) next = Next::Ip6;
+    else return;
+  }
+  L.inner_off = uint16_t(inner);
+  // From here on d describes the inner packet: its L2-L4 fields start over
+  // (as decode_full's Decoded{} would set them); the layers and context stay.
+  d.encap[d.n_encap++] = L;
+  tunnel_context(p, L, d.tun_ctx);
+  d.status = DecodeStatus::Malformed;
+  d.ip_version = d.n_vlan = d.n_mpls = d.l4_proto = d.tcp_flags = 0;
+  d.flags = kFlagEncap;
+  d.ethertype = d.pppoe_off = d.l3_off = d.l3_hdr_len = d.l4_hdr_len = d.sport = d.dport = 0;
+  d.ipv6_frag_hdr_off = d.ipv6_rh_off = d.inner_eth_off = 0;
+  d.l3_len = d.l4_off = d.payload_off = d.payload_len = 0;
+  d.good_until = inner;
+  switch (next) {
+    case Next::Eth:
+      if (inner + 14 > end) {
+        d.status = inner + 14 > lim ? DecodeStatus::Malformed : DecodeStatus::Truncated;
+        return;
+      }
+      d.inner_eth_off = uint16_t(inner);
+      d.good_until = inner + 14;
+      decode_link(p, cap, inner + 14, rd16(p + inner + 12), d);
+      break;
+    case Next::Ip4: decode_link(p, cap, inner, kEthIpv4, d); break;
+    case Next::Ip6: decode_link(p, cap, inner, kEthIpv6, d); break;
+    case Next::Mpls: decode_link(p, cap, inner, kEthMpls, d); break;
+    default: break;
+  }
+  // The inner datagram must lie within what carries it.
+  if (d.has_ip() && d.l3_len && d.l3_off + d.l3_len > lim) {
+    d.status = DecodeStatus::Malformed;
+    d.good_until = std::min<uint32_t>(d.good_until, d.l3_off);
+  }
 }
 
 void decode_ipv4(const uint8_t* p, uint32_t cap, Decoded& d) {
@@ -255,7 +517,7 @@ inline bool decode_fast(const uint8_t* p, uint32_t cap, uint32_t wire, Decoded& 
     const uint16_t sport = rd16(p + l4), dport = rd16(p + l4 + 2);
     d.sport = sport;
     d.dport = dport;
-    if (is_udp_tunnel_port(sport) || is_udp_tunnel_port(dport)) flags = kFlagTunnel;
+    if (is_udp_tunnel_port(sport) || is_udp_tunnel_port(dport)) return false;  // decoded through
   } else if (proto == kProtoIcmp || proto == kProtoIcmpv6) {
     if (l4 + 8 > ip_end || l4 + 8 > cap) return false;
     const uint8_t type = p[l4];
@@ -265,7 +527,7 @@ inline bool decode_fast(const uint8_t* p, uint32_t cap, uint32_t wire, Decoded& 
                                          : (type < 128);
     if (err) flags = kFlagIcmpError;
   } else {
-    return false;
+    return false;  // IP in IP and GRE among the rest
   }
   const uint32_t pay = l4 + hl;
   d.status = DecodeStatus::Ok;
@@ -283,6 +545,9 @@ inline bool decode_fast(const uint8_t* p, uint32_t cap, uint32_t wire, Decoded& 
   d.ipv6_rh_off = 0;
   d.cap_len = cap;
   d.wire_len = wire;
+  d.n_encap = 0;
+  d.inner_eth_off = 0;
+  d.tun_ctx = 0;
   return true;
 }
 
@@ -298,16 +563,23 @@ void decode_full(const uint8_t* p, uint32_t cap, uint32_t wire_len, Decoded& d) 
   d.cap_len = cap;
   d.wire_len = wire_len < cap ? cap : wire_len;
   if (cap < 14) { d.status = DecodeStatus::Truncated; return; }
-  uint32_t off = 12;
-  uint16_t et = rd16(p + off);
-  off += 2;
   d.good_until = 14;
+  decode_link(p, cap, 14, rd16(p + 12), d);
+}
+
+namespace {
+
+// From an EtherType `et` whose header ends at `off`: VLAN tags, a PPPoE
+// session or an MPLS stack, then IP. Also the entry of an Ethernet frame or
+// MPLS stack carried in a tunnel.
+void decode_link(const uint8_t* p, uint32_t cap, uint32_t off, uint16_t et, Decoded& d) {
+  int n_vlan = 0;
   while (et == kEthVlan || et == kEthQinq || et == kEthQinqOld) {
-    if (d.n_vlan == kMaxVlan) { d.status = DecodeStatus::Malformed; return; }
+    if (n_vlan == kMaxVlan) { d.status = DecodeStatus::Malformed; return; }
     if (off + 4 > cap) { d.status = DecodeStatus::Truncated; return; }
     et = rd16(p + off + 2);
     off += 4;
-    ++d.n_vlan;
+    d.n_vlan = uint8_t(++n_vlan);
     d.good_until = off;
   }
   if (et == kEthPppoeSess) {
@@ -320,12 +592,12 @@ void decode_full(const uint8_t* p, uint32_t cap, uint32_t wire_len, Decoded& d) 
     else if (ppp == 0x0057) et = kEthIpv6;
     else { d.ethertype = kEthPppoeSess; d.l3_off = uint16_t(off); d.status = DecodeStatus::NotIp; return; }
   } else if (et == kEthMpls || et == kEthMplsMc) {
-    for (;;) {
-      if (d.n_mpls == kMaxMpls) { d.status = DecodeStatus::Malformed; return; }
+    for (int n = 0;; ++n) {
+      if (n == kMaxMpls) { d.status = DecodeStatus::Malformed; return; }
       if (off + 4 > cap) { d.status = DecodeStatus::Truncated; return; }
       bool bos = p[off + 2] & 1;
       off += 4;
-      ++d.n_mpls;
+      d.n_mpls = uint8_t(n + 1);
       if (bos) break;
     }
     d.good_until = off;
@@ -337,10 +609,27 @@ void decode_full(const uint8_t* p, uint32_t cap, uint32_t wire_len, Decoded& d) 
     else { d.ethertype = kEthMpls; d.l3_off = uint16_t(off); d.status = DecodeStatus::NotIp; return; }
   }
   d.ethertype = et;
+  if (off > 0xffff) { d.status = DecodeStatus::Malformed; return; }
   d.l3_off = uint16_t(off);
   if (et == kEthIpv4) decode_ipv4(p, cap, d);
   else if (et == kEthIpv6) decode_ipv6(p, cap, d);
   else { d.status = DecodeStatus::NotIp; d.good_until = off; }
+}
+
+}  // namespace
+
+const char* encap_name(Encap e) {
+  switch (e) {
+    case Encap::Ip: return "ip-in-ip";
+    case Encap::Gre: return "gre";
+    case Encap::Erspan: return "erspan";
+    case Encap::Vxlan: return "vxlan";
+    case Encap::VxlanGpe: return "vxlan-gpe";
+    case Encap::Geneve: return "geneve";
+    case Encap::GtpU: return "gtp-u";
+    case Encap::Teredo: return "teredo";
+    default: return "none";
+  }
 }
 
 }  // namespace amon

@@ -1,5 +1,6 @@
 // Fields of the L2-L4 protocols (Ethernet, 802.1Q/QinQ, IPv4, IPv6, TCP, UDP,
-// ICMP). The decoder that finds them is decode.cpp beside this file.
+// ICMP) and of the encapsulations around a tunnelled packet. The decoder
+// that finds them is decode.cpp beside this file.
 #include "l2l4.h"
 
 namespace amon::l2l4 {
@@ -19,8 +20,8 @@ void register_fields(Registry& r) {
                                  {"ip.src"}, kNoField, kCondCompare});
   g_fields.ip_client = r.add_field(
       {"ip.client", ValueType::Addr, "ip", FieldRole::Identifier, "client-addr",
-       "address of the flow's client: inside `clients` when set, else the flow initiator (SYN sender or "
-       "first packet seen)",
+       "address of the flow's client: inside `clients` when set, else by evidence (SYN sender, a server seen "
+       "on the other end's port, likely server port; see doc/language.md, Roles)",
        {}, kNoField, kCondCompare});
   g_fields.ip_server = r.add_field({"ip.server", ValueType::Addr, "ip", FieldRole::QuasiIdentifier,
                                     "server-addr", "address of the flow's server (the other end from ip.client)",
@@ -29,6 +30,25 @@ void register_fields(Registry& r) {
                                   "transport payload (bytes after the TCP/UDP/ICMP header; after the IP header "
                                   "for other protocols and non-first fragments)",
                                   {}, kNoField, kCondMatch});
+  // A tunnelled packet's own addresses are ip.*; these are the
+  // infrastructure's: the IP headers that carry it, and their identifiers.
+  g_fields.tunnel_addr = r.add_field(
+      {"tunnel.addr", ValueType::Addr, "tunnel", FieldRole::QuasiIdentifier, "",
+       "addresses of every IP header that carries a tunnelled packet (GTP-U, VXLAN, Geneve, GRE, ERSPAN, IP in "
+       "IP, Teredo endpoints: eNodeB/gNB, SGW/UPF, VTEP, mirror source and collector). No rule: a policy that "
+       "protects addresses gives them ip.server's action (its fallback when that is zanon), others keep them",
+       {}});
+  g_fields.tunnel_vni = r.add_field({"tunnel.vni", ValueType::Bytes, "tunnel", FieldRole::Other, "",
+                                     "VXLAN, VXLAN-GPE or Geneve network identifier (3 bytes; tenant segment). No "
+                                     "rule: kept",
+                                     {}});
+  g_fields.gre_key = r.add_field({"gre.key", ValueType::Bytes, "tunnel", FieldRole::Other, "",
+                                  "GRE key (4 bytes; tunnel or ERSPAN session). No rule: kept", {}});
+  g_fields.gtp_teid = r.add_field(
+      {"gtp.teid", ValueType::Bytes, "gtp", FieldRole::QuasiIdentifier, "",
+       "GTP-U tunnel endpoint identifier (4 bytes): names one subscriber's bearer in one direction. No rule: kept; "
+       "hash(key=K) keeps it linkable per bearer without the operator's value",
+       {}});
 }
 
 }  // namespace amon::l2l4

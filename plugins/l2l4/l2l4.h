@@ -1,5 +1,18 @@
 // L2-L4 protocols: Ethernet, 802.1Q/802.1ad (QinQ), MPLS, PPPoE session,
-// IPv4 (options), IPv6 (extension headers), TCP, UDP, ICMP, ICMPv6.
+// IPv4 (options), IPv6 (extension headers), TCP, UDP, ICMP, ICMPv6, and the
+// encapsulations that carry them: GTP-U v1, VXLAN, VXLAN-GPE, Geneve, GRE
+// (with key/sequence/checksum, transparent Ethernet bridging, ERSPAN I/II/III),
+// IPv4/IPv6 in IPv4/IPv6, Teredo.
+//
+// An encapsulated packet is decoded through to the innermost packet, which is
+// what Decoded's L3/L4 fields then describe: every consumer treats it as if it
+// had arrived alone. The layers around it are listed outermost first in
+// Decoded::encap, so the runtime can rewrite their addresses and fix their
+// lengths and checksums; Decoded::tun_ctx names the tunnel for the flow key.
+// An encapsulation that cannot be parsed (an unknown GRE protocol, GTP
+// signalling, a fragmented outer datagram) or nesting deeper than
+// kMaxEncap stops the descent there with kFlagTunnel set: its payload is
+// opaque and the runtime cuts it for consumers that protect anything in it.
 //
 // decode() runs once per packet on the original bytes; every consumer's
 // pipeline then works by offset on its own copy. It never reads past `cap`
@@ -8,6 +21,7 @@
 #pragma once
 
 #include <cstdint>
+#include <tuple>
 
 #include "registry.h"
 
@@ -31,6 +45,29 @@ enum : uint8_t {  // Decoded::flags
   kFlagTunnel = 4,        // IP payload is another network layer (IP-in-IP, GRE, known UDP tunnels)
   kFlagV6Routing = 8,     // IPv6 routing header carrying addresses (type 0 or segment routing)
   kFlagIcmpError = 16,    // ICMP/ICMPv6 error quoting an earlier packet's IP header
+  kFlagEncap = 32,        // the L3/L4 fields are of a packet carried in the encapsulations listed in encap
+};
+
+// Encapsulations decoded, at most (deeper nesting stops with kFlagTunnel).
+constexpr int kMaxEncap = 4;
+
+enum class Encap : uint8_t { None, Ip, Gre, Erspan, Vxlan, VxlanGpe, Geneve, GtpU, Teredo };
+
+// One encapsulating layer: the IP datagram (and its UDP or GRE header) that
+// carries the next layer in.
+struct EncapLayer {
+  uint16_t l3_off = 0;      // outer IP header
+  uint16_t l3_hdr_len = 0;  // IPv4 IHL*4, or IPv6 40 + extension headers
+  uint16_t udp_off = 0;     // outer UDP header (UDP encapsulations), 0 none
+  uint16_t hdr_off = 0;     // GTP-U, VXLAN, Geneve or GRE header; the inner IP header for IP in IP
+  uint16_t inner_off = 0;   // first byte of what it carries (Ethernet or IP, MPLS, PPP)
+  uint16_t pppoe_off = 0;   // a PPPoE session header below this IP header, 0 none
+  uint8_t ip_version = 0;
+  Encap kind = Encap::None;
+  uint8_t gre_csum = 0;     // GRE header carries a checksum (at hdr_off + 4)
+  uint8_t has_id = 0;
+  uint32_t id = 0;          // VXLAN/Geneve VNI, GTP-U TEID, GRE key
+  bool operator==(const EncapLayer&) const = default;
 };
 
 struct Decoded {
@@ -56,14 +93,51 @@ struct Decoded {
   uint16_t ipv6_rh_off = 0; // IPv6 routing header offset when kFlagV6Routing
   uint32_t cap_len = 0;     // bytes captured
   uint32_t wire_len = 0;    // bytes on the wire (>= cap_len)
+  uint8_t n_encap = 0;      // layers in encap (kFlagEncap)
+  uint16_t inner_eth_off = 0;  // the innermost Ethernet header when an encapsulation carries one, else 0
+  uint64_t tun_ctx = 0;     // the encapsulations' identity, 0 when none (see tunnel_context in decode.cpp)
+  EncapLayer encap[kMaxEncap];
 
   bool has_ip() const { return ip_version != 0 && status != DecodeStatus::NotIp; }
   uint32_t src_off() const { return l3_off + (ip_version == 4 ? 12u : 8u); }
   uint32_t dst_off() const { return l3_off + (ip_version == 4 ? 16u : 24u); }
   uint32_t addr_len() const { return ip_version == 4 ? 4u : 16u; }
   bool has_l4_header() const { return l4_hdr_len != 0; }
-  bool operator==(const Decoded&) const = default;  // field by field (padding ignored)
+  // Field by field; the layers only up to n_encap (the fast decoder leaves
+  // the array as it was).
+  bool operator==(const Decoded& o) const {
+    auto head = [](const Decoded& x) {
+      return std::tie(x.status, x.ip_version, x.n_vlan, x.n_mpls, x.flags, x.l4_proto, x.tcp_flags, x.ethertype,
+                      x.pppoe_off, x.l3_off, x.l3_hdr_len, x.l3_len, x.l4_off, x.l4_hdr_len, x.sport, x.dport,
+                      x.payload_off, x.payload_len, x.good_until, x.ipv6_frag_hdr_off, x.ipv6_rh_off, x.cap_len,
+                      x.wire_len, x.n_encap, x.inner_eth_off, x.tun_ctx);
+    };
+    if (head(*this) != head(o)) return false;
+    for (int i = 0; i < n_encap && i < kMaxEncap; ++i)
+      if (!(encap[i] == o.encap[i])) return false;
+    return true;
+  }
 };
+
+const char* encap_name(Encap e);
+
+// The sums of the spans the encapsulations' UDP and GRE checksums cover,
+// taken before the inner packet is rewritten (bit i of valid: layer i has
+// a checksum in use over captured bytes).
+struct EncapSums {
+  uint16_t sum[kMaxEncap];
+  uint8_t valid = 0;
+};
+void encap_sums(const uint8_t* p, uint32_t cap, const Decoded& d, EncapSums& s);
+// After the inner packet and the outer addresses were rewritten, and the
+// frame maybe cut at `cap` (cut): every layer's lengths (IP, UDP, GTP-U,
+// PPPoE) shrink by what was cut from it, its IPv4 header checksum is
+// recomputed, and its UDP/GRE checksum follows: recomputed in full after a
+// cut, updated incrementally otherwise (so one that was wrong stays wrong),
+// left 0 when it was 0. old_addrs[i]: layer i's source and destination
+// before the rewrite, for the layers in addr_changed.
+void encap_fix(uint8_t* p, uint32_t cap, bool cut, const Decoded& d, const EncapSums& s,
+               const uint8_t (*old_addrs)[32], uint8_t addr_changed);
 
 // Decodes bytes [0, cap) of a frame whose wire length is wire_len.
 void decode(const uint8_t* p, uint32_t cap, uint32_t wire_len, Decoded& d);
@@ -75,6 +149,8 @@ namespace l2l4 {
 struct FieldIds {
   FieldId eth_src = kNoField, eth_dst = kNoField, ip_src = kNoField, ip_dst = kNoField, ip_client = kNoField,
           ip_server = kNoField, payload = kNoField;
+  // The layers around an encapsulated packet (EncapLayer).
+  FieldId tunnel_addr = kNoField, tunnel_vni = kNoField, gre_key = kNoField, gtp_teid = kNoField;
 };
 extern FieldIds g_fields;
 void register_fields(Registry& r);

@@ -121,6 +121,7 @@ class ZanonAddr final : public RtAction {
     if (released) return ActResult::Done;
     return fb_->addr(a, c);
   }
+  RtAction* undecided() override { return fb_.get(); }
 
  private:
   ZanonSlotInfo slot_;

@@ -45,6 +45,9 @@ class RtAction {
   virtual ActResult mac(uint8_t* m, ApplyCtx& c) { return ActResult::Drop; }
   virtual ActResult addr(uint8_t* a, ApplyCtx& c) { return ActResult::Drop; }
   virtual ActResult bytes(uint8_t* p, uint32_t len, ApplyCtx& c) { return ActResult::Drop; }
+  // What this action does to a value no per-flow decision covers (a tunnel
+  // endpoint): itself, or a zanon's fallback.
+  virtual RtAction* undecided() { return this; }
 };
 
 // Value types (bits 1 << ValueType) whose method class A overrides: what it

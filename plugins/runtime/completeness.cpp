@@ -1,8 +1,9 @@
 // The registry against this runtime, as Suricata validates its app-layer
 // parsers at start-up: every registered field is located by some plugin,
 // every action the checker accepts on a field's type has an applier for it,
-// every field a condition may test has an evaluator, every protocol a
-// condition may name is recognised. Run when a policy is loaded (Program)
+// every field a condition may test has an evaluator. (A protocol a
+// condition names that no packet is recognised as refuses the policy when
+// it is loaded: Program.) Run when a policy is loaded (Program)
 // and by test_fields; an incomplete registration is an error naming what is
 // missing, never a silent fallback.
 #include "runtime_impl.h"
@@ -16,7 +17,8 @@ namespace {
 bool located(const FieldDesc& f) {
   const auto& F = l2l4::g_fields;
   const L7Fields& L = L7Fields::get();
-  for (FieldId x : {F.eth_src, F.eth_dst, F.ip_src, F.ip_dst, F.ip_client, F.ip_server, F.payload, L.dns_qname,
+  for (FieldId x : {F.eth_src, F.eth_dst, F.ip_src, F.ip_dst, F.ip_client, F.ip_server, F.payload, F.tunnel_addr,
+                    F.tunnel_vni, F.gre_key, F.gtp_teid, L.dns_qname,
                     L.dns_answer_name, L.dns_rdata_name, L.dns_answer_addr, L.dns_ecs, L.tls_sni})
     if (f.id == x) return true;
   return std::find(std::begin(L.http_kind), std::end(L.http_kind), f.id) != std::end(L.http_kind);
@@ -51,8 +53,6 @@ std::vector<std::string> check_completeness(const Registry& r, uint32_t (*types)
     }
     if (f.cond_ops && (!known || !evaluable(f)))
       out.push_back(f.name + ": conditions may test it but the runtime has no evaluator for it");
-    if (f.protocol != "l4" && proto_bit(f.protocol) == 0)
-      out.push_back(f.name + ": conditions may name its protocol '" + f.protocol + "' but no packet is recognised as it");
   }
   return out;
 }

@@ -26,7 +26,88 @@ bool ProgramInstance::roles(const uint8_t* buf, uint32_t cap, const Decoded& d, 
 
 Verdict ProgramInstance::process_general(uint8_t* buf, uint32_t& cap, uint32_t& wire, const Decoded& d,
                                          const PacketMeta& m, ConsumerCounters& c) {
+  if (d.n_encap) [[unlikely]]
+    return process_encap(buf, cap, wire, d, m, c);
   return prog_.l7_only_ ? general_path<true>(buf, cap, wire, d, m, c) : general_path<false>(buf, cap, wire, d, m, c);
+}
+
+Verdict ProgramInstance::process_encap(uint8_t* buf, uint32_t& cap, uint32_t& wire, const Decoded& d,
+                                       const PacketMeta& m, ConsumerCounters& c) {
+  // The outer checksums follow the rewrite from sums of the original bytes.
+  EncapSums sums;
+  encap_sums(buf, cap, d, sums);
+  const uint32_t cap0 = cap, wire0 = wire;
+  encap_changed_ = 0;
+  for (int i = 0; i < d.n_encap; ++i) {
+    const EncapLayer& L = d.encap[i];
+    const uint32_t so = L.l3_off + (L.ip_version == 4 ? 12u : 8u), al = L.ip_version == 4 ? 4u : 16u;
+    std::memcpy(encap_old_[i], buf + so, 2 * al);
+  }
+  const Verdict v =
+      prog_.l7_only_ ? general_path<true>(buf, cap, wire, d, m, c) : general_path<false>(buf, cap, wire, d, m, c);
+  if (v == Verdict::Forward) encap_fix(buf, cap, cap != cap0 || wire != wire0, d, sums, encap_old_, encap_changed_);
+  return v;
+}
+
+bool ProgramInstance::encap_rules(uint8_t* buf, uint32_t cap, const Decoded& d, Eval& e, ApplyCtx& ctx) {
+  const Program& P = prog_;
+  const auto& F = l2l4::g_fields;
+  // An inner Ethernet header's MACs: the eth rules, as for the outer one.
+  if (d.inner_eth_off && d.inner_eth_off + 14u <= cap &&
+      (!P.field_rules_[F.eth_dst].empty() || !P.field_rules_[F.eth_src].empty())) {
+    for (FieldId f : {F.eth_dst, F.eth_src}) {
+      ctx.field = f;
+      const int r = pick(f, e);
+      if (r >= 0 && actions_[r]->mac(buf + d.inner_eth_off + (f == F.eth_src ? 6 : 0), ctx) == ActResult::Drop)
+        return false;
+    }
+  }
+  // The outer addresses: every layer's source and destination.
+  RtAction* act = nullptr;
+  if (!P.field_rules_[F.tunnel_addr].empty()) {
+    const int r = pick(F.tunnel_addr, e);
+    if (r >= 0) act = actions_[r].get();
+  } else if (P.tunnel_addr_default_ >= 0) {
+    act = actions_[P.tunnel_addr_default_]->undecided();
+  }
+  const bool zero = !act && P.tunnel_addr_zero_;
+  if (act || zero) {
+    ctx.field = F.tunnel_addr;
+    ctx.is_server = true;
+    for (int i = 0; i < d.n_encap; ++i) {
+      const EncapLayer& L = d.encap[i];
+      const uint32_t al = L.ip_version == 4 ? 4u : 16u;
+      uint8_t* a = buf + L.l3_off + (L.ip_version == 4 ? 12u : 8u);
+      ctx.family = L.ip_version;
+      if (zero) {
+        std::memset(a, 0, 2 * al);
+      } else {
+        if (act->addr(a, ctx) == ActResult::Drop || act->addr(a + al, ctx) == ActResult::Drop) return false;
+        if (!act->modifies) continue;
+      }
+      encap_changed_ |= uint8_t(1u << i);
+    }
+  }
+  // Identifiers, rewritten in place (their length kept).
+  if (P.tunnel_rules_) {
+    for (int i = 0; i < d.n_encap; ++i) {
+      const EncapLayer& L = d.encap[i];
+      if (!L.has_id) continue;
+      FieldId f;
+      uint32_t at, n = 4;
+      switch (L.kind) {
+        case Encap::Vxlan: case Encap::VxlanGpe: case Encap::Geneve: f = F.tunnel_vni, at = L.hdr_off + 4u, n = 3; break;
+        case Encap::GtpU: f = F.gtp_teid, at = L.hdr_off + 4u; break;
+        case Encap::Gre: case Encap::Erspan: f = F.gre_key, at = L.hdr_off + (L.gre_csum ? 8u : 4u); break;
+        default: continue;
+      }
+      if (P.field_rules_[f].empty() || at + n > cap) continue;
+      const int r = pick(f, e);
+      ctx.field = f;
+      if (r >= 0 && actions_[r]->bytes(buf + at, n, ctx) == ActResult::Drop) return false;
+    }
+  }
+  return true;
 }
 
 // kL7Only (Program::l7_only_): no select, BPF, MAC, address, per-flow or
@@ -49,6 +130,7 @@ Verdict ProgramInstance::general_path(uint8_t* buf, uint32_t& cap, uint32_t& wir
   const uint32_t so = ip_ok ? d.src_off() : 0, dof = ip_ok ? d.dst_off() : 0;
   uint8_t* const old_src = old_addrs;
   uint8_t* const old_dst = old_addrs + (ip_ok ? alen : 16);
+  const bool both = !kL7Only && ip_ok && both_clients(pol, d.ip_version, old_src, old_dst, m.roles_uncertain);
   Eval e{&d, &m, &c, &ctx, client_is_src, client_is_src ? old_src : old_dst, alen, buf};
 
   if (!kL7Only && pol.select_cond && !eval(*pol.select_cond, e)) return Verdict::Filtered;
@@ -65,6 +147,8 @@ Verdict ProgramInstance::general_path(uint8_t* buf, uint32_t& cap, uint32_t& wir
     r = pick(F.eth_src, e);
     if (r >= 0 && actions_[r]->mac(buf + 6, ctx) == ActResult::Drop) return drop();
   }
+  if (!kL7Only && d.n_encap && !encap_rules(buf, cap, d, e, ctx)) [[unlikely]]
+    return drop();
 
   uint32_t cut_at = UINT32_MAX;
   auto error_exit = [&](uint32_t at, uint64_t& cut_counter) -> bool {  // true: drop
@@ -108,7 +192,9 @@ Verdict ProgramInstance::general_path(uint8_t* buf, uint32_t& cap, uint32_t& wir
 
   const uint8_t* client_clear = client_is_src ? old_src : old_dst;
   const uint8_t* server_clear = client_is_src ? old_dst : old_src;
-  if (!kL7Only && !P.zslot_rule_.empty() && m.flow) decide_flow(server_clear, client_clear, alen, m, c);
+  // With both ends users there is no server to count users of: observing
+  // the guessed one would let a user's address reach z by its peers.
+  if (!kL7Only && !both && !P.zslot_rule_.empty() && m.flow) decide_flow(server_clear, client_clear, alen, m, c);
 
   ctx.family = d.ip_version;
   ctx.client_addr = client_clear;
@@ -145,9 +231,10 @@ Verdict ProgramInstance::general_path(uint8_t* buf, uint32_t& cap, uint32_t& wir
   // No rule names an address (an L7-only policy): nothing to choose per position.
   const bool addr_rules = !kL7Only && (!P.field_rules_[F.ip_src].empty() || !P.field_rules_[F.ip_dst].empty() ||
                                        !P.field_rules_[F.ip_client].empty() || !P.field_rules_[F.ip_server].empty());
+  int pos_rule[2] = {-1, -1};  // the rule each address position took (ICMP quotes map with it)
   for (int pos = 0; addr_rules && pos < 2; ++pos) {
     bool is_src = pos == 0;
-    bool is_client = is_src == client_is_src;
+    bool is_client = both || is_src == client_is_src;
     FieldId pos_field = is_src ? F.ip_src : F.ip_dst;
     FieldId role_field = is_client ? F.ip_client : F.ip_server;
     // The first rule in source order naming this address, by position or by
@@ -168,6 +255,7 @@ Verdict ProgramInstance::general_path(uint8_t* buf, uint32_t& cap, uint32_t& wir
       }
     }
     if (best < 0) continue;
+    pos_rule[pos] = best;
     if (c.rule_hits.size() < P.plans_.size()) c.rule_hits.resize(P.plans_.size());
     ++c.rule_hits[best];
     ctx.field = role_field;
@@ -203,20 +291,40 @@ Verdict ProgramInstance::general_path(uint8_t* buf, uint32_t& cap, uint32_t& wir
       std::memcpy(before[1], qp + idst, ial);
       for (uint32_t off : {isrc, idst}) {
         uint8_t* a = qp + off;
-        if (iv == d.ip_version && std::memcmp(a, old_src, ial) == 0) std::memcpy(a, buf + so, ial);
-        else if (iv == d.ip_version && std::memcmp(a, old_dst, ial) == 0) std::memcpy(a, buf + dof, ial);
-        else if (protects_addr) std::memset(a, 0, ial);
+        if (iv == d.ip_version && std::memcmp(a, old_src, ial) == 0) {
+          std::memcpy(a, buf + so, ial);
+        } else if (iv == d.ip_version && std::memcmp(a, old_dst, ial) == 0) {
+          std::memcpy(a, buf + dof, ial);
+        } else if (protects_addr) {
+          // Another address (the quoted datagram's far end): the quoted
+          // source travelled to where this error goes, the quoted
+          // destination away from where it comes from, so each takes the
+          // rule of the outer position it pairs with, when that rule maps
+          // any address alone (a key or a prefix); else it is zeroed.
+          const int r = pos_rule[off == isrc ? 1 : 0];
+          RtAction* act = r >= 0 ? actions_[r].get() : nullptr;
+          if (act && !act->modifies) {
+          } else if (act && (act->kind == RtKind::CryptoPan || act->kind == RtKind::Prefix)) {
+            ctx.family = iv;
+            if (act->addr(a, ctx) == ActResult::Drop) std::memset(a, 0, ial);
+            ctx.family = d.ip_version;
+          } else {
+            std::memset(a, 0, ial);
+          }
+        }
       }
-      // The quoted UDP header's checksum covers the quoted addresses (its
-      // pseudo-header): follow them, as the original sender's would have.
+      // The quoted UDP or TCP header's checksum covers the quoted
+      // addresses (its pseudo-header): follow them, as the original
+      // sender's would have (a quote of the whole segment is verifiable).
       uint8_t inner_proto = iv == 4 ? qp[9] : qp[6];
-      if (inner_proto == kProtoUdp && qlen >= ihl + 8) {
-        uint8_t* uc = qp + ihl + 6;
+      const uint32_t qco = inner_proto == kProtoUdp ? 6 : inner_proto == kProtoTcp ? 16 : 0;
+      if (qco && qlen >= ihl + qco + 2) {
+        uint8_t* uc = qp + ihl + qco;
         uint16_t ck = rd16(uc);
-        if (ck != 0) {
+        if (ck != 0 || qco == 16) {
           ck = csum_replace(ck, {before[0], ial}, {qp + isrc, ial});
           ck = csum_replace(ck, {before[1], ial}, {qp + idst, ial});
-          wr16(uc, ck == 0 ? 0xffff : ck);
+          wr16(uc, ck == 0 && qco == 6 ? 0xffff : ck);
         }
       }
       if (iv == 4) {

@@ -266,6 +266,10 @@ namespace {
 }
 }  // namespace
 
+bool ProgramInstance::both_inside(const uint8_t* buf, const Decoded& d) const {
+  return both_clients(*prog_.policy_, d.ip_version, buf + d.src_off(), buf + d.dst_off(), false);
+}
+
 template <uint8_t X, uint8_t Y, uint8_t PO>
 Verdict ProgramInstance::hdr_kernel(uint8_t* buf, uint32_t& cap, uint32_t& wire, const Decoded& d,
                                     const PacketMeta& m, ConsumerCounters& c) {
@@ -278,7 +282,7 @@ void ProgramInstance::hdr_kernel_burst(uint8_t* const* bufs, uint32_t* caps, uin
                                        const PacketMeta* ms, Verdict* verdicts, unsigned n, ConsumerCounters& c) {
   unsigned nk = 0;
   for (unsigned i = 0; i < n; ++i) {
-    if (hdr_packet(ds[i], caps[i])) [[likely]] {
+    if (hdr_packet(ds[i], caps[i]) && kernel_roles(bufs[i], ds[i], ms[i])) [[likely]] {
       verdicts[i] = hdr_apply<X, Y, PO>(bufs[i], caps[i], wires[i], ds[i], ms[i], c);
       ++nk;
     } else {

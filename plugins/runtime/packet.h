@@ -84,7 +84,10 @@ struct StreamView {
 // What the engine knows about a packet besides its bytes.
 struct PacketMeta {
   uint64_t ts_ns = 0;
-  bool initiator_is_src = true;  // flow initiator (SYN sender / first seen) is this packet's source
+  bool initiator_is_src = true;  // the flow's client by evidence (SYN sender, server port, ...) is this packet's source
+  // No evidence said which end is the client (engine/core/flow_table.cpp):
+  // both ends then take the client's rules (fail closed).
+  bool roles_uncertain = false;
   bool flow_first = false;       // first packet of the flow in this worker
   FlowState* flow = nullptr;     // null for non-IP frames
   const uint8_t* orig = nullptr; // the packet's original bytes (conditions read these)

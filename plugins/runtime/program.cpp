@@ -62,6 +62,11 @@ Program::Program(std::shared_ptr<const dsl::Policy> policy, int consumer_index, 
       }
       // field_rules_ (above) is what process() reads; a field outside L2-L4
       // and L7 has no place in it yet.
+      if (f->id == F.tunnel_addr || f->id == F.tunnel_vni || f->id == F.gre_key || f->id == F.gtp_teid) {
+        tunnel_rules_ = true;
+        if (modifies) protects_anything_ = true;
+        continue;
+      }
       if (f->id != F.eth_src && f->id != F.eth_dst && !is_addr_field(f->id) && f->id != F.payload)
         throw std::runtime_error(r.loc.file + ":" + std::to_string(r.loc.line) + ": field '" + f->name +
                                  "' is not handled by this engine yet");
@@ -136,6 +141,16 @@ Program::Program(std::shared_ptr<const dsl::Policy> policy, int consumer_index, 
              !protects_addresses_ && payload_default_plan_ < 0;
   for (FieldId f : {F.eth_dst, F.eth_src, F.ip_src, F.ip_dst, F.ip_client, F.ip_server, F.payload})
     l7_only_ = l7_only_ && fixed_rule_[f] < 0;
+  l7_only_ = l7_only_ && !tunnel_rules_;
+  // Outer addresses without a rule of their own (doc/architecture.md, "Tunnels").
+  if (field_rules_[F.tunnel_addr].empty() && protects_addresses_) {
+    for (uint32_t ri : field_rules_[F.ip_server])
+      if (!rules[ri].when) {
+        tunnel_addr_default_ = int(ri);
+        break;
+      }
+    tunnel_addr_zero_ = tunnel_addr_default_ < 0;
+  }
   mac_rule_[0] = fixed_rule_[F.eth_dst];
   mac_rule_[1] = fixed_rule_[F.eth_src];
   pay_rule_ = fixed_rule_[F.payload];
@@ -149,6 +164,7 @@ std::unique_ptr<ProgramInstance> Program::instantiate() const { return std::make
 
 ProgramInstance::ProgramInstance(const Program& p) : prog_(p), uhash_(p.services_->user_hash_key) {
   hdr_fast_ = p.hdr_only_;
+  clients_set_ = !p.policy_->clients.empty();
   actions_.resize(p.plans_.size());
   zfallback_.resize(p.plans_.size());
   name_key_.resize(p.plans_.size());

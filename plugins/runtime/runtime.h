@@ -89,6 +89,13 @@ class Program {
   // conditions, select, MAC, address, payload or per-flow rules) runs the
   // general path compiled without those questions (process_general<true>).
   bool l7_only_ = false;
+  // tunnel.addr without a rule naming it: the rule whose action the outer
+  // addresses get (ip.server's, see doc/architecture.md "Tunnels"), -1 none;
+  // tunnel_addr_zero_: zeroed instead (addresses protected, every ip.server
+  // rule conditional).
+  int tunnel_addr_default_ = -1;
+  bool tunnel_addr_zero_ = false;
+  bool tunnel_rules_ = false;   // a rule names tunnel.*, gre.key or gtp.teid
   int mac_rule_[2] = {-1, -1};  // eth.dst, eth.src
   int pay_rule_ = -1;           // payload: the rule naming it, else payload_default_plan_
   bool pay_counts_ = false;     // pay_rule_ is a rule (counted), not the default
@@ -104,6 +111,7 @@ class Program {
 };
 
 class RtAction;
+struct ApplyCtx;
 namespace dns {
 class FirstNameMasks;
 }
@@ -117,7 +125,7 @@ class ProgramInstance {
   // captured bytes of a `wire`-byte frame). May shorten cap/wire (cut).
   Verdict process(uint8_t* buf, uint32_t& cap, uint32_t& wire, const Decoded& d, const PacketMeta& m,
                   ConsumerCounters& c) {
-    if (hdr_fast_ && hdr_packet(d, cap)) return (this->*hdr_fn_)(buf, cap, wire, d, m, c);
+    if (hdr_fast_ && hdr_packet(d, cap) && kernel_roles(buf, d, m)) return (this->*hdr_fn_)(buf, cap, wire, d, m, c);
     return process_general(buf, cap, wire, d, m, c);
   }
 
@@ -150,6 +158,13 @@ class ProgramInstance {
   bool header_kernel() const { return hdr_fast_ && hdr_fn_ != &ProgramInstance::process_hdr; }
   // An unfragmented, untunnelled TCP, UDP or ICMP (not error) packet whose
   // headers were captured, decoded without error and outside PPPoE.
+  // The kernels give each address its role's rule; a packet whose two ends
+  // are both users (roles uncertain, or both inside `clients`) takes the
+  // general path, which gives both the client's.
+  bool kernel_roles(const uint8_t* buf, const Decoded& d, const PacketMeta& m) const {
+    return !m.roles_uncertain && (!clients_set_ || !both_inside(buf, d));
+  }
+  bool both_inside(const uint8_t* buf, const Decoded& d) const;
   static bool hdr_packet(const Decoded& d, uint32_t cap) {
     return d.status == DecodeStatus::Ok && d.flags == 0 && d.pppoe_off == 0 && d.ip_version != 0 && d.l4_hdr_len &&
            (d.l4_proto == kProtoTcp || d.l4_proto == kProtoUdp || d.l4_proto == kProtoIcmp ||
@@ -175,6 +190,15 @@ class ProgramInstance {
   bool roles(const uint8_t* buf, uint32_t cap, const Decoded& d, const PacketMeta& m, uint8_t* old_addrs, uint32_t& alen);
   Verdict process_general(uint8_t* buf, uint32_t& cap, uint32_t& wire, const Decoded& d, const PacketMeta& m,
                           ConsumerCounters& c);
+  // A packet carried in encapsulations (d.n_encap): the general path on the
+  // inner packet, then the outer layers' lengths and checksums (encap_rt.cpp).
+  Verdict process_encap(uint8_t* buf, uint32_t& cap, uint32_t& wire, const Decoded& d, const PacketMeta& m,
+                        ConsumerCounters& c);
+  // The outer layers' rules (inner MACs, tunnel.addr, identifiers), from the
+  // general path once select has passed. false: drop.
+  bool encap_rules(uint8_t* buf, uint32_t cap, const Decoded& d, Eval& e, ApplyCtx& ctx);
+  uint8_t encap_old_[kMaxEncap][32] = {};  // each layer's addresses before encap_rules
+  uint8_t encap_changed_ = 0;             // bit per layer: its addresses were rewritten
   // The general path; kL7Only drops what Program::l7_only_ rules out.
   template <bool kL7Only>
   Verdict general_path(uint8_t* buf, uint32_t& cap, uint32_t& wire, const Decoded& d, const PacketMeta& m,
@@ -237,6 +261,7 @@ class ProgramInstance {
 
   const Program& prog_;
   std::vector<std::unique_ptr<RtAction>> actions_;  // parallel to prog_.plans_
+  bool clients_set_ = false;  // the policy has a `clients` set
   KeyedHash uhash_;
   zanon::Scope zscope_;
   std::vector<std::unique_ptr<RtAction>> zfallback_;  // per rule: zanon's fallback as an action

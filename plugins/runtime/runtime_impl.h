@@ -62,13 +62,15 @@ inline bool is_addr_field(FieldId f) {
 enum ProtoBit : uint32_t {
   kPEth = 1, kPVlan = 2, kPIp = 4, kPIpv4 = 8, kPIpv6 = 16, kPTcp = 32, kPUdp = 64, kPIcmp = 128,
   kPIcmpv6 = 256, kPSctp = 512, kPDns = 1024, kPTls = 2048, kPHttp = 4096,
+  kPTunnel = 8192, kPGtp = 16384,  // carried in a tunnel (or one left opaque); in GTP-U
 };
 
 inline uint32_t proto_bit(const std::string& p) {
   static const std::pair<const char*, uint32_t> names[] = {
       {"eth", kPEth},   {"vlan", kPVlan},     {"ip", kPIp},     {"ipv4", kPIpv4}, {"ipv6", kPIpv6},
       {"tcp", kPTcp},   {"udp", kPUdp},       {"icmp", kPIcmp}, {"icmpv6", kPIcmpv6},
-      {"sctp", kPSctp}, {"dns", kPDns},       {"tls", kPTls},   {"http", kPHttp}};
+      {"sctp", kPSctp}, {"dns", kPDns},       {"tls", kPTls},   {"http", kPHttp},
+      {"tunnel", kPTunnel}, {"gtp", kPGtp}};
   for (auto& [n, b] : names)
     if (p == n) return b;
   return 0;  // a name the checker allowed but no packet has
@@ -77,6 +79,11 @@ inline uint32_t proto_bit(const std::string& p) {
 inline uint32_t packet_protos(const Decoded& d, uint8_t app) {
   uint32_t m = kPEth;
   if (d.n_vlan) m |= kPVlan;
+  if (d.n_encap || (d.flags & kFlagTunnel)) [[unlikely]] {
+    m |= kPTunnel;
+    for (int i = 0; i < d.n_encap; ++i)
+      if (d.encap[i].kind == Encap::GtpU) m |= kPGtp;
+  }
   if (!d.has_ip()) return m;
   m |= kPIp | (d.ip_version == 4 ? kPIpv4 : kPIpv6);
   switch (d.l4_proto) {
@@ -104,6 +111,20 @@ inline bool client_is_source(const dsl::Policy& pol, uint8_t family, const uint8
     d_in = d_in || cidr.contains(family, dst);
   }
   return s_in != d_in ? s_in : initiator_is_src;
+}
+
+// Both ends are users and take the client's rules: both inside `clients`,
+// or neither (or no `clients`) and the flow's roles are uncertain. Keeping a
+// "server" whose role is a guess could keep a user's address.
+inline bool both_clients(const dsl::Policy& pol, uint8_t family, const uint8_t* src, const uint8_t* dst,
+                         bool roles_uncertain) {
+  if (pol.clients.empty()) return roles_uncertain;
+  bool s_in = false, d_in = false;
+  for (const auto& cidr : pol.clients) {
+    s_in = s_in || cidr.contains(family, src);
+    d_in = d_in || cidr.contains(family, dst);
+  }
+  return s_in == d_in && (s_in || roles_uncertain);
 }
 
 inline uint16_t rd16(const uint8_t* p) { return uint16_t(p[0] << 8 | p[1]); }

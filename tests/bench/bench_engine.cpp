@@ -12,8 +12,13 @@
 // per-worker Mpps, by wall clock and per CPU second of the worker thread
 // (the latter is what a core gives when the machine is shared).
 //
+// --consumers 1,2,4: each policy is also measured as that many consumers
+// with the same policy (each gets its own copy of every packet it rewrites,
+// as in the engine), printing the input packet rate and its ratio to one
+// consumer's: what N monitors behind one amon cost.
+//
 //   bench_engine --pcap FILE [--seconds S] [--rounds R] [--workers N] [--flows N] [--zmax Z]
-//                [--no-baseline] POLICY.amon [POLICY.amon ...]
+//                [--consumers N[,N...]] [--no-baseline] POLICY.amon [POLICY.amon ...]
 #include <rte_eal.h>
 #include <rte_errno.h>
 #include <rte_launch.h>
@@ -246,6 +251,7 @@ int main(int argc, char** argv) {
   std::vector<std::string> policies;
   unsigned workers = 1;
   bool baseline = true;  // false: skip the empty policy (profilers then see only the policies asked for)
+  std::vector<unsigned> consumer_counts{1};
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--pcap" && i + 1 < argc) pcap_path = argv[++i];
@@ -255,12 +261,25 @@ int main(int argc, char** argv) {
     else if (a == "--rounds" && i + 1 < argc) g_rounds = std::strtoull(argv[++i], nullptr, 10);
     else if (a == "--zmax" && i + 1 < argc) g_zmax = uint32_t(std::strtoul(argv[++i], nullptr, 10));
     else if (a == "--workers" && i + 1 < argc) workers = unsigned(std::strtoul(argv[++i], nullptr, 10));
+    else if (a == "--consumers" && i + 1 < argc) {
+      consumer_counts.clear();
+      for (char* c = argv[++i]; *c;) {
+        char* end;
+        unsigned long v = std::strtoul(c, &end, 10);
+        if (end == c || v < 1 || v > unsigned(kMaxConsumers)) {
+          std::fprintf(stderr, "--consumers: counts 1..%d separated by commas\n", kMaxConsumers);
+          return 2;
+        }
+        consumer_counts.push_back(unsigned(v));
+        c = *end == ',' ? end + 1 : end;
+      }
+    }
     else policies.push_back(a);
   }
   if (pcap_path.empty()) {
     std::fprintf(stderr,
-                 "usage: bench_engine --pcap FILE [--seconds S] [--rounds R] [--workers N] [--flows N] [--zmax Z] [--no-baseline] "
-                 "POLICY.amon...\n");
+                 "usage: bench_engine --pcap FILE [--seconds S] [--rounds R] [--workers N] [--flows N] [--zmax Z] "
+                 "[--consumers N[,N...]] [--no-baseline] POLICY.amon...\n");
     return 2;
   }
   if (workers < 1 || workers > 64) {
@@ -359,16 +378,27 @@ int main(int argc, char** argv) {
   // time per packet of one worker; Mpps/CPU-s: packets per second of CPU
   // time the worker threads got (equal to Mpps on an idle machine).
   for (size_t i = baseline ? 0 : 1; i < sets.size(); ++i) {
-    Result r = run_one(shares, sets[i], pool, seconds);
-    std::printf("%-40s %10.2f %10.1f %12.2f %12.2f\n", names[i].c_str(), r.mpps_wall, 1e3 * workers / r.mpps_wall,
-                r.mpps_wall * 1e6 * (double(bytes) / recs.size()) * 8 / 1e9, r.mpps_cpu);
-    if (workers > 1)
-      for (unsigned w = 0; w < workers; ++w) {
-        const WorkerRun& p = r.per[w];
-        std::printf("  worker %u: %llu packets, %.2f Mpps, %.2f Mpps/CPU-s (%.2f s wall, %.2f s CPU)\n", w,
-                    (unsigned long long)p.packets, double(p.packets) / p.wall / 1e6, double(p.packets) / p.cpu / 1e6,
-                    p.wall, p.cpu);
-      }
+    double one = 0;
+    for (unsigned nc : consumer_counts) {
+      std::vector<std::shared_ptr<const dsl::Policy>> set;
+      for (unsigned c = 0; c < nc; ++c) set.push_back(sets[i][0]);
+      Result r = run_one(shares, set, pool, seconds);
+      std::string label = names[i];
+      if (consumer_counts.size() > 1 || nc > 1) label += " x" + std::to_string(nc);
+      std::printf("%-40s %10.2f %10.1f %12.2f %12.2f", label.c_str(), r.mpps_wall, 1e3 * workers / r.mpps_wall,
+                  r.mpps_wall * 1e6 * (double(bytes) / recs.size()) * 8 / 1e9, r.mpps_cpu);
+      // Packet rate relative to one consumer (by CPU time, which a shared machine's load distorts less).
+      if (nc == 1) one = r.mpps_cpu;
+      if (nc > 1 && one > 0) std::printf("   %.2fx one consumer's rate", r.mpps_cpu / one);
+      std::printf("\n");
+      if (workers > 1)
+        for (unsigned w = 0; w < workers; ++w) {
+          const WorkerRun& p = r.per[w];
+          std::printf("  worker %u: %llu packets, %.2f Mpps, %.2f Mpps/CPU-s (%.2f s wall, %.2f s CPU)\n", w,
+                      (unsigned long long)p.packets, double(p.packets) / p.wall / 1e6, double(p.packets) / p.cpu / 1e6,
+                      p.wall, p.cpu);
+        }
+    }
   }
   rte_eal_cleanup();
   return 0;

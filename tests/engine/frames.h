@@ -189,4 +189,25 @@ inline Bytes cat(std::initializer_list<Bytes> parts) {
   return b;
 }
 
+// Encapsulation headers followed by what they carry.
+inline Bytes vxlan(uint32_t vni, const Bytes& frame) {
+  Bytes b;
+  put32(b, 0x08000000), put32(b, vni << 8);
+  put(b, frame);
+  return b;
+}
+// A GTP-U G-PDU; ext: with a sequence/N-PDU word and one PDU session container.
+inline Bytes gtpu(uint32_t teid, const Bytes& pkt, bool ext = false) {
+  Bytes b;
+  Bytes opt;
+  if (ext) {
+    put16(opt, 0), put8(opt, 0), put8(opt, 0x85);
+    put8(opt, 1), put8(opt, 0x10), put8(opt, 0x09), put8(opt, 0);
+  }
+  put8(b, ext ? 0x34 : 0x30), put8(b, 0xff), put16(b, unsigned(opt.size() + pkt.size())), put32(b, teid);
+  put(b, opt);
+  put(b, pkt);
+  return b;
+}
+
 }  // namespace amon_test

@@ -415,20 +415,207 @@ TEST_CASE("Malformed lengths", "[decode]") {
   }
 }
 
-TEST_CASE("Tunnels are flagged", "[decode]") {
+// The packet every tunnel below carries: TCP from a subscriber/tenant
+// address to a server, with a few payload bytes.
+Bytes inner4(bool reverse = false) {
+  V4 h;
+  h.src = v4("10.1.2.3"), h.dst = v4("203.0.113.9");
+  if (reverse) std::swap(h.src, h.dst);
+  return ipv4(h, cat({reverse ? tcp_hdr(443, 40000) : tcp_hdr(40000, 443), payload(30)}));
+}
+Bytes inner6() {
+  V6 h;
+  h.src = v6("2001::4136:e378:8000:63bf:3fff:fdd2"), h.dst = v6("2001:db8:5::1");
+  return ipv6(h, {}, 6, cat({tcp_hdr(40001, 80), payload(12)}));
+}
+Bytes udp_in(uint16_t port, const Bytes& body, bool reverse = false) {
+  V4 h;
+  h.proto = 17;
+  h.src = v4("172.16.0.1"), h.dst = v4("172.16.0.2");
+  if (reverse) std::swap(h.src, h.dst);
+  return ipv4(h, cat({udp_hdr(reverse ? port : 50000, reverse ? 50000 : port, uint16_t(8 + body.size())), body}));
+}
+Bytes gre_in(const Bytes& body, bool reverse = false) {
   V4 h;
   h.proto = 47;
-  CHECK(dec(cat({eth(0x0800), ipv4(h, payload(40))})).flags & kFlagTunnel);
-  h.proto = 41;
-  CHECK(dec(cat({eth(0x0800), ipv4(h, payload(40))})).flags & kFlagTunnel);
-  h.proto = 17;
-  for (uint16_t port : {4789, 6081, 2152, 3544}) {
-    Decoded d = dec(cat({eth(0x0800), ipv4(h, cat({udp_hdr(50000, port, 8 + 20), payload(20)}))}));
-    INFO("port " << port);
-    CHECK(d.flags & kFlagTunnel);
+  h.src = v4("172.16.0.1"), h.dst = v4("172.16.0.2");
+  if (reverse) std::swap(h.src, h.dst);
+  return ipv4(h, body);
+}
+TEST_CASE("Encapsulations are decoded through to the inner packet", "[decode][tunnel]") {
+  const Bytes in = inner4();
+  const Bytes in_eth = cat({eth(0x0800), in});
+  struct Case {
+    const char* name;
+    Bytes frame;
+    Encap kind;
+    uint32_t id;
+    bool inner_eth;
+  };
+  Bytes geneve_hdr;
+  put8(geneve_hdr, 2), put8(geneve_hdr, 0), put16(geneve_hdr, 0x6558), put32(geneve_hdr, 0x00abcd00);
+  put(geneve_hdr, payload(8));  // 8 bytes of options
+  Bytes gpe_hdr;
+  put32(gpe_hdr, 0x0c000001), put32(gpe_hdr, 77u << 8);
+  Bytes gre_ks;  // key and sequence number
+  put16(gre_ks, 0x3000), put16(gre_ks, 0x0800), put32(gre_ks, 0xdeadbeef), put32(gre_ks, 5);
+  Bytes gre_csum;  // checksum present
+  put16(gre_csum, 0x8000), put16(gre_csum, 0x0800), put32(gre_csum, 0);
+  Bytes erspan2;
+  put16(erspan2, 0x1000), put16(erspan2, 0x88be), put32(erspan2, 1);
+  put16(erspan2, 0x1000 | 10), put16(erspan2, 0x0042), put32(erspan2, 0);
+  Bytes erspan3;
+  put16(erspan3, 0x1000), put16(erspan3, 0x22eb), put32(erspan3, 1);
+  put16(erspan3, 0x2000), put16(erspan3, 0x0042), put32(erspan3, 12345), put16(erspan3, 0), put16(erspan3, 0x0001);
+  put(erspan3, payload(8));  // platform subheader (O bit)
+  Bytes erspan1;
+  put16(erspan1, 0x0000), put16(erspan1, 0x88be);
+  Bytes gre_teb;
+  put16(gre_teb, 0x2000), put16(gre_teb, 0x6558), put32(gre_teb, 9);
+  Bytes gre_mpls;
+  put16(gre_mpls, 0), put16(gre_mpls, 0x8847), put32(gre_mpls, 100u << 12 | 1u << 8 | 64);
+  Bytes teredo_oi;
+  put16(teredo_oi, 0), put(teredo_oi, payload(6));
+  V4 ipip;
+  ipip.proto = 4;
+  V6 out6;
+  out6.src = v6("2001:db8:ff::1"), out6.dst = v6("2001:db8:ff::2");
+  std::vector<Case> cases = {
+      {"gtp-u", cat({eth(0x0800), udp_in(2152, gtpu(0x01020304, in))}), Encap::GtpU, 0x01020304, false},
+      {"gtp-u ext", cat({eth(0x0800), udp_in(2152, gtpu(7, in, true))}), Encap::GtpU, 7, false},
+      {"vxlan", cat({eth(0x0800), udp_in(4789, vxlan(4242, in_eth))}), Encap::Vxlan, 4242, true},
+      {"vxlan over vlan", cat({eth(0x0800, {{0x8100, 20}}), udp_in(4789, vxlan(1, in_eth))}), Encap::Vxlan, 1, true},
+      {"vxlan-gpe ip", cat({eth(0x0800), udp_in(4790, cat({gpe_hdr, in}))}), Encap::VxlanGpe, 77, false},
+      {"geneve options", cat({eth(0x0800), udp_in(6081, cat({geneve_hdr, in_eth}))}), Encap::Geneve, 0xabcd, true},
+      {"gre key seq", cat({eth(0x0800), gre_in(cat({gre_ks, in}))}), Encap::Gre, 0xdeadbeef, false},
+      {"gre checksum", cat({eth(0x0800), gre_in(cat({gre_csum, in}))}), Encap::Gre, 0, false},
+      {"gre teb", cat({eth(0x0800), gre_in(cat({gre_teb, in_eth}))}), Encap::Gre, 9, true},
+      {"gre mpls", cat({eth(0x0800), gre_in(cat({gre_mpls, in}))}), Encap::Gre, 0, false},
+      {"erspan I", cat({eth(0x0800), gre_in(cat({erspan1, in_eth}))}), Encap::Erspan, 0, true},
+      {"erspan II", cat({eth(0x0800), gre_in(cat({erspan2, in_eth}))}), Encap::Erspan, 0, true},
+      {"erspan III", cat({eth(0x0800), gre_in(cat({erspan3, in_eth}))}), Encap::Erspan, 0, true},
+      {"ipv4 in ipv4", cat({eth(0x0800), ipv4(ipip, in)}), Encap::Ip, 0, false},
+      {"ipv4 in ipv6", cat({eth(0x86dd), ipv6(out6, {}, 4, in)}), Encap::Ip, 0, false},
+      {"pppoe below", cat({eth(0x8864), Bytes{0x11, 0, 0, 1, uint8_t((udp_in(4789, vxlan(3, in_eth)).size() + 2) >> 8),
+                                               uint8_t(udp_in(4789, vxlan(3, in_eth)).size() + 2), 0x00, 0x21},
+                           udp_in(4789, vxlan(3, in_eth))}),
+       Encap::Vxlan, 3, true},
+  };
+  for (auto& c : cases) {
+    INFO(c.name);
+    Decoded d = dec(c.frame);
     CHECK(d.status == DecodeStatus::Ok);
+    CHECK(d.flags == kFlagEncap);
+    REQUIRE(d.n_encap == 1);
+    CHECK(d.encap[0].kind == c.kind);
+    if (c.id) CHECK(d.encap[0].id == c.id);
+    CHECK(d.ip_version == 4);
+    CHECK(d.l3_off == c.frame.size() - in.size());
+    CHECK(d.l4_proto == kProtoTcp);
+    CHECK(d.sport == 40000);
+    CHECK(d.dport == 443);
+    CHECK(d.payload_len == 30);
+    CHECK(d.good_until == d.payload_off);
+    CHECK(d.tun_ctx != 0);
+    CHECK((d.inner_eth_off != 0) == c.inner_eth);
+    if (c.inner_eth) CHECK(d.inner_eth_off + 14 == d.l3_off);
+    CHECK(std::string(encap_name(d.encap[0].kind)) != "none");
+    // Every cut of the frame decodes without reading past it.
+    for (uint32_t cap = 0; cap < c.frame.size(); ++cap) {
+      Bytes cut(c.frame.begin(), c.frame.begin() + cap);
+      Decoded t = dec(cut, cap, uint32_t(c.frame.size()));
+      CHECK(t.good_until <= cap);
+    }
   }
-  CHECK_FALSE(dec(cat({eth(0x0800), ipv4(h, cat({udp_hdr(50000, 53, 8 + 20), payload(20)}))})).flags & kFlagTunnel);
+
+  SECTION("IPv6 inside: 6in4 and Teredo") {
+    const Bytes i6 = inner6();
+    V4 h;
+    h.proto = 41;
+    Decoded d = dec(cat({eth(0x0800), ipv4(h, i6)}));
+    CHECK(d.flags == kFlagEncap);
+    CHECK(d.ip_version == 6);
+    CHECK(d.encap[0].kind == Encap::Ip);
+    CHECK(d.sport == 40001);
+    d = dec(cat({eth(0x0800), udp_in(3544, cat({teredo_oi, i6}))}));
+    CHECK(d.flags == kFlagEncap);
+    CHECK(d.encap[0].kind == Encap::Teredo);
+    CHECK(d.ip_version == 6);
+    CHECK(d.dport == 80);
+  }
+  SECTION("both directions of an inner flow share the tunnel context; other tunnels do not") {
+    Decoded a = dec(cat({eth(0x0800), udp_in(4789, vxlan(4242, in_eth))}));
+    Decoded b = dec(cat({eth(0x0800), udp_in(4789, vxlan(4242, cat({eth(0x0800), inner4(true)})), true)}));
+    Decoded c = dec(cat({eth(0x0800), udp_in(4789, vxlan(4243, in_eth))}));
+    CHECK(a.tun_ctx == b.tun_ctx);
+    CHECK(a.tun_ctx != c.tun_ctx);
+    // GTP-U: each direction of a bearer has its own TEID.
+    Decoded u = dec(cat({eth(0x0800), udp_in(2152, gtpu(1, in))}));
+    Decoded v = dec(cat({eth(0x0800), udp_in(2152, gtpu(2, inner4(true)), true)}));
+    CHECK(u.tun_ctx == v.tun_ctx);
+  }
+  SECTION("nesting up to kMaxEncap; deeper stays opaque") {
+    Bytes f = in;
+    for (int depth = 1; depth <= kMaxEncap + 1; ++depth) {
+      f = gre_in(cat({gre_ks, f}));
+      Decoded d = dec(cat({eth(0x0800), f}));
+      INFO("depth " << depth);
+      CHECK(d.status == DecodeStatus::Ok);
+      if (depth <= kMaxEncap) {
+        CHECK(d.flags == kFlagEncap);
+        CHECK(d.n_encap == depth);
+        CHECK(d.sport == 40000);
+      } else {
+        CHECK(d.flags == (kFlagEncap | kFlagTunnel));
+        CHECK(d.n_encap == kMaxEncap);
+        CHECK(d.l4_proto == kProtoGre);
+      }
+    }
+    // Mixed: GTP-U in GRE in VXLAN.
+    Decoded d = dec(cat({eth(0x0800), udp_in(4789, vxlan(5, cat({eth(0x0800), gre_in(cat({gre_ks, udp_in(2152, gtpu(9, in))}))})))}));
+    CHECK(d.flags == kFlagEncap);
+    REQUIRE(d.n_encap == 3);
+    CHECK(d.encap[0].kind == Encap::Vxlan);
+    CHECK(d.encap[1].kind == Encap::Gre);
+    CHECK(d.encap[2].kind == Encap::GtpU);
+    CHECK(d.sport == 40000);
+  }
+  SECTION("what cannot be parsed stays opaque (kFlagTunnel)") {
+    Bytes echo;  // GTP-U echo request: signalling, no user packet
+    put8(echo, 0x32), put8(echo, 0x01), put16(echo, 4), put32(echo, 0), put32(echo, 0);
+    Bytes gre_v1;  // PPTP's enhanced GRE
+    put16(gre_v1, 0x3001), put16(gre_v1, 0x880b), put32(gre_v1, 0), put32(gre_v1, 0);
+    Bytes gre_unknown;
+    put16(gre_unknown, 0), put16(gre_unknown, 0x1234);
+    for (const Bytes& f : {cat({eth(0x0800), udp_in(2152, echo)}), cat({eth(0x0800), gre_in(cat({gre_v1, payload(20)}))}),
+                           cat({eth(0x0800), gre_in(cat({gre_unknown, payload(20)}))}),
+                           cat({eth(0x0800), udp_in(4789, payload(20))}), cat({eth(0x0800), udp_in(6081, payload(4))})}) {
+      Decoded d = dec(f);
+      CHECK(d.status == DecodeStatus::Ok);
+      CHECK(d.flags == kFlagTunnel);
+      CHECK(d.n_encap == 0);
+    }
+    // A fragment of a tunnel datagram holds only part of the inner packet.
+    V4 fr;
+    fr.proto = 47;
+    fr.frag = 0x2000;  // MF
+    Decoded d = dec(cat({eth(0x0800), ipv4(fr, cat({gre_ks, in}))}));
+    CHECK(d.flags == (kFlagTunnel | kFlagFragment));
+    CHECK(d.n_encap == 0);
+  }
+  SECTION("an inner datagram longer than its carrier is malformed") {
+    Bytes g = gtpu(1, in);
+    g.resize(g.size() - 10);
+    set16(&g[2], unsigned(g.size() - 8));
+    Decoded d = dec(cat({eth(0x0800), udp_in(2152, g)}));
+    CHECK(d.flags == kFlagEncap);
+    CHECK(d.status == DecodeStatus::Malformed);
+    CHECK(d.good_until <= d.l3_off + 20u);  // the header, as for a datagram arriving alone
+  }
+  SECTION("not a tunnel: UDP on another port") {
+    Decoded d = dec(cat({eth(0x0800), udp_in(53, payload(20))}));
+    CHECK(d.flags == 0);
+  }
 }
 
 TEST_CASE("Frames shorter than an Ethernet header", "[decode]") {
@@ -567,8 +754,8 @@ TEST_CASE("Fast path equals the full decoder on random frames around its boundar
       uint32_t ul = l3 - (l4 - o) + (r.below(4) ? 0 : r.below(9)) - (r.below(4) ? 0 : r.below(9));
       f[l4 + 4] = uint8_t(ul >> 8), f[l4 + 5] = uint8_t(ul);
       if (!r.below(8)) {  // a tunnel's port on either side
-        static const uint16_t tun[] = {4789, 6081, 2152, 3544};
-        const uint16_t t = tun[r.below(4)];
+        static const uint16_t tun[] = {4789, 4790, 6081, 2152, 3544};
+        const uint16_t t = tun[r.below(5)];
         const uint32_t at = l4 + 2 * r.below(2);
         f[at] = uint8_t(t >> 8), f[at + 1] = uint8_t(t);
       }

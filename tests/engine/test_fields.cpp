@@ -260,7 +260,6 @@ TEST_CASE("a deliberately incomplete field and action are refused, naming what i
   };
   CHECK(has("test.token: no plugin locates it"));
   CHECK(has("test.token: conditions may test it but the runtime has no evaluator"));
-  CHECK(has("test.token: conditions may name its protocol 'test'"));
   CHECK(has("http.cookie: scramble() is accepted on text fields but has no applier for text"));
   CHECK(has("ip.client: scramble() is accepted on addr fields but has no applier for addr"));
 }

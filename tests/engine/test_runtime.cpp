@@ -12,6 +12,7 @@
 #include <random>
 
 #include "frames.h"
+#include "zanon.h"
 #include "l7_build.hpp"
 #include "quic_build.hpp"
 #include "l2l4.h"
@@ -49,7 +50,8 @@ struct Consumer {
   ConsumerCounters c;
   uint32_t wire = 0;
 
-  explicit Consumer(const std::string& body) {
+  explicit Consumer(const std::string& body, zanon::Store* zs = nullptr) {
+    svc.zstore = zs;
     static bool once = (register_builtin_plugins(), true);
     (void)once;
     std::string src = "key k = file(\"" + key_file() + "\")\n" + body;
@@ -157,11 +159,11 @@ TEST_CASE("the clients set decides the roles when exactly one end is inside", "[
   CHECK(a4(f, 26) == "128.0.0.0");
   CHECK(a4(f, 30) == "134.136.186.123");
   check_lengths_and_checksums(f, 14);
-  // Both inside: the initiator is the client again.
+  // Both inside: both are users, both take the client's rule.
   f = udp4("129.118.74.4", "129.118.1.1");
   c.run(f, meta(true));
   CHECK(a4(f, 26) == "134.136.186.123");
-  CHECK(a4(f, 30) == "129.0.0.0");
+  CHECK(a4(f, 30) == "134.136.253.14");
   // Neither inside: same.
   f = udp4("128.11.68.132", "141.223.7.43");
   c.run(f, meta(false));
@@ -458,6 +460,134 @@ TEST_CASE("on_unknown: non-IP frames", "[runtime][on_unknown]") {
   }
 }
 
+namespace {
+// Inner TCP from a subscriber to a server, carried in GTP-U over UDP with
+// its checksum in use (ipv4() fills it), or in VXLAN.
+Bytes inner_tcp(const char* src, const char* dst, size_t n = 40) {
+  V4 h;
+  h.src = v4(src), h.dst = v4(dst);
+  return ipv4(h, cat({tcp_hdr(40000, 443), payload(n)}));
+}
+Bytes over_udp(uint16_t port, const Bytes& body) {
+  V4 h;
+  h.proto = 17, h.src = v4("100.64.0.7"), h.dst = v4("100.127.0.1");
+  return cat({eth(0x0800), ipv4(h, cat({udp_hdr(port, port, uint16_t(8 + body.size())), body}))});
+}
+constexpr uint32_t kOuter = 14, kGtpInner = 14 + 20 + 8 + 8;
+}  // namespace
+
+TEST_CASE("a tunnelled packet gets the policy on its inner packet", "[runtime][tunnel]") {
+  SECTION("inner addresses rewritten, outer kept (ip.server kept), every checksum right") {
+    Consumer c("ip.client : cryptopan(key=k)\nip.server : keep()\n");
+    Bytes f = over_udp(2152, gtpu(0x1234, inner_tcp("10.1.2.3", "203.0.113.9")));
+    const Bytes orig = f;
+    CHECK(c.run(f, meta()) == Verdict::Forward);
+    REQUIRE(f.size() == orig.size());
+    CHECK(c.c.tunnel_cut == 0);
+    CHECK(a4(f, kGtpInner + 12) != "10.1.2.3");
+    CHECK(a4(f, kGtpInner + 16) == "203.0.113.9");
+    CHECK(a4(f, kOuter + 12) == "100.64.0.7");
+    CHECK(a4(f, kOuter + 16) == "100.127.0.1");
+    CHECK(get16(&f[kOuter + 20 + 6]) != 0);
+    check_lengths_and_checksums(f, kOuter);
+    check_lengths_and_checksums(f, kGtpInner);
+  }
+  SECTION("a cut shrinks every layer: inner IP, outer IP, UDP, GTP-U") {
+    Consumer c("ip.client : cryptopan(key=k)\npayload : cut()\n");
+    Bytes f = over_udp(2152, gtpu(7, inner_tcp("10.1.2.3", "203.0.113.9", 100), true));
+    const uint32_t inner = kGtpInner + 8;  // the extension words
+    CHECK(c.run(f, meta()) == Verdict::Forward);
+    REQUIRE(f.size() == inner + 40);
+    CHECK(get16(&f[kOuter + 20 + 8 + 2]) == 8 + 40);  // GTP-U length: after the first 8 bytes
+    check_lengths_and_checksums(f, kOuter);
+    check_lengths_and_checksums(f, inner);
+  }
+  SECTION("outer addresses take ip.server's action; zanon's fallback") {
+    zanon::Config zc;
+    zc.max_values = 1024;
+    zanon::Store zs(zc);
+    Consumer c("ip.client : cryptopan(key=k)\nip.server : zanon(z=5, dt=1h, fallback=prefix(16))\n", &zs);
+    FlowState fs;
+    PacketMeta m = meta();
+    m.flow = &fs;
+    m.flow_first = true;
+    Bytes f = over_udp(4789, vxlan(42, cat({eth(0x0800), inner_tcp("10.1.2.3", "203.0.113.9")})));
+    CHECK(c.run(f, m) == Verdict::Forward);
+    CHECK(a4(f, kOuter + 12) == "100.64.0.0");
+    CHECK(a4(f, kOuter + 16) == "100.127.0.0");
+    check_lengths_and_checksums(f, kOuter);
+    check_lengths_and_checksums(f, kOuter + 20 + 8 + 8 + 14);
+  }
+  SECTION("a rule for tunnel.addr; identifiers by rule") {
+    Consumer c("tunnel.addr : zero()\ngtp.teid : hash(key=k)\nip.client : keep()\n");
+    Bytes f = over_udp(2152, gtpu(0x01020304, inner_tcp("10.1.2.3", "203.0.113.9")));
+    CHECK(c.run(f, meta()) == Verdict::Forward);
+    CHECK(a4(f, kOuter + 12) == "0.0.0.0");
+    CHECK(get16(&f[kOuter + 28 + 4]) != 0x0102);
+    CHECK(a4(f, kGtpInner + 12) == "10.1.2.3");
+    check_lengths_and_checksums(f, kOuter);
+  }
+  SECTION("conditions see the inner packet, and `tunnel`/`gtp`") {
+    Consumer c("payload : cut() when proto in { gtp }\npayload : zero() when proto in { tunnel } and proto in { tcp }\n");
+    Bytes g = over_udp(2152, gtpu(1, inner_tcp("10.1.2.3", "203.0.113.9")));
+    const size_t gsize = g.size();
+    CHECK(c.run(g, meta()) == Verdict::Forward);
+    CHECK(g.size() == gsize - 40);
+    check_lengths_and_checksums(g, kOuter);
+    Bytes v = over_udp(4789, vxlan(3, cat({eth(0x0800), inner_tcp("10.1.2.3", "203.0.113.9")})));
+    const size_t vsize = v.size();
+    CHECK(c.run(v, meta()) == Verdict::Forward);
+    REQUIRE(v.size() == vsize);
+    CHECK(v[vsize - 1] == 0);
+    check_lengths_and_checksums(v, kOuter);
+    Bytes plain = cat({eth(0x0800), inner_tcp("10.1.2.3", "203.0.113.9")});
+    const Bytes before = plain;
+    CHECK(c.run(plain, meta()) == Verdict::Forward);
+    CHECK(plain == before);
+  }
+  SECTION("an outer UDP checksum that was wrong stays wrong; 0 stays 0") {
+    Consumer c("ip.client : cryptopan(key=k)\n");
+    Bytes f = over_udp(2152, gtpu(1, inner_tcp("10.1.2.3", "203.0.113.9")));
+    const uint16_t good = get16(&f[kOuter + 26]);
+    set16(&f[kOuter + 26], good ^ 0x0101);
+    Bytes g = f;
+    CHECK(c.run(g, meta()) == Verdict::Forward);
+    Bytes ref = over_udp(2152, gtpu(1, inner_tcp("10.1.2.3", "203.0.113.9")));
+    CHECK(c.run(ref, meta()) == Verdict::Forward);
+    CHECK(get16(&g[kOuter + 26]) == (get16(&ref[kOuter + 26]) ^ 0x0101));
+    set16(&f[kOuter + 26], 0);
+    CHECK(c.run(f, meta()) == Verdict::Forward);
+    CHECK(get16(&f[kOuter + 26]) == 0);
+  }
+  SECTION("the inner packet's names: a DNS query in VXLAN is rewritten") {
+    Consumer c("dns.qname : redact()\n");
+    V4 h;
+    h.proto = 17;
+    Bytes q;
+    put16(q, 0x1234), put16(q, 0x0100), put16(q, 1), put16(q, 0), put16(q, 0), put16(q, 0);
+    for (const char* l : {"secret", "example", "com"}) {
+      put8(q, unsigned(std::strlen(l)));
+      q.insert(q.end(), l, l + std::strlen(l));
+    }
+    put8(q, 0), put16(q, 1), put16(q, 1);
+    Bytes in = cat({eth(0x0800), ipv4(h, cat({udp_hdr(5353, 53, uint16_t(8 + q.size())), q}))});
+    Bytes f = over_udp(4789, vxlan(9, in));
+    PacketMeta m = meta();
+    Decoded d;
+    decode(f.data(), uint32_t(f.size()), uint32_t(f.size()), d);
+    L7Parse parse;
+    m.parse = &parse;
+    FlowState fs;
+    m.flow = &fs;
+    analyze_l7(f.data(), d, m, parse);
+    uint32_t cap = uint32_t(f.size()), wire = cap;
+    CHECK(c.inst->process(f.data(), cap, wire, d, m, c.c) == Verdict::Forward);
+    const std::string s(f.begin(), f.end());
+    CHECK(s.find("secret") == std::string::npos);
+    check_lengths_and_checksums(f, kOuter);
+  }
+}
+
 TEST_CASE("contents the policy cannot see into are removed when addresses are protected", "[runtime]") {
   Consumer c("ip.src, ip.dst : cryptopan(key=k)\n");
   SECTION("GRE tunnel payload") {
@@ -481,7 +611,9 @@ TEST_CASE("contents the policy cannot see into are removed when addresses are pr
     // A router (not in the flow) tells 192.0.2.1 that its datagram to
     // 203.0.113.9 expired: the quoted source is the outer destination and
     // must read as its rewritten value; the quoted destination appears
-    // nowhere else and is zeroed. The packet stays whole and valid.
+    // nowhere else and takes the outer source's rule (Crypto-PAn maps any
+    // address alone), as it would as a packet's source. The packet stays
+    // whole and valid.
     V4 h;
     h.proto = 1;
     h.src = v4("198.51.100.2");
@@ -499,8 +631,10 @@ TEST_CASE("contents the policy cannot see into are removed when addresses are pr
     const uint8_t* q = f.data() + 14 + 20 + 8;
     CHECK(std::equal(q + 12, q + 16, outer_dst));
     CHECK(std::memcmp(q + 12, inner.src.data(), 4) != 0);
-    const uint8_t zero4[4] = {};
-    CHECK(std::memcmp(q + 16, zero4, 4) == 0);
+    Bytes g = udp4("203.0.113.9", "192.0.2.1");
+    c.run(g);
+    CHECK(std::equal(q + 16, q + 20, g.data() + 14 + 12));
+    CHECK(std::memcmp(q + 16, inner.dst.data(), 4) != 0);
     check_lengths_and_checksums(f, 14);
   }
   SECTION("IPv6 routing header with addresses: dropped") {

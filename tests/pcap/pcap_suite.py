@@ -100,10 +100,16 @@ def be16(b, o):
 
 
 def outer_ip(d):
-    n = len(d)
-    if n < 14:
+    if len(d) < 14:
         return None
-    et, off, tags = be16(d, 12), 14, 0
+    return ip_at(d, 14, be16(d, 12))
+
+
+def ip_at(d, off, et):
+    """The IP header after an EtherType `et` ending at `off` (VLAN tags,
+    PPPoE, MPLS followed), as amon's decoder finds it."""
+    n = len(d)
+    tags = 0
     while et in (0x8100, 0x88A8, 0x9100):
         if off + 4 > n or tags == 4:
             return None
@@ -165,6 +171,167 @@ def outer_ip(d):
     else:
         return None
     return r
+
+
+MAX_ENCAP = 4
+
+
+def encap_next(d, r):
+    """What the IP layer r carries when it is a tunnel amon opens
+    (plugins/l2l4/decode.cpp): (the next IP layer or None, the byte offsets
+    of this layer's encapsulation headers a rewrite may change: UDP/GRE
+    checksum, an inner Ethernet header's MACs). None when r is no tunnel or
+    one amon leaves opaque."""
+    n = len(d)
+    if r is None or r.frag or r.l4 is None:
+        return None
+    ip_end = r.off + (be16(d, r.off + 2) if r.ver == 4 else 40 + be16(d, r.off + 4))
+    end = min(ip_end, n)
+    pos = set()
+    nxt = None  # ("eth", off) / ("ip", off, ethertype) / ("nibble", off)
+    if r.proto == 17:
+        u = r.l4
+        if u + 8 > end:
+            return None
+        sp, dp, ul = be16(d, u), be16(d, u + 2), be16(d, u + 4)
+        lim = min(ip_end, u + ul)
+        end = min(lim, n)
+        h = u + 8
+        pos.update((u + 6, u + 7))
+        ports = (sp, dp)
+        if 2152 in ports:
+            if h + 8 > end:
+                return None
+            fl = d[h]
+            if (fl >> 5) != 1 or not (fl & 0x10) or d[h + 1] != 0xFF:
+                return None
+            gend = h + 8 + be16(d, h + 2)
+            if gend > end:
+                return None
+            q = h + 8
+            if fl & 7:
+                if q + 4 > gend:
+                    return None
+                nx = d[q + 3]
+                q += 4
+                i = 0
+                while nx:
+                    if i == 16 or not (fl & 4) or q + 1 > gend:
+                        return None
+                    el = d[q] * 4
+                    if el == 0 or q + el > gend:
+                        return None
+                    nx = d[q + el - 1]
+                    q += el
+                    i += 1
+            if q >= gend:
+                return None
+            nxt = ("nibble", q)
+        elif 4789 in ports:
+            if h + 8 > end or not (d[h] & 8):
+                return None
+            nxt = ("eth", h + 8)
+        elif 4790 in ports:
+            if h + 8 > end or not (d[h] & 8) or (d[h] & 0x30):
+                return None
+            if not (d[h] & 4):
+                nxt = ("eth", h + 8)
+            else:
+                nxt = {1: ("ip", h + 8, 0x0800), 2: ("ip", h + 8, 0x86DD), 3: ("eth", h + 8),
+                       5: ("ip", h + 8, 0x8847)}.get(d[h + 3])
+        elif 6081 in ports:
+            if h + 8 > end or (d[h] >> 6):
+                return None
+            hl = 8 + (d[h] & 0x3F) * 4
+            if h + hl > end:
+                return None
+            et = be16(d, h + 2)
+            nxt = ("eth", h + hl) if et == 0x6558 else ("ip", h + hl, et) if et in (0x0800, 0x86DD, 0x8847) else None
+        elif 3544 in ports:
+            q = h
+            if q + 2 <= end and be16(d, q) == 1:
+                if q + 4 > end:
+                    return None
+                q += 4 + d[q + 2] + d[q + 3] + 9
+            if q + 2 <= end and be16(d, q) == 0:
+                q += 8
+            if q + 40 > end or (d[q] >> 4) != 6:
+                return None
+            nxt = ("ip", q, 0x86DD)
+        else:
+            return None
+    elif r.proto == 47:
+        g = r.l4
+        if g + 4 > end:
+            return None
+        fl, proto = be16(d, g), be16(d, g + 2)
+        if (fl & 0x4000) or (fl & 7):
+            return None
+        q = g + 4
+        if fl & 0x8000:
+            pos.update((g + 4, g + 5))
+            q += 4
+        if fl & 0x2000:
+            q += 4
+        seq = fl & 0x1000
+        if seq:
+            q += 4
+        if q > end:
+            return None
+        if proto == 0x88BE:
+            if not seq:
+                nxt = ("eth", q)
+            elif q + 8 <= end and (d[q] >> 4) == 1:
+                nxt = ("eth", q + 8)
+            else:
+                return None
+        elif proto == 0x22EB:
+            if q + 12 > end or (d[q] >> 4) != 2:
+                return None
+            ft = (d[q + 10] >> 2) & 0x1F
+            hl = 12 + (8 if d[q + 11] & 1 else 0)
+            if ft or q + hl > end:
+                return None
+            nxt = ("eth", q + hl)
+        elif proto == 0x6558:
+            nxt = ("eth", q)
+        elif proto in (0x0800, 0x86DD, 0x8847, 0x8848):
+            nxt = ("ip", q, proto)
+        else:
+            return None
+    elif r.proto in (4, 41):
+        nxt = ("ip", r.l4, 0x0800 if r.proto == 4 else 0x86DD)
+    else:
+        return None
+    if nxt is None:
+        return None
+    if nxt[0] == "nibble":
+        v = d[nxt[1]] >> 4
+        if v not in (4, 6):
+            return None
+        nxt = ("ip", nxt[1], 0x0800 if v == 4 else 0x86DD)
+    if nxt[0] == "eth":
+        e = nxt[1]
+        if e + 14 > end:
+            return None, pos
+        pos.update(range(e, e + 12))
+        return ip_at(d, e + 14, be16(d, e + 12)), pos
+    return ip_at(d, nxt[1], nxt[2]), pos
+
+
+def ip_layers(d):
+    """[(IP layer, positions of the encapsulation around the next one)],
+    outermost first, as deep as amon opens tunnels."""
+    r = outer_ip(d)
+    out = []
+    while r is not None:
+        nx = encap_next(d, r) if len(out) < MAX_ENCAP else None
+        if nx is None:
+            out.append((r, set()))
+            break
+        out.append((r, nx[1]))
+        r = nx[0]
+    return out
 
 
 def addrs(d, r):
@@ -388,12 +555,14 @@ def allowed_diff_positions(d, r):
                     ihl = (d[q] & 15) * 4
                     pos.update(range(q + 10, q + 12))
                     pos.update(range(q + 12, q + 20))
-                    if d[q + 9] == 17:
-                        pos.update((q + ihl + 6, q + ihl + 7))
+                    if d[q + 9] in (6, 17):
+                        co = 6 if d[q + 9] == 17 else 16
+                        pos.update((q + ihl + co, q + ihl + co + 1))
                 elif v == 6 and len(d) >= q + 40:
                     pos.update(range(q + 8, q + 40))
-                    if d[q + 6] == 17:
-                        pos.update((q + 40 + 6, q + 40 + 7))
+                    if d[q + 6] in (6, 17):
+                        co = 6 if d[q + 6] == 17 else 16
+                        pos.update((q + 40 + co, q + 40 + co + 1))
     return pos
 
 
@@ -558,19 +727,28 @@ def check_capture(args, ck, cap, policies, have_tshark):
                          "%s: timestamp() MACs %s/%s, record time %d.%09d"
                          % (fr, b.data[0:6].hex(), b.data[6:12].hex(), secs, ns))
             ra = outer_ip(a.data)
-            ad_in, ad_out = addrs(a.data, ra), addrs(b.data, outer_ip(b.data))
-            if ad_in and ad_out:
-                for pos, x, y in (("src", ad_in[0], ad_out[0]), ("dst", ad_in[1], ad_out[1])):
-                    if x == y:
-                        same_addr += 1
-                        if same_addr <= 3:
-                            ck.fail(w, "%s: ip.%s %s left in clear" % (fr, pos, fmt_addr(x)))
-                    cp.add(x, y, i + 1)
-            elif ad_in and b.caplen > (ra.src if ra else 0):
-                ck.fail(w, "%s: input has IPv%d addresses, output frame (caplen %d) has none where they were"
-                        % (fr, ra.ver, b.caplen))
+            # Every IP layer of a tunnelled frame: the outer ones take
+            # ip.server's action by default (here the same Crypto-PAn).
+            la, lb = ip_layers(a.data), ip_layers(b.data)
+            for j, (rj, _) in enumerate(la):
+                ad_in = addrs(a.data, rj)
+                ad_out = addrs(b.data, lb[j][0]) if j < len(lb) else None
+                if ad_in and ad_out:
+                    for pos, x, y in (("src", ad_in[0], ad_out[0]), ("dst", ad_in[1], ad_out[1])):
+                        if x == y:
+                            same_addr += 1
+                            if same_addr <= 3:
+                                ck.fail(w, "%s: ip.%s %s (layer %d) left in clear" % (fr, pos, fmt_addr(x), j + 1))
+                        cp.add(x, y, i + 1)
+                elif ad_in and b.caplen > rj.src:
+                    ck.fail(w, "%s: input has IPv%d addresses (layer %d), output frame (caplen %d) has none where "
+                            "they were" % (fr, rj.ver, j + 1, b.caplen))
             if b.caplen == a.caplen:
-                allowed = allowed_diff_positions(a.data, ra)
+                allowed = set()
+                for rj, extra in la:
+                    allowed |= allowed_diff_positions(a.data, rj) | extra
+                if not la:
+                    allowed = allowed_diff_positions(a.data, ra)
                 diff = [x for x in range(a.caplen) if a.data[x] != b.data[x] and x not in allowed]
                 ck.check(not diff, w, "%s: bytes changed outside MACs/addresses/checksums at offsets %s"
                          % (fr, diff[:8]))
@@ -593,7 +771,20 @@ def check_capture(args, ck, cap, policies, have_tshark):
             ck.check(b.caplen == b.wirelen or (b.caplen, b.wirelen) == (a.caplen, a.wirelen), w,
                      "%s: after payload cut caplen %d != len %d (input %d/%d)"
                      % (fr, b.caplen, b.wirelen, a.caplen, a.wirelen))
-            ra, rb = outer_ip(a.data), outer_ip(b.data)
+            la, lb = ip_layers(a.data), ip_layers(b.data)
+            ra, rb = (la[-1][0] if la else None), (lb[len(la) - 1][0] if la and len(lb) >= len(la) else None)
+            # The tunnel around the packet: its endpoints take ip.server's
+            # action (/24) when the policy protects addresses.
+            tunnel = []
+            for j in range(len(la) - 1):
+                o_in = addrs(a.data, la[j][0])
+                o_out = addrs(b.data, lb[j][0]) if j < len(lb) else None
+                if o_in and o_out:
+                    tunnel += list(o_in)
+                    ck.check(o_out == (mask(o_in[0], 24, 48), mask(o_in[1], 24, 48)), w,
+                             "%s: tunnel endpoints %s > %s (layer %d) became %s > %s; expected /24"
+                             % (fr, fmt_addr(o_in[0]), fmt_addr(o_in[1]), j + 1, fmt_addr(o_out[0]),
+                                fmt_addr(o_out[1])))
             ad_in, ad_out = addrs(a.data, ra), addrs(b.data, rb)
             if ad_in and ad_out:
                 s, d = ad_in
@@ -604,21 +795,28 @@ def check_capture(args, ck, cap, policies, have_tshark):
                     opts.append(((cs, md), "src"))
                 if cd is not None:
                     opts.append(((ms, cd), "dst"))
+                # A flow whose roles are uncertain (no SYN, no single likely
+                # server port, undecodable) gives both ends the client's rule.
+                if cs is not None and cd is not None:
+                    opts.append(((cs, cd), "both"))
                 hit = [r for t, r in opts if t == ad_out]
                 if opts:
                     ck.check(hit, w, "%s: %s > %s became %s > %s; expected client Crypto-PAn (as in protect) "
-                             "and server /24" % (fr, fmt_addr(s), fmt_addr(d), fmt_addr(ad_out[0]),
-                                                 fmt_addr(ad_out[1])))
+                             "and server /24, or both Crypto-PAn" % (fr, fmt_addr(s), fmt_addr(d),
+                                                                    fmt_addr(ad_out[0]), fmt_addr(ad_out[1])))
                 if hit and well_formed(a, ra):
                     sp, dp = be16(a.data, ra.l4), be16(a.data, ra.l4 + 2)
-                    key = (ra.proto,) + tuple(sorted(((s, sp), (d, dp))))
-                    client = s if hit[0] == "src" else d
+                    key = (ra.proto,) + tuple(sorted(((s, sp), (d, dp)))) + tuple(sorted(tunnel))
+                    client = s if hit[0] == "src" else d if hit[0] == "dst" else None
                     # ambiguous when both choices give the same bytes (client == server /24)
-                    if len(hit) == 1:
+                    # (a packet that does not decode takes "both" inside a decided flow)
+                    if len(hit) == 1 and client is not None:
                         prev = roles.setdefault(key, client)
                         ck.check(prev == client, w, "%s: client of flow %s:%d <-> %s:%d switched from %s to %s"
                                  % (fr, fmt_addr(s), sp, fmt_addr(d), dp, fmt_addr(prev), fmt_addr(client)))
-            if rb is not None and b.caplen >= rb.off + (20 if rb.ver == 4 else 40):
+            for rb, _ in lb:
+                if rb is None or b.caplen < rb.off + (20 if rb.ver == 4 else 40):
+                    continue
                 l3len = b.caplen - rb.off
                 if rb.ver == 4:
                     ck.check(be16(b.data, rb.off + 2) == l3len, w, "%s: IPv4 total length %d, %d bytes follow"

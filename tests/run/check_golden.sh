@@ -16,7 +16,7 @@ printf '%064x\n' 9 > open.key && chmod 644 open.key
 # A capture header is all `check` looks at (it reads no packet).
 python3 -c 'import struct,sys; sys.stdout.buffer.write(struct.pack("<IHHiIII",0xa1b2c3d4,2,4,0,0,65535,1))' > in.pcap
 ln in.pcap link.pcap
-before=$(ls -la --time-style=+%s . | sort)
+before=$(ls -lA --time-style=+%s . | sort)
 fail=0
 for y in good outputs policies typo; do
   set +e
@@ -32,7 +32,7 @@ for y in good outputs policies typo; do
   fi
   rm "$y.out"
 done
-after=$(ls -la --time-style=+%s . | sort)
+after=$(ls -lA --time-style=+%s . | sort)
 if [[ "$before" != "$after" ]]; then
   echo "FAIL: amon check changed the folder"; diff <(echo "$before") <(echo "$after") || true
   fail=1

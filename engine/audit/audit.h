@@ -1,0 +1,59 @@
+// amon audit: does an anonymized capture give away what its policy protects?
+//
+// Independent of the rewrite path on purpose: the values a policy protects
+// are collected from the ORIGINAL capture with the protocol parsers alone
+// (l2l4 decode, DNS, TLS, HTTP), roles and z-anonymity releases are worked
+// out again here (a brute-force count of distinct users, not engine/zanon),
+// and every frame of the output is searched, at every offset, for every
+// encoding of every protected value. A bug in the runtime therefore cannot
+// hide itself from the audit.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace amon::audit {
+
+struct Options {
+  std::string policy, original, anonymized;
+  bool json = false;
+  unsigned max_listed = 200;  // leaks and possible hits listed in the report (all are counted)
+};
+
+struct Hit {
+  uint64_t frame = 0;     // 1-based frame number in the anonymized capture
+  uint32_t offset = 0;    // byte offset of the match in that frame
+  std::string cls;        // the protecting field: ip.client, dns.qname, eth.src, ...
+  std::string value;      // the protected value, printable
+  std::string encoding;   // binary, dotted-quad, in-addr.arpa (wire), ...
+  std::string context;    // where the bytes sit: "ip.src", "icmp quote", "dns", "tcp payload (http)", ...
+  std::string rule;       // file:line: the rule that protects the value
+};
+
+struct ClassSummary {
+  std::string cls;
+  uint64_t protected_values = 0;  // distinct values this field protects somewhere in the original
+  uint64_t found = 0;             // of those, found anywhere in the output (allowed or not)
+  uint64_t leaks = 0;             // matches where the policy does not allow the value
+  uint64_t possible = 0;          // 4-byte binary matches inside opaque bytes
+};
+
+struct Report {
+  uint64_t original_frames = 0, anonymized_frames = 0, unmatched_frames = 0;
+  uint64_t leaks = 0, possible = 0, allowed = 0;
+  double possible_expected = 0;   // 4-byte matches expected by chance over the opaque bytes searched
+  uint64_t opaque_bytes = 0;
+  std::vector<ClassSummary> classes;
+  std::vector<Hit> leak_list, possible_list;  // the first Options::max_listed of each
+};
+
+// Runs the audit; false with `err` set on a usage or input problem.
+bool run(const Options& o, Report& r, std::string& err);
+std::string render_text(const Options& o, const Report& r);
+std::string render_json(const Options& o, const Report& r);
+
+// `amon audit` (argv excludes the subcommand word). Exit 0 clean, 1 leaks, 2 usage.
+int audit_main(int argc, char** argv);
+
+}  // namespace amon::audit

@@ -1,0 +1,93 @@
+#include "sizing.h"
+
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <bit>
+
+#include "flow_table.h"
+#include "zanon.h"
+
+namespace amon {
+
+namespace {
+
+// Live defaults: a 10 Gbit/s link's flows and values.
+constexpr uint32_t kLiveFlows = 1u << 18;
+constexpr size_t kLiveValues = size_t{1} << 20;
+constexpr uint32_t kMaxRing = 4096;
+// The smallest record that can open a flow: a record header and an IPv4
+// header with no link layer (raw IP) and nothing after it.
+constexpr uint64_t kMinFlowRecord = 16 + 20;
+// Per distinct z-anonymity value, this many bytes of capture. Real mixes
+// carry far fewer distinct names, servers and agents than one per KiB (the
+// generator's 184 MB mix: a few thousand), and the store's table is cheap
+// only while it is small: it is mapped with huge pages, so every value that
+// lands in a fresh 2 MiB region faults in all of it. A capture denser than
+// this fills the store, which then forgets its least recently seen values
+// (hidden more, never released sooner); the run says so at the end and
+// --zanon-values raises the bound.
+constexpr uint64_t kBytesPerValue = 1024;
+
+uint32_t pow2_clamp(uint64_t want, uint32_t lo, uint32_t hi) {
+  uint64_t v = std::bit_ceil(std::clamp<uint64_t>(want, 1, hi));
+  return uint32_t(std::clamp<uint64_t>(v, lo, hi));
+}
+
+}  // namespace
+
+// An entry and its quarter of an 8-slot, 64-byte bucket (flow_table.cpp).
+size_t flow_slot_bytes() { return sizeof(FlowEntry) + 64 / 4; }
+size_t mbuf_bytes() { return sizeof(rte_mbuf) + RTE_MBUF_DEFAULT_BUF_SIZE + 64; }
+size_t zanon_value_bytes(uint32_t zmax) {
+  // Asked of the store itself: its table is mapped here but never touched.
+  zanon::Config zc;
+  zc.max_values = 1u << 16;
+  zc.zmax = zmax;
+  zanon::Store st(zc);
+  return size_t(st.stats().table_bytes / zc.max_values);
+}
+
+Sizes plan_sizes(const EngineConfig& cfg) {
+  Sizes s;
+  bool live = false;
+  for (const auto& in : cfg.inputs) {
+    if (in.kind != PortSpec::Kind::PcapFile) {
+      live = true;
+      continue;
+    }
+    struct stat st;
+    if (stat(in.spec.c_str(), &st) == 0) s.input_bytes += uint64_t(st.st_size);
+  }
+  const unsigned workers = std::max(1u, cfg.workers);
+  const size_t consumers = std::max<size_t>(1, cfg.consumers.size());
+  uint64_t max_packets = live ? UINT64_MAX : s.input_bytes / 16 + 1;
+  uint64_t max_flows = live ? UINT64_MAX : s.input_bytes / kMinFlowRecord + 1;
+  uint64_t max_values = live ? UINT64_MAX : s.input_bytes / kBytesPerValue + 1;
+
+  s.flows_per_worker = cfg.flows_per_worker ? cfg.flows_per_worker : pow2_clamp(max_flows, 1024, kLiveFlows);
+  s.zanon_values = cfg.zanon_max_values ? cfg.zanon_max_values : pow2_clamp(max_values, 4096, kLiveValues);
+  // Rings deeper than the file has packets only cost memory.
+  s.ring = pow2_clamp(max_packets, 64, kMaxRing);
+  s.mbuf_cache = s.ring >= kMaxRing ? 256 : 32;
+  const uint64_t hold = cfg.hold.enabled ? std::min<uint64_t>(cfg.hold.segments, max_packets) : 0;
+  // What can hold an mbuf at once: each worker's input ring, burst and held
+  // segments, each consumer's output ring (and a copy in flight per
+  // consumer), the reader's burst, and every lcore's mempool cache.
+  uint64_t n = uint64_t(2) * s.ring + workers * (s.ring + std::min<uint32_t>(2048, s.ring / 2) + hold) +
+               consumers * s.ring * 2 + uint64_t(workers + 1) * s.mbuf_cache * 3 / 2;
+  s.mbufs = cfg.mbufs ? cfg.mbufs : uint32_t(std::min<uint64_t>(n, UINT32_MAX));
+  // EAL memory: the pool, the rings, and DPDK's own allocations (device and
+  // lcore structures, the heap's bookkeeping), measured under 8 MiB.
+  // Offline the pool is packed (engine.cpp, create_pool); a pool a device
+  // may DMA into keeps each mbuf inside one page.
+  const uint64_t per_mbuf = cfg.offline ? mbuf_bytes() : 4096;
+  uint64_t bytes = uint64_t(s.mbufs) * per_mbuf + (workers + consumers) * uint64_t(s.ring) * 8 +
+                   (uint64_t(16) << 20);
+  s.eal_mb = uint32_t((bytes + (1 << 20) - 1) >> 20);
+  // Ports' descriptor rings and drivers allocate from EAL memory too.
+  if (live || !cfg.offline) s.eal_mb = std::max<uint32_t>(s.eal_mb, 512);
+  return s;
+}
+
+}  // namespace amon
