@@ -941,6 +941,21 @@ std::shared_ptr<Cond> Compiler::compile_cond(ParseCtx& ctx, const CondNode& n) {
   c->field = f;
   c->op = n.op == CondNode::Eq ? Cond::Op::Eq : n.op == CondNode::Ne ? Cond::Op::Ne : n.op == CondNode::In ? Cond::Op::In : Cond::Op::Match;
   std::string tname(to_string(f->type));
+  const uint8_t op_bit = c->op == Cond::Op::Eq ? kCondEq : c->op == Cond::Op::Ne ? kCondNe
+                         : c->op == Cond::Op::In ? kCondIn : kCondMatch;
+  // Type mismatches get their own messages below.
+  const bool type_error = c->op == Cond::Op::Match ? (f->type == ValueType::Addr || f->type == ValueType::Mac ||
+                                                      f->type == ValueType::Port)
+                                                   : f->type == ValueType::Bytes;
+  if (!type_error && !(f->cond_ops & op_bit)) {
+    // The runtime has no evaluator for it: accepting it would make the
+    // condition silently false (the rule never applies).
+    d_.error(ctx.where(n.lhs_loc),
+             f->cond_ops ? "a condition cannot test " + f->name + " with this operator"
+                         : "a condition cannot test " + f->name + " (no evaluator for it)",
+             f->cond_ops ? std::string((f->cond_ops & kCondMatch) ? "use ~ /regex/" : "use ==, != or in") : "");
+    return nullptr;
+  }
   if (c->op == Cond::Op::Match) {
     if (f->type == ValueType::Addr || f->type == ValueType::Mac || f->type == ValueType::Port) {
       d_.error(op_at, "'~' matches text; " + f->name + " is " + tname, f->type == ValueType::Addr ? "use: " + f->name + " in { 192.0.2.0/24 }" : "");

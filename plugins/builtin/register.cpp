@@ -2,6 +2,7 @@
 #include <mutex>
 
 #include "actions.h"
+#include "amon_http.hpp"
 #include "l2l4.h"
 #include "registry.h"
 
@@ -36,6 +37,7 @@ void register_builtin_plugins() {
     register_settings(r);
     l2l4::register_fields(r);
     register_l7_fields(r);
+    http::register_fields(r);
     actions::register_actions(r);
   });
 }

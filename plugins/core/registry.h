@@ -50,7 +50,16 @@ struct FieldDesc {
   // linter warns when this field is protected and one of these is left clear.
   std::vector<std::string> related;
   FieldId id = kNoField;    // assigned by the registry
+  // Condition operators (CondOp bits) the runtime evaluates on this field,
+  // set by the field's plugin. The checker refuses any other: a condition
+  // the runtime cannot evaluate is a compile error, never silently false.
+  uint8_t cond_ops = 0;
 };
+
+// Operators of a field comparison in a condition (`==`, `!=`, `in`, `~`).
+enum CondOp : uint8_t { kCondEq = 1, kCondNe = 2, kCondIn = 4, kCondMatch = 8 };
+inline constexpr uint8_t kCondAll = kCondEq | kCondNe | kCondIn | kCondMatch;
+inline constexpr uint8_t kCondCompare = kCondEq | kCondNe | kCondIn;  // values of a set, no regex
 
 enum class ParamKind : uint8_t {
   Int,       // 24

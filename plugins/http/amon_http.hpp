@@ -9,7 +9,13 @@
 struct hs_database;
 struct hs_scratch;
 
+namespace amon {
+class Registry;
+}
+
 namespace amon::http {
+
+void register_fields(Registry& r);
 
 enum class Status : uint8_t { Ok, Truncated, Malformed };
 
@@ -41,6 +47,7 @@ enum class Field : uint8_t {
   Location, LocationDomain,
   Server,
   ContentLength, TransferEncoding,
+  Origin, ProxyAuthorization, XRealIp,
 };
 const char* field_name(Field f);  // "http.host", "http.referer.domain", ...
 
@@ -117,6 +124,16 @@ class Scratch {
 };
 
 Status parse(const uint8_t* buf, size_t len, Direction dir, const Matcher& m, Scratch& s, Result& out);
+
+// Policy fields (fields.cpp). register_fields declares HTTP's fields in the
+// registry; registry_field names the field whose value an occurrence kind
+// holds (nullptr: a kind that is no field's value: domain sub-spans of
+// Referer/Location/URI, framing headers); is_field_value says whether
+// occurrence i of r is a field's value (a Host with a domain is represented
+// by its HostDomain occurrence, not by the whole header).
+inline constexpr unsigned kFieldKinds = 64;  // bound on Field's values
+const char* registry_field(Field k);
+bool is_field_value(const Result& r, unsigned i);
 
 // Host part of an absolute URL or authority ("http://u@host:8080/x" -> host).
 // Empty span for relative references and IP literals in brackets.

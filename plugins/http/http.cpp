@@ -31,6 +31,9 @@ const char* field_name(Field f) {
     case Field::Server: return "http.server";
     case Field::ContentLength: return "http.content_length";
     case Field::TransferEncoding: return "http.transfer_encoding";
+    case Field::Origin: return "http.origin";
+    case Field::ProxyAuthorization: return "http.proxy_authorization";
+    case Field::XRealIp: return "http.x_real_ip";
   }
   return "?";
 }
@@ -54,6 +57,9 @@ constexpr Pattern kPatterns[] = {
     {"server", Field::Server},
     {"content-length", Field::ContentLength},
     {"transfer-encoding", Field::TransferEncoding},
+    {"origin", Field::Origin},
+    {"proxy-authorization", Field::ProxyAuthorization},
+    {"x-real-ip", Field::XRealIp},
 };
 constexpr unsigned kNumPatterns = sizeof kPatterns / sizeof kPatterns[0];
 

@@ -29,6 +29,9 @@ std::array<uint8_t, 16> hash_key(const ActionCall& call) { return KeyedHash::der
 class Keep final : public RtAction {
  public:
   Keep() { modifies = false; }
+  ActResult mac(uint8_t*, ApplyCtx&) override { return ActResult::Done; }
+  ActResult addr(uint8_t*, ApplyCtx&) override { return ActResult::Done; }
+  ActResult bytes(uint8_t*, uint32_t, ApplyCtx&) override { return ActResult::Done; }
 };
 
 class Zero final : public RtAction {
@@ -186,6 +189,28 @@ std::unique_ptr<RtAction> make_rt_action(const ActionCall& call, const dsl::Poli
     return std::make_unique<ZanonAddr>(*zslot, std::move(fallback));
   }
   throw std::runtime_error("action '" + n + "' has no runtime");
+}
+
+uint32_t rt_action_types(const std::string& n) {
+  constexpr uint32_t kName = 1u << unsigned(ValueType::Name), kText = 1u << unsigned(ValueType::Text);
+  // Name: the actions ProgramInstance's NamePlan implements (anything else
+  // on a name is refused when the policy is loaded).
+  static const std::pair<const char*, uint32_t> table[] = {
+      {"keep", rt_types<Keep>() | kName},
+      {"zero", rt_types<Zero>() | kName},
+      {"redact", rt_types<Redact>() | kName},
+      {"drop", rt_types<Drop>() | kName},
+      {"cut", rt_types<Cut>()},
+      {"timestamp", rt_types<rt::Timestamp>()},
+      {"hash", rt_types<Hash>() | kName},
+      {"cryptopan", rt_types<rt::CryptoPan>()},
+      {"prefix", rt_types<rt::Prefix>()},
+      // Text: observed per occurrence, then the fallback's bytes().
+      {"zanon", rt_types<ZanonAddr>() | kName | kText},
+  };
+  for (auto& [name, types] : table)
+    if (n == name) return types;
+  return 0;
 }
 
 }  // namespace amon

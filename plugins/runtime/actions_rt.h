@@ -5,6 +5,9 @@
 #include <cstdint>
 #include <cstring>
 #include <memory>
+#include <string>
+#include <type_traits>
+#include <vector>
 
 #include "cryptopan.h"
 #include "registry.h"
@@ -36,13 +39,40 @@ class RtAction {
   bool modifies = true;
   bool cuts = false;  // removes the bytes (their old checksum sum is not needed)
   RtKind kind = RtKind::Other;
-  virtual ActResult mac(uint8_t* m, ApplyCtx& c) { return ActResult::Done; }
-  virtual ActResult addr(uint8_t* a, ApplyCtx& c) { return ActResult::Done; }
-  virtual ActResult bytes(uint8_t* p, uint32_t len, ApplyCtx& c) { return ActResult::Done; }
+  // An action that does not implement a value type drops the packet
+  // (counted as policy_drop): never forwarded unchanged. check_completeness
+  // refuses such an action at start-up, so these are unreachable.
+  virtual ActResult mac(uint8_t* m, ApplyCtx& c) { return ActResult::Drop; }
+  virtual ActResult addr(uint8_t* a, ApplyCtx& c) { return ActResult::Drop; }
+  virtual ActResult bytes(uint8_t* p, uint32_t len, ApplyCtx& c) { return ActResult::Drop; }
   // What this action does to a value no per-flow decision covers (a tunnel
   // endpoint): itself, or a zanon's fallback.
   virtual RtAction* undecided() { return this; }
 };
+
+// Value types (bits 1 << ValueType) whose method class A overrides: what it
+// implements, read from the class itself.
+template <class A>
+constexpr uint32_t rt_types() {
+  uint32_t m = 0;
+  if (!std::is_same_v<decltype(&A::mac), decltype(&RtAction::mac)>) m |= 1u << unsigned(ValueType::Mac);
+  if (!std::is_same_v<decltype(&A::addr), decltype(&RtAction::addr)>) m |= 1u << unsigned(ValueType::Addr);
+  if (!std::is_same_v<decltype(&A::bytes), decltype(&RtAction::bytes)>)
+    m |= 1u << unsigned(ValueType::Bytes) | 1u << unsigned(ValueType::Text);
+  return m;
+}
+
+// The value types each action's runtime implements (bits 1 << ValueType),
+// by action name; Name is the names path's (ProgramInstance's NamePlan).
+// Unknown actions: 0.
+uint32_t rt_action_types(const std::string& action);
+
+// Problems of the registry as this runtime sees it (empty: complete): a
+// field no plugin locates, an action without an applier for a field type
+// the checker accepts it on, a condition operator without an evaluator.
+// `types` overrides rt_action_types (the mutation test's hook).
+std::vector<std::string> check_completeness(const Registry& r,
+                                            uint32_t (*types)(const std::string&) = rt_action_types);
 
 namespace rt {
 

@@ -72,7 +72,12 @@ bool ProgramInstance::eval(const dsl::Cond& c, Eval& e) {
   bool found = false;
   const L7Fields& L = L7Fields::get();
   L7Parse* P = e.m->parse;
-  if (P && (e.m->l7 == L7State::Parsed || e.m->l7 == L7State::Stream)) {
+  if (f == F.payload) {
+    // `payload ~ /re/`: the original payload bytes as captured.
+    const uint32_t end = std::min<uint32_t>(d.cap_len, d.payload_off + d.payload_len);
+    if (d.status == DecodeStatus::Ok && end >= d.payload_off)
+      val = std::string_view(reinterpret_cast<const char*>(o + d.payload_off), end - d.payload_off), found = true;
+  } else if (P && (e.m->l7 == L7State::Parsed || e.m->l7 == L7State::Stream)) {
     const uint8_t* base = e.m->l7_base ? e.m->l7_base : o + d.payload_off;
     if ((f == L.dns_qname) && P->dns_msg >= 0 && P->dns->n_names) {
       for (unsigned i = 0; i < P->dns->n_names && !found; ++i)
@@ -83,15 +88,10 @@ bool ProgramInstance::eval(const dsl::Cond& c, Eval& e) {
       val = P->quic->name_text(0), found = true;
     } else if (P->http_state == 1) {
       const http::Result& H = *P->http;
-      for (unsigned i = 0; i < H.n_occ && !found; ++i) {
-        http::Field k = H.occ[i].kind;
-        bool match = (f == L.http_host && k == http::Field::HostDomain) || (f == L.http_user_agent && k == http::Field::UserAgent) ||
-                     (f == L.http_uri && k == http::Field::Uri) || (f == L.http_method && k == http::Field::Method) ||
-                     (f == L.http_referer && k == http::Field::Referer) || (f == L.http_server && k == http::Field::Server);
-        if (match)
+      for (unsigned i = 0; i < H.n_occ && !found; ++i)
+        if (L.http_kind[uint8_t(H.occ[i].kind)] == f && http::is_field_value(H, i))
           val = std::string_view(reinterpret_cast<const char*>(base + H.occ[i].span.off), H.occ[i].span.len),
           found = true;
-      }
     }
   }
   if (!found) return c.op == Op::Ne;

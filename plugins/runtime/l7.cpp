@@ -19,19 +19,13 @@ const L7Fields& L7Fields::get() {
     x.dns_answer_addr = id("dns.answer.addr");
     x.dns_ecs = id("dns.ecs");
     x.tls_sni = id("tls.sni");
-    x.http_host = id("http.host");
-    x.http_method = id("http.method");
-    x.http_uri = id("http.uri");
-    x.http_user_agent = id("http.user_agent");
-    x.http_referer = id("http.referer");
-    x.http_cookie = id("http.cookie");
-    x.http_set_cookie = id("http.set_cookie");
-    x.http_authorization = id("http.authorization");
-    x.http_xff = id("http.xff");
-    x.http_location = id("http.location");
-    x.http_server = id("http.server");
+    for (unsigned k = 0; k < http::kFieldKinds; ++k) {
+      const char* n = http::registry_field(http::Field(k));
+      x.http_kind[k] = n ? id(n) : kNoField;
+      x.http_name[k] = n && r.field(n)->type == ValueType::Name;
+    }
     x.first = x.dns_qname;
-    x.last = x.http_server;
+    x.last = FieldId(r.fields().size() - 1);
     return x;
   }();
   return f;

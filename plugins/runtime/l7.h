@@ -26,10 +26,12 @@ enum class App : uint8_t { Unknown = 0, Dns, DnsTcp, Tls, Http, Quic, Other };
 
 // Registry ids of the application fields, resolved once.
 struct L7Fields {
-  FieldId dns_qname, dns_answer_name, dns_rdata_name, dns_answer_addr, dns_ecs, tls_sni, http_host, http_method,
-      http_uri, http_user_agent, http_referer, http_cookie, http_set_cookie, http_authorization, http_xff,
-      http_location, http_server;
+  FieldId dns_qname, dns_answer_name, dns_rdata_name, dns_answer_addr, dns_ecs, tls_sni;
+  // By HTTP occurrence kind: the field whose value it holds (kNoField: none).
+  FieldId http_kind[http::kFieldKinds];
+  bool http_name[http::kFieldKinds];  // that field holds a domain name (decided as a name)
   static const L7Fields& get();
+  // Fields are registered L2-L4 first: every later one is parsed out of the payload.
   bool is_l7(FieldId f) const { return f >= first && f <= last; }
   FieldId first, last;
 };

@@ -236,43 +236,23 @@ bool ProgramInstance::l7_rewrite(uint8_t* buf, const Decoded& d, Eval& e) {
         uint8_t* p = pl + oc.span.off;
         uint32_t n = oc.span.len;
         bool ok = true;
-        switch (oc.kind) {
-          case http::Field::HostDomain: {
-            names::Decision dec = decide_name(L.http_host, std::string_view(reinterpret_cast<const char*>(m.orig + d.payload_off + oc.span.off), n), e);
-            if (dec.action != names::Action::Keep) names::apply_to_text(reinterpret_cast<char*>(p), n, dec);
-            break;
-          }
-          case http::Field::Host: {
-            // A Host that is an address literal has no domain span, yet it
-            // names the server all the same: decide on the whole value.
-            bool has_domain = false;
-            for (unsigned k = 0; k < H.n_occ && !has_domain; ++k)
-              has_domain = H.occ[k].kind == http::Field::HostDomain && H.occ[k].header == oc.header;
-            if (!has_domain) {
-              names::Decision dec = decide_name(L.http_host, std::string_view(reinterpret_cast<const char*>(m.orig + d.payload_off + oc.span.off), n), e);
-              if (dec.action != names::Action::Keep) names::apply_to_text(reinterpret_cast<char*>(p), n, dec);
-            }
-            break;
-          }
-          case http::Field::Method: ok = apply_text(L.http_method, p, n, e); break;
-          case http::Field::Uri: ok = apply_text(L.http_uri, p, n, e); break;
-          case http::Field::UserAgent: ok = apply_text(L.http_user_agent, p, n, e); break;
-          case http::Field::Referer: ok = apply_text(L.http_referer, p, n, e); break;
-          case http::Field::Cookie: ok = apply_text(L.http_cookie, p, n, e); break;
-          case http::Field::SetCookie: ok = apply_text(L.http_set_cookie, p, n, e); break;
-          case http::Field::Authorization: ok = apply_text(L.http_authorization, p, n, e); break;
-          case http::Field::Xff:
-          case http::Field::Forwarded: ok = apply_text(L.http_xff, p, n, e); break;
-          case http::Field::Location: ok = apply_text(L.http_location, p, n, e); break;
-          case http::Field::Server: ok = apply_text(L.http_server, p, n, e); break;
-          default: break;
+        const FieldId f = L.http_kind[uint8_t(oc.kind)];
+        if (f == kNoField || !http::is_field_value(H, i)) continue;
+        if (L.http_name[uint8_t(oc.kind)]) {
+          names::Decision dec =
+              decide_name(f, std::string_view(reinterpret_cast<const char*>(m.orig + d.payload_off + oc.span.off), n), e);
+          if (dec.action != names::Action::Keep) names::apply_to_text(reinterpret_cast<char*>(p), n, dec);
+        } else {
+          ok = apply_text(f, p, n, e);
         }
         if (!ok) e.drop = true;
       }
       return true;
     }
     default:
-      return true;
+      // An application the rewrite does not know: its fields cannot be
+      // located, so a policy protecting it fails closed (on_error).
+      return !protects;
   }
 }
 

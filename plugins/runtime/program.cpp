@@ -9,6 +9,12 @@ Program::Program(std::shared_ptr<const dsl::Policy> policy, int consumer_index, 
     : policy_(std::move(policy)), consumer_(consumer_index), services_(services) {
   if (consumer_ < 0 || consumer_ >= kMaxConsumers)
     throw std::runtime_error("at most " + std::to_string(kMaxConsumers) + " consumers");
+  static const std::vector<std::string> incomplete = check_completeness(Registry::instance());
+  if (!incomplete.empty()) {
+    std::string m = "the plugin registry is incomplete:";
+    for (const auto& x : incomplete) m += "\n  " + x;
+    throw std::runtime_error(m);
+  }
   const auto& F = l2l4::g_fields;
   const auto& rules = policy_->rules;
   plans_.resize(rules.size() + 1);
@@ -39,9 +45,15 @@ Program::Program(std::shared_ptr<const dsl::Policy> policy, int consumer_index, 
       if (L.is_l7(f->id)) {
         has_l7_ = true;
         if (modifies) {
-          uint32_t apps = f->protocol == "dns" ? (1u << int(App::Dns) | 1u << int(App::DnsTcp))
-                          : f->protocol == "tls" ? (1u << int(App::Tls) | 1u << int(App::Quic))
-                                                 : 1u << int(App::Http);
+          const uint32_t apps = f->protocol == "dns"    ? (1u << int(App::Dns) | 1u << int(App::DnsTcp))
+                                : f->protocol == "tls"  ? (1u << int(App::Tls) | 1u << int(App::Quic))
+                                : f->protocol == "http" ? 1u << int(App::Http)
+                                                        : 0;
+          // A protocol without an application runtime cannot fail closed
+          // (nothing would know its packets): refuse the policy.
+          if (!apps)
+            throw std::runtime_error(r.loc.file + ":" + std::to_string(r.loc.line) + ": field '" + f->name +
+                                     "': protocol '" + f->protocol + "' has no application runtime");
           l7_protect_ |= apps;
           protects_anything_ = true;
         }
@@ -90,7 +102,15 @@ Program::Program(std::shared_ptr<const dsl::Policy> policy, int consumer_index, 
     for (auto& ch : c.children) masks(*ch);
     if (c.kind == dsl::Cond::Kind::ProtoIn) {
       uint32_t m = 0;
-      for (auto& p : c.protocols) m |= proto_bit(p);
+      for (auto& p : c.protocols) {
+        const uint32_t b = proto_bit(p);
+        // A name the checker allowed but no packet is recognised as would
+        // make the condition silently false.
+        if (!b)
+          throw std::runtime_error(c.loc.file + ":" + std::to_string(c.loc.line) + ":" + std::to_string(c.loc.col) +
+                                   ": protocol '" + p + "' is not recognised in packets");
+        m |= b;
+      }
       proto_masks_.emplace_back(&c, m);
     }
   };
@@ -198,6 +218,13 @@ ProgramInstance::ProgramInstance(const Program& p) : prog_(p), uhash_(p.services
     NamePlan& np = name_plan_[i];
     np.kind = n == "keep" ? NamePlan::Keep : n == "drop" ? NamePlan::Drop : n == "hash" ? NamePlan::Hash
             : n == "zanon" ? NamePlan::Zanon : NamePlan::Redact;  // redact, zero: a name keeps only its shape
+    // Any other action on a name would become redact() unannounced: refuse
+    // it (check_completeness keeps this unreachable for registered actions).
+    if (n != "redact" && n != "zero" && np.kind == NamePlan::Redact && i < p.policy_->rules.size())
+      for (const FieldDesc* f : p.policy_->rules[i].fields)
+        if (f->type == ValueType::Name)
+          throw std::runtime_error(a.loc.file + ":" + std::to_string(a.loc.line) + ": " + n + "() has no runtime for " +
+                                   f->name);
     if (np.kind != NamePlan::Zanon) continue;
     np.zp = zanon::ZParams{uint32_t(a.int_or("z", 10)), uint64_t(a.int_or("dt", 0))};
     const ArgValue* fb = a.arg("fallback");

@@ -163,3 +163,25 @@ TEST_CASE("http: url_host") {
   CHECK(h("mailto:x@y") == "");
   CHECK(h("HTTP://D.Example#frag") == "D.Example");
 }
+
+TEST_CASE("http: Origin, Proxy-Authorization and X-Real-IP are located, and are policy fields") {
+  Fx f;
+  const std::string b =
+      "POST /form HTTP/1.1\r\n"
+      "Host: a.example\r\n"
+      "origin: https://page.example.net:8443\r\n"
+      "Proxy-Authorization: Basic cHJveHk6cHc=\r\n"
+      "X-Real-IP: 198.51.100.77\r\n"
+      "X-Origin: not-it\r\n"
+      "Content-Length: 0\r\n"
+      "\r\n";
+  REQUIRE(f.parse(b) == Status::Ok);
+  CHECK(f.find(b, Field::Origin) == V{"https://page.example.net:8443"});
+  CHECK(f.find(b, Field::ProxyAuthorization) == V{"Basic cHJveHk6cHc="});
+  CHECK(f.find(b, Field::XRealIp) == V{"198.51.100.77"});
+  CHECK(std::string(registry_field(Field::Origin)) == "http.origin");
+  CHECK(std::string(registry_field(Field::ProxyAuthorization)) == "http.proxy_authorization");
+  CHECK(std::string(registry_field(Field::XRealIp)) == "http.x_real_ip");
+  for (unsigned i = 0; i < f.r->n_occ; ++i)
+    if (f.r->occ[i].kind == Field::Origin) CHECK(is_field_value(*f.r, i));
+}

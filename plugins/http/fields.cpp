@@ -1,0 +1,83 @@
+// HTTP's policy fields: the registry entries (what `amon fields`, the
+// linter and the docs list) and, for each, the parser's occurrence kinds
+// that hold its value. The runtime reads both through this table only, so a
+// header becomes a field by adding it here and to the parser's patterns.
+#include "amon_http.hpp"
+#include "registry.h"
+
+namespace amon::http {
+
+namespace {
+
+struct Spec {
+  const char* name;
+  ValueType type;
+  FieldRole role;
+  const char* value_class;
+  const char* doc;
+  std::vector<std::string> related;
+  Field kinds[2];  // occurrence kinds whose span is this field's value (Other: none)
+};
+
+const std::vector<Spec>& specs() {
+  using VT = ValueType;
+  using R = FieldRole;
+  static const std::vector<Spec> s = {
+      {"http.host", VT::Name, R::QuasiIdentifier, "domain", "HTTP Host header",
+       {"http.referer", "http.uri", "tls.sni"}, {Field::HostDomain, Field::Host}},
+      {"http.method", VT::Text, R::Other, "", "HTTP request method", {}, {Field::Method, Field::Other}},
+      {"http.uri", VT::Text, R::QuasiIdentifier, "", "HTTP request target", {"http.host"}, {Field::Uri, Field::Other}},
+      {"http.user_agent", VT::Text, R::QuasiIdentifier, "user-agent", "HTTP User-Agent header", {},
+       {Field::UserAgent, Field::Other}},
+      {"http.referer", VT::Text, R::QuasiIdentifier, "", "HTTP Referer header", {"http.host"},
+       {Field::Referer, Field::Other}},
+      {"http.cookie", VT::Text, R::Identifier, "", "HTTP Cookie header", {"http.set_cookie"},
+       {Field::Cookie, Field::Other}},
+      {"http.set_cookie", VT::Text, R::Identifier, "", "HTTP Set-Cookie response header", {"http.cookie"},
+       {Field::SetCookie, Field::Other}},
+      {"http.authorization", VT::Text, R::Identifier, "", "HTTP Authorization header", {},
+       {Field::Authorization, Field::Other}},
+      {"http.xff", VT::Text, R::Identifier, "", "X-Forwarded-For and Forwarded headers (client addresses)", {},
+       {Field::Xff, Field::Forwarded}},
+      {"http.location", VT::Text, R::QuasiIdentifier, "", "HTTP Location response header", {"http.host"},
+       {Field::Location, Field::Other}},
+      {"http.server", VT::Text, R::Other, "", "HTTP Server response header", {}, {Field::Server, Field::Other}},
+      {"http.origin", VT::Text, R::QuasiIdentifier, "", "HTTP Origin header (scheme, host and port of the page)",
+       {"http.host", "http.referer"}, {Field::Origin, Field::Other}},
+      {"http.proxy_authorization", VT::Text, R::Identifier, "", "HTTP Proxy-Authorization header (credentials)",
+       {"http.authorization"}, {Field::ProxyAuthorization, Field::Other}},
+      {"http.x_real_ip", VT::Text, R::Identifier, "", "X-Real-IP header (a client address set by a proxy)",
+       {"http.xff"}, {Field::XRealIp, Field::Other}},
+  };
+  return s;
+}
+
+}  // namespace
+
+void register_fields(Registry& r) {
+  for (const Spec& s : specs()) {
+    FieldDesc d{s.name, s.type, "http", s.role, s.value_class, s.doc, s.related};
+    d.cond_ops = kCondAll;
+    r.add_field(std::move(d));
+  }
+}
+
+const char* registry_field(Field k) {
+  if (k == Field::Other) return nullptr;
+  for (const Spec& s : specs())
+    for (Field f : s.kinds)
+      if (f == k) return s.name;
+  return nullptr;
+}
+
+bool is_field_value(const Result& r, unsigned i) {
+  const Occurrence& oc = r.occ[i];
+  if (oc.kind != Field::Host) return registry_field(oc.kind) != nullptr;
+  // A Host with a domain is that domain (port stripped); one without (an
+  // address literal) names the server all the same: the whole value.
+  for (unsigned k = 0; k < r.n_occ; ++k)
+    if (r.occ[k].kind == Field::HostDomain && r.occ[k].header == oc.header) return false;
+  return true;
+}
+
+}  // namespace amon::http

@@ -1,0 +1,292 @@
+// Every registered field against the runtime: each operator a condition
+// accepts on it, with the field present and absent, agrees with a reference
+// evaluation written here (not amon's); and the registry is complete
+// (every field located, every action implemented for its value types).
+#include <catch2/catch.hpp>
+
+#include <cctype>
+#include <map>
+#include <memory>
+#include <regex>
+#include <string>
+
+#include "frames.h"
+#include "actions_rt.h"
+#include "l2l4.h"
+#include "l7.h"
+#include "l7_build.hpp"
+#include "policy.h"
+#include "registry.h"
+#include "runtime.h"
+
+using namespace amon;
+using namespace amon_test;
+
+namespace {
+
+Bytes text(const std::string& s) { return Bytes(s.begin(), s.end()); }
+
+Bytes tcp4(const Bytes& pl, uint16_t sport, uint16_t dport) {
+  V4 h;
+  if (sport == 80) std::swap(h.src, h.dst);  // a server's response
+  return cat({eth(0x0800), ipv4(h, cat({tcp_hdr(sport, dport), pl}))});
+}
+Bytes udp4(const Bytes& pl, uint16_t sport, uint16_t dport) {
+  V4 h;
+  h.proto = 17;
+  return cat({eth(0x0800), ipv4(h, cat({udp_hdr(sport, dport, uint16_t(8 + pl.size())), pl}))});
+}
+
+// A packet carrying each field, and the field's value in it. Fields of
+// the same protocol share a packet; a field missing here fails the test, so
+// a new field comes with its packet.
+struct Sample {
+  Bytes frame;
+  std::string value;
+  bool from_client = true;  // else a response: the client is the destination
+};
+const std::string kRequest =
+    "GET /path/x?q=1 HTTP/1.1\r\nHost: www.example.com\r\nUser-Agent: Agent/1.0\r\n"
+    "Referer: http://ref.example.net/a\r\nCookie: session=abc\r\nAuthorization: Basic dXNlcg==\r\n"
+    "X-Forwarded-For: 203.0.113.9\r\nOrigin: http://o.example.com\r\n"
+    "Proxy-Authorization: Basic cHJveHk=\r\nX-Real-IP: 198.51.100.77\r\n\r\n";
+const std::string kResponse =
+    "HTTP/1.1 302 Found\r\nServer: srv/2\r\nSet-Cookie: id=42\r\nLocation: http://loc.example.org/b\r\n"
+    "Content-Length: 0\r\n\r\n";
+
+std::map<std::string, Sample> samples() {
+  const Bytes req = tcp4(text(kRequest), 40000, 80);
+  const Bytes rsp = tcp4(text(kResponse), 80, 40000);
+  return {
+      {"eth.src", {req, "02:00:00:00:00:02"}},
+      {"eth.dst", {req, "02:00:00:00:00:01"}},
+      {"ip.src", {req, "192.0.2.1"}},
+      {"ip.dst", {req, "198.51.100.2"}},
+      {"ip.client", {req, "192.0.2.1"}},
+      {"ip.server", {req, "198.51.100.2"}},
+      {"payload", {req, kRequest}},
+      {"dns.qname", {udp4(l7test::dns_query("q.example.com"), 40000, 53), "q.example.com"}},
+      {"tls.sni", {tcp4(l7test::sample_client_hello("www.example.com"), 40000, 443), "www.example.com"}},
+      {"http.host", {req, "www.example.com"}},
+      {"http.method", {req, "GET"}},
+      {"http.uri", {req, "/path/x?q=1"}},
+      {"http.user_agent", {req, "Agent/1.0"}},
+      {"http.referer", {req, "http://ref.example.net/a"}},
+      {"http.cookie", {req, "session=abc"}},
+      {"http.authorization", {req, "Basic dXNlcg=="}},
+      {"http.xff", {req, "203.0.113.9"}},
+      {"http.origin", {req, "http://o.example.com"}},
+      {"http.proxy_authorization", {req, "Basic cHJveHk="}},
+      {"http.x_real_ip", {req, "198.51.100.77"}},
+      {"http.server", {rsp, "srv/2", false}},
+      {"http.set_cookie", {rsp, "id=42", false}},
+      {"http.location", {rsp, "http://loc.example.org/b", false}},
+  };
+}
+
+// A packet of another protocol (ICMP echo): no application field in it.
+Bytes absent_frame() {
+  V4 h;
+  h.proto = 1;
+  return cat({eth(0x0800), ipv4(h, cat({icmp_hdr(8, 0), payload(8)}))});
+}
+
+struct Run {
+  std::string errors;  // the compiler's diagnostics
+  ConsumerCounters c;
+  SharedServices svc;
+  std::shared_ptr<const dsl::Policy> policy;
+  std::unique_ptr<Program> prog;
+  std::unique_ptr<ProgramInstance> inst;
+
+  explicit Run(const std::string& src) {
+    dsl::Diagnostics diags;
+    policy = dsl::compile_string(src, "test.amon", diags);
+    errors = diags.render_text();
+    if (!policy || diags.errors()) return;
+    prog = std::make_unique<Program>(policy, 0, &svc);
+    inst = prog->instantiate();
+  }
+  // The frame through the analysis and the consumer, as the engine runs it.
+  Bytes run(const Bytes& f, bool from_client = true) {
+    Decoded d;
+    decode(f.data(), uint32_t(f.size()), uint32_t(f.size()), d);
+    static uint64_t id = 0;
+    L7Parse parse;
+    FlowState flow;
+    PacketMeta m;
+    m.initiator_is_src = from_client;
+    m.ts_ns = 1700000000000000000ULL;
+    m.flow = &flow;
+    m.orig = f.data();
+    parse.reset(++id);
+    analyze_l7(f.data(), d, m, parse);
+    Bytes g = f;
+    uint32_t cap = uint32_t(g.size()), wire = cap;
+    inst->process(g.data(), cap, wire, d, m, c);
+    g.resize(cap);
+    return g;
+  }
+};
+
+}  // namespace
+
+TEST_CASE("every operator on every field a condition accepts agrees with a reference evaluation",
+          "[fields][conditions]") {
+  register_builtin_plugins();
+  const auto S = samples();
+  const auto& reg = Registry::instance();
+  unsigned tested = 0;
+  for (const FieldDesc& f : reg.fields()) {
+    if (!f.cond_ops) continue;
+    INFO("field " << f.name);
+    auto it = S.find(f.name);
+    REQUIRE(it != S.end());  // a field accepted in conditions needs its sample packet here
+    const Sample& s = it->second;
+    // The literal each operator compares with: the field's value (a match)
+    // and another value (no match). Addresses and MACs as written.
+    const bool is_addr = f.type == ValueType::Addr;
+    const std::string same = is_addr ? s.value + "/32" : f.type == ValueType::Mac ? s.value : "\"" + s.value + "\"";
+    const std::string other = is_addr ? "10.9.9.9/32" : f.type == ValueType::Mac ? "02:aa:aa:aa:aa:aa" : "\"zzz.invalid\"";
+    struct Case {
+      uint8_t op;
+      std::string cond;
+      bool want_present;
+    };
+    std::vector<Case> cases;
+    if (f.cond_ops & kCondEq) {
+      if (!is_addr) cases.push_back({kCondEq, f.name + " == " + same, true});
+      if (!is_addr) cases.push_back({kCondEq, f.name + " == " + other, false});
+    }
+    if (f.cond_ops & kCondNe) {
+      if (!is_addr) cases.push_back({kCondNe, f.name + " != " + same, false});
+      if (!is_addr) cases.push_back({kCondNe, f.name + " != " + other, true});
+    }
+    if (f.cond_ops & kCondIn) {
+      cases.push_back({kCondIn, f.name + " in { " + other + ", " + same + " }", true});
+      cases.push_back({kCondIn, f.name + " in { " + other + " }", false});
+    }
+    if (f.cond_ops & kCondMatch) {
+      // A regex on a piece of the value; the reference is std::regex.
+      std::string piece = s.value.substr(0, std::min<size_t>(s.value.size(), 5));
+      std::string esc;
+      for (char ch : piece) esc += std::isalnum(uint8_t(ch)) ? std::string(1, ch) : std::string("\\") + ch;
+      cases.push_back({kCondMatch, f.name + " ~ /" + esc + "/", std::regex_search(s.value, std::regex(esc))});
+      cases.push_back({kCondMatch, f.name + " ~ /^zzz-never/", false});
+    }
+    for (const Case& c : cases) {
+      INFO("condition " << c.cond);
+      // The rule's effect is seen on the client address: zeroed when the
+      // condition holds.
+      Run r("ip.client : zero() when " + c.cond + "\n");
+      INFO(r.errors);
+      REQUIRE(r.inst);
+      for (int present = 1; present >= 0; --present) {
+        const Bytes in = present ? s.frame : absent_frame();
+        // Absent: == and in and ~ are false, != is true (the reference:
+        // a field that is not there equals nothing).
+        bool want = present ? c.want_present : c.op == kCondNe;
+        // Fields every IP packet has are present in the ICMP frame too,
+        // with the same values (same addresses and MACs).
+        if (!present && (f.protocol == "eth" || f.protocol == "ip")) want = c.want_present;
+        if (!present && f.name == "payload") want = c.op == kCondMatch ? false : want;
+        const bool fc = !present || s.from_client;
+        const Bytes out = r.run(in, fc);
+        const size_t at = 14 + (fc ? 12 : 16);  // the client's address
+        const bool zeroed = out[at] == 0 && out[at + 1] == 0 && out[at + 2] == 0 && out[at + 3] == 0;
+        INFO((present ? "present" : "absent"));
+        CHECK(zeroed == want);
+        ++tested;
+      }
+    }
+  }
+  CHECK(tested > 100);
+}
+
+TEST_CASE("a condition on a field the runtime cannot evaluate is refused with its location", "[fields][conditions]") {
+  register_builtin_plugins();
+  for (const FieldDesc& f : Registry::instance().fields()) {
+    if (f.cond_ops == kCondAll) continue;
+    INFO("field " << f.name);
+    // An operator it does not accept: a compile error at the field, never a
+    // condition that is silently false.
+    const char* cond = !(f.cond_ops & kCondMatch) ? " ~ /x/" : " == \"x\"";
+    Run r("ip.client : zero() when " + f.name + cond + "\n");
+    CHECK(!r.inst);
+    CHECK(r.errors.find("test.amon:1:") != std::string::npos);
+  }
+}
+
+TEST_CASE("http.cookie in a condition selects the rule (it used to be silently false)", "[fields][conditions]") {
+  register_builtin_plugins();
+  const Bytes req = tcp4(text(kRequest), 40000, 80);
+  Run r("http.uri : redact() when http.cookie ~ /session/\n");
+  REQUIRE(r.inst);
+  const Bytes out = r.run(req);
+  const std::string s(out.begin() + 14 + 20 + 20, out.end());
+  CHECK(s.find("/path/x?q=1") == std::string::npos);
+  CHECK(s.find("GET xxxxxxxxxxx HTTP/1.1") != std::string::npos);
+  CHECK(r.c.rule_hits.size() >= 1);
+  CHECK(r.c.rule_hits[0] == 1);
+}
+
+TEST_CASE("payload ~ /re/ in a condition reads the original payload", "[fields][conditions]") {
+  register_builtin_plugins();
+  Run r("payload : cut() when payload ~ /Cookie: session/\n");
+  REQUIRE(r.inst);
+  CHECK(r.run(tcp4(text(kRequest), 40000, 80)).size() == 14 + 20 + 20u);
+  CHECK(r.run(tcp4(text(kResponse), 80, 40000), false).size() > 14 + 20 + 20u);
+}
+
+TEST_CASE("the registry is complete: every field located, applied by every action, evaluated", "[fields][completeness]") {
+  register_builtin_plugins();
+  const auto problems = check_completeness(Registry::instance());
+  for (const auto& p : problems) INFO(p);
+  CHECK(problems.empty());
+}
+
+TEST_CASE("a deliberately incomplete field and action are refused, naming what is missing", "[fields][completeness]") {
+  register_builtin_plugins();
+  Registry r = Registry::instance();  // a copy: the process's registry stays as registered
+  FieldDesc f{"test.token", ValueType::Text, "test", FieldRole::Identifier, "", "a field no plugin locates", {}};
+  f.cond_ops = kCondAll;
+  r.add_field(f);
+  r.add_action({"scramble", "an action with no runtime", {ValueType::Text, ValueType::Addr}, {}});
+  const auto problems = check_completeness(r);
+  auto has = [&](const std::string& s) {
+    for (const auto& p : problems)
+      if (p.find(s) != std::string::npos) return true;
+    return false;
+  };
+  CHECK(has("test.token: no plugin locates it"));
+  CHECK(has("test.token: conditions may test it but the runtime has no evaluator"));
+  CHECK(has("http.cookie: scramble() is accepted on text fields but has no applier for text"));
+  CHECK(has("ip.client: scramble() is accepted on addr fields but has no applier for addr"));
+}
+
+namespace {
+// The runtime's table with one applier removed: redact() on text.
+uint32_t without_redact_text(const std::string& a) {
+  const uint32_t t = rt_action_types(a);
+  return a == "redact" ? t & ~(1u << unsigned(ValueType::Text)) : t;
+}
+}  // namespace
+
+TEST_CASE("mutation: an applier removed from the runtime is caught by the check, not left as a leak",
+          "[fields][completeness]") {
+  register_builtin_plugins();
+  const auto problems = check_completeness(Registry::instance(), without_redact_text);
+  bool cookie = false;
+  for (const auto& p : problems) cookie = cookie || p == "http.cookie: redact() is accepted on text fields but has no applier for text";
+  CHECK(cookie);
+  // And were it to run anyway, the action's missing method drops the
+  // packet instead of forwarding the field: the base class fails closed.
+  struct Bare final : RtAction {};
+  Bare b;
+  ApplyCtx ctx;
+  uint8_t x[4] = {1, 2, 3, 4};
+  CHECK(b.bytes(x, 4, ctx) == ActResult::Drop);
+  CHECK(b.addr(x, ctx) == ActResult::Drop);
+  CHECK(b.mac(x, ctx) == ActResult::Drop);
+  CHECK(rt_types<Bare>() == 0);
+}
