@@ -420,7 +420,57 @@ struct Auditor {
     }
   }
 
+  // The encapsulations' own addresses (tunnel endpoints) are tunnel.addr,
+  // not the packet's client or server: a rule naming tunnel.addr decides;
+  // without one, a policy that protects addresses gives them its first
+  // unconditional ip.server rule, or zeros when it has none (doc/language.md,
+  // tunnel.addr). Endpoints take no z-count, so a zanon rule counts as its
+  // fallback (allow_derived).
+  const dsl::Rule* tunnel_rule = nullptr;
+  bool tunnel_zero = false;
+
+  void plan_tunnel_rule() {
+    auto it = frule.find("tunnel.addr");
+    if (it != frule.end()) {
+      tunnel_rule = it->second.rule;
+      return;
+    }
+    bool protects = false;
+    for (auto* rr : addr_rules) protects = protects || rr->action.desc->protects;
+    if (!protects) return;
+    for (auto* rr : addr_rules)
+      for (auto* fd : rr->fields)
+        if (fd->name == "ip.server" && !rr->when && !tunnel_rule) tunnel_rule = rr;
+    tunnel_zero = !tunnel_rule;
+  }
+
+  void tunnel_endpoints(size_t fi, const uint8_t* f, uint32_t cap, const Decoded& d) {
+    for (unsigned li = 0; li < d.n_encap && li < unsigned(kMaxEncap); ++li) {
+      const EncapLayer& L = d.encap[li];
+      const unsigned al = L.ip_version == 4 ? 4 : 16;
+      const unsigned so = L.l3_off + (L.ip_version == 4 ? 12u : 8u), dof = L.l3_off + (L.ip_version == 4 ? 16u : 24u);
+      if (dof + al > cap) continue;
+      const Kind k = L.ip_version == 4 ? Kind::Addr4 : Kind::Addr6;
+      for (unsigned off : {so, dof}) {
+        std::string a(reinterpret_cast<const char*>(f + off), al);
+        if (tunnel_zero) {
+          allow(fi, k, std::string(al, '\0'));
+          if (!names_no_host(k, a)) protect(k, a, "tunnel.addr", FieldRule{});
+          continue;
+        }
+        FieldRule fr{tunnel_rule};
+        if (fr.keep()) {
+          allow(fi, k, a);
+          continue;
+        }
+        allow_derived(fi, k, a, tunnel_rule->action);
+        if (!names_no_host(k, a)) protect(k, a, "tunnel.addr", fr);
+      }
+    }
+  }
+
   void collect() {
+    plan_tunnel_rule();
     allowed_keys.resize(in.size());
     for (size_t fi = 0; fi < in.size(); ++fi) {
       const uint8_t* f = in[fi].bytes.data();
@@ -439,6 +489,7 @@ struct Auditor {
           else protect(Kind::Mac, mac, which ? "eth.src" : "eth.dst", fr);
         }
       }
+      tunnel_endpoints(fi, f, cap, d);
       if (!d.has_ip() || d.l3_off + (d.ip_version == 4 ? 20u : 40u) > cap) continue;
       int side = client_side(f, d);
       std::string user = user_of(f, d, side == 1 ? 1 : 0);
@@ -589,6 +640,11 @@ struct Auditor {
     decode(f, cap, fr.wire, d);
     if (lt_out == DLT_EN10MB) sl.at.insert(0), sl.at.insert(6);
     if (d.ethertype == 0x0806) sl.regions.push_back({0, cap});
+    for (unsigned li = 0; li < d.n_encap && li < unsigned(kMaxEncap); ++li) {
+      const EncapLayer& L = d.encap[li];
+      sl.at.insert(L.l3_off + (L.ip_version == 4 ? 12u : 8u));
+      sl.at.insert(L.l3_off + (L.ip_version == 4 ? 16u : 24u));
+    }
     if (!d.has_ip()) return;
     sl.at.insert(d.src_off());
     sl.at.insert(d.dst_off());

@@ -46,6 +46,8 @@ HTTP_GAP = "HTTP request heads after a lost segment in their stream are left in 
 BODIES = "names, URIs and addresses inside HTTP bodies, which the meter keeps"
 TEXT_ADDR = "a client address as text inside payload the policy keeps"
 FUZZ = "fuzzed DNS messages whose hidden question names stay in clear (not analysed further)"
+TEREDO_P2P = ("Teredo peer-to-peer flows with both ends outside clients (2001:0::/32): the runtime's role evidence "
+              "takes one end as server and keeps it, where the audit finds no evidence and protects both")
 
 # (capture, policy) -> (most leaks, why)
 KNOWN_LEAKS = {
@@ -61,9 +63,12 @@ KNOWN_LEAKS = {
     ('malformed-fuzz-ndpi-2006', 'meter'): (103, FUZZ),
     ('mixed-browsing-example', 'ids'): (1, TEXT_ADDR),
     ('mixed-browsing-example', 'meter'): (102, BODIES),
-    ('mixed-capture2', 'ids'): (970, DHCP + "; " + PTR),
+    ('mixed-capture2', 'ids'): (1010, DHCP + "; " + PTR + "; " + TEREDO_P2P),
     ('mpls-vlan', 'meter'): (2, BODIES),
-    ('tunnel-teredo', 'ids'): (3, DHCP + "; " + TEXT_ADDR),
+    ('tunnel-teredo', 'ids'): (29, DHCP + "; " + TEXT_ADDR + "; " + TEREDO_P2P),
+    ('tunnel-erspan', 'ids'): (44, TEXT_ADDR + "; " + PTR),
+    ('tunnel-erspan', 'meter'): (4, BODIES),
+    ('tunnel-6in4', 'meter'): (3, BODIES),
     ('tunnel-teredo', 'meter'): (1, BODIES),
 }
 
@@ -96,6 +101,7 @@ POSSIBLE = {
     ('mixed-capture2', 'research'): (10, CHANCE),
     ('tunnel-geneve-tls-quic', 'flows'): (2, CHANCE),
     ('tunnel-geneve-tls-quic', 'meter'): (2, CHANCE),
+    ('tunnel-geneve-tls-quic', 'research'): (1, CHANCE),
     ('tunnel-teredo', 'ids'): (2, CHANCE),
     ('vlan-qinq-pppoe', 'ids'): (3, CHANCE),
     ('vlan-qinq-pppoe', 'meter'): (3, CHANCE),
