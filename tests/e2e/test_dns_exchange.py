@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Issue 5 end to end: a DNS response takes the z-anonymity decision its
+"""End to end: a DNS response takes the z-anonymity decision its
 query got (one exchange, one decision), through `amon pcap` on crafted
 query/response pairs, with tshark reading the output.
 

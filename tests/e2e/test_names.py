@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Issue 5 end to end: names (DNS, TLS SNI, HTTP Host) through `amon pcap`
+"""End to end: names (DNS, TLS SNI, HTTP Host) through `amon pcap`
 on the real captures of ../shared/pcaps, with tshark as the oracle.
 
   hide  z above the number of users, fallback=redact, on every name field:

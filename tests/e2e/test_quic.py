@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Issue 5 end to end: the SNI of QUIC Initial packets through `amon pcap` on
+"""End to end: the SNI of QUIC Initial packets through `amon pcap` on
 the real captures of ../shared/pcaps, with tshark (which decrypts Initials)
 as the oracle.
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Issue 5 end to end: names in headers split over TCP segments (TLS
+"""End to end: names in headers split over TCP segments (TLS
 ClientHello, HTTP request head, DNS over TCP) through `amon pcap`, with
 tshark (which reassembles TCP) as the oracle.
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Issue 4 end to end: `ip.server : zanon(...)` through `amon pcap` on crafted
+"""End to end: `ip.server : zanon(...)` through `amon pcap` on crafted
 captures, checked packet by packet.
 
 Each flow is SYN, SYN/ACK, ACK, data, ACK between a client in 10.0.0.0/8 and
