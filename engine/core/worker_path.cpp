@@ -62,6 +62,9 @@ void WorkerPath::adopt(ProgramSet& next) {
   // Swapped, not moved: the previous generation's instances and hit
   // counts go back in `next`, for the control plane to read and free once
   // every worker has moved on; the worker frees nothing here.
+  // Crypto-PAn caches whose key did not change carry over; both
+  // generations are this worker's at this point, so nothing races.
+  for (size_t i = 0; i < progs_.size() && i < next.progs.size(); ++i) next.progs[i]->inherit_caches(*progs_[i]);
   progs_.swap(next.progs);
   for (size_t i = 0; i < counters_.size() && i < next.rule_hits.size(); ++i) counters_[i].rule_hits.swap(next.rule_hits[i]);
   configure();

@@ -94,10 +94,12 @@ class WorkerPath {
 
   // A reload: the worker takes `next`'s programs between two bursts (every
   // packet is processed wholly by one generation) and hands its previous
-  // ones back in `next`. Flows, held segments and counters stay; per-flow
-  // decisions are taken again (forget_decisions). Rule hits restart at 0
-  // with the new rules; the old counts come back in next.rule_hits.
+  // ones back in `next`. Flows, held segments, counters and the Crypto-PAn
+  // caches of unchanged keys stay; per-flow decisions are taken again
+  // (forget_decisions). Rule hits restart at 0 with the new rules; the old
+  // counts come back in next.rule_hits.
   void adopt(ProgramSet& next);
+  const ProgramInstance& instance(size_t consumer) const { return *progs_[consumer]; }
   uint8_t generation() const { return gen_; }
 
   FlowTable& flows() { return *flows_; }

@@ -249,6 +249,15 @@ void CryptoPAnCache::clear() {
     for (auto& s : v6_sets_) s = Set6{};
 }
 
+bool CryptoPAnCache::take_entries(CryptoPAnCache& from) {
+    if (from.v4_sets_.size() != v4_sets_.size() || from.v6_sets_.size() != v6_sets_.size()) return false;
+    std::swap(v4_store_, from.v4_store_);
+    std::swap(v6_store_, from.v6_store_);
+    std::swap(v4_sets_, from.v4_sets_);
+    std::swap(v6_sets_, from.v6_sets_);
+    return true;
+}
+
 void CryptoPAnCache::rekey(std::span<const uint8_t, 32> key) {
     pan_.rekey(key);
     clear();

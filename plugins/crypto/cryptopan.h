@@ -114,6 +114,11 @@ public:
 
     // Key rotation: new key, every entry invalidated, counters kept.
     void rekey(std::span<const uint8_t, 32> key);
+    // Takes `from`'s entries, giving it this cache's (a policy reload whose
+    // key did not change keeps what the previous generation computed).
+    // Both must be keyed alike and sized alike; returns false, changing
+    // nothing, when they are not sized alike.
+    bool take_entries(CryptoPAnCache& from);
     void clear();
 
     uint64_t hits() const { return hits_; }

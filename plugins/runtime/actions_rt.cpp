@@ -149,6 +149,18 @@ CryptoPan::CryptoPan(const ActionCall& call)
   kind = RtKind::CryptoPan;
 }
 
+bool CryptoPan::inherit(CryptoPan& old) {
+  if (base_ != old.base_ || rotate_ns_ != old.rotate_ns_) return false;
+  // A rotating key's entries belong to the epoch they were made in: key
+  // this cache for that epoch before taking them.
+  if (rotate_ns_ > 0 && old.epoch_ != UINT64_MAX && old.epoch_ != epoch_) {
+    epoch_ = old.epoch_;
+    cache_.rekey(CryptoPAn::derive_epoch_key(base_, epoch_));
+  }
+  if (rotate_ns_ > 0 && epoch_ != old.epoch_) return false;
+  return cache_.take_entries(old.cache_);
+}
+
 void CryptoPan::rotate(uint64_t ts_ns) {
   uint64_t epoch = ts_ns / uint64_t(rotate_ns_);
   if (epoch != epoch_) {

@@ -132,6 +132,10 @@ class CryptoPan final : public RtAction {
     return ActResult::Done;
   }
   bool rotates() const { return rotate_ns_ > 0; }
+  // A reload: the same key (and rotation) as `old`, the previous
+  // generation's action, takes over its cache entries; false otherwise.
+  bool inherit(CryptoPan& old);
+  uint64_t cache_misses() const { return cache_.misses(); }
   // Inlined into the header kernels (GCC otherwise keeps it a call there).
   [[gnu::always_inline]] void apply(uint8_t* a, uint8_t family, uint64_t ts_ns) {
     if (rotate_ns_ > 0) [[unlikely]]

@@ -353,4 +353,25 @@ void ProgramInstance::decide_flow(const uint8_t* server, const uint8_t* client, 
   }
 }
 
+void ProgramInstance::inherit_caches(ProgramInstance& old) {
+  std::vector<bool> taken(old.actions_.size(), false);
+  for (auto& a : actions_) {
+    if (!a || a->kind != RtKind::CryptoPan) continue;
+    for (size_t j = 0; j < old.actions_.size(); ++j) {
+      if (taken[j] || !old.actions_[j] || old.actions_[j]->kind != RtKind::CryptoPan) continue;
+      if (static_cast<rt::CryptoPan&>(*a).inherit(static_cast<rt::CryptoPan&>(*old.actions_[j]))) {
+        taken[j] = true;
+        break;
+      }
+    }
+  }
+}
+
+uint64_t ProgramInstance::cryptopan_misses() const {
+  uint64_t n = 0;
+  for (auto& a : actions_)
+    if (a && a->kind == RtKind::CryptoPan) n += static_cast<const rt::CryptoPan&>(*a).cache_misses();
+  return n;
+}
+
 }  // namespace amon

@@ -147,6 +147,13 @@ class ProgramInstance {
 
   const Program& program() const { return prog_; }
 
+  // A reload, on the worker that runs both: each Crypto-PAn action takes
+  // the cache of a previous-generation action with the same key (the first
+  // one not yet taken), so an unchanged key costs no new encryptions.
+  void inherit_caches(ProgramInstance& old);
+  // Crypto-PAn cache misses of this instance's actions (tests, statistics).
+  uint64_t cryptopan_misses() const;
+
   // Tests compare the header fast path (the policy's compiled kernel, or
   // the generic process_hdr) with the general path on the same packets;
   // nothing else turns it off.

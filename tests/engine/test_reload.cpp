@@ -187,3 +187,44 @@ TEST_CASE("reload: a generation tag that wraps forgets every flow's decisions") 
   }
   CHECK(dst_of(r.send(path, tcp_to_server("10.0.1.2", 41002, srv), t += 1000)) == "198.51.100.0");
 }
+
+TEST_CASE("reload: Crypto-PAn caches of an unchanged key carry over, a new key starts afresh") {
+  Env& E = env();
+  setenv("AMON_RELOAD_KEY_A", "000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f", 1);
+  setenv("AMON_RELOAD_KEY_B", "f0e0d0c0b0a090807060504030201000f0e0d0c0b0a0908070605040302010ff", 1);
+  const std::string pa = "clients = { 10.0.0.0/8 }\nkey k = env(\"AMON_RELOAD_KEY_A\")\nip.client : cryptopan(key=k)\n";
+  const std::string pb = "clients = { 10.0.0.0/8 }\nkey k = env(\"AMON_RELOAD_KEY_B\")\nip.client : cryptopan(key=k)\n";
+  std::vector<std::unique_ptr<Program>> gen_a;
+  gen_a.push_back(program(pa));
+  WorkerPath path(gen_a, E.pool, std::make_unique<FlowTable>("reload_cpan", 1024, FlowTimeouts{}, 0));
+  Run r;
+  uint64_t t = 9000000000ULL;
+  auto src_of = [](const Bytes& f) { return str4(f.data() + 14 + 12); };
+  const std::string a1 = src_of(r.send(path, tcp_to_server("10.0.2.1", 42001), t += 1000));
+  const std::string a2 = src_of(r.send(path, tcp_to_server("10.0.2.2", 42002), t += 1000));
+  CHECK(a1 != "10.0.2.1");
+
+  auto reload = [&](const Program& p) {
+    ProgramSet next;
+    next.progs.push_back(p.instantiate());
+    next.rule_hits.emplace_back(p.rule_count() + 1, 0);
+    path.adopt(next);
+  };
+  // The same key in a new generation (the policy file re-read): the
+  // addresses seen before are answered from the carried-over cache, new
+  // ones are computed, and every mapping is the one the key gives.
+  auto same = program(pa);
+  reload(*same);
+  CHECK(src_of(r.send(path, tcp_to_server("10.0.2.1", 42003), t += 1000)) == a1);
+  CHECK(src_of(r.send(path, tcp_to_server("10.0.2.2", 42004), t += 1000)) == a2);
+  CHECK(path.instance(0).cryptopan_misses() == 0);
+  r.send(path, tcp_to_server("10.0.2.3", 42005), t += 1000);
+  CHECK(path.instance(0).cryptopan_misses() == 1);
+
+  // A new key: nothing of the old cache may answer.
+  auto other = program(pb);
+  reload(*other);
+  const std::string b1 = src_of(r.send(path, tcp_to_server("10.0.2.1", 42006), t += 1000));
+  CHECK(b1 != a1);
+  CHECK(path.instance(0).cryptopan_misses() == 1);
+}
