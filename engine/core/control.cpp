@@ -4,6 +4,7 @@
 #include <openssl/evp.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 
 #include "flow_table.h"
@@ -135,7 +136,20 @@ int check_config(const EngineConfig& cfg, const std::string& config_path) {
               human_bytes(double(flow_bytes) * cfg.workers).c_str());
   std::printf("reassembly: %s, %u streams and %u segments per worker\n", cfg.hold.enabled ? "on" : "off",
               cfg.hold.streams, cfg.hold.segments);
-  std::printf("zanon: at most %zu values\n", sz.zanon_values);
+  // The store is sized for the largest z any policy uses (as at start-up).
+  uint32_t zmax = 0;
+  if (ok)
+    for (auto& p : policies)
+      for (auto& r : p->rules)
+        if (r.action.desc->name == "zanon") zmax = std::max<uint32_t>(zmax, uint32_t(r.action.int_or("z", 10)));
+  if (zmax)
+    std::printf("zanon: at most %zu values (z up to %u), %s\n", sz.zanon_values, zmax,
+                human_bytes(double(sz.zanon_values) * double(zanon_value_bytes(zmax))).c_str());
+  else if (ok)
+    std::printf("zanon: no policy uses it (at most %zu values if one does)\n", sz.zanon_values);
+  else
+    std::printf("zanon: at most %zu values\n", sz.zanon_values);
+  std::printf("mbufs: %u, %s\n", sz.mbufs, human_bytes(double(sz.mbufs) * double(mbuf_bytes())).c_str());
   return ok ? 0 : 2;
 }
 
