@@ -212,6 +212,17 @@ def tshark_fields(path, fields, display_filter=None, extra=()):
     return rows
 
 
+def registrable(psl, names):
+    """Registrable domain of each name per libpsl (amon-e2e-psl), as a dict."""
+    r = subprocess.run([psl], input="\n".join(names) + "\n", capture_output=True, text=True, check=True)
+    out = {}
+    for line in r.stdout.split("\n"):
+        if "\t" in line:
+            n, reg = line.split("\t", 1)
+            out[n] = reg
+    return out
+
+
 def norm_name(n):
     n = n.strip().lower()
     while n.endswith("."):

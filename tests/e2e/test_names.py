@@ -171,16 +171,6 @@ class Ref:
         return sum(1 for u, tu in lst.items() if t - self.dt < tu <= t) >= self.z
 
 
-def registrable(psl, names):
-    r = subprocess.run([psl], input="\n".join(names) + "\n", capture_output=True, text=True, check=True)
-    out = {}
-    for line in r.stdout.split("\n"):
-        if "\t" in line:
-            n, reg = line.split("\t", 1)
-            out[n] = reg
-    return out
-
-
 def client_of(row, clients, initiators):
     """The user of a frame as amon sees it: the end inside `clients`, else the
     flow's initiator (SYN sender, or the first packet's source)."""
@@ -228,7 +218,7 @@ def zref_case(amon, psl, d, label, inp, clients, z, dt_s, fallback, fails, must_
                                                                     "dns.flags.response"], flt)}
     orows = {r[0]: r for r in L.tshark_fields(out, QFIELDS, flt)}
     all_names = sorted({L.norm_name(x) for r in rows.values() for c in r[10:13] for x in c})
-    reg = registrable(psl, all_names) if fallback == "sld" else {}
+    reg = L.registrable(psl, all_names) if fallback == "sld" else {}
     ref = Ref(z, dt_s * 1_000_000_000)
     initiators = {}
     # A DNS response's first question takes its query's decision (same flow,

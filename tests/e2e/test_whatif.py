@@ -59,16 +59,6 @@ def occurrences(inp):
     return out
 
 
-def registrable(psl, names):
-    r = subprocess.run([psl], input="\n".join(names) + "\n", capture_output=True, text=True, check=True)
-    out = {}
-    for line in r.stdout.split("\n"):
-        if "\t" in line:
-            n, reg = line.split("\t", 1)
-            out[n] = reg
-    return out
-
-
 def reference(occ, reg, z, dt_ns, sld):
     events = {}
 
@@ -119,7 +109,7 @@ def main():
     subprocess.run([gen, "--out", inp, "--seed", "11", "--packets", "60000", "--clients", "300", "--names", "400",
                     "--duration", "900"], check=True, capture_output=True)
     occ = occurrences(inp)
-    reg = registrable(psl, sorted({o[3] for o in occ}))
+    reg = L.registrable(psl, sorted({o[3] for o in occ}))
     fails = 0
     discriminating = 0
     for fallback in ("sld", "none"):
