@@ -150,8 +150,10 @@ void wrap_tunnel(FlowBuf& fb, size_t off, Path& p, bool c2s) {
   if (udp) {
     put16(q, sport), put16(q + 2, dport), put16(q + 4, uint16_t(udp + hdr.size() + inner.size()));
   }
-  std::memcpy(q + udp, hdr.data(), hdr.size());
-  std::memcpy(q + udp + hdr.size(), inner.data(), inner.size());
+  // IP in IP has no tunnel header: an empty vector's data() may be null,
+  // which memcpy must not be given even for 0 bytes.
+  if (!hdr.empty()) std::memcpy(q + udp, hdr.data(), hdr.size());
+  if (!inner.empty()) std::memcpy(q + udp + hdr.size(), inner.data(), inner.size());
   if (udp && p.tunnel_csum) {
     const size_t ul = udp + hdr.size() + inner.size();
     uint32_t acc = csum_add(oip + 12, 8, 0) + static_cast<uint32_t>(ul) + kUdp;
