@@ -54,15 +54,8 @@ inline void opt(Bytes& b, uint8_t code, const Bytes& v) {
 // RFC 4702/4704 wire form: labels, root label when fully qualified.
 inline Bytes fqdn_wire(const std::string& dotted, bool fully = true) {
   Bytes b;
-  size_t s = 0;
-  while (s < dotted.size()) {
-    size_t e = dotted.find('.', s);
-    if (e == std::string::npos) e = dotted.size();
-    b.push_back(uint8_t(e - s));
-    b.insert(b.end(), dotted.begin() + long(s), dotted.begin() + long(e));
-    s = e + 1;
-  }
-  if (fully) b.push_back(0);
+  dns_name(b, dotted);  // DNS labels, ending in the root label
+  if (!fully) b.pop_back();
   return b;
 }
 
