@@ -586,9 +586,10 @@ void Compiler::do_setting(const StmtRef& r) {
       pol_->clients.push_back(c);
     }
   } else if (name == "on_error") {
-    std::string c = choice(sd->choices.empty() ? std::vector<std::string>{"drop", "cut"} : sd->choices);
+    std::string c = choice(sd->choices.empty() ? std::vector<std::string>{"drop", "cut", "snap"} : sd->choices);
     if (c == "drop") pol_->on_error = Policy::OnError::Drop;
     else if (c == "cut") pol_->on_error = Policy::OnError::Cut;
+    else if (c == "snap") pol_->on_error = Policy::OnError::Snap;
   } else if (name == "on_unknown") {
     std::string c = choice(sd->choices.empty() ? std::vector<std::string>{"drop", "keep", "cut"} : sd->choices);
     if (c == "drop") pol_->on_unknown = Policy::OnUnknown::Drop;

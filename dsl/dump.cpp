@@ -132,7 +132,9 @@ std::string dump(const Policy& p) {
   if (p.clients.empty()) o += " none (client = flow initiator)";
   for (const auto& c : p.clients) o += " " + c.to_string();
   o += "\n";
-  o += std::string("on_error ") + (p.on_error == Policy::OnError::Drop ? "drop" : "cut") + "\n";
+  o += std::string("on_error ") + (p.on_error == Policy::OnError::Drop   ? "drop"
+                                  : p.on_error == Policy::OnError::Snap ? "snap"
+                                                                        : "cut") + "\n";
   static const char* unknown[] = {"default", "drop", "keep", "cut"};
   o += std::string("on_unknown ") + unknown[static_cast<int>(p.on_unknown)] + "\n";
   o += "payload_default " + (p.payload_default ? to_string(*p.payload_default) : std::string("keep()")) + "\n";

@@ -107,7 +107,7 @@ struct Policy {
   const FieldDesc* identifier = nullptr;  // default ip.client
   int identifier_prefix = -1;             // ip.client/64 -> 64
   std::vector<Cidr> clients;
-  enum class OnError { Drop, Cut } on_error = OnError::Cut;
+  enum class OnError { Drop, Cut, Snap } on_error = OnError::Cut;
   enum class OnUnknown { Default, Drop, Keep, Cut } on_unknown = OnUnknown::Default;
   std::optional<ActionCall> payload_default;
   std::vector<std::shared_ptr<const KeyMaterial>> keys;

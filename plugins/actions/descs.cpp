@@ -39,6 +39,10 @@ void register_actions(Registry& r) {
                  {"v6", ParamKind::Int, false, -1, 0, 128, {}, "48", "IPv6 bits kept"}},
                 true, false});
   r.add_action({"cut", "remove the bytes and fix every length field", {VT::Bytes}, {}, true, true});
+  r.add_action({"snap",
+                "remove the bytes from the record but keep every length field and the record's original "
+                "length, as a capture with a snap length does (capture outputs)",
+                {VT::Bytes}, {}, true, false});
   r.add_action({"redact", "replace with a fixed filler of the same length ('x', dots kept in names)",
                 {VT::Name, VT::Text, VT::Bytes},
                 {}});

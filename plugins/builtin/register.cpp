@@ -18,8 +18,10 @@ static void register_settings(Registry& r) {
                  "{ CIDR, ... }", {}});
   r.add_setting({"on_error",
                  "what to do with a packet that cannot be decoded far enough to apply a protecting rule: "
-                 "drop it, or cut it after the last header that could be anonymized",
-                 "drop | cut", {"drop", "cut"}});
+                 "drop it, cut it after the last header that could be anonymized, or snap it there (the "
+                 "record ends there but every length field and the record's original length stay, as with "
+                 "a capture snap length)",
+                 "drop | cut | snap", {"drop", "cut", "snap"}});
   r.add_setting({"on_unknown",
                  "non-IP frames (ARP, LLDP, unknown EtherTypes): drop, keep, or cut to the Ethernet header; "
                  "default drop when the policy protects addresses, else keep",

@@ -135,6 +135,12 @@ inline constexpr unsigned kFieldKinds = 64;  // bound on Field's values
 const char* registry_field(Field k);
 bool is_field_value(const Result& r, unsigned i);
 
+// The bytes of [from, to) of the parsed buffer that are no message head
+// (bodies, chunk framing, anything after the last head the parse placed),
+// in order, at most `max` spans (the last one then runs to `to`). Returns
+// their number. http.body is these bytes.
+unsigned body_spans(const Result& r, uint32_t from, uint32_t to, Span* out, unsigned max);
+
 // Host part of an absolute URL or authority ("http://u@host:8080/x" -> host).
 // Empty span for relative references and IP literals in brackets.
 Span url_host(const uint8_t* buf, Span value);

@@ -5,6 +5,8 @@
 #include "amon_http.hpp"
 #include "registry.h"
 
+#include <algorithm>
+
 namespace amon::http {
 
 namespace {
@@ -48,6 +50,11 @@ const std::vector<Spec>& specs() {
        {"http.authorization"}, {Field::ProxyAuthorization, Field::Other}},
       {"http.x_real_ip", VT::Text, R::Identifier, "", "X-Real-IP header (a client address set by a proxy)",
        {"http.xff"}, {Field::XRealIp, Field::Other}},
+      // Located by body_spans, not by an occurrence kind.
+      {"http.body", VT::Bytes, R::Other, "",
+       "HTTP message bodies, chunk framing included: every byte of an HTTP flow's payload outside a parsed "
+       "message head (zero, redact, hash keep lengths; cut and snap remove them from the record, lengths kept)",
+       {}, {Field::Other, Field::Other}},
   };
   return s;
 }
@@ -57,7 +64,8 @@ const std::vector<Spec>& specs() {
 void register_fields(Registry& r) {
   for (const Spec& s : specs()) {
     FieldDesc d{s.name, s.type, "http", s.role, s.value_class, s.doc, s.related};
-    d.cond_ops = kCondAll;
+    // A body is no value a condition could compare.
+    d.cond_ops = s.type == ValueType::Bytes ? 0 : kCondAll;
     r.add_field(std::move(d));
   }
 }
@@ -78,6 +86,30 @@ bool is_field_value(const Result& r, unsigned i) {
   for (unsigned k = 0; k < r.n_occ; ++k)
     if (r.occ[k].kind == Field::HostDomain && r.occ[k].header == oc.header) return false;
   return true;
+}
+
+unsigned body_spans(const Result& r, uint32_t from, uint32_t to, Span* out, unsigned max) {
+  // The complement of the heads: bytes the parse did not place in a head
+  // (a body, a framing line, what follows an unparsed message) are body.
+  unsigned n = 0;
+  uint32_t at = from;
+  auto add = [&](uint32_t b, uint32_t e) {
+    if (e <= b) return;
+    if (n == max) {  // no room: the last span runs on to the end (more body, never less)
+      out[n - 1].len = to - out[n - 1].off;
+      return;
+    }
+    out[n++] = {b, e - b};
+  };
+  for (unsigned i = 0; i < r.n_msgs && at < to; ++i) {
+    const Message& m = r.msgs[i];
+    const uint32_t hb = std::max(m.off, from), he = std::min(m.off + m.head_len, to);
+    if (he <= at) continue;
+    if (hb > at) add(at, std::min(hb, to));
+    at = std::max(at, he);
+  }
+  add(at, to);
+  return n;
 }
 
 }  // namespace amon::http

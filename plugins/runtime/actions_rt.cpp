@@ -59,6 +59,14 @@ class Cut final : public RtAction {
   ActResult bytes(uint8_t*, uint32_t, ApplyCtx&) override { return ActResult::Cut; }
 };
 
+// The caller ends the record at the first zeroed byte; the zeros make the
+// checksums it fixes independent of the bytes removed.
+class Snap final : public RtAction {
+ public:
+  Snap() { snaps = true; }
+  ActResult bytes(uint8_t* p, uint32_t n, ApplyCtx&) override { std::memset(p, 0, n); return ActResult::Done; }
+};
+
 class Hash final : public RtAction {
  public:
   explicit Hash(const ActionCall& call) : h_(hash_key(call)) {}
@@ -180,6 +188,7 @@ std::unique_ptr<RtAction> make_rt_action(const ActionCall& call, const dsl::Poli
   if (n == "redact") return std::make_unique<Redact>();
   if (n == "drop") return std::make_unique<Drop>();
   if (n == "cut") return std::make_unique<Cut>();
+  if (n == "snap") return std::make_unique<Snap>();
   if (n == "timestamp") return std::make_unique<rt::Timestamp>(reg.field("eth.dst")->id);
   if (n == "hash") return std::make_unique<Hash>(call);
   if (n == "cryptopan") return std::make_unique<rt::CryptoPan>(call);
@@ -213,6 +222,7 @@ uint32_t rt_action_types(const std::string& n) {
       {"redact", rt_types<Redact>() | kName},
       {"drop", rt_types<Drop>() | kName},
       {"cut", rt_types<Cut>()},
+      {"snap", rt_types<Snap>()},
       {"timestamp", rt_types<rt::Timestamp>()},
       {"hash", rt_types<Hash>() | kName},
       {"cryptopan", rt_types<rt::CryptoPan>()},

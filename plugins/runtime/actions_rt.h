@@ -38,6 +38,9 @@ class RtAction {
   virtual ~RtAction() = default;
   bool modifies = true;
   bool cuts = false;  // removes the bytes (their old checksum sum is not needed)
+  // Zero-fills the bytes, then the record ends where they start: every
+  // length field and the record's original length are kept (snap()).
+  bool snaps = false;
   RtKind kind = RtKind::Other;
   // An action that does not implement a value type drops the packet
   // (counted as policy_drop): never forwarded unchanged. check_completeness

@@ -19,7 +19,7 @@ bool located(const FieldDesc& f) {
   const L7Fields& L = L7Fields::get();
   for (FieldId x : {F.eth_src, F.eth_dst, F.ip_src, F.ip_dst, F.ip_client, F.ip_server, F.payload, F.tunnel_addr,
                     F.tunnel_vni, F.gre_key, F.gtp_teid, L.dns_qname,
-                    L.dns_answer_name, L.dns_rdata_name, L.dns_answer_addr, L.dns_ecs, L.tls_sni})
+                    L.dns_answer_name, L.dns_rdata_name, L.dns_answer_addr, L.dns_ecs, L.tls_sni, L.http_body})
     if (f.id == x) return true;
   return std::find(std::begin(L.http_kind), std::end(L.http_kind), f.id) != std::end(L.http_kind);
 }

@@ -28,7 +28,10 @@ Verdict ProgramInstance::process_general(uint8_t* buf, uint32_t& cap, uint32_t& 
                                          const PacketMeta& m, ConsumerCounters& c) {
   if (d.n_encap) [[unlikely]]
     return process_encap(buf, cap, wire, d, m, c);
-  return prog_.l7_only_ ? general_path<true>(buf, cap, wire, d, m, c) : general_path<false>(buf, cap, wire, d, m, c);
+  const Verdict v =
+      prog_.l7_only_ ? general_path<true>(buf, cap, wire, d, m, c) : general_path<false>(buf, cap, wire, d, m, c);
+  if (snap_at_ < cap) cap = snap_at_;  // wire (the record's original length) stays
+  return v;
 }
 
 Verdict ProgramInstance::process_encap(uint8_t* buf, uint32_t& cap, uint32_t& wire, const Decoded& d,
@@ -46,6 +49,8 @@ Verdict ProgramInstance::process_encap(uint8_t* buf, uint32_t& cap, uint32_t& wi
   const Verdict v =
       prog_.l7_only_ ? general_path<true>(buf, cap, wire, d, m, c) : general_path<false>(buf, cap, wire, d, m, c);
   if (v == Verdict::Forward) encap_fix(buf, cap, cap != cap0 || wire != wire0, d, sums, encap_old_, encap_changed_);
+  // After the outer layers: their lengths count the bytes snap() removes.
+  if (snap_at_ < cap) cap = snap_at_;
   return v;
 }
 
@@ -118,6 +123,7 @@ template <bool kL7Only>
 Verdict ProgramInstance::general_path(uint8_t* buf, uint32_t& cap, uint32_t& wire, const Decoded& d,
                                       const PacketMeta& m, ConsumerCounters& c) {
   const Program& P = prog_;
+  snap_at_ = UINT32_MAX;
   const bool protects_addr = !kL7Only && P.protects_addresses_;
   const dsl::Policy& pol = *P.policy_;
   const auto& F = l2l4::g_fields;
@@ -151,10 +157,18 @@ Verdict ProgramInstance::general_path(uint8_t* buf, uint32_t& cap, uint32_t& wir
     return drop();
 
   uint32_t cut_at = UINT32_MAX;
+  // on_error = snap: the record ends at the cut, its lengths stay.
+  const bool err_snap = pol.on_error == dsl::Policy::OnError::Snap;
+  auto early_cut = [&] {
+    if (err_snap) snap_at_ = std::min(snap_at_, cut_at);  // applied once the outer layers are fixed
+    else cap = wire = cut_at;
+    return Verdict::Forward;
+  };
   auto error_exit = [&](uint32_t at, uint64_t& cut_counter) -> bool {  // true: drop
     if (pol.on_error == dsl::Policy::OnError::Drop) return ++c.err_drop, true;
     // An IP fragment without its data is no valid fragment: drop it instead.
-    if ((d.flags & kFlagFragment) && at <= d.payload_off) return ++c.err_drop, true;
+    // A snapped one keeps its lengths and stays one.
+    if (!err_snap && (d.flags & kFlagFragment) && at <= d.payload_off) return ++c.err_drop, true;
     ++cut_counter;
     cut_at = std::min(cut_at, at);
     return false;
@@ -174,20 +188,20 @@ Verdict ProgramInstance::general_path(uint8_t* buf, uint32_t& cap, uint32_t& wir
     // Broken before the IP header: nothing past L2 can be trusted.
     if (!P.protects_anything_) return Verdict::Forward;
     if (error_exit(std::min<uint32_t>(d.good_until, cap), c.err_cut)) return Verdict::Drop;
-    cap = wire = cut_at;
-    return Verdict::Forward;
+    return early_cut();
   }
   if (!ip_ok) {
     // Addresses not captured in full: cannot be anonymized, remove the IP layer.
     if (!P.protects_anything_) return Verdict::Forward;
     if (error_exit(d.l3_off, c.err_cut)) return Verdict::Drop;
-    cap = wire = cut_at;
-    return Verdict::Forward;
+    return early_cut();
   }
   if ((d.flags & kFlagV6Routing) && protects_addr) {
     // Addresses in the routing header would need the same rewrite; no
-    // consumer has asked for it, so such packets are not forwarded.
-    return ++c.err_drop, Verdict::Drop;
+    // consumer has asked for it, so such packets are not forwarded, or
+    // (on_error = snap) end after the fixed header.
+    if (!err_snap) return ++c.err_drop, Verdict::Drop;
+    error_exit(d.l3_off + 40, c.err_cut);
   }
 
   const uint8_t* client_clear = client_is_src ? old_src : old_dst;
@@ -355,6 +369,16 @@ Verdict ProgramInstance::general_path(uint8_t* buf, uint32_t& cap, uint32_t& wir
   auto take_sum = [&] {
     if (!sum_taken && plen) pay_old_sum = csum_sum({pl, plen}), sum_taken = true;
   };
+  // An HTTP payload whose heads were not located is body as a whole: a
+  // policy with an http.body rule hides it that way, keeping its lengths,
+  // rather than cutting it.
+  const bool body_rule = P.has_l7_ && m.app == uint8_t(App::Http) && d.status == DecodeStatus::Ok && plen &&
+                         !P.field_rules_[L7Fields::get().http_body].empty();
+  auto all_body = [&] {
+    take_sum();
+    http_body(pl, plen, nullptr, e);
+    payload_changed = true;
+  };
   if (P.has_l7_ && d.status == DecodeStatus::Ok && cut_at == UINT32_MAX && m.l7 == L7State::Stream) {
     // A segment of a reassembled header: its bytes are the slice of this
     // consumer's rewrite of the whole header (decided once, at release).
@@ -362,7 +386,12 @@ Verdict ProgramInstance::general_path(uint8_t* buf, uint32_t& cap, uint32_t& wir
     switch (sv.result[P.consumer_]) {
       case StreamView::Drop: return drop();
       case StreamView::Failed:
-        if (error_exit(d.payload_off, c.l7_cut)) return Verdict::Drop;
+        if (body_rule) {
+          ++c.l7_cut;
+          all_body();
+        } else if (error_exit(d.payload_off, c.l7_cut)) {
+          return Verdict::Drop;
+        }
         break;
       case StreamView::Rewritten:
         if (sv.seg_off < sv.len && plen) {
@@ -382,13 +411,23 @@ Verdict ProgramInstance::general_path(uint8_t* buf, uint32_t& cap, uint32_t& wir
     if (by_spans) e.l7_sums = l7_sums;
     else take_sum();
     if (!l7_rewrite(buf, d, e)) {
-      if (error_exit(d.payload_off, c.l7_cut)) return Verdict::Drop;
+      if (body_rule) {
+        ++c.l7_cut;
+        all_body();
+      } else if (error_exit(d.payload_off, c.l7_cut)) {
+        return Verdict::Drop;
+      }
     } else if (!by_spans) {
       payload_changed = true;
     }
     e.l7_sums = nullptr;
     if (e.drop) return drop();
+  } else if (body_rule && cut_at == UINT32_MAX && m.l7 == L7State::None) {
+    // The rest of a body (its length known, or until a new message).
+    all_body();
+    if (e.drop) return drop();
   }
+  if (e.body_snap != UINT32_MAX) snap_at_ = d.payload_off + e.body_snap;
   // A server handshake (TLS 1.2 certificates) would name the server the
   // client's SNI decision hid, or that no SNI named.
   if (m.tls_server_hs && cut_at == UINT32_MAX && (P.l7_protect_ & (1u << unsigned(App::Tls))) &&
@@ -408,6 +447,7 @@ Verdict ProgramInstance::general_path(uint8_t* buf, uint32_t& cap, uint32_t& wir
     if (r == ActResult::Drop) return drop();
     if (r == ActResult::Cut) cut_at = d.payload_off;
     else if (actions_[prule]->modifies && plen) payload_changed = true;
+    if (actions_[prule]->snaps) snap_at_ = std::min(snap_at_, d.payload_off);
   }
   uint16_t pay_new_sum = payload_changed && sum_taken ? csum_sum({pl, plen}) : pay_old_sum;
   payload_changed = payload_changed && sum_taken && pay_new_sum != pay_old_sum;
@@ -415,6 +455,14 @@ Verdict ProgramInstance::general_path(uint8_t* buf, uint32_t& cap, uint32_t& wir
   // Fix lengths and checksums.
   uint8_t* ip = buf + d.l3_off;
   const bool v4 = d.ip_version == 4;
+  bool full_sum = false;  // the L4 checksum over what is left, zeros included
+  if (err_snap && cut_at != UINT32_MAX) {
+    // The zeros make the checksums independent of the bytes removed.
+    if (cut_at < cap) std::memset(buf + cut_at, 0, cap - cut_at);
+    snap_at_ = std::min(snap_at_, cut_at);
+    cut_at = UINT32_MAX;
+    full_sum = true;
+  }
   // A cut at the end of the captured bytes still shortens a record the
   // capture had cut short (wire > cap): its lengths must shrink too.
   if (cut_at != UINT32_MAX && (cut_at < cap || (cut_at == cap && wire > cap))) {
@@ -446,7 +494,7 @@ Verdict ProgramInstance::general_path(uint8_t* buf, uint32_t& cap, uint32_t& wir
   if (d.l4_off + csum_off + 2 > cap) return Verdict::Forward;
   const bool pseudo = d.l4_proto != kProtoIcmp;
   const bool udp = d.l4_proto == kProtoUdp;
-  if (cut_at != UINT32_MAX) {
+  if (cut_at != UINT32_MAX || full_sum) {
     // Everything left is captured: recompute in full.
     uint32_t l4len = cap - d.l4_off;
     if (udp && rd16(l4 + 6) == 0) return Verdict::Forward;  // no checksum in use

@@ -214,6 +214,7 @@ void ProgramInstance::choose_hdr_kernel() {
     if (P.pay_counts_) k.hits[k.nhits++] = uint16_t(P.pay_rule_);
     RtAction* a = actions_[P.pay_rule_].get();
     if (named(P.pay_rule_, "cut")) pop = kPCut;
+    else if (a->snaps) return;  // the general path ends the record
     else if (a->modifies && !a->cuts) pop = kPVirtual, k.pay = a;
     else if (a->modifies) return;  // an action that cuts in its own way
   }

@@ -19,6 +19,7 @@ const L7Fields& L7Fields::get() {
     x.dns_answer_addr = id("dns.answer.addr");
     x.dns_ecs = id("dns.ecs");
     x.tls_sni = id("tls.sni");
+    x.http_body = id("http.body");
     for (unsigned k = 0; k < http::kFieldKinds; ++k) {
       const char* n = http::registry_field(http::Field(k));
       x.http_kind[k] = n ? id(n) : kNoField;

@@ -27,6 +27,7 @@ enum class App : uint8_t { Unknown = 0, Dns, DnsTcp, Tls, Http, Quic, Other };
 // Registry ids of the application fields, resolved once.
 struct L7Fields {
   FieldId dns_qname, dns_answer_name, dns_rdata_name, dns_answer_addr, dns_ecs, tls_sni;
+  FieldId http_body;  // located by http::body_spans
   // By HTTP occurrence kind: the field whose value it holds (kNoField: none).
   FieldId http_kind[http::kFieldKinds];
   bool http_name[http::kFieldKinds];  // that field holds a domain name (decided as a name)

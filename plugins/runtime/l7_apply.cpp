@@ -162,6 +162,31 @@ bool ProgramInstance::l7_dns(uint8_t* msg, uint32_t len, Eval& e, int msg_index)
   return true;
 }
 
+void ProgramInstance::http_body(uint8_t* pl, uint32_t avail, const http::Result* h, Eval& e) {
+  const FieldId f = L7Fields::get().http_body;
+  const int ri = pick(f, e);
+  if (ri < 0 || !actions_[ri]->modifies || !avail) return;
+  RtAction& a = *actions_[ri];
+  http::Span spans[16];
+  const unsigned n = h ? http::body_spans(*h, 0, avail, spans, 16) : (spans[0] = {0, avail}, 1u);
+  e.ctx->field = f;
+  for (unsigned i = 0; i < n; ++i) {
+    uint8_t* p = pl + spans[i].off;
+    const ActResult r = a.bytes(p, spans[i].len, *e.ctx);
+    if (r == ActResult::Drop) {
+      e.drop = true;
+      return;
+    }
+    // Bytes cannot leave the middle of a TCP stream (sequence numbers,
+    // chunk sizes, Content-Length count them): cut() zero-fills them and,
+    // for a body that runs to the end of the payload, ends the record
+    // there as snap() does; every length stays.
+    if (r == ActResult::Cut) std::memset(p, 0, spans[i].len);
+    if ((r == ActResult::Cut || a.snaps) && spans[i].off + spans[i].len == avail)
+      e.body_snap = std::min(e.body_snap, spans[i].off);
+  }
+}
+
 // Rewrites the application fields of this consumer's copy. Returns false when
 // they cannot be located although this policy protects them (the caller
 // applies on_error), and sets e.drop for drop() rules.
@@ -247,6 +272,7 @@ bool ProgramInstance::l7_rewrite(uint8_t* buf, const Decoded& d, Eval& e) {
         }
         if (!ok) e.drop = true;
       }
+      if (!prog_.field_rules_[L.http_body].empty()) http_body(pl, avail, &H, e);
       return true;
     }
     default:

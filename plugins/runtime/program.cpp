@@ -136,7 +136,11 @@ Program::Program(std::shared_ptr<const dsl::Policy> policy, int consumer_index, 
       addr_rule_[is_src][is_client] = a < 0 ? b : b < 0 ? a : std::min(a, b);
     }
   wants_flows_ = wants_flows_ || wants_l7_;
-  hdr_only_ = unconditional_ && !has_l7_ && !wants_l7_ && !policy_->select_cond && !bpf_ && zslot_rule_.empty();
+  // snap() ends the record after the outer layers are fixed: the general
+  // path's business, not a header kernel's.
+  bool snaps = policy_->payload_default && policy_->payload_default->desc->name == "snap";
+  for (const auto& r : rules) snaps = snaps || r.action.desc->name == "snap";
+  hdr_only_ = !snaps && unconditional_ && !has_l7_ && !wants_l7_ && !policy_->select_cond && !bpf_ && zslot_rule_.empty();
   l7_only_ = unconditional_ && has_l7_ && !policy_->select_cond && !bpf_ && zslot_rule_.empty() &&
              !protects_addresses_ && payload_default_plan_ < 0;
   for (FieldId f : {F.eth_dst, F.eth_src, F.ip_src, F.ip_dst, F.ip_client, F.ip_server, F.payload})

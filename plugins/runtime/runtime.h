@@ -22,6 +22,10 @@
 #include "keyed_hash.h"
 #include "l2l4.h"
 #include "packet.h"
+
+namespace amon::http {
+struct Result;
+}
 #include "zanon.h"
 #include "policy.h"
 
@@ -192,6 +196,12 @@ class ProgramInstance {
   bool apply_addr_occ(FieldId f, uint8_t* a, uint8_t family, Eval& e);
   bool l7_dns(uint8_t* msg, uint32_t len, Eval& e, int msg_index);
   bool l7_rewrite(uint8_t* buf, const Decoded& d, Eval& e);  // false: drop
+  // Applies the http.body rule to the body bytes of `avail` payload bytes
+  // (all of them when h is null). Sets e.body_snap, e.drop.
+  void http_body(uint8_t* pl, uint32_t avail, const http::Result* h, Eval& e);
+  // general_path's snap point: the record ends there once the outer
+  // layers are fixed (UINT32_MAX: none).
+  uint32_t snap_at_ = UINT32_MAX;
   // client_is_src; copies the clear source and destination addresses to
   // old_addrs (2 x alen bytes; alen = 0 when they were not captured).
   bool roles(const uint8_t* buf, uint32_t cap, const Decoded& d, const PacketMeta& m, uint8_t* old_addrs, uint32_t& alen);

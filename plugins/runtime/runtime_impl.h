@@ -43,6 +43,9 @@ struct ProgramInstance::Eval {
   // their offsets in the payload; process() updates the checksum by their
   // difference instead of summing the payload before and after.
   uint64_t* l7_sums = nullptr;
+  // http.body removed from here on (payload offset; UINT32_MAX: none):
+  // the record ends there, its lengths stay (snap).
+  uint32_t body_snap = UINT32_MAX;
 };
 
 struct ActionPlan {
