@@ -28,7 +28,7 @@ bool ProgramInstance::apply_text(FieldId f, uint8_t* p, uint32_t len, Eval& e) {
   int ri = pick(f, e);
   if (ri < 0) return true;
   const ActionCall& a = prog_.policy_->rules[ri].action;
-  if (a.desc->name == "zanon") {
+  if (a.desc->uses_zstore) {
     zanon::Store* st = prog_.services_->zstore;
     if (!e.have_user) e.user = user_of(e.client, e.alen), e.have_user = true;
     zanon::ZParams zp{uint32_t(a.int_or("z", 10)), uint64_t(a.int_or("dt", 0))};
@@ -48,7 +48,7 @@ bool ProgramInstance::apply_addr_occ(FieldId f, uint8_t* a, uint8_t family, Eval
   uint8_t saved = e.ctx->family;
   e.ctx->family = family;
   bool ok = true;
-  if (call.desc->name == "zanon") {
+  if (call.desc->uses_zstore) {
     zanon::Store* st = prog_.services_->zstore;
     if (!e.have_user) e.user = user_of(e.client, e.alen), e.have_user = true;
     zanon::ZParams zp{uint32_t(call.int_or("z", 10)), uint64_t(call.int_or("dt", 0))};
@@ -149,11 +149,11 @@ bool ProgramInstance::l7_dns(uint8_t* msg, uint32_t len, Eval& e, int msg_index)
   if (pr.ecs.present && pr.ecs.addr_len) {
     int ri = pick(L.dns_ecs, e);
     if (ri >= 0) {
-      const std::string& n = prog_.policy_->rules[ri].action.desc->name;
-      if (n == "drop") e.drop = true;
+      const ActionDesc& a = *prog_.policy_->rules[ri].action.desc;
+      if (a.drops()) e.drop = true;
       // The subnet is the client's own network: any protecting action
       // removes it (the prefix length stays, so the option still parses).
-      else if (n != "keep") {
+      else if (a.protects) {
         if (sums) sums[0] += span_sum(pr.ecs.addr_off, pr.ecs.addr_len);
         std::memset(msg + pr.ecs.addr_off, 0, pr.ecs.addr_len);
       }

@@ -38,6 +38,12 @@ struct SharedServices {
 class Program;
 class ProgramInstance;
 
+// The plugin registry checked against this runtime (check_completeness in
+// actions_rt.h), as one message naming each field or action and what it
+// lacks; empty when complete. Program's constructor (every policy load and
+// reload), `amon lint` and `amon check` refuse to go on when it is not.
+std::string registry_problems();
+
 // Everything about one action call that does not change per packet.
 struct ActionPlan;
 
