@@ -488,6 +488,7 @@ __attribute__((always_inline)) inline void WorkerPath::deliver(rte_mbuf* m, cons
   bool own_ref = true;  // our own reference to m is still held
   unsigned mod_seen = 0;
   for (unsigned i = 0; i < nc; ++i) {
+    if (identity_[i] && m == replay_) [[unlikely]] continue;  // a given-up fragment it had on arrival
     ConsumerCounters& c = counters_[i];
     ++c.in;
     if (identity_[i]) {
@@ -556,13 +557,24 @@ bool WorkerPath::outer_fragment(rte_mbuf* m, const uint8_t* data, const Decoded&
   if (!outer_frag_info(data, d, fi)) return false;
   const bool first_tunnel = ofr_on_ && (d.flags & kFlagTunnel) && !(d.flags & kFlagLaterFragment);
   uint32_t idx = 0;
-  switch (ofr_.add(m, fi, first_tunnel, ts, idx)) {
-    case OuterFrags::Add::NotOurs: return false;
-    case OuterFrags::Add::Held: return true;
-    case OuterFrags::Add::Whole: outer_whole(idx, sink, ctx); return true;
-    case OuterFrags::Add::Failed: outer_failed(idx, sink, ctx); return true;
-  }
-  return false;
+  const OuterFrags::Add r = ofr_.add(m, fi, first_tunnel, ts, idx);
+  if (r == OuterFrags::Add::NotOurs) return false;
+  // A consumer that changes nothing gets the fragment now, in arrival
+  // order, as it gets every other packet; the others get the datagram's
+  // fragments once it is whole (or given up).
+  if (sharers_)
+    for (size_t i = 0; i < progs_.size(); ++i)
+      if (identity_[i]) {
+        ConsumerCounters& c = counters_[i];
+        ++c.in;
+        rte_pktmbuf_refcnt_update(m, 1);
+        ++c.shared;
+        ++c.out;
+        sink(ctx, unsigned(i), m);
+      }
+  if (r == OuterFrags::Add::Whole) outer_whole(idx, sink, ctx);
+  else if (r == OuterFrags::Add::Failed) outer_failed(idx, sink, ctx);
+  return true;
 }
 
 void WorkerPath::outer_whole(uint32_t idx, Sink sink, void* ctx) {
@@ -597,17 +609,9 @@ void WorkerPath::outer_whole(uint32_t idx, Sink sink, void* ctx) {
   }
   const unsigned n = unsigned(g.frags.size());
   for (size_t i = 0; i < progs_.size(); ++i) {
+    if (identity_[i]) continue;  // had each fragment as it came
     ConsumerCounters& c = counters_[i];
     c.in += n;
-    if (identity_[i]) {
-      for (const auto& f : g.frags) {
-        rte_pktmbuf_refcnt_update(f.m, 1);
-        sink(ctx, unsigned(i), f.m);
-      }
-      c.shared += n;
-      c.out += n;
-      continue;
-    }
     wb_.assign(rb_.begin(), rb_.begin() + len + 64);
     uint32_t cap = len, wire = len;
     const Verdict v = progs_[i]->process(wb_.data(), cap, wire, d, meta, c);
@@ -655,7 +659,11 @@ void WorkerPath::outer_failed(uint32_t idx, Sink sink, void* ctx) {
   std::vector<rte_mbuf*> ms;
   for (const auto& f : ofr_.datagram(idx).frags) ms.push_back(f.m);
   ofr_.release(idx);
-  for (rte_mbuf* m : ms) process(m, sink, ctx, false);
+  for (rte_mbuf* m : ms) {
+    replay_ = m;  // the consumers that change nothing had it already
+    process(m, sink, ctx, false);
+  }
+  replay_ = nullptr;
 }
 
 void WorkerPath::expire_outer(uint64_t now_ns, Sink sink, void* ctx) {

@@ -153,6 +153,7 @@ class WorkerPath {
   OuterFrags ofr_;
   bool ofr_on_ = false;
   bool ofr_expiring_ = false;
+  const rte_mbuf* replay_ = nullptr;  // a fragment of a given-up datagram, on its per-fragment path
   std::vector<uint8_t> rb_, wb_, fb_;
   // True: the fragment was taken.
   bool outer_fragment(rte_mbuf* m, const uint8_t* data, const Decoded& d, uint64_t ts, Sink sink, void* ctx);

@@ -65,6 +65,7 @@ struct EncapLayer {
   uint8_t ip_version = 0;
   Encap kind = Encap::None;
   uint8_t gre_csum = 0;     // GRE header carries a checksum (at hdr_off + 4)
+  uint8_t gre_v1 = 0;       // PPTP's enhanced GRE: a payload length at hdr_off + 4
   uint8_t has_id = 0;
   uint32_t id = 0;          // VXLAN/Geneve VNI, GTP-U TEID, GRE key
   bool operator==(const EncapLayer&) const = default;
