@@ -10,7 +10,7 @@ void register_fields(Registry& r) {
   using R = FieldRole;
   r.add_field({"dhcp.hostname", VT::Name, "dhcp", R::Identifier, "domain",
                "client host name: DHCPv4 option 12, client FQDN (DHCPv4 option 81, DHCPv6 option 39)",
-               {"dhcp.chaddr", "dhcp.client_id", "dns.qname"}});
+               {"dhcp.chaddr", "dhcp.client_id"}});
   r.add_field({"dhcp.client_id", VT::Bytes, "dhcp", R::Identifier, "",
                "client identifier (DHCPv4 option 61, machine UUID option 97, DHCPv6 client DUID) and "
                "Broadband Forum serial numbers (DHCPv4 option 125, DHCPv6 option 17); type bytes are kept",

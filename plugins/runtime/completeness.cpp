@@ -21,6 +21,8 @@ bool located(const FieldDesc& f) {
                     F.tunnel_vni, F.gre_key, F.gtp_teid, L.dns_qname,
                     L.dns_answer_name, L.dns_rdata_name, L.dns_answer_addr, L.dns_ecs, L.tls_sni})
     if (f.id == x) return true;
+  // A protocol plugin's fields are located by its parse (protocol.h).
+  if (plugin_app(f.protocol)) return true;
   return std::find(std::begin(L.http_kind), std::end(L.http_kind), f.id) != std::end(L.http_kind);
 }
 

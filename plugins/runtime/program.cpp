@@ -48,6 +48,7 @@ Program::Program(std::shared_ptr<const dsl::Policy> policy, int consumer_index, 
           const uint32_t apps = f->protocol == "dns"    ? (1u << int(App::Dns) | 1u << int(App::DnsTcp))
                                 : f->protocol == "tls"  ? (1u << int(App::Tls) | 1u << int(App::Quic))
                                 : f->protocol == "http" ? 1u << int(App::Http)
+                                : plugin_app(f->protocol) ? 1u << plugin_app(f->protocol)
                                                         : 0;
           // A protocol without an application runtime cannot fail closed
           // (nothing would know its packets): refuse the policy.
