@@ -27,6 +27,7 @@ void WorkerPath::configure() {
   hold_apps_ = 0;
   use_l7_ = wants_flows_ = false;
   bool probe_dns = false;
+  uint32_t probe_apps = 0;
   for (auto& inst : progs_) {
     const Program& p = inst->program();
     identity_.push_back(p.identity());
@@ -34,13 +35,15 @@ void WorkerPath::configure() {
     use_l7_ = use_l7_ || p.wants_l7();
     wants_flows_ = wants_flows_ || p.wants_flows();
     probe_dns = probe_dns || p.protects_dns();
+    // Protocol plugins' content probes run for the applications protected.
+    probe_apps |= p.protected_apps() & ~((1u << kFirstPluginApp) - 1);
     for (App a : {App::DnsTcp, App::Tls, App::Http})
       if (p.protects_app(uint8_t(a))) hold_apps_ |= 1u << unsigned(a);
   }
   // Once made, the parse state stays (it numbers the worker's DNS flows,
   // and held streams are parsed with it), even when a reload stops using it.
   if (use_l7_ && !l7_) l7_ = std::make_unique<L7Parse>();
-  if (l7_) l7_->probe_dns = probe_dns;
+  if (l7_) l7_->probe_dns = probe_dns, l7_->probe_apps = probe_apps;
   single_modifier_ = progs_.size() == 1 && modifiers_ == 1;
   // A consumer that forwards every packet as it came needs no datagram whole.
   ofr_on_ = modifiers_ > 0;
