@@ -376,7 +376,7 @@ Verdict ProgramInstance::general_path(uint8_t* buf, uint32_t& cap, uint32_t& wir
                          !P.field_rules_[L7Fields::get().http_body].empty();
   auto all_body = [&] {
     take_sum();
-    http_body(pl, plen, nullptr, e);
+    http_body(pl, plen, nullptr, 0, e);
     payload_changed = true;
   };
   if (P.has_l7_ && d.status == DecodeStatus::Ok && cut_at == UINT32_MAX && m.l7 == L7State::Stream) {
