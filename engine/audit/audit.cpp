@@ -469,10 +469,63 @@ struct Auditor {
     }
   }
 
+  // Datagrams of a tunnel whose outer IP the link fragmented: the
+  // original's first fragment is checked as the whole datagram (amon
+  // anonymizes the packet inside as one), the other fragments through it.
+  // members[i]: the frame holding the whole for fragment frame i.
+  std::vector<size_t> whole_of;
+
+  void join_tunnel_fragments() {
+    whole_of.assign(in.size(), SIZE_MAX);
+    struct Group {
+      FragInfo first;
+      size_t first_fi = SIZE_MAX;
+      std::vector<std::pair<size_t, FragInfo>> frags;
+      uint32_t total = 0, have = 0;
+      bool last = false, bad = false;
+    };
+    std::vector<Group> groups;
+    for (size_t fi = 0; fi < in.size(); ++fi) {
+      Decoded d;
+      decode(in[fi].bytes.data(), uint32_t(in[fi].bytes.size()), in[fi].wire, d);
+      FragInfo x;
+      if (!outer_frag_info(in[fi].bytes.data(), d, x)) continue;
+      Group* g = nullptr;
+      for (auto& gg : groups)
+        if (!gg.bad && same_datagram(gg.first, x)) g = &gg;
+      if (!g) {
+        if (x.off != 0 || !(d.flags & kFlagTunnel)) continue;
+        groups.emplace_back();
+        g = &groups.back();
+        g->first = x;
+        g->first_fi = fi;
+      }
+      for (auto& [_, o] : g->frags)
+        if (x.off < o.off + o.len && o.off < x.off + x.len) g->bad = true;
+      g->frags.push_back({fi, x});
+      g->have += x.len;
+      if (!x.more) g->last = true, g->total = x.off + x.len;
+    }
+    for (auto& g : groups) {
+      if (g.bad || !g.last || g.have != g.total) continue;
+      const uint32_t hlen = whole_header_len(g.first);
+      std::vector<uint8_t> w(hlen + g.total);
+      whole_header(in[g.first_fi].bytes.data(), g.first, g.total, w.data());
+      for (auto& [fi, x] : g.frags) {
+        std::memcpy(w.data() + hlen + x.off, in[fi].bytes.data() + x.data_start, x.len);
+        whole_of[fi] = g.first_fi;
+      }
+      in[g.first_fi].bytes = std::move(w);
+      in[g.first_fi].wire = uint32_t(in[g.first_fi].bytes.size());
+    }
+  }
+
   void collect() {
     plan_tunnel_rule();
+    join_tunnel_fragments();
     allowed_keys.resize(in.size());
     for (size_t fi = 0; fi < in.size(); ++fi) {
+      if (whole_of[fi] != SIZE_MAX && whole_of[fi] != fi) continue;  // checked through its whole datagram
       const uint8_t* f = in[fi].bytes.data();
       uint32_t cap = uint32_t(in[fi].bytes.size());
       uint64_t t = in[fi].ts;
@@ -525,6 +578,9 @@ struct Auditor {
       }
       app_values(fi, f, d, user, t);
     }
+    // Each fragment's output may carry what its datagram's whole may.
+    for (size_t fi = 0; fi < in.size(); ++fi)
+      if (whole_of[fi] != SIZE_MAX && whole_of[fi] != fi) allowed_keys[fi] = allowed_keys[whole_of[fi]];
   }
 
   // ---- search ----

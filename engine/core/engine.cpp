@@ -570,6 +570,11 @@ Report build_report(Engine& E) {
     rep.streams_failed += ws.streams_failed;
     rep.hold_refused += ws.hold_refused;
     rep.segments_held += ws.segments_held;
+    const OuterFragStats& os = w->path->outer_frag_stats();
+    rep.outer_fragments += os.fragments;
+    rep.outer_datagrams += os.datagrams;
+    rep.outer_failed += os.failed;
+    rep.outer_cut += os.cut;
   }
   if (E.zstore) rep.zstats = E.zstore->stats(), rep.has_zstats = true;
   rep.live = !cfg.config_path.empty();

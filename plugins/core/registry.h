@@ -150,6 +150,8 @@ struct SettingDesc {
 
 // Registry of everything the language can name. Filled once at start-up by
 // register_builtin_plugins(); read-only afterwards, so lookups need no lock.
+struct ProtocolPlugin;  // protocol.h
+
 class Registry {
  public:
   static Registry& instance();
@@ -157,6 +159,10 @@ class Registry {
   FieldId add_field(FieldDesc d);
   void add_action(ActionDesc d);
   void add_setting(SettingDesc d);
+  // An application protocol (protocol.h): declares its fields and joins the
+  // list the runtime recognises, parses and rewrites. `p` must outlive the
+  // registry (a static descriptor).
+  void add_protocol(const ProtocolPlugin& p);
 
   const FieldDesc* field(std::string_view name) const;
   const FieldDesc& field(FieldId id) const { return fields_[id]; }
@@ -166,6 +172,9 @@ class Registry {
   const std::deque<FieldDesc>& fields() const { return fields_; }
   const std::deque<ActionDesc>& actions() const { return actions_; }
   const std::deque<SettingDesc>& settings() const { return settings_; }
+  const std::vector<const ProtocolPlugin*>& protocols() const { return protocols_; }
+  // The registered protocol whose fields carry FieldDesc::protocol `name`, or null.
+  const ProtocolPlugin* protocol(std::string_view name) const;
 
   // Closest known names for a "did you mean" hint (empty when nothing is close).
   std::string suggest_field(std::string_view name) const;
@@ -177,6 +186,7 @@ class Registry {
   std::deque<FieldDesc> fields_;
   std::deque<ActionDesc> actions_;
   std::deque<SettingDesc> settings_;
+  std::vector<const ProtocolPlugin*> protocols_;
 };
 
 // Registers every built-in plugin (idempotent). Called by the CLI, the tests

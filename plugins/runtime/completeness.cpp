@@ -21,6 +21,8 @@ bool located(const FieldDesc& f) {
                     F.tunnel_vni, F.gre_key, F.gtp_teid, L.dns_qname,
                     L.dns_answer_name, L.dns_rdata_name, L.dns_answer_addr, L.dns_ecs, L.tls_sni})
     if (f.id == x) return true;
+  // A protocol plugin's fields are located by its parse (protocol.h).
+  if (plugin_app(f.protocol)) return true;
   return std::find(std::begin(L.http_kind), std::end(L.http_kind), f.id) != std::end(L.http_kind);
 }
 
@@ -32,6 +34,8 @@ bool evaluable(const FieldDesc& f) {
   if (is_addr_field(f.id)) return f.type == ValueType::Addr && !(f.cond_ops & kCondMatch);
   if (f.id == F.payload) return f.cond_ops == kCondMatch;
   if (f.id == L.dns_qname || f.id == L.tls_sni) return true;
+  // A protocol plugin's names, texts and bytes, from its occurrences.
+  if (plugin_app(f.protocol)) return f.type == ValueType::Name || f.type == ValueType::Text || f.type == ValueType::Bytes;
   return f.type != ValueType::Addr &&
          std::find(std::begin(L.http_kind), std::end(L.http_kind), f.id) != std::end(L.http_kind);
 }

@@ -174,6 +174,7 @@ void ProgramInstance::choose_hdr_kernel() {
   const Program& P = prog_;
   hdr_fn_ = &ProgramInstance::process_hdr;
   hdr_burst_fn_ = &ProgramInstance::process_hdr_burst;
+  hk_ = HdrKernel{};
   if (!P.hdr_only_) return;
   // The kernel counts every rule's hit up front: no rule may stop the
   // packet half-way (drop()).
@@ -226,6 +227,11 @@ void ProgramInstance::choose_hdr_kernel() {
       !static_cast<const rt::CryptoPan*>(k.act[0])->rotates() && P.consumer_index() >= 0 &&
       P.consumer_index() < 255)
     k.memo_id = uint8_t(P.consumer_index() + 1);
+  // Crypto-PAn and prefix() work on the address alone and the checksums
+  // are updated, not recomputed, so such a kernel reads and writes headers
+  // only; a cut recomputes the L4 checksum over what is left, the headers.
+  if (op[0] != kAVirtual && op[1] != kAVirtual)
+    k.payload = pop == kPNone ? kKeepsPayload : pop == kPCut ? kCutsPayload : 0;
   hk_ = k;
   static const auto table = []<size_t... I>(std::index_sequence<I...>) {
     return std::array<HdrFn, sizeof...(I)>{

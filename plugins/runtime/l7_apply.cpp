@@ -38,7 +38,49 @@ bool ProgramInstance::apply_text(FieldId f, uint8_t* p, uint32_t len, Eval& e) {
     ++e.c->zanon_hidden;
     return zfallback_[ri]->bytes(p, len, *e.ctx) != ActResult::Drop;
   }
-  return actions_[ri]->bytes(p, len, *e.ctx) != ActResult::Drop;
+  const ActResult r = actions_[ri]->bytes(p, len, *e.ctx);
+  // A value inside a message cannot be removed without breaking the
+  // message: cut() clears it instead, length kept.
+  if (r == ActResult::Cut) std::memset(p, 0, len);
+  return r != ActResult::Drop;
+}
+
+bool ProgramInstance::apply_mac_occ(FieldId f, uint8_t* a, Eval& e) {
+  int ri = pick(f, e);
+  if (ri < 0) return true;
+  const FieldId saved = e.ctx->field;
+  e.ctx->field = f;
+  const bool ok = actions_[ri]->mac(a, *e.ctx) != ActResult::Drop;
+  e.ctx->field = saved;
+  return ok;
+}
+
+// A protocol plugin's occurrences (protocol.h): each gets its field's rule
+// by the kind of value it holds, then the plugin's fix-up.
+bool ProgramInstance::l7_plugin(const ProtocolPlugin& pp, void* state, uint8_t* pl, Eval& e) {
+  const ProtoOccs& O = *e.m->parse->occs;
+  for (uint32_t i = 0; i < O.n; ++i) {
+    const ProtoOcc& o = O.occ[i];
+    uint8_t* v = pl + o.off;
+    uint8_t before[16];
+    if (o.fixup) std::memcpy(before, v, std::min<uint32_t>(o.len, 16));
+    bool ok = true;
+    switch (o.kind) {
+      case OccKind::Name: {
+        names::Decision dec = decide_name(o.field, o.text, e);
+        if (dec.action != names::Action::Keep) pp.rewrite_name(state, pl, o, dec);
+        break;
+      }
+      case OccKind::Addr4: ok = apply_addr_occ(o.field, v, 4, e); break;
+      case OccKind::Addr6: ok = apply_addr_occ(o.field, v, 6, e); break;
+      case OccKind::Mac: ok = apply_mac_occ(o.field, v, e); break;
+      case OccKind::Bytes: ok = apply_text(o.field, v, o.len, e); break;
+    }
+    if (!ok) e.drop = true;
+    if (o.fixup && pp.after_action && std::memcmp(before, v, std::min<uint32_t>(o.len, 16)) != 0)
+      pp.after_action(state, pl, o);
+  }
+  return true;
 }
 
 bool ProgramInstance::apply_addr_occ(FieldId f, uint8_t* a, uint8_t family, Eval& e) {
@@ -261,6 +303,7 @@ bool ProgramInstance::l7_rewrite(uint8_t* buf, const Decoded& d, Eval& e) {
       return true;
     }
     default:
+      if (const ProtocolPlugin* pp = plugin_of(m.app)) return l7_plugin(*pp, P.state_of(m.app), pl, e);
       // An application the rewrite does not know: its fields cannot be
       // located, so a policy protecting it fails closed (on_error).
       return !protects;

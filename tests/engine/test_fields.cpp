@@ -20,6 +20,7 @@
 #include "cryptopan.h"
 #include "l2l4.h"
 #include "l7.h"
+#include "dhcp_build.hpp"
 #include "l7_build.hpp"
 #include "policy.h"
 #include "registry.h"
@@ -60,10 +61,25 @@ const std::string kResponse =
     "HTTP/1.1 302 Found\r\nServer: srv/2\r\nSet-Cookie: id=42\r\nLocation: http://loc.example.org/b\r\n"
     "Content-Length: 0\r\n\r\n";
 
+// A DHCPREQUEST naming its host and vendor class (RFC 2132 options 12, 60).
+Bytes dhcp_request() {
+  namespace b = l7test::dhcpb;
+  Bytes m = b::v4_header(1, b::bytes({0x00, 0x1b, 0x21, 0x3a, 0x4f, 0x5d}));
+  b::cookie(m);
+  b::opt(m, 53, b::bytes({3}));
+  b::opt(m, 12, b::str("myhost"));
+  b::opt(m, 60, b::str("MSFT 5.0"));
+  m.push_back(255);
+  return udp4(m, 68, 67);
+}
+
 std::map<std::string, Sample> samples() {
   const Bytes req = tcp4(text(kRequest), 40000, 80);
   const Bytes rsp = tcp4(text(kResponse), 80, 40000);
+  const Bytes dhcp = dhcp_request();
   return {
+      {"dhcp.hostname", {dhcp, "myhost"}},
+      {"dhcp.vendor_class", {dhcp, "MSFT 5.0"}},
       {"eth.src", {req, "02:00:00:00:00:02"}},
       {"eth.dst", {req, "02:00:00:00:00:01"}},
       {"ip.src", {req, "192.0.2.1"}},
