@@ -204,6 +204,20 @@ class WorkerPath {
   SinkBurst sink_burst_ = nullptr;
   rte_mbuf* out_[FlowTable::kBurstMax];
   void deliver_burst(rte_mbuf** pkts, unsigned k, Sink sink, void* ctx);
+  // The burst route for several consumers (burst_multi_): every consumer's
+  // program takes the burst in one call, consumer after consumer. Each
+  // program is a header-only one (ProgramInstance::header_fast_path: no
+  // conditions, application fields or z-anonymity), so nothing one consumer
+  // does to a packet depends on the order in which the consumers see it.
+  bool burst_multi_ = false;
+  void deliver_burst_multi(rte_mbuf** pkts, unsigned k, Sink sink, void* ctx);
+  // The burst's meta (orig, the tunnel bit of fragments) as consumers() sets it.
+  void prepare_burst(unsigned k);
+  // After a consumer's program ran on bufs_: verdicts applied, lengths
+  // written back to the mbufs `ms`, the survivors handed to the sink.
+  void finish_burst(unsigned consumer, rte_mbuf** ms, unsigned k, Sink sink, void* ctx);
+  rte_mbuf* copies_[FlowTable::kBurstMax];
+  bool copy_burst(unsigned consumer, rte_mbuf** pkts, unsigned k);
   uint8_t* bufs_[FlowTable::kBurstMax];
   uint32_t caps_[FlowTable::kBurstMax], wires_[FlowTable::kBurstMax];
   Verdict verdicts_[FlowTable::kBurstMax];
