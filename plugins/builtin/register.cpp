@@ -2,6 +2,7 @@
 #include <mutex>
 
 #include "actions.h"
+#include "amon_dhcp.hpp"
 #include "amon_http.hpp"
 #include "l2l4.h"
 #include "registry.h"
@@ -38,6 +39,7 @@ void register_builtin_plugins() {
     l2l4::register_fields(r);
     register_l7_fields(r);
     http::register_fields(r);
+    r.add_protocol(dhcp::protocol_plugin());
     actions::register_actions(r);
   });
 }

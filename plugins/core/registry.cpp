@@ -1,5 +1,7 @@
 #include "registry.h"
 
+#include "protocol.h"
+
 #include <algorithm>
 #include <stdexcept>
 
@@ -72,6 +74,21 @@ void Registry::add_action(ActionDesc d) {
 void Registry::add_setting(SettingDesc d) {
   if (setting(d.name)) throw std::logic_error("setting registered twice: " + d.name);
   settings_.push_back(std::move(d));
+}
+
+void Registry::add_protocol(const ProtocolPlugin& p) {
+  if (protocol(p.name)) throw std::logic_error(std::string("protocol registered twice: ") + p.name);
+  // The runtime gives each plugin a bit in 32-bit masks of applications
+  // and of protocols a condition names (plugins/runtime).
+  if (protocols_.size() == 16) throw std::logic_error("too many protocol plugins");
+  protocols_.push_back(&p);
+  p.register_fields(*this);
+}
+
+const ProtocolPlugin* Registry::protocol(std::string_view name) const {
+  for (const ProtocolPlugin* p : protocols_)
+    if (name == p->name) return p;
+  return nullptr;
 }
 
 template <typename C>

@@ -116,6 +116,14 @@ struct ActionCall {
   int64_t int_or(std::string_view name, int64_t dflt) const;
 };
 
+// What an action does, as the code acting on it needs to know (the
+// runtime's appliers, the z-store's sizing, the checker): set by the
+// action's plugin and read as an id, so nothing outside that plugin and the
+// registry recognises an action by comparing its name. Unknown: an action
+// no runtime implements (check_completeness refuses it on every type it
+// declares).
+enum class ActionKind : uint8_t { Unknown, Keep, Zero, Redact, Drop, Cut, Timestamp, Hash, CryptoPan, Prefix, Zanon };
+
 struct ActionDesc {
   std::string name;
   std::string doc;
@@ -126,6 +134,11 @@ struct ActionDesc {
   // Checks that depend on the field (e.g. prefix width vs address width).
   // Returns an error message, or empty when fine.
   std::function<std::string(const ActionCall&, const FieldDesc&)> validate;
+  ActionKind kind = ActionKind::Unknown;
+  // Counts distinct users per value in the z-anonymity store (params z, dt):
+  // a field needs a value class, and the store is sized for it.
+  bool uses_zstore = false;
+  bool drops() const { return kind == ActionKind::Drop; }
 };
 
 struct SettingDesc {
@@ -137,6 +150,8 @@ struct SettingDesc {
 
 // Registry of everything the language can name. Filled once at start-up by
 // register_builtin_plugins(); read-only afterwards, so lookups need no lock.
+struct ProtocolPlugin;  // protocol.h
+
 class Registry {
  public:
   static Registry& instance();
@@ -144,6 +159,10 @@ class Registry {
   FieldId add_field(FieldDesc d);
   void add_action(ActionDesc d);
   void add_setting(SettingDesc d);
+  // An application protocol (protocol.h): declares its fields and joins the
+  // list the runtime recognises, parses and rewrites. `p` must outlive the
+  // registry (a static descriptor).
+  void add_protocol(const ProtocolPlugin& p);
 
   const FieldDesc* field(std::string_view name) const;
   const FieldDesc& field(FieldId id) const { return fields_[id]; }
@@ -153,6 +172,9 @@ class Registry {
   const std::deque<FieldDesc>& fields() const { return fields_; }
   const std::deque<ActionDesc>& actions() const { return actions_; }
   const std::deque<SettingDesc>& settings() const { return settings_; }
+  const std::vector<const ProtocolPlugin*>& protocols() const { return protocols_; }
+  // The registered protocol whose fields carry FieldDesc::protocol `name`, or null.
+  const ProtocolPlugin* protocol(std::string_view name) const;
 
   // Closest known names for a "did you mean" hint (empty when nothing is close).
   std::string suggest_field(std::string_view name) const;
@@ -164,6 +186,7 @@ class Registry {
   std::deque<FieldDesc> fields_;
   std::deque<ActionDesc> actions_;
   std::deque<SettingDesc> settings_;
+  std::vector<const ProtocolPlugin*> protocols_;
 };
 
 // Registers every built-in plugin (idempotent). Called by the CLI, the tests

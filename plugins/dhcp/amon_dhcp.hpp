@@ -12,6 +12,7 @@
 namespace amon {
 class KeyedHash;
 class Registry;
+struct ProtocolPlugin;
 }  // namespace amon
 
 namespace amon::dhcp {
@@ -131,9 +132,11 @@ void hash_identifier(KeyedHash& h, uint8_t* buf, const Occurrence& o);
 void fix_prefix(uint8_t* buf, const Occurrence& o);
 
 // Registry declarations of the DHCP fields (names, types, roles, value
-// classes, docs). Not called by register_builtin_plugins() until the
-// runtime applies rules to DHCP occurrences: a declared field the runtime
-// ignores would let a policy believe it protects something it does not.
+// classes, docs); called through the plugin descriptor when it is added.
 void register_fields(Registry& r);
+
+// DHCP as a protocol plugin (plugin.cpp): what register_builtin_plugins()
+// adds with Registry::add_protocol.
+const ProtocolPlugin& protocol_plugin();
 
 }  // namespace amon::dhcp

@@ -10,7 +10,7 @@ void register_fields(Registry& r) {
   using R = FieldRole;
   r.add_field({"dhcp.hostname", VT::Name, "dhcp", R::Identifier, "domain",
                "client host name: DHCPv4 option 12, client FQDN (DHCPv4 option 81, DHCPv6 option 39)",
-               {"dhcp.chaddr", "dhcp.client_id", "dns.qname"}});
+               {"dhcp.chaddr", "dhcp.client_id"}, kNoField, kCondAll});
   r.add_field({"dhcp.client_id", VT::Bytes, "dhcp", R::Identifier, "",
                "client identifier (DHCPv4 option 61, machine UUID option 97, DHCPv6 client DUID) and "
                "Broadband Forum serial numbers (DHCPv4 option 125, DHCPv6 option 17); type bytes are kept",
@@ -26,7 +26,7 @@ void register_fields(Registry& r) {
   r.add_field({"dhcp.vendor_class", VT::Text, "dhcp", R::QuasiIdentifier, "vendor-class",
                "vendor class (DHCPv4 options 60 and 124, DHCPv6 option 16) and Broadband Forum product "
                "classes: device make and model",
-               {}});
+               {}, kNoField, kCondAll});
   r.add_field({"dhcp.relay_id", VT::Bytes, "dhcp", R::Identifier, "",
                "relay agent identifiers of the client's line: option 82 circuit, remote and subscriber IDs, "
                "DHCPv6 interface-id, remote-id, subscriber-id",

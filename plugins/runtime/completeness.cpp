@@ -21,6 +21,8 @@ bool located(const FieldDesc& f) {
                     F.tunnel_vni, F.gre_key, F.gtp_teid, L.dns_qname,
                     L.dns_answer_name, L.dns_rdata_name, L.dns_answer_addr, L.dns_ecs, L.tls_sni})
     if (f.id == x) return true;
+  // A protocol plugin's fields are located by its parse (protocol.h).
+  if (plugin_app(f.protocol)) return true;
   return std::find(std::begin(L.http_kind), std::end(L.http_kind), f.id) != std::end(L.http_kind);
 }
 
@@ -32,13 +34,15 @@ bool evaluable(const FieldDesc& f) {
   if (is_addr_field(f.id)) return f.type == ValueType::Addr && !(f.cond_ops & kCondMatch);
   if (f.id == F.payload) return f.cond_ops == kCondMatch;
   if (f.id == L.dns_qname || f.id == L.tls_sni) return true;
+  // A protocol plugin's names, texts and bytes, from its occurrences.
+  if (plugin_app(f.protocol)) return f.type == ValueType::Name || f.type == ValueType::Text || f.type == ValueType::Bytes;
   return f.type != ValueType::Addr &&
          std::find(std::begin(L.http_kind), std::end(L.http_kind), f.id) != std::end(L.http_kind);
 }
 
 }  // namespace
 
-std::vector<std::string> check_completeness(const Registry& r, uint32_t (*types)(const std::string&)) {
+std::vector<std::string> check_completeness(const Registry& r, uint32_t (*types)(const ActionDesc&)) {
   std::vector<std::string> out;
   const Registry& global = Registry::instance();
   for (const FieldDesc& f : r.fields()) {
@@ -48,13 +52,21 @@ std::vector<std::string> check_completeness(const Registry& r, uint32_t (*types)
     if (!known || !located(f)) out.push_back(f.name + ": no plugin locates it in packets");
     for (const ActionDesc& a : r.actions()) {
       if (std::find(a.applies_to.begin(), a.applies_to.end(), f.type) == a.applies_to.end()) continue;
-      if (!(types(a.name) & (1u << unsigned(f.type))))
+      if (!(types(a) & (1u << unsigned(f.type))))
         out.push_back(f.name + ": " + a.name + "() is accepted on " + type + " fields but has no applier for " + type);
     }
     if (f.cond_ops && (!known || !evaluable(f)))
       out.push_back(f.name + ": conditions may test it but the runtime has no evaluator for it");
   }
   return out;
+}
+
+std::string registry_problems() {
+  const auto problems = check_completeness(Registry::instance());
+  if (problems.empty()) return {};
+  std::string m = "the plugin registry is incomplete:";
+  for (const auto& x : problems) m += "\n  " + x;
+  return m;
 }
 
 }  // namespace amon

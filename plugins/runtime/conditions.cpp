@@ -86,6 +86,16 @@ bool ProgramInstance::eval(const dsl::Cond& c, Eval& e) {
       val = P->tls->sni_text(0), found = true;
     } else if (f == L.tls_sni && P->quic_state == 1 && P->quic->status == quic::Status::Located && P->quic->n_names) {
       val = P->quic->name_text(0), found = true;
+    } else if (e.m->app >= kFirstPluginApp) {
+      // A protocol plugin's parse: the first occurrence of the field, a
+      // name as its text, any other value as its bytes.
+      const ProtoOccs& O = *P->occs;
+      for (uint32_t i = 0; i < O.n && !found; ++i)
+        if (O.occ[i].field == f)
+          val = O.occ[i].kind == OccKind::Name
+                    ? O.occ[i].text
+                    : std::string_view(reinterpret_cast<const char*>(base + O.occ[i].off), O.occ[i].len),
+          found = true;
     } else if (P->http_state == 1) {
       const http::Result& H = *P->http;
       for (unsigned i = 0; i < H.n_occ && !found; ++i)

@@ -176,12 +176,11 @@ void ProgramInstance::choose_hdr_kernel() {
   hdr_burst_fn_ = &ProgramInstance::process_hdr_burst;
   hk_ = HdrKernel{};
   if (!P.hdr_only_) return;
-  auto named = [&](int r, const char* n) { return r >= 0 && P.plans_[r]->call->desc->name == n; };
   // The kernel counts every rule's hit up front: no rule may stop the
   // packet half-way (drop()).
   for (int r : {P.mac_rule_[0], P.mac_rule_[1], P.addr_rule_[0][0], P.addr_rule_[0][1], P.addr_rule_[1][0],
                 P.addr_rule_[1][1], P.pay_rule_})
-    if (named(r, "drop")) return;
+    if (r >= 0 && P.plans_[r]->call->desc->drops()) return;
   HdrKernel k;
   const auto& A = P.addr_rule_;  // [is_src][is_client]
   int slot[2];
@@ -214,7 +213,7 @@ void ProgramInstance::choose_hdr_kernel() {
   if (P.pay_rule_ >= 0) {
     if (P.pay_counts_) k.hits[k.nhits++] = uint16_t(P.pay_rule_);
     RtAction* a = actions_[P.pay_rule_].get();
-    if (named(P.pay_rule_, "cut")) pop = kPCut;
+    if (P.plans_[P.pay_rule_]->call->desc->kind == ActionKind::Cut) pop = kPCut;
     else if (a->modifies && !a->cuts) pop = kPVirtual, k.pay = a;
     else if (a->modifies) return;  // an action that cuts in its own way
   }

@@ -44,8 +44,13 @@ L7Parse::L7Parse()
       hscratch(std::make_unique<http::Scratch>(http_matcher())) {
   if (hs_alloc_scratch(content_probes().db(), &probe_scratch) != HS_SUCCESS)
     throw std::runtime_error("content probes: hs_alloc_scratch failed");
+  for (const ProtocolPlugin* pp : Registry::instance().protocols()) proto_state.push_back(pp->make_state());
 }
-L7Parse::~L7Parse() { hs_free_scratch(probe_scratch); }
+L7Parse::~L7Parse() {
+  hs_free_scratch(probe_scratch);
+  const auto& v = Registry::instance().protocols();
+  for (size_t i = 0; i < proto_state.size(); ++i) v[i]->free_state(proto_state[i]);
+}
 
 namespace {
 
@@ -104,8 +109,26 @@ const ContentProbes& content_probes() {
   return c;
 }
 
+namespace {
+
+// A protocol plugin whose ports this packet uses: its application, or Unknown.
+App plugin_by_ports(const Decoded& d) {
+  const auto& v = Registry::instance().protocols();
+  for (size_t i = 0; i < v.size(); ++i) {
+    if (v[i]->l4_proto != d.l4_proto) continue;
+    for (uint16_t port : v[i]->ports) {
+      if (!port) break;
+      if (port == d.sport || port == d.dport) return App(kFirstPluginApp + i);
+    }
+  }
+  return App::Unknown;
+}
+
+}  // namespace
+
 App detect_app(const uint8_t* p, const Decoded& d, bool from_client, hs_scratch_t* probe_scratch) {
   if (d.status != DecodeStatus::Ok || !d.l4_hdr_len || (d.flags & kFlagLaterFragment)) return App::Unknown;
+  if (App a = plugin_by_ports(d); a != App::Unknown) return a;
   const uint32_t avail = d.payload_off < d.cap_len ? std::min(d.cap_len, d.payload_off + d.payload_len) - d.payload_off : 0;
   const uint8_t* pl = p + d.payload_off;
   if (d.l4_proto == kProtoUdp) {

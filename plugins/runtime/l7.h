@@ -5,12 +5,14 @@
 
 #include <cstdint>
 #include <memory>
+#include <vector>
 
 #include "amon_dns.hpp"
 #include "amon_http.hpp"
 #include "amon_quic.hpp"
 #include "amon_tls.hpp"
 #include "l2l4.h"
+#include "protocol.h"
 
 struct hs_database;
 typedef struct hs_database hs_database_t;
@@ -23,6 +25,22 @@ namespace amon {
 // (SNI) under keys anyone can derive from its DCID: decrypted once per
 // packet, rewritten and re-encrypted per consumer (plugins/quic).
 enum class App : uint8_t { Unknown = 0, Dns, DnsTcp, Tls, Http, Quic, Other };
+// Protocol plugins (Registry::protocols(), protocol.h) are applications
+// kFirstPluginApp + their index: App values past the enumerators, so a
+// policy's 32-bit mask of protected applications covers them.
+inline constexpr uint8_t kFirstPluginApp = 8;
+// The application of the plugin whose fields carry FieldDesc::protocol
+// `protocol`, or 0 when no plugin declares it.
+inline uint8_t plugin_app(std::string_view protocol) {
+  const auto& v = Registry::instance().protocols();
+  for (size_t i = 0; i < v.size(); ++i)
+    if (protocol == v[i]->name) return uint8_t(kFirstPluginApp + i);
+  return 0;
+}
+inline const ProtocolPlugin* plugin_of(uint8_t app) {
+  const auto& v = Registry::instance().protocols();
+  return app >= kFirstPluginApp && size_t(app - kFirstPluginApp) < v.size() ? v[app - kFirstPluginApp] : nullptr;
+}
 
 // Registry ids of the application fields, resolved once.
 struct L7Fields {
@@ -92,6 +110,19 @@ struct L7Parse {
   // would complete (the engine may hold the segment until they come).
   bool hold_hint = false;
   hs_scratch_t* probe_scratch = nullptr;  // ContentProbes
+  // Protocol plugins: each one's per-worker state (by plugin index), the
+  // occurrences of this packet's parse, and the plugin applications whose
+  // content probe runs (some consumer protects their fields).
+  std::vector<void*> proto_state;
+  // Makes the states of plugins registered after this parse state was
+  // (once each: tests build one before registering the plugins).
+  void* state_of(uint8_t app) {
+    const auto& v = Registry::instance().protocols();
+    while (proto_state.size() < v.size()) proto_state.push_back(v[proto_state.size()]->make_state());
+    return proto_state[app - kFirstPluginApp];
+  }
+  std::unique_ptr<ProtoOccs> occs = std::make_unique<ProtoOccs>();
+  uint32_t probe_apps = 0;
   // QUIC: the worker's OpenSSL contexts and key caches, and the datagram's
   // decrypted Initials (shared by the consumers, each rewrites its copy).
   std::unique_ptr<quic::Crypto> qcrypto = std::make_unique<quic::Crypto>();

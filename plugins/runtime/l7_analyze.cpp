@@ -135,6 +135,28 @@ L7State parse_app(const uint8_t* pl, uint32_t avail, bool cut_short, App app, bo
   }
 }
 
+// A protocol plugin whose content probe recognises this payload, among
+// those some consumer protects (`apps`): its application, or Other.
+App plugin_by_probe(const uint8_t* pl, uint32_t avail, uint8_t l4, uint32_t apps) {
+  const auto& v = Registry::instance().protocols();
+  for (size_t i = 0; i < v.size(); ++i)
+    if ((apps >> (kFirstPluginApp + i) & 1) && v[i]->probe && v[i]->l4_proto == l4 && v[i]->probe(pl, avail))
+      return App(kFirstPluginApp + i);
+  return App::Other;
+}
+
+// A protocol plugin's parse of one packet into P.occs.
+L7State parse_plugin(const ProtocolPlugin& pp, uint8_t app, const ProtoPacket& pkt, L7Parse& P) {
+  P.occs->n = 0;
+  switch (pp.parse(P.state_of(app), pkt, *P.occs)) {
+    case ProtoStatus::None: return L7State::None;
+    case ProtoStatus::Parsed: return L7State::Parsed;
+    case ProtoStatus::Incomplete: return L7State::Incomplete;
+    case ProtoStatus::Malformed: break;
+  }
+  return L7State::Malformed;
+}
+
 }  // namespace
 
 void analyze_l7(const uint8_t* p, const Decoded& d, PacketMeta& m, L7Parse& P) {
@@ -172,6 +194,8 @@ void analyze_l7(const uint8_t* p, const Decoded& d, PacketMeta& m, L7Parse& P) {
     if (((q[2] >> 3) & 0xf) == 0 && qd >= 1 && qd <= 2 && dns::parse(q, avail, *P.dns) == dns::Status::Ok)
       app = App::Dns;
   }
+  if (app == App::Other && P.probe_apps && avail)
+    app = plugin_by_probe(p + d.payload_off, avail, d.l4_proto, P.probe_apps);
   if (fs && !fs->app && avail && d.l4_proto == kProtoTcp && app != App::Other) fs->app = uint8_t(app);
   m.app = uint8_t(app);
   if (avail == 0 || app == App::Other || app == App::Unknown) return;
@@ -210,6 +234,10 @@ void analyze_l7(const uint8_t* p, const Decoded& d, PacketMeta& m, L7Parse& P) {
     fs->body[dir] -= used;
     if (used == d.payload_len) return;
     m.l7 = L7State::Incomplete;  // a new head starts inside this segment: not located
+    return;
+  }
+  if (const ProtocolPlugin* pp = plugin_of(uint8_t(app))) {
+    m.l7 = parse_plugin(*pp, uint8_t(app), {pl, avail, d.sport, d.dport, from_init, cut_short}, P);
     return;
   }
   if (fs && !fs->dns_flow && (app == App::Dns || app == App::DnsTcp))

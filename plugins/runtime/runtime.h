@@ -38,6 +38,12 @@ struct SharedServices {
 class Program;
 class ProgramInstance;
 
+// The plugin registry checked against this runtime (check_completeness in
+// actions_rt.h), as one message naming each field or action and what it
+// lacks; empty when complete. Program's constructor (every policy load and
+// reload), `amon lint` and `amon check` refuse to go on when it is not.
+std::string registry_problems();
+
 // Everything about one action call that does not change per packet.
 struct ActionPlan;
 
@@ -60,6 +66,7 @@ class Program {
   bool protects_dns() const { return l7_protect_ & (1u << 1); }  // App::Dns
   // This policy rewrites (or must fail closed on) fields of application `app` (App, l7.h).
   bool protects_app(uint8_t app) const { return app < 32 && (l7_protect_ & (1u << app)); }
+  uint32_t protected_apps() const { return l7_protect_; }  // bit per App (l7.h)
 
   std::unique_ptr<ProgramInstance> instantiate() const;
 
@@ -112,6 +119,7 @@ class Program {
 
 class RtAction;
 struct ApplyCtx;
+struct ProtocolPlugin;
 namespace dns {
 class FirstNameMasks;
 }
@@ -198,6 +206,8 @@ class ProgramInstance {
                               MsgNames* seen = nullptr);
   bool apply_text(FieldId f, uint8_t* p, uint32_t len, Eval& e);  // false: drop
   bool apply_addr_occ(FieldId f, uint8_t* a, uint8_t family, Eval& e);
+  bool apply_mac_occ(FieldId f, uint8_t* a, Eval& e);  // false: drop
+  bool l7_plugin(const ProtocolPlugin& pp, void* state, uint8_t* payload, Eval& e);  // false: fields not located
   bool l7_dns(uint8_t* msg, uint32_t len, Eval& e, int msg_index);
   bool l7_rewrite(uint8_t* buf, const Decoded& d, Eval& e);  // false: drop
   // client_is_src; copies the clear source and destination addresses to

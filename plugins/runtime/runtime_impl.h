@@ -64,6 +64,8 @@ enum ProtoBit : uint32_t {
   kPIcmpv6 = 256, kPSctp = 512, kPDns = 1024, kPTls = 2048, kPHttp = 4096,
   kPTunnel = 8192, kPGtp = 16384,  // carried in a tunnel (or one left opaque); in GTP-U
 };
+// Protocol plugin i is bit kFirstPluginBit + i (Registry::add_protocol allows 16).
+inline constexpr unsigned kFirstPluginBit = 16;
 
 inline uint32_t proto_bit(const std::string& p) {
   static const std::pair<const char*, uint32_t> names[] = {
@@ -73,7 +75,22 @@ inline uint32_t proto_bit(const std::string& p) {
       {"tunnel", kPTunnel}, {"gtp", kPGtp}};
   for (auto& [n, b] : names)
     if (p == n) return b;
+  // Protocol plugins: the bits above the built-in ones.
+  if (uint8_t app = plugin_app(p)) return 1u << (kFirstPluginBit + app - kFirstPluginApp);
   return 0;  // a name the checker allowed but no packet has
+}
+
+// The applications whose packets carry a protocol's fields: the inverse of
+// packet_protos' application bits (0: none, a field no runtime finds).
+inline uint32_t apps_of(uint32_t proto_bits) {
+  uint32_t a = 0;
+  if (proto_bits & kPDns) a |= 1u << int(App::Dns) | 1u << int(App::DnsTcp);
+  if (proto_bits & kPTls) a |= 1u << int(App::Tls) | 1u << int(App::Quic);
+  if (proto_bits & kPHttp) a |= 1u << int(App::Http);
+  // Protocol plugins: bit kFirstPluginBit + i is application kFirstPluginApp + i.
+  for (unsigned i = 0; kFirstPluginBit + i < 32 && kFirstPluginApp + i < 32; ++i)
+    if (proto_bits & (1u << (kFirstPluginBit + i))) a |= 1u << (kFirstPluginApp + i);
+  return a;
 }
 
 inline uint32_t packet_protos(const Decoded& d, uint8_t app) {
@@ -97,6 +114,7 @@ inline uint32_t packet_protos(const Decoded& d, uint8_t app) {
   if (app == uint8_t(App::Dns) || app == uint8_t(App::DnsTcp)) m |= kPDns;
   if (app == uint8_t(App::Tls) || app == uint8_t(App::Quic)) m |= kPTls;
   if (app == uint8_t(App::Http)) m |= kPHttp;
+  if (app >= kFirstPluginApp && app < kFirstPluginApp + 16) m |= 1u << (kFirstPluginBit + app - kFirstPluginApp);
   return m;
 }
 

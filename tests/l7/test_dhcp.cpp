@@ -595,7 +595,9 @@ TEST_CASE("dhcp: field declarations") {
   CHECK(reg.field("dhcp.addr")->role == FieldRole::Identifier);
   CHECK(reg.field("dhcp.chaddr")->role == FieldRole::Identifier);
   CHECK(reg.field("dhcp.client_id")->role == FieldRole::Identifier);
-  // Not in the running registry until the runtime applies them.
+  // The built-in registration adds DHCP as a protocol plugin: its fields
+  // and its descriptor, under the protocol name the fields carry.
   register_builtin_plugins();
-  CHECK(Registry::instance().field("dhcp.hostname") == nullptr);
+  CHECK(Registry::instance().field("dhcp.hostname") != nullptr);
+  CHECK(Registry::instance().protocol("dhcp") == &dhcp::protocol_plugin());
 }

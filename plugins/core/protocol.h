@@ -1,0 +1,99 @@
+// The protocol-plugin interface: what an application protocol declares so
+// that the runtime (plugins/runtime) can recognise its packets, have them
+// parsed into field occurrences, apply each occurrence's rule and call the
+// protocol's fix-ups, without naming the protocol. One ProtocolPlugin per
+// protocol, registered with Registry::add_protocol (plugins/builtin).
+//
+// Lean on purpose: the runtime calls the plugin once per packet to parse
+// and once per changed occurrence for a fix-up (plain function pointers,
+// no virtual dispatch per field), and the parse writes into tables made
+// once per worker, so the packet path allocates nothing.
+#pragma once
+
+#include <cstdint>
+#include <string_view>
+
+#include "registry.h"
+
+namespace amon {
+namespace names {
+struct Decision;
+}
+
+// How the runtime applies a rule to an occurrence: by the value it holds,
+// not by the protocol it came from.
+enum class OccKind : uint8_t {
+  Name,   // a domain name: one name decision (names::Decision), written back by the plugin's rewrite_name
+  Addr4,  // 4 address bytes: the rule's address action
+  Addr6,  // 16 address bytes: the rule's address action
+  Mac,    // 6 bytes: the rule's MAC action
+  Bytes,  // an opaque identifier or text: the rule's byte action, length kept
+};
+
+// One value of a field in the payload. Offsets are from the payload's
+// first byte; every occurrence keeps its length whatever the action.
+struct ProtoOcc {
+  FieldId field = kNoField;
+  OccKind kind = OccKind::Bytes;
+  bool fixup = false;      // the plugin's after_action wants this occurrence back after its action
+  uint16_t index = 0;      // the plugin's own number for it (its fix-ups get the occurrence back)
+  uint32_t off = 0, len = 0;
+  std::string_view text;   // Name: the name as dotted lowercase text (decided on this, not on the bytes)
+};
+
+// Occurrences of one parse, in the order the plugin found them. Made once
+// per worker (L7Parse), reused for every packet.
+struct ProtoOccs {
+  static constexpr unsigned kMax = 256;
+  uint32_t n = 0;
+  ProtoOcc occ[kMax];
+  // False when the table is full: the parse must report Malformed (a value
+  // left out would leave in clear).
+  bool add(const ProtoOcc& o) {
+    if (n == kMax) return false;
+    occ[n++] = o;
+    return true;
+  }
+};
+
+// What a parse concluded. Anything but Parsed leaves the occurrences
+// unusable: a consumer protecting the protocol's fields fails closed
+// (on_error, counted as l7_cut); None means the packet holds none of them.
+enum class ProtoStatus : uint8_t { None, Parsed, Incomplete, Malformed };
+
+struct ProtoPacket {
+  const uint8_t* payload;
+  uint32_t len;            // captured payload bytes
+  uint16_t sport, dport;
+  bool from_initiator;     // the packet travels from the flow's client
+  bool cut_short;          // the capture cut the payload: it cannot be parsed to its end
+};
+
+struct ProtocolPlugin {
+  // The protocol name its fields carry (FieldDesc::protocol): rules on
+  // those fields make a policy protect this protocol.
+  const char* name;
+  uint8_t l4_proto;  // 6 TCP, 17 UDP: the transport its messages travel over
+  // Declares the fields (names, types, roles, value classes, docs).
+  void (*register_fields)(Registry& r);
+  // Recognition: its well-known ports (either end; 0 ends the list), and
+  // a content probe for other ports (null: ports only). The probe runs
+  // only where a policy protects the protocol, on packets nothing else
+  // recognised.
+  uint16_t ports[8];
+  bool (*probe)(const uint8_t* payload, uint32_t len);
+  // Per-worker parse state (the parser's own result tables), made when a
+  // worker's application parse state is, freed with it.
+  void* (*make_state)();
+  void (*free_state)(void* state);
+  // Parses one packet's payload into `out` (emptied by the caller).
+  ProtoStatus (*parse)(void* state, const ProtoPacket& pkt, ProtoOccs& out);
+  // Writes a name decision into the occurrence's bytes (Name occurrences
+  // whose decision is not keep). Required when the plugin has Name fields.
+  void (*rewrite_name)(void* state, uint8_t* payload, const ProtoOcc& o, const names::Decision& d);
+  // After the rule's action rewrote an occurrence flagged `fixup` (a
+  // delegated prefix keeps its host bits zero, ...). May be null.
+  void (*after_action)(void* state, uint8_t* payload, const ProtoOcc& o);
+};
+
+}  // namespace amon
