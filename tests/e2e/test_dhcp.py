@@ -18,6 +18,11 @@ Checks, per input:
     a lease and the traffic that follows stay linkable. At least a known
     number of such pairs must be checked, so the test cannot pass vacuously.
 
+And `proto in { dhcp }` (a protocol plugin's name in a condition): with
+`payload : zero() when proto in { dhcp }`, exactly the DHCP datagrams of
+the generated trace have their payload zeroed; every other frame leaves
+byte for byte as it came.
+
 usage: test_dhcp.py AMON AMON-GEN"""
 
 import collections
@@ -156,6 +161,45 @@ def check(amon, name, inp, work, min_linked):
         fail(f"{name}: only {linked} lease addresses could be matched to traffic (want >= {min_linked})")
 
 
+def udp_payload(frame):
+    """(sport, dport, payload offset) of an Ethernet/IPv4 or IPv6/UDP frame, else None."""
+    o, et = 14, int.from_bytes(frame[12:14], "big")
+    while et in (0x8100, 0x88a8):
+        et, o = int.from_bytes(frame[o + 2:o + 4], "big"), o + 4
+    if et == 0x0800 and len(frame) >= o + 20 and frame[o + 9] == 17:
+        u = o + (frame[o] & 15) * 4
+    elif et == 0x86DD and len(frame) >= o + 40 and frame[o + 6] == 17:
+        u = o + 40
+    else:
+        return None
+    if len(frame) < u + 8:
+        return None
+    return int.from_bytes(frame[u:u + 2], "big"), int.from_bytes(frame[u + 2:u + 4], "big"), u + 8
+
+
+def check_proto_condition(amon, inp, work):
+    pol = L.write_policy(work, "proto.amon", "payload : zero() when proto in { dhcp }\n")
+    out = os.path.join(work, "proto-dhcp.pcap")
+    L.run_amon(amon, inp, [("p", pol, out)])
+    _, fin = L.read_pcap(inp)
+    _, fout = L.read_pcap(out)
+    if len(fin) != len(fout):
+        fail(f"proto in {{ dhcp }}: {len(fin)} frames in, {len(fout)} out")
+        return
+    zeroed = 0
+    for i, (a, b) in enumerate(zip(fin, fout)):
+        u = udp_payload(a[3])
+        if u and ({u[0], u[1]} & {67, 68, 546, 547}):
+            if b[3][u[2]:] != bytes(len(a[3]) - u[2]):
+                fail(f"proto in {{ dhcp }}: frame {i + 1} (DHCP) kept its payload")
+            zeroed += 1
+        elif a[3] != b[3]:
+            fail(f"proto in {{ dhcp }}: frame {i + 1} (not DHCP) changed")
+    print(f"proto in {{ dhcp }}: {zeroed} DHCP datagrams zeroed, {len(fin) - zeroed} other frames unchanged")
+    if zeroed == 0:
+        fail("proto in { dhcp }: no DHCP datagram in the generated trace")
+
+
 def main():
     if len(sys.argv) < 3:
         print(__doc__)
@@ -167,6 +211,7 @@ def main():
     subprocess.run([gen, "--out", g, "--seed", "7", "--packets", "4000", "--clients", "60", "--dhcp", "1",
                     "--v6", "0.4", "--vlan", "0", "--quiet"], check=True, timeout=120)
     check(amon, "generated", g, work, min_linked=20)
+    check_proto_condition(amon, g, work)
     pcaps = os.environ.get("AMON_PCAPS_DIR")
     cap = os.path.join(pcaps, "mixed-capture2.pcap") if pcaps else None
     if cap and os.path.exists(cap):
