@@ -18,6 +18,9 @@ Checks, per input:
     a lease and the traffic that follows stay linkable. At least a known
     number of such pairs must be checked, so the test cannot pass vacuously.
 
+A malformed DHCP message (an option running past the end) fails closed:
+its payload is cut, so its MAC and host name never leave.
+
 And `proto in { dhcp }` (a protocol plugin's name in a condition): with
 `payload : zero() when proto in { dhcp }`, exactly the DHCP datagrams of
 the generated trace have their payload zeroed; every other frame leaves
@@ -33,6 +36,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import e2e_lib as L  # noqa: E402
+from test_dns_exchange import udp4_frame  # noqa: E402
 
 ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 
@@ -200,6 +204,26 @@ def check_proto_condition(amon, inp, work):
         fail("proto in { dhcp }: no DHCP datagram in the generated trace")
 
 
+def check_malformed(amon, work):
+    mac = bytes.fromhex("001b213a4f5d")
+    m = bytes([1, 1, 6, 0]) + bytes(8) + bytes(16) + mac + bytes(10) + bytes(192) + b"\x63\x82\x53\x63"
+    m += bytes([53, 1, 3, 12, 9]) + b"secrethost" + bytes([81, 200, 0])  # option 81 claims 200 bytes
+    inp = os.path.join(work, "malformed.pcap")
+    L.write_pcap(inp, [(1_700_000_000 * 10**9, udp4_frame("192.168.7.77", "192.168.7.1", 68, 67, m))])
+    out = os.path.join(work, "malformed-ids.pcap")
+    L.run_amon(amon, inp, [("ids", policy_dir(work), out)])
+    _, recs = L.read_pcap(out)
+    if len(recs) != 1:
+        fail(f"malformed: {len(recs)} frames out, want 1 (cut, not dropped)")
+        return
+    f = recs[0][3]
+    if mac in f or b"secrethost" in f:
+        fail("malformed: the MAC or host name of a malformed DHCP message left in clear")
+    if len(f) != 14 + 20 + 8:
+        fail(f"malformed: {len(f)} bytes out, want the headers only (payload cut)")
+    print("malformed: payload cut, nothing of the client left")
+
+
 def main():
     if len(sys.argv) < 3:
         print(__doc__)
@@ -212,6 +236,7 @@ def main():
                     "--v6", "0.4", "--vlan", "0", "--quiet"], check=True, timeout=120)
     check(amon, "generated", g, work, min_linked=20)
     check_proto_condition(amon, g, work)
+    check_malformed(amon, work)
     pcaps = os.environ.get("AMON_PCAPS_DIR")
     cap = os.path.join(pcaps, "mixed-capture2.pcap") if pcaps else None
     if cap and os.path.exists(cap):
