@@ -586,14 +586,17 @@ void Compiler::do_setting(const StmtRef& r) {
       pol_->clients.push_back(c);
     }
   } else if (name == "on_error") {
+    // The settings' words, mapped by table: they are the settings' own
+    // keywords, not the actions of the same names.
+    static const std::map<std::string, Policy::OnError> kOnError{{"drop", Policy::OnError::Drop},
+                                                                 {"cut", Policy::OnError::Cut}};
     std::string c = choice(sd->choices.empty() ? std::vector<std::string>{"drop", "cut"} : sd->choices);
-    if (c == "drop") pol_->on_error = Policy::OnError::Drop;
-    else if (c == "cut") pol_->on_error = Policy::OnError::Cut;
+    if (auto it = kOnError.find(c); it != kOnError.end()) pol_->on_error = it->second;
   } else if (name == "on_unknown") {
+    static const std::map<std::string, Policy::OnUnknown> kOnUnknown{
+        {"drop", Policy::OnUnknown::Drop}, {"keep", Policy::OnUnknown::Keep}, {"cut", Policy::OnUnknown::Cut}};
     std::string c = choice(sd->choices.empty() ? std::vector<std::string>{"drop", "keep", "cut"} : sd->choices);
-    if (c == "drop") pol_->on_unknown = Policy::OnUnknown::Drop;
-    else if (c == "keep") pol_->on_unknown = Policy::OnUnknown::Keep;
-    else if (c == "cut") pol_->on_unknown = Policy::OnUnknown::Cut;
+    if (auto it = kOnUnknown.find(c); it != kOnUnknown.end()) pol_->on_unknown = it->second;
   } else if (name == "payload_default") {
     const FieldDesc* payload = reg_.field("payload");
     if (v.kind != Value::CallV) {
@@ -637,9 +640,8 @@ std::optional<ActionCall> Compiler::check_call(ParseCtx& ctx, const Call& c, con
     }
   }
   // z-anonymity counts users per value class; a field without one has no
-  // shared store to count in. The registry has no flag for "needs a value
-  // class" yet, so the action is recognised by name (see the DSL report).
-  if (a->name == "zanon") {
+  // shared store to count in.
+  if (a->uses_zstore) {
     for (const FieldDesc* f : fields) {
       if (f->value_class.empty() && ok) {
         d_.error(name_at, "zanon does not apply to " + f->name + ": it has no z-anonymity value class",
@@ -814,7 +816,7 @@ bool Compiler::convert_arg(ParseCtx& ctx, const Call& c, const ActionDesc& a, co
       }
       // The registrable domain is a part of a name only: a user agent or an
       // address has none to fall back to.
-      if (a.name == "zanon" && p.name == "fallback" && v.text == "sld") {
+      if (a.uses_zstore && p.name == "fallback" && v.text == "sld") {
         for (const FieldDesc* f : fields)
           if (f->type != ValueType::Name) {
             d_.error(at, "fallback 'sld' applies to domain names only; " + f->name + " is " +
@@ -826,6 +828,18 @@ bool Compiler::convert_arg(ParseCtx& ctx, const Call& c, const ActionDesc& a, co
       }
       out.kind = ParamKind::Ident;
       out.s = v.text;
+      // A word naming an action (fallback=redact) is that action, checked on
+      // the fields as its call form is: the runtime then reads the action,
+      // never the word, and a word it would have to reinterpret (redact on
+      // an address) is refused here.
+      if (p.kind == ParamKind::ActionOrIdent && reg_.action(v.text)) {
+        Call bare;
+        bare.name = v.text;
+        bare.name_loc = bare.loc = v.loc;
+        auto nested = check_call(ctx, bare, fields, true);
+        if (!nested) return false;
+        out.action = std::make_shared<ActionCall>(std::move(*nested));
+      }
       return true;
     }
   }

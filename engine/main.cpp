@@ -14,6 +14,7 @@
 #include "engine.h"
 #include "policy.h"
 #include "registry.h"
+#include "runtime.h"
 #include "sizing.h"
 #include "whatif.h"
 
@@ -269,6 +270,15 @@ int main(int argc, char** argv) {
       return 2;
     }
     return amon::check_config(cfg, config);
+  }
+  if (cmd == "lint") {
+    // The policy language does not know the runtime; the binary that runs
+    // policies refuses to pass one while its registry is incomplete (`amon
+    // check` does the same in check_config).
+    if (std::string m = amon::registry_problems(); !m.empty()) {
+      std::fprintf(stderr, "amon: error: %s\n", m.c_str());
+      return 2;
+    }
   }
   if (cmd == "lint") return amon::dsl::lint_main(argc - 2, argv + 2);
   if (cmd == "audit") return amon::audit::audit_main(argc - 2, argv + 2);

@@ -59,7 +59,7 @@ bool read_pcap(const std::string& path, std::vector<Frame>& out, int& linktype, 
 struct FieldRule {
   const dsl::Rule* rule = nullptr;  // null: no rule names the field, it travels as it is
   bool keep() const { return !rule || !rule->action.desc->protects; }
-  bool zanon() const { return rule && rule->action.desc->name == "zanon"; }
+  bool zanon() const { return rule && rule->action.desc->uses_zstore; }
   int64_t z() const { return rule->action.int_or("z", 2); }
   int64_t dt() const { return rule->action.int_or("dt", 3600LL * 1000000000LL); }
   bool fallback_sld() const {
@@ -224,14 +224,14 @@ struct Auditor {
   // zero() writes zeros. Those bytes are the policy's to give.
   void allow_derived(size_t fi, Kind k, const std::string& a, const ActionCall& c) {
     const ActionCall* x = &c;
-    if (c.desc->name == "zanon") {
+    if (c.desc->uses_zstore) {
       auto* fb = c.arg("fallback");
       if (!fb || !fb->action) return;
       x = fb->action.get();
     }
     int bits = -1;
-    if (x->desc->name == "zero") bits = 0;
-    else if (x->desc->name == "prefix") bits = int(k == Kind::Addr4 ? x->int_or("bits", 32) : x->int_or("v6", 128));
+    if (x->desc->kind == ActionKind::Zero) bits = 0;
+    else if (x->desc->kind == ActionKind::Prefix) bits = int(k == Kind::Addr4 ? x->int_or("bits", 32) : x->int_or("v6", 128));
     if (bits < 0) return;
     std::string m = a;
     for (unsigned i = 0; i < m.size(); ++i) m[i] = char(uint8_t(m[i]) & uint8_t(0xff00 >> std::clamp(bits - int(i * 8), 0, 8)));
@@ -440,7 +440,7 @@ struct Auditor {
     if (!protects) return;
     for (auto* rr : addr_rules)
       for (auto* fd : rr->fields)
-        if (fd->name == "ip.server" && !rr->when && !tunnel_rule) tunnel_rule = rr;
+        if (fd->id == l2l4::g_fields.ip_server && !rr->when && !tunnel_rule) tunnel_rule = rr;
     tunnel_zero = !tunnel_rule;
   }
 
@@ -469,10 +469,63 @@ struct Auditor {
     }
   }
 
+  // Datagrams of a tunnel whose outer IP the link fragmented: the
+  // original's first fragment is checked as the whole datagram (amon
+  // anonymizes the packet inside as one), the other fragments through it.
+  // members[i]: the frame holding the whole for fragment frame i.
+  std::vector<size_t> whole_of;
+
+  void join_tunnel_fragments() {
+    whole_of.assign(in.size(), SIZE_MAX);
+    struct Group {
+      FragInfo first;
+      size_t first_fi = SIZE_MAX;
+      std::vector<std::pair<size_t, FragInfo>> frags;
+      uint32_t total = 0, have = 0;
+      bool last = false, bad = false;
+    };
+    std::vector<Group> groups;
+    for (size_t fi = 0; fi < in.size(); ++fi) {
+      Decoded d;
+      decode(in[fi].bytes.data(), uint32_t(in[fi].bytes.size()), in[fi].wire, d);
+      FragInfo x;
+      if (!outer_frag_info(in[fi].bytes.data(), d, x)) continue;
+      Group* g = nullptr;
+      for (auto& gg : groups)
+        if (!gg.bad && same_datagram(gg.first, x)) g = &gg;
+      if (!g) {
+        if (x.off != 0 || !(d.flags & kFlagTunnel)) continue;
+        groups.emplace_back();
+        g = &groups.back();
+        g->first = x;
+        g->first_fi = fi;
+      }
+      for (auto& [_, o] : g->frags)
+        if (x.off < o.off + o.len && o.off < x.off + x.len) g->bad = true;
+      g->frags.push_back({fi, x});
+      g->have += x.len;
+      if (!x.more) g->last = true, g->total = x.off + x.len;
+    }
+    for (auto& g : groups) {
+      if (g.bad || !g.last || g.have != g.total) continue;
+      const uint32_t hlen = whole_header_len(g.first);
+      std::vector<uint8_t> w(hlen + g.total);
+      whole_header(in[g.first_fi].bytes.data(), g.first, g.total, w.data());
+      for (auto& [fi, x] : g.frags) {
+        std::memcpy(w.data() + hlen + x.off, in[fi].bytes.data() + x.data_start, x.len);
+        whole_of[fi] = g.first_fi;
+      }
+      in[g.first_fi].bytes = std::move(w);
+      in[g.first_fi].wire = uint32_t(in[g.first_fi].bytes.size());
+    }
+  }
+
   void collect() {
     plan_tunnel_rule();
+    join_tunnel_fragments();
     allowed_keys.resize(in.size());
     for (size_t fi = 0; fi < in.size(); ++fi) {
+      if (whole_of[fi] != SIZE_MAX && whole_of[fi] != fi) continue;  // checked through its whole datagram
       const uint8_t* f = in[fi].bytes.data();
       uint32_t cap = uint32_t(in[fi].bytes.size());
       uint64_t t = in[fi].ts;
@@ -500,9 +553,10 @@ struct Auditor {
         const dsl::Rule* hit = nullptr;
         for (auto* rr : addr_rules) {
           for (auto* fd : rr->fields) {
-            const std::string& n = fd->name;
-            if ((n == "ip.src" && pos == 0) || (n == "ip.dst" && pos == 1) || (n == "ip.client" && is_client) ||
-                (n == "ip.server" && !is_client)) {
+            const auto& F = l2l4::g_fields;
+            const FieldId n = fd->id;
+            if ((n == F.ip_src && pos == 0) || (n == F.ip_dst && pos == 1) || (n == F.ip_client && is_client) ||
+                (n == F.ip_server && !is_client)) {
               hit = rr;
               break;
             }
@@ -524,6 +578,9 @@ struct Auditor {
       }
       app_values(fi, f, d, user, t);
     }
+    // Each fragment's output may carry what its datagram's whole may.
+    for (size_t fi = 0; fi < in.size(); ++fi)
+      if (whole_of[fi] != SIZE_MAX && whole_of[fi] != fi) allowed_keys[fi] = allowed_keys[whole_of[fi]];
   }
 
   // ---- search ----
@@ -787,15 +844,16 @@ struct Auditor {
     }
     for (auto& rule : pol->rules) {
       for (auto* fd : rule.fields) {
-        const std::string& n = fd->name;
-        if (n == "ip.src" || n == "ip.dst" || n == "ip.client" || n == "ip.server") {
+        const auto& F = l2l4::g_fields;
+        const FieldId n = fd->id;
+        if (n == F.ip_src || n == F.ip_dst || n == F.ip_client || n == F.ip_server) {
           if (addr_rules.empty() || addr_rules.back() != &rule) addr_rules.push_back(&rule);
           continue;
         }
         // The first rule naming a field decides; a conditional keep still
         // protects elsewhere, so only an unconditional one counts as keep.
-        auto it = frule.find(n);
-        if (it == frule.end()) frule[n] = FieldRule{&rule};
+        auto it = frule.find(fd->name);
+        if (it == frule.end()) frule[fd->name] = FieldRule{&rule};
         else if (it->second.keep() && it->second.rule && it->second.rule->when) it->second = FieldRule{&rule};
       }
     }

@@ -11,6 +11,7 @@
 #include "outputs.h"
 #include "policy.h"
 #include "registry.h"
+#include "runtime.h"
 #include "sizing.h"
 
 namespace amon {
@@ -103,6 +104,7 @@ int check_config(const EngineConfig& cfg, const std::string& config_path) {
   bool ok = compile_all(cfg, policies, diags);
   if (!diags.empty()) std::fputs(diags.c_str(), stderr);
   std::vector<std::string> errs = check_ports(cfg);
+  if (std::string m = registry_problems(); !m.empty()) errs.push_back(m);
   for (auto& in : cfg.inputs) {
     if (in.kind == PortSpec::Kind::PcapFile) {
       if (access(in.spec.c_str(), R_OK) != 0) errs.push_back("input " + in.spec + ": " + std::strerror(errno));
@@ -141,7 +143,7 @@ int check_config(const EngineConfig& cfg, const std::string& config_path) {
   if (ok)
     for (auto& p : policies)
       for (auto& r : p->rules)
-        if (r.action.desc->name == "zanon") zmax = std::max<uint32_t>(zmax, uint32_t(r.action.int_or("z", 10)));
+        if (r.action.desc->uses_zstore) zmax = std::max<uint32_t>(zmax, uint32_t(r.action.int_or("z", 10)));
   if (zmax)
     std::printf("zanon: at most %zu values (z up to %u), %s\n", sz.zanon_values, zmax,
                 human_bytes(double(sz.zanon_values) * double(zanon_value_bytes(zmax))).c_str());

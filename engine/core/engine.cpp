@@ -570,6 +570,11 @@ Report build_report(Engine& E) {
     rep.streams_failed += ws.streams_failed;
     rep.hold_refused += ws.hold_refused;
     rep.segments_held += ws.segments_held;
+    const OuterFragStats& os = w->path->outer_frag_stats();
+    rep.outer_fragments += os.fragments;
+    rep.outer_datagrams += os.datagrams;
+    rep.outer_failed += os.failed;
+    rep.outer_cut += os.cut;
   }
   if (E.zstore) rep.zstats = E.zstore->stats(), rep.has_zstats = true;
   rep.live = !cfg.config_path.empty();
@@ -649,7 +654,7 @@ std::unique_ptr<StagedReload> stage_reload(EngineConfig old_cfg, SharedServices*
   // The z-anonymity store was sized at start-up for the largest z and dt.
   for (size_t i = 0; i < st->policies.size(); ++i)
     for (auto& r : st->policies[i]->rules)
-      if (r.action.desc->name == "zanon") {
+      if (r.action.desc->uses_zstore) {
         uint64_t z = uint64_t(r.action.int_or("z", 10)), dt = uint64_t(r.action.int_or("dt", 0));
         std::string where = r.loc.file + ":" + std::to_string(r.loc.line) + ":" + std::to_string(r.loc.col);
         if (!have_store) {
@@ -1046,7 +1051,7 @@ EngineResult run_engine(const EngineConfig& cfg_in) {
     uint64_t max_dt = 0;
     for (auto& p : E.policies)
       for (auto& r : p->rules)
-        if (r.action.desc->name == "zanon") {
+        if (r.action.desc->uses_zstore) {
           zmax = std::max<uint32_t>(zmax, uint32_t(r.action.int_or("z", 10)));
           max_dt = std::max<uint64_t>(max_dt, uint64_t(r.action.int_or("dt", 0)));
         }

@@ -12,6 +12,7 @@
 
 #include "flow_table.h"
 #include "l7.h"
+#include "outer_frag.h"
 #include "runtime.h"
 
 namespace amon {
@@ -78,7 +79,9 @@ class WorkerPath {
              std::unique_ptr<FlowTable> flows, const HoldLimits& hold = HoldLimits{});
   ~WorkerPath();
 
-  void process(rte_mbuf* m, Sink sink, void* ctx);
+  // collect: false for a fragment an outer datagram gave up on (it takes
+  // the per-fragment path).
+  void process(rte_mbuf* m, Sink sink, void* ctx, bool collect = true);
   // A burst in order: decodes all, looks their flows up in bulk (the cache
   // misses overlap), then runs the consumers packet by packet.
   void process_burst(rte_mbuf** pkts, unsigned n, Sink sink, void* ctx);
@@ -90,7 +93,9 @@ class WorkerPath {
   // Releases every held segment (fail-closed where incomplete): end of
   // input, shutdown, a long idle spell.
   void flush_held(Sink sink, void* ctx);
-  uint32_t held_segments() const { return held_segs_; }
+  // Packets held: TCP segments and fragments of outer datagrams.
+  uint32_t held_segments() const { return held_segs_ + ofr_.held(); }
+  const OuterFragStats& outer_frag_stats() const { return ofr_.stats(); }
 
   // A reload: the worker takes `next`'s programs between two bursts (every
   // packet is processed wholly by one generation) and hands its previous
@@ -142,6 +147,19 @@ class WorkerPath {
   void release(uint16_t idx, L7State st, Sink sink, void* ctx);
 
   void configure();
+
+  // Outer datagrams fragmented by the link (outer_frag.h): collected while
+  // some consumer rewrites, anonymized whole, sent as the same fragments.
+  OuterFrags ofr_;
+  bool ofr_on_ = false;
+  bool ofr_expiring_ = false;
+  const rte_mbuf* replay_ = nullptr;  // a fragment of a given-up datagram, on its per-fragment path
+  std::vector<uint8_t> rb_, wb_, fb_;
+  // True: the fragment was taken.
+  bool outer_fragment(rte_mbuf* m, const uint8_t* data, const Decoded& d, uint64_t ts, Sink sink, void* ctx);
+  void outer_whole(uint32_t idx, Sink sink, void* ctx);
+  void outer_failed(uint32_t idx, Sink sink, void* ctx);
+  void expire_outer(uint64_t now_ns, Sink sink, void* ctx);
   // The flow's per-flow decisions belong to this generation (forget_decisions).
   void refresh_flow(FlowState* fs) {
     FlowEntry* e = reinterpret_cast<FlowEntry*>(reinterpret_cast<char*>(fs) - offsetof(FlowEntry, state));
@@ -186,6 +204,20 @@ class WorkerPath {
   SinkBurst sink_burst_ = nullptr;
   rte_mbuf* out_[FlowTable::kBurstMax];
   void deliver_burst(rte_mbuf** pkts, unsigned k, Sink sink, void* ctx);
+  // The burst route for several consumers (burst_multi_): every consumer's
+  // program takes the burst in one call, consumer after consumer. Each
+  // program is a header-only one (ProgramInstance::header_fast_path: no
+  // conditions, application fields or z-anonymity), so nothing one consumer
+  // does to a packet depends on the order in which the consumers see it.
+  bool burst_multi_ = false;
+  void deliver_burst_multi(rte_mbuf** pkts, unsigned k, Sink sink, void* ctx);
+  // The burst's meta (orig, the tunnel bit of fragments) as consumers() sets it.
+  void prepare_burst(unsigned k);
+  // After a consumer's program ran on bufs_: verdicts applied, lengths
+  // written back to the mbufs `ms`, the survivors handed to the sink.
+  void finish_burst(unsigned consumer, rte_mbuf** ms, unsigned k, Sink sink, void* ctx);
+  rte_mbuf* copies_[FlowTable::kBurstMax];
+  bool copy_burst(unsigned consumer, rte_mbuf** pkts, unsigned k);
   uint8_t* bufs_[FlowTable::kBurstMax];
   uint32_t caps_[FlowTable::kBurstMax], wires_[FlowTable::kBurstMax];
   Verdict verdicts_[FlowTable::kBurstMax];

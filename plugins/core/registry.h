@@ -116,6 +116,14 @@ struct ActionCall {
   int64_t int_or(std::string_view name, int64_t dflt) const;
 };
 
+// What an action does, as the code acting on it needs to know (the
+// runtime's appliers, the z-store's sizing, the checker): set by the
+// action's plugin and read as an id, so nothing outside that plugin and the
+// registry recognises an action by comparing its name. Unknown: an action
+// no runtime implements (check_completeness refuses it on every type it
+// declares).
+enum class ActionKind : uint8_t { Unknown, Keep, Zero, Redact, Drop, Cut, Timestamp, Hash, CryptoPan, Prefix, Zanon };
+
 struct ActionDesc {
   std::string name;
   std::string doc;
@@ -126,6 +134,11 @@ struct ActionDesc {
   // Checks that depend on the field (e.g. prefix width vs address width).
   // Returns an error message, or empty when fine.
   std::function<std::string(const ActionCall&, const FieldDesc&)> validate;
+  ActionKind kind = ActionKind::Unknown;
+  // Counts distinct users per value in the z-anonymity store (params z, dt):
+  // a field needs a value class, and the store is sized for it.
+  bool uses_zstore = false;
+  bool drops() const { return kind == ActionKind::Drop; }
 };
 
 struct SettingDesc {

@@ -184,12 +184,48 @@ Next parse_geneve(const uint8_t* p, uint32_t o, uint32_t end, EncapLayer& L, uin
   return from_ethertype(rd16(p + o + 2));
 }
 
+// PPTP's enhanced GRE (version 1, RFC 2637 4.1) carrying PPP: IPv4 and
+// IPv6 datagrams are decoded; PPP's own control protocols (LCP, PAP and
+// CHAP with the user's name and credentials, IPCP with the address it is
+// given) and compressed or encrypted (MPPE) frames stay opaque. The key
+// field is the payload length and the call ID, not an identifier a policy
+// could rewrite (has_id stays 0).
+Next parse_gre_v1(const uint8_t* p, uint32_t o, uint32_t end, uint16_t fl, uint32_t& inner) {
+  // Key present, no checksum or routing, protocol PPP.
+  if ((fl & 0xe000) != 0x2000 || rd16(p + o + 2) != 0x880b) return Next::None;
+  if (!(fl & 0x1000)) return Next::None;  // no sequence number: an acknowledgement without payload
+  uint32_t q = o + 12 + ((fl & 0x0080) ? 4u : 0u);
+  if (q + 1 > end) return Next::None;
+  // The payload length covers the PPP frame (a cut shortens it: encap_fix).
+  if (q + rd16(p + o + 4) > end) return Next::None;
+  if (q + 2 <= end && p[q] == 0xff && p[q + 1] == 0x03) q += 2;  // address and control, unless compressed away
+  if (q + 1 > end) return Next::None;
+  uint16_t proto;
+  if (p[q] & 1) {  // protocol field compression: one byte
+    proto = p[q];
+    q += 1;
+  } else {
+    if (q + 2 > end) return Next::None;
+    proto = rd16(p + q);
+    q += 2;
+  }
+  inner = q;
+  if (proto == 0x21) return Next::Ip4;
+  if (proto == 0x57) return Next::Ip6;
+  return Next::None;
+}
+
 // GRE version 0 (RFC 2784/2890) with checksum, key and sequence number;
 // ERSPAN type I (no header), II and III (with its platform subheader).
-// Source routing (R) and PPTP's GRE v1 are left opaque.
+// Source routing (R) is left opaque.
 Next parse_gre(const uint8_t* p, uint32_t o, uint32_t end, EncapLayer& L, uint32_t& inner) {
   if (o + 4 > end) return Next::None;
   const uint16_t fl = rd16(p + o);
+  if ((fl & 0x0007) == 1) {
+    if (o + 8 > end) return Next::None;
+    L.gre_v1 = 1;
+    return parse_gre_v1(p, o, end, fl, inner);
+  }
   if ((fl & 0x4000) || (fl & 0x0007) != 0) return Next::None;
   uint32_t q = o + 4;
   if (fl & 0x8000) L.gre_csum = 1, q += 4;

@@ -70,6 +70,10 @@ void encap_fix(uint8_t* p, uint32_t cap, bool cut, const Decoded& d, const Encap
       else shrink(L.l3_off + 4, L.l3_off + 40, rd16(ip + 4));
       if (L.udp_off) shrink(L.udp_off + 4, L.udp_off, rd16(p + L.udp_off + 4));
       if (L.kind == Encap::GtpU) shrink(L.hdr_off + 2, L.hdr_off + 8u, rd16(p + L.hdr_off + 2));
+      if (L.gre_v1) {  // the PPP frame after the header (sequence number, acknowledgement if present)
+        const uint32_t hl = 12u + ((rd16(p + L.hdr_off) & 0x0080) ? 4u : 0u);
+        shrink(L.hdr_off + 4, L.hdr_off + hl, rd16(p + L.hdr_off + 4));
+      }
     }
     const bool addr = (addr_changed >> i) & 1;
     if (v4 && (cut || addr)) wr16(ip + 10, ipv4_header_checksum({ip, L.l3_hdr_len}));

@@ -65,6 +65,7 @@ struct EncapLayer {
   uint8_t ip_version = 0;
   Encap kind = Encap::None;
   uint8_t gre_csum = 0;     // GRE header carries a checksum (at hdr_off + 4)
+  uint8_t gre_v1 = 0;       // PPTP's enhanced GRE: a payload length at hdr_off + 4
   uint8_t has_id = 0;
   uint32_t id = 0;          // VXLAN/Geneve VNI, GTP-U TEID, GRE key
   bool operator==(const EncapLayer&) const = default;
@@ -120,6 +121,32 @@ struct Decoded {
 };
 
 const char* encap_name(Encap e);
+
+// One fragment of an outer IP datagram (no encapsulation decoded above it,
+// no PPPoE, every byte captured; IPv6: the fragment header right after the
+// fixed one): which datagram it belongs to and where its data lies. A
+// datagram that carries a tunnel is made whole so the packet inside can be
+// decoded (the engine's outer_frag.h, the audit).
+struct FragInfo {
+  uint8_t version = 0, proto = 0;
+  bool more = false;
+  uint32_t id = 0;
+  uint8_t src[16] = {}, dst[16] = {};
+  uint32_t l3_off = 0;      // the IP header in the frame
+  uint32_t off = 0;         // data offset in the datagram
+  uint32_t len = 0;         // data bytes
+  uint32_t data_start = 0;  // first data byte in the frame
+  uint32_t ip_end = 0;      // end of the IP datagram in the frame (padding may follow)
+};
+// False: not such a fragment (it keeps the per-fragment path).
+bool outer_frag_info(const uint8_t* p, const Decoded& d, FragInfo& fi);
+bool same_datagram(const FragInfo& a, const FragInfo& b);
+// The whole datagram's headers: the first fragment's link and IP headers
+// with the lengths and fragment fields of an unfragmented datagram of
+// `total` data bytes (IPv6: the fragment header removed). Its data follows
+// at whole_header_len.
+uint32_t whole_header_len(const FragInfo& first);
+void whole_header(const uint8_t* first_frame, const FragInfo& first, uint32_t total, uint8_t* out);
 
 // The sums of the spans the encapsulations' UDP and GRE checksums cover,
 // taken before the inner packet is rewritten (bit i of valid: layer i has

@@ -6,6 +6,7 @@
 
 #include "cryptopan.h"
 #include "keyed_hash.h"
+#include "l2l4.h"
 #include "zanon.h"
 
 namespace amon {
@@ -171,57 +172,62 @@ void CryptoPan::rotate(uint64_t ts_ns) {
 
 }  // namespace rt
 
-std::unique_ptr<RtAction> make_rt_action(const ActionCall& call, const dsl::Policy& pol, SharedServices* svc,
-                                         const ZanonSlotInfo* zslot) {
-  const std::string& n = call.desc->name;
-  auto& reg = Registry::instance();
-  if (n == "keep") return std::make_unique<Keep>();
-  if (n == "zero") return std::make_unique<Zero>();
-  if (n == "redact") return std::make_unique<Redact>();
-  if (n == "drop") return std::make_unique<Drop>();
-  if (n == "cut") return std::make_unique<Cut>();
-  if (n == "timestamp") return std::make_unique<rt::Timestamp>(reg.field("eth.dst")->id);
-  if (n == "hash") return std::make_unique<Hash>(call);
-  if (n == "cryptopan") return std::make_unique<rt::CryptoPan>(call);
-  if (n == "prefix") return std::make_unique<rt::Prefix>(call);
-  if (n == "zanon") {
-    if (!zslot) throw std::runtime_error("zanon: no decision slot (too many zanon rules in one policy?)");
-    const ArgValue* fb = call.arg("fallback");
-    std::unique_ptr<RtAction> fallback;
-    if (!fb) {
-      fallback = std::make_unique<Zero>();
-    } else if (fb->action) {
-      fallback = make_rt_action(*fb->action, pol, svc, nullptr);
-    } else if (fb->s == "zero" || fb->s == "redact") {
-      // An address has no filler character: redacting it is zeroing it.
-      fallback = std::make_unique<Zero>();
-    } else {
-      throw std::runtime_error("zanon: fallback '" + fb->s + "' is not available for addresses");
-    }
-    return std::make_unique<ZanonAddr>(*zslot, std::move(fallback));
+std::unique_ptr<RtAction> make_rt_action(ActionKind k) {
+  switch (k) {
+    case ActionKind::Keep: return std::make_unique<Keep>();
+    case ActionKind::Zero: return std::make_unique<Zero>();
+    case ActionKind::Redact: return std::make_unique<Redact>();
+    case ActionKind::Drop: return std::make_unique<Drop>();
+    case ActionKind::Cut: return std::make_unique<Cut>();
+    default: throw std::runtime_error("an action with parameters needs its call");
   }
-  throw std::runtime_error("action '" + n + "' has no runtime");
 }
 
-uint32_t rt_action_types(const std::string& n) {
+std::unique_ptr<RtAction> make_rt_action(const ActionCall& call, const dsl::Policy& pol, SharedServices* svc,
+                                         const ZanonSlotInfo* zslot) {
+  switch (call.desc->kind) {
+    case ActionKind::Keep:
+    case ActionKind::Zero:
+    case ActionKind::Redact:
+    case ActionKind::Drop:
+    case ActionKind::Cut: return make_rt_action(call.desc->kind);
+    case ActionKind::Timestamp: return std::make_unique<rt::Timestamp>(l2l4::g_fields.eth_dst);
+    case ActionKind::Hash: return std::make_unique<Hash>(call);
+    case ActionKind::CryptoPan: return std::make_unique<rt::CryptoPan>(call);
+    case ActionKind::Prefix: return std::make_unique<rt::Prefix>(call);
+    case ActionKind::Zanon: {
+      if (!zslot) throw std::runtime_error("zanon: no decision slot (too many zanon rules in one policy?)");
+      // The compiler resolves a fallback naming an action (call or word) to
+      // that action, checked on the field; no fallback hides by zeroing.
+      const ArgValue* fb = call.arg("fallback");
+      if (fb && !fb->action)
+        throw std::runtime_error(call.desc->name + ": fallback '" + fb->s + "' is not available for addresses");
+      return std::make_unique<ZanonAddr>(
+          *zslot, fb ? make_rt_action(*fb->action, pol, svc, nullptr) : make_rt_action(ActionKind::Zero));
+    }
+    case ActionKind::Unknown: break;
+  }
+  throw std::runtime_error("action '" + call.desc->name + "' has no runtime");
+}
+
+uint32_t rt_action_types(const ActionDesc& a) {
   constexpr uint32_t kName = 1u << unsigned(ValueType::Name), kText = 1u << unsigned(ValueType::Text);
   // Name: the actions ProgramInstance's NamePlan implements (anything else
   // on a name is refused when the policy is loaded).
-  static const std::pair<const char*, uint32_t> table[] = {
-      {"keep", rt_types<Keep>() | kName},
-      {"zero", rt_types<Zero>() | kName},
-      {"redact", rt_types<Redact>() | kName},
-      {"drop", rt_types<Drop>() | kName},
-      {"cut", rt_types<Cut>()},
-      {"timestamp", rt_types<rt::Timestamp>()},
-      {"hash", rt_types<Hash>() | kName},
-      {"cryptopan", rt_types<rt::CryptoPan>()},
-      {"prefix", rt_types<rt::Prefix>()},
-      // Text: observed per occurrence, then the fallback's bytes().
-      {"zanon", rt_types<ZanonAddr>() | kName | kText},
-  };
-  for (auto& [name, types] : table)
-    if (n == name) return types;
+  switch (a.kind) {
+    case ActionKind::Keep: return rt_types<Keep>() | kName;
+    case ActionKind::Zero: return rt_types<Zero>() | kName;
+    case ActionKind::Redact: return rt_types<Redact>() | kName;
+    case ActionKind::Drop: return rt_types<Drop>() | kName;
+    case ActionKind::Cut: return rt_types<Cut>();
+    case ActionKind::Timestamp: return rt_types<rt::Timestamp>();
+    case ActionKind::Hash: return rt_types<Hash>() | kName;
+    case ActionKind::CryptoPan: return rt_types<rt::CryptoPan>();
+    case ActionKind::Prefix: return rt_types<rt::Prefix>();
+    // Text: observed per occurrence, then the fallback's bytes().
+    case ActionKind::Zanon: return rt_types<ZanonAddr>() | kName | kText;
+    case ActionKind::Unknown: break;
+  }
   return 0;
 }
 

@@ -63,16 +63,16 @@ constexpr uint32_t rt_types() {
 }
 
 // The value types each action's runtime implements (bits 1 << ValueType),
-// by action name; Name is the names path's (ProgramInstance's NamePlan).
-// Unknown actions: 0.
-uint32_t rt_action_types(const std::string& action);
+// by the action's kind; Name is the names path's (ProgramInstance's
+// NamePlan). ActionKind::Unknown: 0.
+uint32_t rt_action_types(const ActionDesc& action);
 
 // Problems of the registry as this runtime sees it (empty: complete): a
 // field no plugin locates, an action without an applier for a field type
 // the checker accepts it on, a condition operator without an evaluator.
 // `types` overrides rt_action_types (the mutation test's hook).
 std::vector<std::string> check_completeness(const Registry& r,
-                                            uint32_t (*types)(const std::string&) = rt_action_types);
+                                            uint32_t (*types)(const ActionDesc&) = rt_action_types);
 
 namespace rt {
 
@@ -174,5 +174,7 @@ struct ZanonSlotInfo {
 // a combination the checker should have refused.
 std::unique_ptr<RtAction> make_rt_action(const ActionCall& call, const dsl::Policy& pol, SharedServices* svc,
                                          const ZanonSlotInfo* zslot);
+// The runtime of an action without parameters (keep, zero, redact, drop, cut).
+std::unique_ptr<RtAction> make_rt_action(ActionKind k);
 
 }  // namespace amon

@@ -42,7 +42,7 @@ bool evaluable(const FieldDesc& f) {
 
 }  // namespace
 
-std::vector<std::string> check_completeness(const Registry& r, uint32_t (*types)(const std::string&)) {
+std::vector<std::string> check_completeness(const Registry& r, uint32_t (*types)(const ActionDesc&)) {
   std::vector<std::string> out;
   const Registry& global = Registry::instance();
   for (const FieldDesc& f : r.fields()) {
@@ -52,13 +52,21 @@ std::vector<std::string> check_completeness(const Registry& r, uint32_t (*types)
     if (!known || !located(f)) out.push_back(f.name + ": no plugin locates it in packets");
     for (const ActionDesc& a : r.actions()) {
       if (std::find(a.applies_to.begin(), a.applies_to.end(), f.type) == a.applies_to.end()) continue;
-      if (!(types(a.name) & (1u << unsigned(f.type))))
+      if (!(types(a) & (1u << unsigned(f.type))))
         out.push_back(f.name + ": " + a.name + "() is accepted on " + type + " fields but has no applier for " + type);
     }
     if (f.cond_ops && (!known || !evaluable(f)))
       out.push_back(f.name + ": conditions may test it but the runtime has no evaluator for it");
   }
   return out;
+}
+
+std::string registry_problems() {
+  const auto problems = check_completeness(Registry::instance());
+  if (problems.empty()) return {};
+  std::string m = "the plugin registry is incomplete:";
+  for (const auto& x : problems) m += "\n  " + x;
+  return m;
 }
 
 }  // namespace amon

@@ -174,13 +174,13 @@ void ProgramInstance::choose_hdr_kernel() {
   const Program& P = prog_;
   hdr_fn_ = &ProgramInstance::process_hdr;
   hdr_burst_fn_ = &ProgramInstance::process_hdr_burst;
+  hk_ = HdrKernel{};
   if (!P.hdr_only_) return;
-  auto named = [&](int r, const char* n) { return r >= 0 && P.plans_[r]->call->desc->name == n; };
   // The kernel counts every rule's hit up front: no rule may stop the
   // packet half-way (drop()).
   for (int r : {P.mac_rule_[0], P.mac_rule_[1], P.addr_rule_[0][0], P.addr_rule_[0][1], P.addr_rule_[1][0],
                 P.addr_rule_[1][1], P.pay_rule_})
-    if (named(r, "drop")) return;
+    if (r >= 0 && P.plans_[r]->call->desc->drops()) return;
   HdrKernel k;
   const auto& A = P.addr_rule_;  // [is_src][is_client]
   int slot[2];
@@ -213,7 +213,7 @@ void ProgramInstance::choose_hdr_kernel() {
   if (P.pay_rule_ >= 0) {
     if (P.pay_counts_) k.hits[k.nhits++] = uint16_t(P.pay_rule_);
     RtAction* a = actions_[P.pay_rule_].get();
-    if (named(P.pay_rule_, "cut")) pop = kPCut;
+    if (P.plans_[P.pay_rule_]->call->desc->kind == ActionKind::Cut) pop = kPCut;
     else if (a->modifies && !a->cuts) pop = kPVirtual, k.pay = a;
     else if (a->modifies) return;  // an action that cuts in its own way
   }
@@ -227,6 +227,11 @@ void ProgramInstance::choose_hdr_kernel() {
       !static_cast<const rt::CryptoPan*>(k.act[0])->rotates() && P.consumer_index() >= 0 &&
       P.consumer_index() < 255)
     k.memo_id = uint8_t(P.consumer_index() + 1);
+  // Crypto-PAn and prefix() work on the address alone and the checksums
+  // are updated, not recomputed, so such a kernel reads and writes headers
+  // only; a cut recomputes the L4 checksum over what is left, the headers.
+  if (op[0] != kAVirtual && op[1] != kAVirtual)
+    k.payload = pop == kPNone ? kKeepsPayload : pop == kPCut ? kCutsPayload : 0;
   hk_ = k;
   static const auto table = []<size_t... I>(std::index_sequence<I...>) {
     return std::array<HdrFn, sizeof...(I)>{

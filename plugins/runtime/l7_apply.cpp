@@ -28,7 +28,7 @@ bool ProgramInstance::apply_text(FieldId f, uint8_t* p, uint32_t len, Eval& e) {
   int ri = pick(f, e);
   if (ri < 0) return true;
   const ActionCall& a = prog_.policy_->rules[ri].action;
-  if (a.desc->name == "zanon") {
+  if (a.desc->uses_zstore) {
     zanon::Store* st = prog_.services_->zstore;
     if (!e.have_user) e.user = user_of(e.client, e.alen), e.have_user = true;
     zanon::ZParams zp{uint32_t(a.int_or("z", 10)), uint64_t(a.int_or("dt", 0))};
@@ -90,7 +90,7 @@ bool ProgramInstance::apply_addr_occ(FieldId f, uint8_t* a, uint8_t family, Eval
   uint8_t saved = e.ctx->family;
   e.ctx->family = family;
   bool ok = true;
-  if (call.desc->name == "zanon") {
+  if (call.desc->uses_zstore) {
     zanon::Store* st = prog_.services_->zstore;
     if (!e.have_user) e.user = user_of(e.client, e.alen), e.have_user = true;
     zanon::ZParams zp{uint32_t(call.int_or("z", 10)), uint64_t(call.int_or("dt", 0))};
@@ -188,17 +188,28 @@ bool ProgramInstance::l7_dns(uint8_t* msg, uint32_t len, Eval& e, int msg_index)
       if (!apply_addr_occ(L.dns_answer_addr, msg + off, pr.addrs[i].family, e)) e.drop = true;
       if (sums) sums[1] += span_sum(off, n);
     }
-  if (pr.ecs.present && pr.ecs.addr_len) {
-    int ri = pick(L.dns_ecs, e);
-    if (ri >= 0) {
-      const std::string& n = prog_.policy_->rules[ri].action.desc->name;
-      if (n == "drop") e.drop = true;
-      // The subnet is the client's own network: any protecting action
-      // removes it (the prefix length stays, so the option still parses).
-      else if (n != "keep") {
-        if (sums) sums[0] += span_sum(pr.ecs.addr_off, pr.ecs.addr_len);
-        std::memset(msg + pr.ecs.addr_off, 0, pr.ecs.addr_len);
-      }
+  if (pr.ecs.present && pr.ecs.addr_len && !prog_.field_rules_[L.dns_ecs].empty()) {
+    // The subnet (the client's own network) carries only the bytes its
+    // source prefix needs: the rule's action runs on it as on a whole
+    // address, the rest zero, and its bytes go back. Each action keeps its
+    // meaning: zero() zeroes it, prefix(n) keeps n bits, cryptopan() maps it
+    // prefix-preservingly (the leading bytes of the mapped address depend on
+    // the leading bytes of the subnet only), hash() hashes it. The bits past
+    // the source prefix are zeroed again, as RFC 7871 requires of them; the
+    // prefix lengths stay, so the option still parses.
+    const unsigned off = pr.ecs.addr_off, n = pr.ecs.addr_len;
+    const uint8_t family = pr.ecs.family == 1 ? 4 : 6;
+    uint8_t a[16] = {}, before[16];
+    std::memcpy(a, msg + off, n);
+    std::memcpy(before, a, sizeof a);
+    if (!apply_addr_occ(L.dns_ecs, a, family, e)) {
+      e.drop = true;
+    } else if (std::memcmp(a, before, sizeof a) != 0) {
+      const unsigned src = pr.ecs.source_prefix;
+      if (src % 8) a[n - 1] &= uint8_t(0xff00 >> (src % 8));
+      if (sums) sums[0] += span_sum(off, n);
+      std::memcpy(msg + off, a, n);
+      if (sums) sums[1] += span_sum(off, n);
     }
   }
   return true;

@@ -9,12 +9,9 @@ Program::Program(std::shared_ptr<const dsl::Policy> policy, int consumer_index, 
     : policy_(std::move(policy)), consumer_(consumer_index), services_(services) {
   if (consumer_ < 0 || consumer_ >= kMaxConsumers)
     throw std::runtime_error("at most " + std::to_string(kMaxConsumers) + " consumers");
-  static const std::vector<std::string> incomplete = check_completeness(Registry::instance());
-  if (!incomplete.empty()) {
-    std::string m = "the plugin registry is incomplete:";
-    for (const auto& x : incomplete) m += "\n  " + x;
-    throw std::runtime_error(m);
-  }
+  // At every load, not once per process: a registry extended since (a
+  // plugin registered late) is checked before any policy runs on it.
+  if (std::string m = registry_problems(); !m.empty()) throw std::runtime_error(m);
   const auto& F = l2l4::g_fields;
   const auto& rules = policy_->rules;
   plans_.resize(rules.size() + 1);
@@ -26,10 +23,10 @@ Program::Program(std::shared_ptr<const dsl::Policy> policy, int consumer_index, 
     if (r.when) regexes_->collect(*r.when);
     auto plan = std::make_unique<ActionPlan>();
     plan->call = &r.action;
-    bool modifies = r.action.desc->name != "keep";
+    bool modifies = r.action.desc->protects;
     bool flow_addr = false;  // zanon on ip.* is decided once per flow and needs a slot
     for (const FieldDesc* f : r.fields) flow_addr = flow_addr || is_addr_field(f->id);
-    if (r.action.desc->name == "zanon" && flow_addr) {
+    if (r.action.desc->uses_zstore && flow_addr) {
       if (zslots == kZSlotsPerConsumer)
         throw std::runtime_error(r.loc.file + ":" + std::to_string(r.loc.line) + ": at most " +
                                  std::to_string(kZSlotsPerConsumer) + " zanon rules on ip.* fields per policy");
@@ -45,11 +42,7 @@ Program::Program(std::shared_ptr<const dsl::Policy> policy, int consumer_index, 
       if (L.is_l7(f->id)) {
         has_l7_ = true;
         if (modifies) {
-          const uint32_t apps = f->protocol == "dns"    ? (1u << int(App::Dns) | 1u << int(App::DnsTcp))
-                                : f->protocol == "tls"  ? (1u << int(App::Tls) | 1u << int(App::Quic))
-                                : f->protocol == "http" ? 1u << int(App::Http)
-                                : plugin_app(f->protocol) ? 1u << plugin_app(f->protocol)
-                                                        : 0;
+          const uint32_t apps = apps_of(proto_bit(f->protocol));
           // A protocol without an application runtime cannot fail closed
           // (nothing would know its packets): refuse the policy.
           if (!apps)
@@ -79,7 +72,7 @@ Program::Program(std::shared_ptr<const dsl::Policy> policy, int consumer_index, 
     if (modifies) identity_ = false;
     plans_[r.index] = std::move(plan);
   }
-  if (policy_->payload_default && policy_->payload_default->desc->name != "keep") {
+  if (policy_->payload_default && policy_->payload_default->desc->protects) {
     auto plan = std::make_unique<ActionPlan>();
     plan->call = &*policy_->payload_default;
     payload_default_plan_ = int(rules.size());
@@ -181,28 +174,28 @@ ProgramInstance::ProgramInstance(const Program& p) : prog_(p), uhash_(p.services
         if (f->type == ValueType::Addr && !L7Fields::get().is_l7(f->id)) return true;
       return false;
     }();
-    if (call.desc->name == "zanon" && !addr_rule) {
+    if (call.desc->uses_zstore && !addr_rule) {
       name_zanon = true;
+      // The compiler resolves a fallback naming an action (fallback=redact
+      // or redact()) to that action. Zero otherwise: no fallback, or sld,
+      // which names take through their NamePlan (never a null fallback).
       const ArgValue* fb = call.arg("fallback");
-      if (fb && fb->action) zfallback_[i] = make_rt_action(*fb->action, *p.policy_, p.services_, nullptr);
-      else if (fb && fb->s == "redact") zfallback_[i] = make_rt_action(ActionCall{Registry::instance().action("redact")}, *p.policy_, p.services_, nullptr);
-      // zero otherwise, also for a word the compiler let through that has no
-      // meaning for this field (never a null fallback to call).
-      else zfallback_[i] = make_rt_action(ActionCall{Registry::instance().action("zero")}, *p.policy_, p.services_, nullptr);
-      actions_[i] = make_rt_action(ActionCall{Registry::instance().action("keep")}, *p.policy_, p.services_, nullptr);
+      zfallback_[i] = fb && fb->action ? make_rt_action(*fb->action, *p.policy_, p.services_, nullptr)
+                                       : make_rt_action(ActionKind::Zero);
+      actions_[i] = make_rt_action(ActionKind::Keep);
     } else {
       actions_[i] = make_rt_action(call, *p.policy_, p.services_, plan->zslot >= 0 ? &plan->zinfo : nullptr);
     }
-    if (call.desc->name == "hash") {
+    if (call.desc->kind == ActionKind::Hash) {
       const ArgValue* k = call.arg("key");
       if (k && k->key && k->key->bytes.size() == 32) {
         auto hk = KeyedHash::derive_key(std::span<const uint8_t, 32>(k->key->bytes.data(), 32), "amon name mask");
         std::memcpy(&name_key_[i], hk.data(), 8);
       }
     }
-    if (call.desc->name == "zanon") {
+    if (call.desc->uses_zstore) {
       const ArgValue* fb = call.arg("fallback");
-      if (fb && fb->action && fb->action->desc->name == "hash") {
+      if (fb && fb->action && fb->action->desc->kind == ActionKind::Hash) {
         const ArgValue* k = fb->action->arg("key");
         if (k && k->key && k->key->bytes.size() == 32) {
           auto hk = KeyedHash::derive_key(std::span<const uint8_t, 32>(k->key->bytes.data(), 32), "amon name mask");
@@ -215,34 +208,39 @@ ProgramInstance::ProgramInstance(const Program& p) : prog_(p), uhash_(p.services
   for (size_t i = 0; i < p.plans_.size(); ++i) {
     if (!p.plans_[i]) continue;
     const ActionCall& a = *p.plans_[i]->call;
-    const std::string& n = a.desc->name;
     NamePlan& np = name_plan_[i];
-    np.kind = n == "keep" ? NamePlan::Keep : n == "drop" ? NamePlan::Drop : n == "hash" ? NamePlan::Hash
-            : n == "zanon" ? NamePlan::Zanon : NamePlan::Redact;  // redact, zero: a name keeps only its shape
+    bool on_names = true;
+    switch (a.desc->kind) {
+      case ActionKind::Keep: np.kind = NamePlan::Keep; break;
+      case ActionKind::Drop: np.kind = NamePlan::Drop; break;
+      case ActionKind::Hash: np.kind = NamePlan::Hash; break;
+      case ActionKind::Zanon: np.kind = NamePlan::Zanon; break;
+      case ActionKind::Redact:
+      case ActionKind::Zero: np.kind = NamePlan::Redact; break;  // a name keeps only its shape
+      default: np.kind = NamePlan::Redact, on_names = false; break;
+    }
     // Any other action on a name would become redact() unannounced: refuse
     // it (check_completeness keeps this unreachable for registered actions).
-    if (n != "redact" && n != "zero" && np.kind == NamePlan::Redact && i < p.policy_->rules.size())
+    if (!on_names && i < p.policy_->rules.size())
       for (const FieldDesc* f : p.policy_->rules[i].fields)
         if (f->type == ValueType::Name)
-          throw std::runtime_error(a.loc.file + ":" + std::to_string(a.loc.line) + ": " + n + "() has no runtime for " +
-                                   f->name);
+          throw std::runtime_error(a.loc.file + ":" + std::to_string(a.loc.line) + ": " + a.desc->name +
+                                   "() has no runtime for " + f->name);
     if (np.kind != NamePlan::Zanon) continue;
     np.zp = zanon::ZParams{uint32_t(a.int_or("z", 10)), uint64_t(a.int_or("dt", 0))};
     const ArgValue* fb = a.arg("fallback");
-    if (fb && fb->action && fb->action->desc->name == "hash") np.fb = NamePlan::FbHash;
+    const ActionKind fk = fb && fb->action ? fb->action->desc->kind : ActionKind::Unknown;
+    if (fk == ActionKind::Hash) np.fb = NamePlan::FbHash;
     else if (fb && !fb->action && fb->s == "sld") np.fb = NamePlan::FbSld;
-    // `redact` and `redact()` alike (the call form used to fall through to
-    // random masks: as hidden, but not what the policy says).
-    else if (fb && ((!fb->action && (fb->s == "redact" || fb->s == "zero")) ||
-                    (fb->action && (fb->action->desc->name == "redact" || fb->action->desc->name == "zero"))))
-      np.fb = NamePlan::FbRedact;
+    // `redact` and `redact()` alike: the compiler resolved both to the action.
+    else if (fk == ActionKind::Redact || fk == ActionKind::Zero) np.fb = NamePlan::FbRedact;
   }
   if (RAND_bytes(reinterpret_cast<unsigned char*>(&rng_), sizeof rng_) != 1) throw std::runtime_error("RAND_bytes failed");
   {
     const L7Fields& L = L7Fields::get();
     bool dns_zanon = false;
     for (FieldId f : {L.dns_qname, L.dns_answer_name})
-      for (uint32_t ri : p.field_rules_[f]) dns_zanon = dns_zanon || p.policy_->rules[ri].action.desc->name == "zanon";
+      for (uint32_t ri : p.field_rules_[f]) dns_zanon = dns_zanon || p.policy_->rules[ri].action.desc->uses_zstore;
     // Only the roles this policy has rules for are decided: a name of a
     // field without rules is kept (pick() finds nothing, and counts nothing).
     constexpr uint32_t kOwners = 1u << unsigned(dns::NameRole::AnswerOwner) |

@@ -38,6 +38,12 @@ struct SharedServices {
 class Program;
 class ProgramInstance;
 
+// The plugin registry checked against this runtime (check_completeness in
+// actions_rt.h), as one message naming each field or action and what it
+// lacks; empty when complete. Program's constructor (every policy load and
+// reload), `amon lint` and `amon check` refuse to go on when it is not.
+std::string registry_problems();
+
 // Everything about one action call that does not change per packet.
 struct ActionPlan;
 
@@ -165,6 +171,14 @@ class ProgramInstance {
   // shortcut's equivalence test).
   void set_dns_fast_path(bool on);
   bool header_kernel() const { return hdr_fast_ && hdr_fn_ != &ProgramInstance::process_hdr; }
+  // What the header kernel does past a packet's headers (d.payload_off) on
+  // a packet it takes (hdr_packet and kernel_roles): kKeepsPayload, it
+  // neither reads nor writes a byte there; kCutsPayload, it cuts them off
+  // and reads none; 0, neither can be said (no kernel, or an action that
+  // rewrites the payload or may look at the packet beyond its field). The
+  // engine copies only the headers for a consumer whose kernel cuts.
+  static constexpr uint8_t kKeepsPayload = 1, kCutsPayload = 2;
+  uint8_t kernel_payload() const { return header_kernel() ? hk_.payload : 0; }
   // An unfragmented, untunnelled TCP, UDP or ICMP (not error) packet whose
   // headers were captured, decoded without error and outside PPPoE.
   // The kernels give each address its role's rule; a packet whose two ends
@@ -253,6 +267,7 @@ class ProgramInstance {
     // FlowState::memo_owner of this consumer when the client slot's
     // Crypto-PAn result is kept in the flow (0: it is not; see choose_hdr_kernel).
     uint8_t memo_id = 0;
+    uint8_t payload = 0;  // kernel_payload()
   } hk_;
   void choose_hdr_kernel();
   uint64_t user_of(const uint8_t* client, uint32_t alen);

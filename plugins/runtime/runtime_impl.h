@@ -80,6 +80,19 @@ inline uint32_t proto_bit(const std::string& p) {
   return 0;  // a name the checker allowed but no packet has
 }
 
+// The applications whose packets carry a protocol's fields: the inverse of
+// packet_protos' application bits (0: none, a field no runtime finds).
+inline uint32_t apps_of(uint32_t proto_bits) {
+  uint32_t a = 0;
+  if (proto_bits & kPDns) a |= 1u << int(App::Dns) | 1u << int(App::DnsTcp);
+  if (proto_bits & kPTls) a |= 1u << int(App::Tls) | 1u << int(App::Quic);
+  if (proto_bits & kPHttp) a |= 1u << int(App::Http);
+  // Protocol plugins: bit kFirstPluginBit + i is application kFirstPluginApp + i.
+  for (unsigned i = 0; kFirstPluginBit + i < 32 && kFirstPluginApp + i < 32; ++i)
+    if (proto_bits & (1u << (kFirstPluginBit + i))) a |= 1u << (kFirstPluginApp + i);
+  return a;
+}
+
 inline uint32_t packet_protos(const Decoded& d, uint8_t app) {
   uint32_t m = kPEth;
   if (d.n_vlan) m |= kPVlan;

@@ -476,6 +476,16 @@ TEST_CASE("Encapsulations are decoded through to the inner packet", "[decode][tu
   put16(gre_mpls, 0), put16(gre_mpls, 0x8847), put32(gre_mpls, 100u << 12 | 1u << 8 | 64);
   Bytes teredo_oi;
   put16(teredo_oi, 0), put(teredo_oi, payload(6));
+  // PPTP (GRE v1, key = payload length and call id, sequence and
+  // acknowledgement numbers) carrying PPP: with address/control and a
+  // two-byte protocol, and with both compressed away.
+  auto pptp = [&](bool compressed) {
+    Bytes h;
+    const Bytes ppp = compressed ? Bytes{0x21} : Bytes{0xff, 0x03, 0x00, 0x21};
+    put16(h, 0x3081), put16(h, 0x880b), put16(h, uint16_t(ppp.size() + in.size())), put16(h, 0x4242);
+    put32(h, 7), put32(h, 6);
+    return cat({h, ppp, in});
+  };
   V4 ipip;
   ipip.proto = 4;
   V6 out6;
@@ -491,6 +501,8 @@ TEST_CASE("Encapsulations are decoded through to the inner packet", "[decode][tu
       {"gre checksum", cat({eth(0x0800), gre_in(cat({gre_csum, in}))}), Encap::Gre, 0, false},
       {"gre teb", cat({eth(0x0800), gre_in(cat({gre_teb, in_eth}))}), Encap::Gre, 9, true},
       {"gre mpls", cat({eth(0x0800), gre_in(cat({gre_mpls, in}))}), Encap::Gre, 0, false},
+      {"pptp ppp", cat({eth(0x0800), gre_in(pptp(false))}), Encap::Gre, 0, false},
+      {"pptp ppp compressed", cat({eth(0x0800), gre_in(pptp(true))}), Encap::Gre, 0, false},
       {"erspan I", cat({eth(0x0800), gre_in(cat({erspan1, in_eth}))}), Encap::Erspan, 0, true},
       {"erspan II", cat({eth(0x0800), gre_in(cat({erspan2, in_eth}))}), Encap::Erspan, 0, true},
       {"erspan III", cat({eth(0x0800), gre_in(cat({erspan3, in_eth}))}), Encap::Erspan, 0, true},
@@ -583,8 +595,9 @@ TEST_CASE("Encapsulations are decoded through to the inner packet", "[decode][tu
   SECTION("what cannot be parsed stays opaque (kFlagTunnel)") {
     Bytes echo;  // GTP-U echo request: signalling, no user packet
     put8(echo, 0x32), put8(echo, 0x01), put16(echo, 4), put32(echo, 0), put32(echo, 0);
-    Bytes gre_v1;  // PPTP's enhanced GRE
-    put16(gre_v1, 0x3001), put16(gre_v1, 0x880b), put32(gre_v1, 0), put32(gre_v1, 0);
+    Bytes gre_v1;  // PPTP's enhanced GRE carrying PPP's LCP (control, not a user packet)
+    put16(gre_v1, 0x3001), put16(gre_v1, 0x880b), put16(gre_v1, 24), put16(gre_v1, 1), put32(gre_v1, 0);
+    put16(gre_v1, 0xff03), put16(gre_v1, 0xc021);
     Bytes gre_unknown;
     put16(gre_unknown, 0), put16(gre_unknown, 0x1234);
     for (const Bytes& f : {cat({eth(0x0800), udp_in(2152, echo)}), cat({eth(0x0800), gre_in(cat({gre_v1, payload(20)}))}),

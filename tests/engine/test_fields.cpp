@@ -4,7 +4,12 @@
 // (every field located, every action implemented for its value types).
 #include <catch2/catch.hpp>
 
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <array>
 #include <cctype>
+#include <fstream>
 #include <map>
 #include <memory>
 #include <regex>
@@ -12,6 +17,7 @@
 
 #include "frames.h"
 #include "actions_rt.h"
+#include "cryptopan.h"
 #include "l2l4.h"
 #include "l7.h"
 #include "dhcp_build.hpp"
@@ -170,13 +176,15 @@ TEST_CASE("every operator on every field a condition accepts agrees with a refer
       bool want_present;
     };
     std::vector<Case> cases;
+    // == and != on an address take the address itself (in takes prefixes).
+    const std::string same1 = is_addr ? s.value : same, other1 = is_addr ? "10.9.9.9" : other;
     if (f.cond_ops & kCondEq) {
-      if (!is_addr) cases.push_back({kCondEq, f.name + " == " + same, true});
-      if (!is_addr) cases.push_back({kCondEq, f.name + " == " + other, false});
+      cases.push_back({kCondEq, f.name + " == " + same1, true});
+      cases.push_back({kCondEq, f.name + " == " + other1, false});
     }
     if (f.cond_ops & kCondNe) {
-      if (!is_addr) cases.push_back({kCondNe, f.name + " != " + same, false});
-      if (!is_addr) cases.push_back({kCondNe, f.name + " != " + other, true});
+      cases.push_back({kCondNe, f.name + " != " + same1, false});
+      cases.push_back({kCondNe, f.name + " != " + other1, true});
     }
     if (f.cond_ops & kCondIn) {
       cases.push_back({kCondIn, f.name + " in { " + other + ", " + same + " }", true});
@@ -282,9 +290,9 @@ TEST_CASE("a deliberately incomplete field and action are refused, naming what i
 
 namespace {
 // The runtime's table with one applier removed: redact() on text.
-uint32_t without_redact_text(const std::string& a) {
+uint32_t without_redact_text(const ActionDesc& a) {
   const uint32_t t = rt_action_types(a);
-  return a == "redact" ? t & ~(1u << unsigned(ValueType::Text)) : t;
+  return a.kind == ActionKind::Redact ? t & ~(1u << unsigned(ValueType::Text)) : t;
 }
 }  // namespace
 
@@ -305,4 +313,102 @@ TEST_CASE("mutation: an applier removed from the runtime is caught by the check,
   CHECK(b.addr(x, ctx) == ActResult::Drop);
   CHECK(b.mac(x, ctx) == ActResult::Drop);
   CHECK(rt_types<Bare>() == 0);
+}
+
+namespace {
+
+// A query with an EDNS Client Subnet option: family 1 (IPv4), the source
+// prefix and the ceil(prefix/8) subnet bytes RFC 7871 asks for.
+Bytes ecs_query(uint8_t source_bits, const Bytes& subnet) {
+  using l7test::dns_header, l7test::dns_name, l7test::dns_rr_fixed;
+  auto put16 = [](Bytes& x, uint16_t v) { l7test::put16(x, v); };
+  Bytes b = dns_header(0x4242, 0x0100, 1, 0, 0, 1);
+  dns_name(b, "q.example.com");
+  put16(b, 1), put16(b, 1);
+  b.push_back(0);  // OPT
+  dns_rr_fixed(b, 41, 4096, 0, uint16_t(4 + 4 + subnet.size()));
+  put16(b, 8), put16(b, uint16_t(4 + subnet.size())), put16(b, 1);
+  b.push_back(source_bits), b.push_back(0);
+  b.insert(b.end(), subnet.begin(), subnet.end());
+  return b;
+}
+
+const char* kEcsKey = "1522178d33a4cf80130a5b1649907d10d8988f837979652762574c2d2a842202";
+
+std::string ecs_key_file() {
+  static std::string path = [] {
+    char dir[] = "/tmp/amon-test-fields-XXXXXX";
+    REQUIRE(mkdtemp(dir) != nullptr);
+    std::string p = std::string(dir) + "/ecs.hex";
+    std::ofstream(p) << kEcsKey << "\n";
+    chmod(p.c_str(), 0600);
+    return p;
+  }();
+  return path;
+}
+
+}  // namespace
+
+TEST_CASE("dns.ecs: every action the checker accepts does what it says on the subnet", "[fields][ecs]") {
+  register_builtin_plugins();
+  const std::string key = "key k = file(\"" + ecs_key_file() + "\")\n";
+  // 198.51.100.0/24 and 198.51.100.0/20 (the /20 sent as 198.51.96, its
+  // bits past the prefix zero).
+  const Bytes s24{198, 51, 100}, s20{198, 51, 96};
+  const Bytes q24 = udp4(ecs_query(24, s24), 40000, 53), q20 = udp4(ecs_query(20, s20), 40000, 53);
+  auto ecs = [](const Bytes& out) { return Bytes(out.end() - 3, out.end()); };
+  auto run = [&](const std::string& action, const Bytes& q) {
+    Run r(key + "dns.ecs : " + action + "\n");
+    INFO(r.errors);
+    REQUIRE(r.inst);
+    const Bytes out = r.run(q);
+    REQUIRE(out.size() == q.size());  // the option keeps its lengths
+    // Only the subnet changes, and the UDP checksum (at 14 + 20 + 6) with it.
+    CHECK(Bytes(out.begin(), out.begin() + 40) == Bytes(q.begin(), q.begin() + 40));
+    CHECK(Bytes(out.begin() + 42, out.end() - 3) == Bytes(q.begin() + 42, q.end() - 3));
+    const uint16_t sum = uint16_t(out[40] << 8 | out[41]);
+    CHECK(sum == ref_l4_checksum(&out[14 + 12], &out[14 + 16], false, 17, &out[34], out.size() - 34, 6));
+    return ecs(out);
+  };
+  CHECK(run("keep()", q24) == s24);
+  CHECK(run("zero()", q24) == Bytes{0, 0, 0});
+  // prefix(n) keeps n bits of the subnet, no more, no less.
+  CHECK(run("prefix(16)", q24) == Bytes{198, 51, 0});
+  CHECK(run("prefix(20)", q24) == Bytes{198, 51, 96});
+  CHECK(run("prefix(32)", q24) == s24);
+  // cryptopan(): the subnet's network as Crypto-PAn maps the whole address
+  // (prefix-preserving, so its leading bytes depend on the subnet only),
+  // cut back to the source prefix.
+  std::array<uint8_t, 32> k{};
+  for (size_t i = 0; i < 32; ++i) k[i] = uint8_t(std::stoi(std::string(kEcsKey + 2 * i, 2), nullptr, 16));
+  CryptoPAn cp(k);
+  const uint32_t m24 = cp.anon_v4(0xC6336400), m20 = cp.anon_v4(0xC6336000);
+  CHECK(run("cryptopan(key=k)", q24) == Bytes{uint8_t(m24 >> 24), uint8_t(m24 >> 16), uint8_t(m24 >> 8)});
+  CHECK(run("cryptopan(key=k)", q20) == Bytes{uint8_t(m20 >> 24), uint8_t(m20 >> 16), uint8_t(m20 >> 8 & 0xf0)});
+  CHECK(uint8_t(m20 >> 24) == uint8_t(m24 >> 24));  // one /16, one mapped /16
+  // hash(): a keyed value, the same for the same subnet, another for another.
+  const Bytes h = run("hash(key=k)", q24);
+  CHECK(h != s24);
+  CHECK(run("hash(key=k)", q24) == h);
+  // drop(): the packet is not delivered.
+  {
+    Run r("dns.ecs : drop()\n");
+    REQUIRE(r.inst);
+    r.run(q24);
+    CHECK(r.c.policy_drop == 1);
+  }
+  // Every action the checker accepts on dns.ecs is one of the above (a new
+  // one must come with its case here).
+  const FieldDesc* f = Registry::instance().field("dns.ecs");
+  for (const ActionDesc& a : Registry::instance().actions()) {
+    if (std::find(a.applies_to.begin(), a.applies_to.end(), f->type) == a.applies_to.end()) continue;
+    INFO(a.name);
+    CHECK((a.kind == ActionKind::Keep || a.kind == ActionKind::Zero || a.kind == ActionKind::Prefix ||
+           a.kind == ActionKind::CryptoPan || a.kind == ActionKind::Hash || a.kind == ActionKind::Drop ||
+           a.kind == ActionKind::Zanon));
+  }
+  // zanon counts users per value class; dns.ecs has none: refused.
+  Run z("dns.ecs : zanon(z=2, dt=1h)\n");
+  CHECK(!z.inst);
+  CHECK(z.errors.find("test.amon:1:") != std::string::npos);
 }

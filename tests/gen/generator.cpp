@@ -124,6 +124,7 @@ Path World::path(Rng& r, uint32_t ci, const Addr& server) {
   Path p;
   p.tunnel = tunnel_;
   p.tunnel_csum = o_.tunnel_csum;
+  p.tunnel_mtu = uint16_t(o_.tunnel_mtu);
   p.v6 = c.v6;
   std::memcpy(p.cmac, c.mac, 6);
   std::memcpy(p.smac, router_mac_, 6);
@@ -146,6 +147,8 @@ Path World::path(Rng& r, uint32_t ci, const Addr& server) {
   p.sttl = r.pick(kServerTtl);
   p.cipid = static_cast<uint16_t>(r.next());
   p.sipid = static_cast<uint16_t>(r.next());
+  // Not drawn from r: the untunnelled traffic of a seed stays the same.
+  p.tunnel_ipid = static_cast<uint16_t>(p.cipid * 40503u ^ p.sipid);
   p.cflow = static_cast<uint32_t>(r.next()) & 0xfffff;
   p.sflow = static_cast<uint32_t>(r.next()) & 0xfffff;
   return p;

@@ -25,6 +25,7 @@ struct Options {
   uint64_t start_sec = 1704067200;  // 2024-01-01T00:00:00Z
   std::string tunnel;       // "", gtpu, vxlan, geneve, gre, ipip: wrap every frame
   bool tunnel_csum = false; // outer UDP checksums computed
+  unsigned tunnel_mtu = 0;  // outer datagrams above this are fragmented (0: never)
   bool small = false;
   bool micro = false;
   std::string client_net4 = "10.0.0.0/8";

@@ -32,6 +32,8 @@ void usage(FILE* f) {
       "  --client-net6 P     IPv6 client prefix (default 2001:db8:1::/48)\n"
       "  --tunnel KIND       wrap every frame: gtpu, vxlan, geneve, gre, ipip (IPv4/IPv6 in IPv4)\n"
       "  --tunnel-csum       compute the outer UDP checksums (default 0, as GTP-U/VXLAN senders do)\n"
+      "  --tunnel-mtu N      fragment outer IPv4 datagrams longer than N bytes (576..9000), as a link\n"
+      "                      with that MTU in front of the tunnel does\n"
       "  --small             header-heavy mix of 60-130 byte frames for packet-rate benchmarks\n"
       "  --micro             microsecond pcap instead of nanosecond\n"
       "  --names-out FILE    write the catalogue with visits and distinct clients per name\n"
@@ -90,6 +92,10 @@ int main(int argc, char** argv) {
     else if (a == "--client-net6") o.client_net6 = val();
     else if (a == "--tunnel") o.tunnel = val();
     else if (a == "--tunnel-csum") o.tunnel_csum = true;
+    else if (a == "--tunnel-mtu") {
+      o.tunnel_mtu = unsigned(num("--tunnel-mtu", val()));
+      if (o.tunnel_mtu < 576 || o.tunnel_mtu > 9000) throw std::runtime_error("--tunnel-mtu: 576..9000");
+    }
     else if (a == "--small") o.small = true;
     else if (a == "--micro") o.micro = true;
     else if (a == "--names-out") o.names_out = val();

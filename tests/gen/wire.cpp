@@ -161,8 +161,36 @@ void wrap_tunnel(FlowBuf& fb, size_t off, Path& p, bool c2s) {
     put16(q + 6, c == 0 ? 0xffff : c);
   }
   fb.bytes.resize(off);
-  fb.bytes.insert(fb.bytes.end(), out.begin(), out.end());
-  pr.len = static_cast<uint32_t>(out.size());
+  if (!p.tunnel_mtu || olen <= p.tunnel_mtu) {
+    fb.bytes.insert(fb.bytes.end(), out.begin(), out.end());
+    pr.len = static_cast<uint32_t>(out.size());
+    return;
+  }
+  // A link MTU below the datagram: the tunnel's ingress router fragments
+  // the outer IPv4 datagram (RFC 791), 8-byte aligned pieces, the first
+  // carrying the outer UDP/GRE header. Each fragment is a frame of its own,
+  // 1 ns apart so their order survives sorting.
+  const size_t step = (size_t(p.tunnel_mtu) - 20) & ~size_t(7);
+  const uint16_t id = p.tunnel_ipid++;
+  const uint64_t ts = pr.ts;
+  fb.pkts.pop_back();
+  for (size_t at = 0, i = 0; at < olen - 20; at += step, ++i) {
+    const size_t n = std::min(step, olen - 20 - at);
+    const bool more = at + n < olen - 20;
+    const size_t flen = std::max<size_t>(14 + 20 + n, 60);
+    const size_t foff = fb.bytes.size();
+    fb.bytes.resize(foff + flen, 0);
+    uint8_t* fr = fb.bytes.data() + foff;
+    std::memcpy(fr, o, 14 + 20);
+    uint8_t* fip = fr + 14;
+    put16(fip + 2, uint16_t(20 + n));
+    put16(fip + 4, id);
+    put16(fip + 6, uint16_t((more ? 0x2000 : 0) | (at / 8)));
+    put16(fip + 10, 0);
+    put16(fip + 10, static_cast<uint16_t>(~csum_fold(csum_add(fip, 20, 0))));
+    std::memcpy(fip + 20, oip + 20 + at, n);
+    fb.pkts.push_back({ts + i, static_cast<uint32_t>(foff), static_cast<uint32_t>(flen)});
+  }
 }
 
 Tcp::Tcp(FlowBuf& f, Path& path, Rng& r, uint16_t client_port, uint16_t server_port)

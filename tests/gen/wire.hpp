@@ -38,6 +38,8 @@ enum class Tunnel : uint8_t { None, GtpU, Vxlan, Geneve, Gre, IpIp };
 struct Path {
   Tunnel tunnel = Tunnel::None;
   bool tunnel_csum = false;      // outer UDP checksum computed (else 0, as GTP-U and VXLAN senders mostly leave it)
+  uint16_t tunnel_mtu = 0;       // outer datagrams longer than this are fragmented (0: never)
+  uint16_t tunnel_ipid = 0;      // the outer IPv4 identification, per tunnel direction pair
   bool v6 = false;
   uint8_t cmac[6]{}, smac[6]{};  // client, and the router in front of the servers
   uint8_t ntags = 0;

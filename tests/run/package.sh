@@ -5,6 +5,7 @@
 # nothing is installed on this machine); the man pages render.
 set -euo pipefail
 build=$1
+dpdk_static=${2:-OFF}
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 (cd "$build" && cpack -G DEB -B "$work/pkg" > "$work/cpack.log" 2>&1) || { cat "$work/cpack.log"; exit 1; }
@@ -12,7 +13,15 @@ deb=$(ls "$work"/pkg/amon_*.deb)
 # Read whole before matching: under pipefail, `dpkg-deb | grep -q` fails
 # whenever grep stops reading before dpkg-deb has written everything.
 info=$(dpkg-deb --info "$deb")
-grep -q 'Depends:.*librte-eal' <<<"$info" || { echo "FAIL: no DPDK dependency"; exit 1; }
+# A static DPDK is inside the binary (AmonDpdk.cmake): no librte package, but
+# the system libraries its drivers and EAL use; a shared one is a dependency.
+if [[ $dpdk_static == ON ]]; then
+  ! grep -q 'Depends:.*librte-' <<<"$info" || { echo "FAIL: static DPDK, yet a librte dependency"; exit 1; }
+  grep -q 'Depends:.*libnuma' <<<"$info" || { echo "FAIL: no libnuma dependency"; exit 1; }
+  grep -q 'Depends:.*libpcap' <<<"$info" || { echo "FAIL: no libpcap dependency"; exit 1; }
+else
+  grep -q 'Depends:.*librte-eal' <<<"$info" || { echo "FAIL: no DPDK dependency"; exit 1; }
+fi
 dpkg -x "$deb" "$work/root"
 r=$work/root
 for f in usr/bin/amon usr/lib/systemd/system/amon.service usr/share/man/man8/amon.8 usr/share/man/man5/amon.policy.5 \

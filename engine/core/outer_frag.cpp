@@ -1,0 +1,160 @@
+#include "outer_frag.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "checksum.h"
+
+namespace amon {
+
+namespace {
+inline uint16_t rd16(const uint8_t* p) { return uint16_t(p[0] << 8 | p[1]); }
+inline void wr16(uint8_t* p, uint16_t v) { p[0] = uint8_t(v >> 8), p[1] = uint8_t(v); }
+
+}  // namespace
+
+OuterFrags::Add OuterFrags::add(rte_mbuf* m, const FragInfo& fi, bool first_tunnel, uint64_t ts, uint32_t& idx) {
+  uint32_t found = UINT32_MAX;
+  for (uint32_t a : active_)
+    if (same_datagram(dg_[a].key, fi)) {
+      found = a;
+      break;
+    }
+  if (found == UINT32_MAX) {
+    if (!first_tunnel || fi.off != 0) return Add::NotOurs;
+    if (active_.size() >= lim_.datagrams || held_ >= lim_.held) {
+      ++st_.failed;
+      return Add::NotOurs;
+    }
+    if (free_.empty()) {
+      dg_.emplace_back();
+      dg_.back().frags.reserve(8);
+      found = uint32_t(dg_.size() - 1);
+    } else {
+      found = free_.back();
+      free_.pop_back();
+    }
+    active_.push_back(found);
+    Datagram& g = dg_[found];
+    g.key = fi;
+    g.total = g.have = 0;
+    g.last = false;
+    g.deadline = ts + lim_.timeout_ns;
+    next_deadline_ = std::min(next_deadline_, g.deadline);
+    g.frags.clear();
+  }
+  idx = found;
+  Datagram& g = dg_[found];
+  g.frags.push_back({m, fi, ts});
+  ++held_;
+  ++st_.fragments;
+  // What cannot be made whole: bytes given twice (overlap or duplicate: which
+  // copy a receiver keeps is its own choice), a datagram past 64 KiB, a
+  // second last fragment, data past the last one's end, too many pieces.
+  // A different link header length (the fragments took different paths)
+  // would give the whole frame a link header that fits none of them.
+  bool bad = fi.l3_off != g.key.l3_off || g.frags.size() > lim_.fragments || held_ > lim_.held || uint64_t(fi.off) + fi.len > 65535 ||
+             (g.last && (!fi.more || fi.off + fi.len > g.total));
+  for (size_t i = 0; !bad && i + 1 < g.frags.size(); ++i) {
+    const FragInfo& o = g.frags[i].fi;
+    if (fi.off < o.off + o.len && o.off < fi.off + fi.len) bad = true;
+  }
+  if (!bad && !fi.more) {
+    g.last = true;
+    g.total = fi.off + fi.len;
+    for (const Frag& f : g.frags)
+      if (f.fi.off + f.fi.len > g.total) bad = true;
+  }
+  if (bad) {
+    ++st_.failed;
+    return Add::Failed;
+  }
+  g.have += fi.len;
+  if (g.last && g.have == g.total) {
+    ++st_.datagrams;
+    return Add::Whole;
+  }
+  return Add::Held;
+}
+
+void OuterFrags::release(uint32_t idx) {
+  Datagram& g = dg_[idx];
+  held_ -= uint32_t(g.frags.size());
+  g.frags.clear();
+  for (size_t i = 0; i < active_.size(); ++i)
+    if (active_[i] == idx) {
+      active_[i] = active_.back();
+      active_.pop_back();
+      break;
+    }
+  free_.push_back(idx);
+  uint64_t next = UINT64_MAX;
+  for (uint32_t a : active_) next = std::min(next, dg_[a].deadline);
+  next_deadline_ = next;
+}
+
+void OuterFrags::expired(uint64_t now_ns, std::vector<uint32_t>& out) const {
+  out.clear();
+  for (uint32_t a : active_)
+    if (dg_[a].deadline < now_ns || now_ns == UINT64_MAX) out.push_back(a);
+}
+
+uint32_t OuterFrags::build(const Datagram& g, std::vector<uint8_t>& out) {
+  const Frag* first = nullptr;
+  for (const Frag& f : g.frags)
+    if (f.fi.off == 0) first = &f;
+  const uint8_t* p = rte_pktmbuf_mtod(first->m, const uint8_t*);
+  const FragInfo& fi = first->fi;
+  const uint32_t hlen = whole_header_len(fi);
+  out.resize(hlen + g.total + 64);  // slack: Hyperscan may read past what it scans
+  whole_header(p, fi, g.total, out.data());
+  for (const Frag& f : g.frags)
+    std::memcpy(out.data() + hlen + f.fi.off, rte_pktmbuf_mtod(f.m, const uint8_t*) + f.fi.data_start, f.fi.len);
+  return hlen;
+}
+
+bool OuterFrags::refragment(const Datagram& g, const Frag& f, const uint8_t* w, uint32_t hlen, uint32_t dlen,
+                            std::vector<uint8_t>& out) {
+  if (f.fi.off >= dlen) return false;
+  const uint32_t len = std::min(f.fi.len, dlen - f.fi.off);
+  const bool shortened = len < f.fi.len || (dlen < g.total && f.fi.off + len == dlen);  // now the datagram's last
+  const uint8_t* p = rte_pktmbuf_mtod(f.m, const uint8_t*);
+  const uint32_t cap = f.m->pkt_len;
+  const uint32_t o = f.fi.l3_off, ds = f.fi.data_start;
+  // Padding after a datagram that kept its length stays (the frame's
+  // length on the link); a shortened one ends at its data.
+  const uint32_t tail = len == f.fi.len && cap > f.fi.ip_end ? cap - f.fi.ip_end : 0;
+  out.resize(ds + len + tail);
+  uint8_t* q = out.data();
+  std::memcpy(q, w, o);                             // the rewritten link header
+  std::memcpy(q + o, p + o, ds - o);                // the fragment's own IP header(s)
+  std::memcpy(q + ds, w + hlen + f.fi.off, len);    // its range of the rewritten data
+  if (tail) std::memcpy(q + ds + len, p + f.fi.ip_end, tail);
+  uint8_t* ip = q + o;
+  const uint8_t* wip = w + o;
+  if (g.key.version == 4) {
+    const uint32_t ihl = ds - o;
+    if (ihl == hlen - o) {
+      // The same header as the whole's (the usual case, no options that only
+      // the first fragment carries): every field the rewrite may have
+      // changed, but the fragment's own lengths and fragment fields.
+      std::memcpy(ip, wip, 2);
+      std::memcpy(ip + 8, wip + 8, 2);
+      std::memcpy(ip + 12, wip + 12, ihl - 12);
+    } else {
+      std::memcpy(ip + 12, wip + 12, 8);
+    }
+    wr16(ip + 2, uint16_t(ihl + len));
+    if (shortened) wr16(ip + 6, uint16_t(rd16(ip + 6) & ~0x2000));
+    wr16(ip + 10, 0);
+    wr16(ip + 10, ipv4_header_checksum({ip, ihl}));
+  } else {
+    std::memcpy(ip, wip, 4);             // version, class, flow label
+    std::memcpy(ip + 7, wip + 7, 33);    // hop limit, addresses
+    wr16(ip + 4, uint16_t(ds - o - 40 + len));
+    if (shortened) ip[40 + 3] &= uint8_t(~1u);
+  }
+  return true;
+}
+
+}  // namespace amon

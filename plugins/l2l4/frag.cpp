@@ -1,0 +1,81 @@
+#include <cstring>
+
+#include "checksum.h"
+#include "l2l4.h"
+
+namespace amon {
+
+namespace {
+inline uint16_t rd16(const uint8_t* p) { return uint16_t(p[0] << 8 | p[1]); }
+inline void wr16(uint8_t* p, uint16_t v) { p[0] = uint8_t(v >> 8), p[1] = uint8_t(v); }
+}  // namespace
+
+bool same_datagram(const FragInfo& a, const FragInfo& b) {
+  const size_t alen = a.version == 4 ? 4 : 16;
+  return a.version == b.version && a.proto == b.proto && a.id == b.id && !std::memcmp(a.src, b.src, alen) &&
+         !std::memcmp(a.dst, b.dst, alen);
+}
+bool outer_frag_info(const uint8_t* p, const Decoded& d, FragInfo& fi) {
+  if (!(d.flags & kFlagFragment) || d.status != DecodeStatus::Ok || d.n_encap || d.pppoe_off) return false;
+  const uint32_t o = d.l3_off;
+  // Every byte of the datagram captured: a fragment cut by the snap length
+  // cannot give its data to the whole.
+  if (d.cap_len != d.wire_len || o + d.l3_len > d.cap_len) return false;
+  fi.version = d.ip_version;
+  fi.l3_off = o;
+  if (d.ip_version == 4) {
+    const uint32_t ihl = d.l3_hdr_len;
+    if (ihl < 20 || d.l3_len < ihl) return false;
+    const uint16_t frag = rd16(p + o + 6);
+    fi.proto = p[o + 9];
+    fi.id = rd16(p + o + 4);
+    fi.more = frag & 0x2000;
+    fi.off = uint32_t(frag & 0x1fff) * 8;
+    std::memcpy(fi.src, p + o + 12, 4);
+    std::memcpy(fi.dst, p + o + 16, 4);
+    fi.data_start = o + ihl;
+  } else if (d.ip_version == 6) {
+    // The fragment header right after the fixed header (what fragmenting
+    // routers and hosts send); one further back keeps the per-fragment path.
+    const uint32_t fh = o + 40;
+    if (d.ipv6_frag_hdr_off != fh || p[o + 6] != 44 || d.l3_len < 48) return false;
+    fi.proto = p[fh];
+    const uint16_t fo = rd16(p + fh + 2);
+    fi.more = fo & 1;
+    fi.off = fo & 0xfff8;
+    fi.id = uint32_t(rd16(p + fh + 4)) << 16 | rd16(p + fh + 6);
+    std::memcpy(fi.src, p + o + 8, 16);
+    std::memcpy(fi.dst, p + o + 24, 16);
+    fi.data_start = fh + 8;
+  } else {
+    return false;
+  }
+  fi.ip_end = o + d.l3_len;
+  if (fi.ip_end < fi.data_start) return false;
+  fi.len = fi.ip_end - fi.data_start;
+  // All but the last carry a multiple of 8 bytes; an empty one adds nothing.
+  if (fi.len == 0 || (fi.more && fi.len % 8)) return false;
+  return true;
+}
+
+uint32_t whole_header_len(const FragInfo& first) {
+  // IPv6: without the fragment header, whose next header the fixed one names.
+  return first.version == 4 ? first.data_start : first.data_start - 8;
+}
+
+void whole_header(const uint8_t* first_frame, const FragInfo& first, uint32_t total, uint8_t* out) {
+  const uint32_t hlen = whole_header_len(first), o = first.l3_off;
+  std::memcpy(out, first_frame, hlen);
+  uint8_t* ip = out + o;
+  if (first.version == 4) {
+    wr16(ip + 2, uint16_t(hlen - o + total));
+    wr16(ip + 6, uint16_t(rd16(ip + 6) & 0x4000));  // don't-fragment stays
+    wr16(ip + 10, 0);
+    wr16(ip + 10, ipv4_header_checksum({ip, hlen - o}));
+  } else {
+    ip[6] = first.proto;
+    wr16(ip + 4, uint16_t(total));
+  }
+}
+
+}  // namespace amon
