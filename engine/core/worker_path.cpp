@@ -166,8 +166,12 @@ void WorkerPath::process_burst(rte_mbuf** pkts, unsigned n, Sink sink, void* ctx
           if (metas[i].flow) refresh_flow(metas[i].flow);
       for (unsigned j = 0; j < k; ++j)  // as in process(): no roles from a packet that does not decode
         if (ds[j].status != DecodeStatus::Ok) metas[j].roles_uncertain = true;
-      if (burst_route_ && active_.empty()) deliver_burst(pkts + base, k, sink, ctx);
-      else if (burst_multi_ && active_.empty()) deliver_burst_multi(pkts + base, k, sink, ctx);
+      // The burst routes check no deadline per packet: they wait while a
+      // held stream or an outer datagram could expire before one of the
+      // burst's packets, so that the output does not depend on batching.
+      const bool pending = !active_.empty() || !ofr_.empty();
+      if (burst_route_ && !pending) deliver_burst(pkts + base, k, sink, ctx);
+      else if (burst_multi_ && !pending) deliver_burst_multi(pkts + base, k, sink, ctx);
       else
         for (unsigned i = 0; i < k; ++i) consumers(pkts[base + i], datas[i], ds[i], metas[i], sink, ctx);
       base += k;
