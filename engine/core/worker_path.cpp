@@ -143,7 +143,10 @@ void WorkerPath::process_burst(rte_mbuf** pkts, unsigned n, Sink sink, void* ctx
       rte_mbuf* m = pkts[base + k];
       datas[k] = rte_pktmbuf_mtod(m, const uint8_t*);
       decode(datas[k], m->pkt_len, mbuf_wire_len(m), ds[k]);
-      if ((ds[k].flags & kFlagFragment) && (ofr_on_ || !ofr_.empty())) [[unlikely]] {
+      // ... and the first packet past a collected datagram's deadline, so
+      // the given-up fragments leave before it whatever the batching.
+      if (((ds[k].flags & kFlagFragment) && (ofr_on_ || !ofr_.empty())) ||
+          (!ofr_.empty() && mbuf_ts(m) > ofr_.next_deadline())) [[unlikely]] {
         single = true;
         break;
       }
