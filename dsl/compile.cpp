@@ -259,7 +259,7 @@ std::string example_protection(const FieldDesc& f) {
   switch (f.type) {
     case ValueType::Addr: return f.name + " : cryptopan(key=K)";
     case ValueType::Mac: return f.name + " : timestamp()";
-    case ValueType::Bytes: return f.name + " : cut()";
+    case ValueType::Bytes: return f.name + (f.trailing ? " : cut()" : " : hash(key=K)");
     case ValueType::Name: return f.name + " : zanon(z=10, dt=1h, fallback=sld)";
     default: return f.name + " : redact()";
   }
@@ -637,6 +637,24 @@ std::optional<ActionCall> Compiler::check_call(ParseCtx& ctx, const Call& c, con
                std::string(nested ? "fallback " : "") + "action " + quote(a->name) + " does not apply to " + f->name +
                    " (" + std::string(to_string(f->type)) + ")",
                "actions for " + std::string(to_string(f->type)) + " fields: " + actions_for(f->type));
+      ok = false;
+    }
+  }
+  // Removing bytes is only possible at the end of a packet: inside a
+  // header or a message the value would have to become another action.
+  if (a->changes_length) {
+    for (const FieldDesc* f : fields) {
+      if (f->trailing || !ok) continue;
+      std::vector<std::string> v;
+      for (const auto& x : reg_.actions())
+        if (x.protects && !x.changes_length &&
+            std::find(x.applies_to.begin(), x.applies_to.end(), f->type) != x.applies_to.end())
+          v.push_back(x.name + "()");
+      d_.error(name_at,
+               std::string(nested ? "fallback " : "") + "action " + quote(a->name) +
+                   " removes bytes, which only the packet's trailing content (payload) allows; " + f->name +
+                   " sits inside its header or message",
+               "protect it with " + join(v, " or "));
       ok = false;
     }
   }

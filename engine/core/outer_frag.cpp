@@ -53,7 +53,10 @@ OuterFrags::Add OuterFrags::add(rte_mbuf* m, const FragInfo& fi, bool first_tunn
   // second last fragment, data past the last one's end, too many pieces.
   // A different link header length (the fragments took different paths)
   // would give the whole frame a link header that fits none of them.
-  bool bad = fi.l3_off != g.key.l3_off || g.frags.size() > lim_.fragments || held_ > lim_.held || uint64_t(fi.off) + fi.len > 65535 ||
+  // The whole has the first fragment's header, and a 16-bit length field.
+  const uint32_t max_data = fi.version == 4 ? 65535u - (g.key.data_start - g.key.l3_off) : 65535u;
+  bool bad = fi.l3_off != g.key.l3_off || g.frags.size() > lim_.fragments || held_ > lim_.held ||
+             uint64_t(fi.off) + fi.len > max_data ||
              (g.last && (!fi.more || fi.off + fi.len > g.total));
   for (size_t i = 0; !bad && i + 1 < g.frags.size(); ++i) {
     const FragInfo& o = g.frags[i].fi;

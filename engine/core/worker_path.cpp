@@ -143,7 +143,10 @@ void WorkerPath::process_burst(rte_mbuf** pkts, unsigned n, Sink sink, void* ctx
       rte_mbuf* m = pkts[base + k];
       datas[k] = rte_pktmbuf_mtod(m, const uint8_t*);
       decode(datas[k], m->pkt_len, mbuf_wire_len(m), ds[k]);
-      if ((ds[k].flags & kFlagFragment) && (ofr_on_ || !ofr_.empty())) [[unlikely]] {
+      // ... and the first packet past a collected datagram's deadline, so
+      // the given-up fragments leave before it whatever the batching.
+      if (((ds[k].flags & kFlagFragment) && (ofr_on_ || !ofr_.empty())) ||
+          (!ofr_.empty() && mbuf_ts(m) > ofr_.next_deadline())) [[unlikely]] {
         single = true;
         break;
       }
@@ -166,8 +169,12 @@ void WorkerPath::process_burst(rte_mbuf** pkts, unsigned n, Sink sink, void* ctx
           if (metas[i].flow) refresh_flow(metas[i].flow);
       for (unsigned j = 0; j < k; ++j)  // as in process(): no roles from a packet that does not decode
         if (ds[j].status != DecodeStatus::Ok) metas[j].roles_uncertain = true;
-      if (burst_route_ && active_.empty()) deliver_burst(pkts + base, k, sink, ctx);
-      else if (burst_multi_ && active_.empty()) deliver_burst_multi(pkts + base, k, sink, ctx);
+      // The burst routes check no deadline per packet: they wait while a
+      // held stream or an outer datagram could expire before one of the
+      // burst's packets, so that the output does not depend on batching.
+      const bool pending = !active_.empty() || !ofr_.empty();
+      if (burst_route_ && !pending) deliver_burst(pkts + base, k, sink, ctx);
+      else if (burst_multi_ && !pending) deliver_burst_multi(pkts + base, k, sink, ctx);
       else
         for (unsigned i = 0; i < k; ++i) consumers(pkts[base + i], datas[i], ds[i], metas[i], sink, ctx);
       base += k;

@@ -61,12 +61,21 @@ struct ProtoOccs {
 // (on_error, counted as l7_cut); None means the packet holds none of them.
 enum class ProtoStatus : uint8_t { None, Parsed, Incomplete, Malformed };
 
+// Bytes of per-flow state an application may keep in every flow-table
+// entry (FlowState::app_state): the budget is fixed, as the flow table's
+// memory is.
+inline constexpr unsigned kAppStateBytes = 8;
+
 struct ProtoPacket {
   const uint8_t* payload;
   uint32_t len;            // captured payload bytes
   uint16_t sport, dport;
   bool from_initiator;     // the packet travels from the flow's client
   bool cut_short;          // the capture cut the payload: it cannot be parsed to its end
+  // The flow's kAppStateBytes of state for its application, zero at the
+  // flow's start; null when the packet has no flow. A plugin stores what
+  // it needs across packets here, never pointers.
+  uint8_t* flow_state;
 };
 
 struct ProtocolPlugin {

@@ -54,6 +54,11 @@ struct FieldDesc {
   // set by the field's plugin. The checker refuses any other: a condition
   // the runtime cannot evaluate is a compile error, never silently false.
   uint8_t cond_ops = 0;
+  // The value runs to the end of the packet (payload): the only place an
+  // action that removes bytes (changes_length, cut()) can apply. The
+  // checker refuses such an action on any other field, which would have to
+  // become another action there.
+  bool trailing = false;
 };
 
 // Operators of a field comparison in a condition (`==`, `!=`, `in`, `~`).

@@ -53,7 +53,7 @@ const std::vector<Spec>& specs() {
       // Located by body_spans, not by an occurrence kind.
       {"http.body", VT::Bytes, R::Other, "",
        "HTTP message bodies, chunk framing included: every byte of an HTTP flow's payload outside a parsed "
-       "message head (zero, redact, hash keep lengths; cut and snap remove them from the record, lengths kept)",
+       "message head (zero, redact, hash keep them in place; snap removes them from the record, lengths kept)",
        {}, {Field::Other, Field::Other}},
   };
   return s;

@@ -29,7 +29,7 @@ void register_fields(Registry& r) {
   g_fields.payload = r.add_field({"payload", ValueType::Bytes, "l4", FieldRole::Content, "",
                                   "transport payload (bytes after the TCP/UDP/ICMP header; after the IP header "
                                   "for other protocols and non-first fragments)",
-                                  {}, kNoField, kCondMatch});
+                                  {}, kNoField, kCondMatch, /*trailing=*/true});
   // A tunnelled packet's own addresses are ip.*; these are the
   // infrastructure's: the IP headers that carry it, and their identifiers.
   g_fields.tunnel_addr = r.add_field(

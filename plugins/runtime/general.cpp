@@ -109,7 +109,9 @@ bool ProgramInstance::encap_rules(uint8_t* buf, uint32_t cap, const Decoded& d, 
       if (P.field_rules_[f].empty() || at + n > cap) continue;
       const int r = pick(f, e);
       ctx.field = f;
-      if (r >= 0 && actions_[r]->bytes(buf + at, n, ctx) == ActResult::Drop) return false;
+      // Anything but Done (drop(), or a cut() the checker refuses on these
+      // header fields) fails closed: the identifier never leaves unchanged.
+      if (r >= 0 && actions_[r]->bytes(buf + at, n, ctx) != ActResult::Done) return false;
     }
   }
   return true;

@@ -237,7 +237,7 @@ void analyze_l7(const uint8_t* p, const Decoded& d, PacketMeta& m, L7Parse& P) {
     return;
   }
   if (const ProtocolPlugin* pp = plugin_of(uint8_t(app))) {
-    m.l7 = parse_plugin(*pp, uint8_t(app), {pl, avail, d.sport, d.dport, from_init, cut_short}, P);
+    m.l7 = parse_plugin(*pp, uint8_t(app), {pl, avail, d.sport, d.dport, from_init, cut_short, fs ? fs->app_state : nullptr}, P);
     return;
   }
   if (fs && !fs->dns_flow && (app == App::Dns || app == App::DnsTcp))
@@ -248,7 +248,8 @@ void analyze_l7(const uint8_t* p, const Decoded& d, PacketMeta& m, L7Parse& P) {
     // Handshake, 0-RTT, Retry, the server's Initials, ACK-only Initials)
     // pass; anything not understood fails closed.
     quic::FlowState qs;
-    if (fs) qs = {fs->quic_mode, fs->quic_client, fs->quic_a, fs->quic_b, fs->quic_end};
+    static_assert(sizeof(quic::FlowState) <= kAppStateBytes, "QUIC's flow state exceeds the per-flow budget");
+    if (fs) std::memcpy(&qs, fs->app_state, sizeof qs);
     // One direction of the flow: keys its remembered DCID per worker.
     uint64_t fk = 0x9e3779b97f4a7c15ULL ^ (uint64_t(d.sport) << 16 | d.dport);
     if (d.has_ip() && d.dst_off() + d.addr_len() <= d.cap_len) {
@@ -256,7 +257,7 @@ void analyze_l7(const uint8_t* p, const Decoded& d, PacketMeta& m, L7Parse& P) {
       for (uint32_t i = 0; i < d.addr_len(); ++i) fk = (fk ^ p[d.dst_off() + i]) * 0x100000001b3ULL;
     }
     quic::Status st = quic::analyze(pl, avail, dir, fk | 1, *P.qcrypto, qs, *P.quic);
-    if (fs) fs->quic_mode = qs.mode, fs->quic_client = qs.client, fs->quic_a = qs.a, fs->quic_b = qs.b, fs->quic_end = qs.end;
+    if (fs) std::memcpy(fs->app_state, &qs, sizeof qs);
     P.quic_state = 1;
     switch (st) {
       case quic::Status::None: m.l7 = L7State::None; break;

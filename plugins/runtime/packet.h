@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "l2l4.h"
+#include "protocol.h"
 
 namespace amon {
 
@@ -49,10 +50,10 @@ struct FlowState {
   // consumers whose SNI decision hid the name get it without payload.
   uint16_t sni_clear = 0;       // bit per consumer: its tls.sni decision for this flow left the name in clear
   uint16_t tls_srv_left = 0;    // bytes of the server's current TLS record still to come
-  // QUIC: progress through a ClientHello spread over several Initials
-  // (quic::FlowState: walk position or located server_name, client side).
-  uint16_t quic_a = 0, quic_b = 0, quic_end = 0;
-  uint8_t quic_mode = 0, quic_client = 0;
+  // The flow's application keeps its own state here, within this budget
+  // (protocol.h, ProtoPacket::flow_state): QUIC its progress through a
+  // ClientHello spread over several Initials. Zero at the flow's start.
+  uint8_t app_state[kAppStateBytes] = {};
   uint8_t frag_tunnel : 1 = 0;    // fragments of this address pair carried a tunnel
   uint8_t stream_failed : 2 = 0;  // bit per direction: a header could not be completed; the rest stays closed
   uint8_t released : 2 = 0;       // bit per direction: released_end is valid

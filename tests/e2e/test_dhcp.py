@@ -18,6 +18,14 @@ Checks, per input:
     a lease and the traffic that follows stay linkable. At least a known
     number of such pairs must be checked, so the test cannot pass vacuously.
 
+A malformed DHCP message (an option running past the end) fails closed:
+its payload is cut, so its MAC and host name never leave.
+
+And `proto in { dhcp }` (a protocol plugin's name in a condition): with
+`payload : zero() when proto in { dhcp }`, exactly the DHCP datagrams of
+the generated trace have their payload zeroed; every other frame leaves
+byte for byte as it came.
+
 usage: test_dhcp.py AMON AMON-GEN"""
 
 import collections
@@ -28,6 +36,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import e2e_lib as L  # noqa: E402
+from test_dns_exchange import udp4_frame  # noqa: E402
 
 ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 
@@ -156,6 +165,65 @@ def check(amon, name, inp, work, min_linked):
         fail(f"{name}: only {linked} lease addresses could be matched to traffic (want >= {min_linked})")
 
 
+def udp_payload(frame):
+    """(sport, dport, payload offset) of an Ethernet/IPv4 or IPv6/UDP frame, else None."""
+    o, et = 14, int.from_bytes(frame[12:14], "big")
+    while et in (0x8100, 0x88a8):
+        et, o = int.from_bytes(frame[o + 2:o + 4], "big"), o + 4
+    if et == 0x0800 and len(frame) >= o + 20 and frame[o + 9] == 17:
+        u = o + (frame[o] & 15) * 4
+    elif et == 0x86DD and len(frame) >= o + 40 and frame[o + 6] == 17:
+        u = o + 40
+    else:
+        return None
+    if len(frame) < u + 8:
+        return None
+    return int.from_bytes(frame[u:u + 2], "big"), int.from_bytes(frame[u + 2:u + 4], "big"), u + 8
+
+
+def check_proto_condition(amon, inp, work):
+    pol = L.write_policy(work, "proto.amon", "payload : zero() when proto in { dhcp }\n")
+    out = os.path.join(work, "proto-dhcp.pcap")
+    L.run_amon(amon, inp, [("p", pol, out)])
+    _, fin = L.read_pcap(inp)
+    _, fout = L.read_pcap(out)
+    if len(fin) != len(fout):
+        fail(f"proto in {{ dhcp }}: {len(fin)} frames in, {len(fout)} out")
+        return
+    zeroed = 0
+    for i, (a, b) in enumerate(zip(fin, fout)):
+        u = udp_payload(a[3])
+        if u and ({u[0], u[1]} & {67, 68, 546, 547}):
+            if b[3][u[2]:] != bytes(len(a[3]) - u[2]):
+                fail(f"proto in {{ dhcp }}: frame {i + 1} (DHCP) kept its payload")
+            zeroed += 1
+        elif a[3] != b[3]:
+            fail(f"proto in {{ dhcp }}: frame {i + 1} (not DHCP) changed")
+    print(f"proto in {{ dhcp }}: {zeroed} DHCP datagrams zeroed, {len(fin) - zeroed} other frames unchanged")
+    if zeroed == 0:
+        fail("proto in { dhcp }: no DHCP datagram in the generated trace")
+
+
+def check_malformed(amon, work):
+    mac = bytes.fromhex("001b213a4f5d")
+    m = bytes([1, 1, 6, 0]) + bytes(8) + bytes(16) + mac + bytes(10) + bytes(192) + b"\x63\x82\x53\x63"
+    m += bytes([53, 1, 3, 12, 9]) + b"secrethost" + bytes([81, 200, 0])  # option 81 claims 200 bytes
+    inp = os.path.join(work, "malformed.pcap")
+    L.write_pcap(inp, [(1_700_000_000 * 10**9, udp4_frame("192.168.7.77", "192.168.7.1", 68, 67, m))])
+    out = os.path.join(work, "malformed-ids.pcap")
+    L.run_amon(amon, inp, [("ids", policy_dir(work), out)])
+    _, recs = L.read_pcap(out)
+    if len(recs) != 1:
+        fail(f"malformed: {len(recs)} frames out, want 1 (cut, not dropped)")
+        return
+    f = recs[0][3]
+    if mac in f or b"secrethost" in f:
+        fail("malformed: the MAC or host name of a malformed DHCP message left in clear")
+    if len(f) != 14 + 20 + 8:
+        fail(f"malformed: {len(f)} bytes out, want the headers only (payload cut)")
+    print("malformed: payload cut, nothing of the client left")
+
+
 def main():
     if len(sys.argv) < 3:
         print(__doc__)
@@ -167,6 +235,8 @@ def main():
     subprocess.run([gen, "--out", g, "--seed", "7", "--packets", "4000", "--clients", "60", "--dhcp", "1",
                     "--v6", "0.4", "--vlan", "0", "--quiet"], check=True, timeout=120)
     check(amon, "generated", g, work, min_linked=20)
+    check_proto_condition(amon, g, work)
+    check_malformed(amon, work)
     pcaps = os.environ.get("AMON_PCAPS_DIR")
     cap = os.path.join(pcaps, "mixed-capture2.pcap") if pcaps else None
     if cap and os.path.exists(cap):

@@ -56,6 +56,7 @@ struct World {
         "on_error = drop\n"
         "ip.src, ip.dst : hash(key=k)\n"
         "tls.sni, http.host : hash(key=k)\n"
+        "dns.ecs : cryptopan(key=k)\n"
         "payload : zero() when proto in { udp }\n",
     };
     // Each policy is one consumer: compiled, and its program built.

@@ -139,8 +139,12 @@ TEST_CASE("several consumers: the burst route gives each the frames the per-pack
         INFO("consumer " << c);
         REQUIRE(a.per[c].size() == b.per[c].size());
         for (size_t i = 0; i < a.per[c].size(); ++i) {
-          INFO("frame " << i);
-          REQUIRE(a.per[c][i] == b.per[c][i]);
+          const Out &x = a.per[c][i], &y = b.per[c][i];
+          size_t at = 0;
+          while (at < x.bytes.size() && at < y.bytes.size() && x.bytes[at] == y.bytes[at]) ++at;
+          INFO("frame " << i << ": " << x.bytes.size() << " / " << y.bytes.size() << " bytes, first difference at "
+                        << at << ", wire " << x.wire << " / " << y.wire);
+          REQUIRE(x == y);
           ++compared;
         }
       }

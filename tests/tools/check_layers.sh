@@ -37,7 +37,6 @@ declare -A allowed=(
   [plugins/runtime/conditions.cpp]="dns tls http quic"
   [plugins/runtime/program.cpp]="dns"
   [plugins/runtime/runtime.h]="dns"
-  [plugins/runtime/packet.h]="quic"
 )
 
 fail=0
