@@ -22,6 +22,7 @@
 #include <memory>
 #include <vector>
 
+#include "eal_env.h"
 #include "flow_table.h"
 #include "mbuf_meta.h"
 #include "policy.h"
@@ -52,16 +53,7 @@ struct World {
   unsigned avail0 = 0;
 
   World() {
-    const char* eal[] = {"fuzz_stream", "--no-huge", "--no-pci", "--no-shconf", "-m", "256", "--lcores=0",
-                         "--log-level=*:error", "--no-telemetry"};
-    if (rte_eal_init(int(sizeof eal / sizeof *eal), const_cast<char**>(eal)) < 0) {
-      std::fprintf(stderr, "EAL: %s\n", rte_strerror(rte_errno));
-      std::abort();
-    }
-    mbuf_meta_register();
-    register_builtin_plugins();
-    pool = rte_pktmbuf_pool_create("fuzz_pool", 4095, 0, 0, RTE_MBUF_DEFAULT_BUF_SIZE, int(rte_socket_id()));
-    if (!pool) std::abort();
+    pool = amon_test::start_eal("fuzz_stream", 4095, "256");
     zanon::Config zc;
     zc.max_values = 1024;
     zc.zmax = 2;

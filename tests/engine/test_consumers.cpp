@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "equiv_support.h"
+#include "eal_env.h"
 #include "flow_table.h"
 #include "mbuf_meta.h"
 #include "policy.h"
@@ -32,17 +33,7 @@ using amon::testing::shared_captures;
 namespace {
 
 rte_mempool* pool() {
-  static rte_mempool* p = [] {
-    const char* eal[] = {"test_consumers", "--no-huge", "--no-pci", "--no-shconf", "-m", "128", "--lcores=0",
-                         "--log-level=*:error", "--no-telemetry"};
-    if (rte_eal_init(int(sizeof eal / sizeof *eal), const_cast<char**>(eal)) < 0) {
-      std::fprintf(stderr, "EAL: %s\n", rte_strerror(rte_errno));
-      std::abort();
-    }
-    mbuf_meta_register();
-    register_builtin_plugins();
-    return rte_pktmbuf_pool_create("consumers_pool", 8191, 0, 0, RTE_MBUF_DEFAULT_BUF_SIZE, int(rte_socket_id()));
-  }();
+  static rte_mempool* p = amon_test::start_eal("test_consumers", 8191);
   REQUIRE(p);
   return p;
 }

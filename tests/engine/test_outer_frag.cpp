@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "flow_table.h"
+#include "eal_env.h"
 #include "frames.h"
 #include "mbuf_meta.h"
 #include "policy.h"
@@ -32,17 +33,7 @@ namespace {
 struct Env {
   rte_mempool* pool = nullptr;
   SharedServices svc;
-  Env() {
-    const char* eal[] = {"test_outer_frag", "--no-huge", "--no-pci", "--no-shconf", "-m", "128", "--lcores=0",
-                         "--log-level=*:error", "--no-telemetry"};
-    if (rte_eal_init(int(sizeof eal / sizeof *eal), const_cast<char**>(eal)) < 0) {
-      std::fprintf(stderr, "EAL: %s\n", rte_strerror(rte_errno));
-      std::abort();
-    }
-    mbuf_meta_register();
-    register_builtin_plugins();
-    pool = rte_pktmbuf_pool_create("frag_pool", 2047, 0, 0, RTE_MBUF_DEFAULT_BUF_SIZE, int(rte_socket_id()));
-  }
+  Env() { pool = start_eal("test_outer_frag", 2047); }
 };
 
 Env& env() {

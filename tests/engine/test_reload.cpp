@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "flow_table.h"
+#include "eal_env.h"
 #include "frames.h"
 #include "mbuf_meta.h"
 #include "policy.h"
@@ -32,15 +33,7 @@ struct Env {
   std::unique_ptr<zanon::Store> store;
   SharedServices svc;
   Env() {
-    const char* eal[] = {"test_reload", "--no-huge", "--no-pci", "--no-shconf", "-m", "128", "--lcores=0",
-                         "--log-level=*:error", "--no-telemetry"};
-    if (rte_eal_init(int(sizeof eal / sizeof *eal), const_cast<char**>(eal)) < 0) {
-      std::fprintf(stderr, "EAL: %s\n", rte_strerror(rte_errno));
-      std::abort();
-    }
-    mbuf_meta_register();
-    register_builtin_plugins();
-    pool = rte_pktmbuf_pool_create("reload_pool", 1023, 0, 0, RTE_MBUF_DEFAULT_BUF_SIZE, int(rte_socket_id()));
+    pool = start_eal("test_reload", 1023);
     zanon::Config zc;
     zc.max_values = 4096;
     zc.zmax = 10;  // sized for the largest z of any generation, as the engine does at start-up
