@@ -62,8 +62,11 @@ bool ProgramInstance::l7_plugin(const ProtocolPlugin& pp, void* state, uint8_t* 
   for (uint32_t i = 0; i < O.n; ++i) {
     const ProtoOcc& o = O.occ[i];
     uint8_t* v = pl + o.off;
+    // A fix-up runs only where the action changed the value (a kept value
+    // stays as it came); longer values than this buffer are taken as changed.
     uint8_t before[16];
-    if (o.fixup) std::memcpy(before, v, std::min<uint32_t>(o.len, 16));
+    const bool whole = o.len <= sizeof before;
+    if (o.fixup && whole) std::memcpy(before, v, o.len);
     bool ok = true;
     switch (o.kind) {
       case OccKind::Name: {
@@ -77,7 +80,7 @@ bool ProgramInstance::l7_plugin(const ProtocolPlugin& pp, void* state, uint8_t* 
       case OccKind::Bytes: ok = apply_text(o.field, v, o.len, e); break;
     }
     if (!ok) e.drop = true;
-    if (o.fixup && pp.after_action && std::memcmp(before, v, std::min<uint32_t>(o.len, 16)) != 0)
+    if (o.fixup && pp.after_action && (!whole || std::memcmp(before, v, o.len) != 0))
       pp.after_action(state, pl, o);
   }
   return true;
@@ -215,17 +218,16 @@ bool ProgramInstance::l7_dns(uint8_t* msg, uint32_t len, Eval& e, int msg_index)
   return true;
 }
 
-void ProgramInstance::http_body(uint8_t* pl, uint32_t avail, const uint32_t* sp, unsigned n, Eval& e) {
+void ProgramInstance::http_body(uint8_t* pl, uint32_t avail, const ByteSpan* sp, unsigned n, Eval& e) {
   const FieldId f = L7Fields::get().http_body;
   const int ri = pick(f, e);
   if (ri < 0 || !actions_[ri]->modifies || !avail) return;
   RtAction& a = *actions_[ri];
-  const uint32_t all[2] = {0, avail};
-  if (!sp) sp = all, n = 1;
-  struct Span { uint32_t off, len; };
+  const ByteSpan all{0, avail};
+  if (!sp) sp = &all, n = 1;
   e.ctx->field = f;
   for (unsigned i = 0; i < n; ++i) {
-    const Span s{sp[2 * i], sp[2 * i + 1]};
+    const ByteSpan s = sp[i];
     uint8_t* p = pl + s.off;
     const ActResult r = a.bytes(p, s.len, *e.ctx);
     if (r == ActResult::Drop) {
@@ -327,11 +329,11 @@ bool ProgramInstance::l7_rewrite(uint8_t* buf, const Decoded& d, Eval& e) {
         if (!ok) e.drop = true;
       }
       if (!prog_.field_rules_[L.http_body].empty()) {
-        http::Span spans[16];
-        uint32_t flat[32];
-        const unsigned n = http::body_spans(H, 0, avail, spans, 16);
-        for (unsigned k = 0; k < n; ++k) flat[2 * k] = spans[k].off, flat[2 * k + 1] = spans[k].len;
-        http_body(pl, avail, flat, n, e);
+        http::Span hs[16];
+        ByteSpan spans[16];
+        const unsigned n = http::body_spans(H, 0, avail, hs, 16);
+        for (unsigned k = 0; k < n; ++k) spans[k] = {hs[k].off, hs[k].len};
+        http_body(pl, avail, spans, n, e);
       }
       return true;
     }

@@ -211,9 +211,11 @@ class ProgramInstance {
   bool l7_dns(uint8_t* msg, uint32_t len, Eval& e, int msg_index);
   bool l7_rewrite(uint8_t* buf, const Decoded& d, Eval& e);  // false: drop
   // Applies the http.body rule to the body bytes of `avail` payload bytes:
-  // the n (offset, length) pairs of spans, or all of them when spans is
-  // null. Sets e.body_snap, e.drop.
-  void http_body(uint8_t* pl, uint32_t avail, const uint32_t* spans, unsigned n, Eval& e);
+  // the n spans, or all of them when spans is null. Sets e.body_snap, e.drop.
+  struct ByteSpan {
+    uint32_t off, len;
+  };
+  void http_body(uint8_t* pl, uint32_t avail, const ByteSpan* spans, unsigned n, Eval& e);
   // general_path's snap point: the record ends there once the outer
   // layers are fixed (UINT32_MAX: none).
   uint32_t snap_at_ = UINT32_MAX;
