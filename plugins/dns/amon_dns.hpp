@@ -22,7 +22,7 @@ enum class Error : uint8_t {
   NameTooLong,       // > 255 octets
   BadPointer,        // loop, forward, out of bounds, or not at a known label
   RdataLength,       // rdata overrun, or a name-bearing rdata of the wrong size
-  BadOpt,            // second OPT, OPT owner not root, option overrun, bad ECS
+  BadOpt,            // second OPT, OPT owner not root, option overrun, bad ECS, second Owner option
   Capacity,          // a fixed-capacity table of ParseResult is full
 };
 
@@ -93,6 +93,20 @@ struct Ecs {
   uint16_t opt_rr_rdlen_off;     // OPT RR's RDLENGTH field (for strip)
 };
 
+// EDNS0 Owner option (code 4, draft-cheshire-edns0-owner-option), sent by
+// mDNS sleep proxy clients: version, sequence, the device's primary MAC, then
+// optionally a wake-up MAC and a 4- or 6-byte wake-up password. Lengths
+// other than 8/14/18/20 are kept as "unknown layout" (n_macs 0): the caller
+// treats every data byte as identifying.
+struct Owner {
+  bool present;
+  uint8_t n_macs;        // 0 (unknown layout), 1 or 2
+  uint16_t data_off;     // the option data (after OPTION-CODE and OPTION-LENGTH)
+  uint16_t data_len;
+  uint16_t mac_off[2];   // 6 bytes each
+  uint16_t pw_off, pw_len;  // wake-up password, 0 bytes if none
+};
+
 struct ParseResult {
   static constexpr unsigned kMaxNames = 1024, kMaxLabels = 2048, kMaxLabelRefs = 8192,
                             kMaxRRs = 1024, kMaxAddrs = 512, kTextCap = 32768;
@@ -110,6 +124,7 @@ struct ParseResult {
   uint16_t n_names, n_labels, n_label_refs, n_rrs, n_addrs;
   uint32_t text_len;
   Ecs ecs;
+  Owner owner;
   NameRef names[kMaxNames];
   LabelSpan labels[kMaxLabels];
   uint16_t label_refs[kMaxLabelRefs];

@@ -486,6 +486,18 @@ struct Parser {
           return fail(Status::Malformed, Error::BadOpt, p);
         r.ecs = {true, uint16_t(p), uint16_t(4 + olen), fam, src, scope, uint16_t(p + 8), uint16_t(alen),
                  uint16_t(rdlen_off)};
+      } else if (code == 4) {
+        // One Owner option per message: a second would need its own MACs
+        // mapped, and no sender has a reason to send two.
+        if (r.owner.present) return fail(Status::Malformed, Error::BadOpt, p);
+        Owner& o = r.owner;
+        o = {true, 0, uint16_t(p + 4), olen, {0, 0}, 0, 0};
+        if (olen == 8 || olen == 14 || olen == 18 || olen == 20) {
+          o.mac_off[0] = uint16_t(p + 6);
+          o.n_macs = 1;
+          if (olen >= 14) o.mac_off[1] = uint16_t(p + 12), o.n_macs = 2;
+          if (olen > 14) o.pw_off = uint16_t(p + 18), o.pw_len = uint16_t(olen - 14);
+        }
       }
       p += 4u + olen;
     }
@@ -571,6 +583,7 @@ Status parse(const uint8_t* msg, size_t len, ParseResult& out) {
   out.n_names = out.n_labels = out.n_label_refs = out.n_rrs = out.n_addrs = 0;
   out.text_len = 0;
   out.ecs = {};
+  out.owner = {};
   Parser p{msg, uint32_t(len > 0x10000 ? 0x10000 : len), out};
   if (len > 0xffff) return p.fail(Status::Malformed, Error::TooLong, 0);
   return p.run();

@@ -215,6 +215,24 @@ bool ProgramInstance::l7_dns(uint8_t* msg, uint32_t len, Eval& e, int msg_index)
       if (sums) sums[1] += span_sum(off, n);
     }
   }
+  const auto& F = l2l4::g_fields;
+  if (pr.owner.present && pr.owner.data_len && !prog_.field_rules_[F.eth_src].empty()) {
+    // The Owner option names the sending device by its MAC (and the MAC to
+    // wake it with): the MACs take the rule of the packet's source MAC, so
+    // they leave as the Ethernet header's does. The wake-up password goes
+    // with them; an option of unknown layout is zeroed whole, as nothing in
+    // it can be told apart from a MAC.
+    const int ri = pick(F.eth_src, e);
+    const dns::Owner& o = pr.owner;
+    if (ri >= 0 && actions_[ri]->modifies) {
+      if (sums) sums[0] += span_sum(o.data_off, o.data_len);
+      if (!o.n_macs) std::memset(msg + o.data_off, 0, o.data_len);
+      for (unsigned i = 0; i < o.n_macs; ++i)
+        if (!apply_mac_occ(F.eth_src, msg + o.mac_off[i], e)) e.drop = true;
+      if (o.pw_len) std::memset(msg + o.pw_off, 0, o.pw_len);
+      if (sums) sums[1] += span_sum(o.data_off, o.data_len);
+    }
+  }
   return true;
 }
 

@@ -533,3 +533,41 @@ TEST_CASE("dns: a first name's masks kept for the next message equal the ones co
   CHECK(q2 == plain);
   CHECK(std::isupper(q2[13]));
 }
+
+TEST_CASE("dns: EDNS0 Owner option: MACs and password located, unknown layouts flagged, two refused") {
+  auto owner_msg = [](std::initializer_list<uint8_t> data, bool twice = false) {
+    Bytes m = dns_header(1, 0, 1, 0, 0, 1);
+    dns_name(m, "a.local"); put16(m, 1); put16(m, 1);
+    m.push_back(0);
+    const unsigned one = 4 + unsigned(data.size());
+    dns_rr_fixed(m, 41, 1440, 0, uint16_t(twice ? 2 * one : one));
+    for (int k = 0; k < (twice ? 2 : 1); ++k) {
+      put16(m, 4); put16(m, uint16_t(data.size()));
+      m.insert(m.end(), data);
+    }
+    return m;
+  };
+  auto r = pr_new();
+  Bytes m = owner_msg({0, 7, 0x58, 0x1f, 0xaa, 0x4f, 0x3f, 0x9d, 0x58, 0x1f, 0xaa, 0x4f, 0x3f, 0x9e, 1, 2, 3, 4});
+  REQUIRE(parse(m.data(), m.size(), *r) == Status::Ok);
+  REQUIRE(r->owner.present);
+  CHECK(r->owner.n_macs == 2);
+  CHECK(m[r->owner.mac_off[0]] == 0x58);
+  CHECK(m[r->owner.mac_off[0] + 5] == 0x9d);
+  CHECK(m[r->owner.mac_off[1] + 5] == 0x9e);
+  CHECK(r->owner.pw_len == 4);
+  CHECK(m[r->owner.pw_off] == 1);
+  CHECK(r->owner.data_off + r->owner.data_len == m.size());
+  m = owner_msg({0, 7, 0x58, 0x1f, 0xaa, 0x4f, 0x3f, 0x9d});
+  REQUIRE(parse(m.data(), m.size(), *r) == Status::Ok);
+  CHECK(r->owner.n_macs == 1);
+  CHECK(r->owner.pw_len == 0);
+  m = owner_msg({0, 7, 0x58, 0x1f, 0xaa, 0x4f, 0x3f});
+  REQUIRE(parse(m.data(), m.size(), *r) == Status::Ok);
+  CHECK(r->owner.present);
+  CHECK(r->owner.n_macs == 0);
+  CHECK(r->owner.data_len == 7);
+  m = owner_msg({0, 7, 0x58, 0x1f, 0xaa, 0x4f, 0x3f, 0x9d}, true);
+  CHECK(parse(m.data(), m.size(), *r) == Status::Malformed);
+  CHECK(r->error == Error::BadOpt);
+}
