@@ -47,7 +47,9 @@ HTTP_GAP = "HTTP request heads after a lost segment in their stream are left in 
 HEAD_URLS = ("server names and URIs in HTTP response headers no http.* field names (P3P policyref, "
              "Content-Location)")
 TEXT_ADDR = "a client address as text inside payload the policy keeps"
-FUZZ = "fuzzed DNS messages whose hidden question names stay in clear (not analysed further)"
+FUZZ = ("a fuzzed question name that is just \"_sip\" (protected, rare) matches the first label of "
+        "_sip._udp.sip.cybercity.dk, which z-anonymity released (10 users, the audit's count agrees): the audit "
+        "judges a protected value inside an allowed one as a leak")
 TEREDO_P2P = ("Teredo peer-to-peer flows with both ends outside clients (2001:0::/32): the runtime's role evidence "
               "takes one end as server and keeps it, where the audit finds no evidence and protects both")
 
@@ -58,7 +60,7 @@ KNOWN_LEAKS = {
     ('ipv6-mixed-dns-ssh', 'ids'): (33, ND),
     ('malformed-fuzz-ndpi-2006', 'flows'): (2, ROLES_FUZZ),
     ('malformed-fuzz-ndpi-2006', 'ids'): (110, TEXT_ADDR + "; " + DHCP_INFRA),
-    ('malformed-fuzz-ndpi-2006', 'meter'): (103, FUZZ),
+    ('malformed-fuzz-ndpi-2006', 'meter'): (4, FUZZ),
     ('mixed-browsing-example', 'ids'): (1, TEXT_ADDR),
     ('mixed-browsing-example', 'meter'): (8, HEAD_URLS),
     ('mixed-capture2', 'ids'): (602, DHCP_INFRA + "; " + PTR + "; " + TEREDO_P2P),
