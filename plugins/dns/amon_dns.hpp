@@ -235,6 +235,15 @@ int rewrite_names(uint8_t* msg, size_t len, const ParseResult& pr, F&& f) {
       const_cast<void*>(static_cast<const void*>(&f)));
 }
 
+// A reverse-DNS name (RFC 1035 in-addr.arpa, RFC 3596 ip6.arpa) names an
+// address: the run of address labels right before the suffix (up to 4
+// decimal octets, or up to 32 hex nibbles), read into addr (missing low
+// bytes zero) and family 4/6. Labels left of the run (RFC 2317 classless
+// names, service prefixes) are not part of it. Returns the number of address
+// labels (0: not a reverse name). `text` is the lowercased presentation form
+// (ParseResult::name_text).
+unsigned reverse_address(std::string_view text, uint8_t& family, uint8_t addr[16]);
+
 // ECS: zero the address bytes, keeping every length. The prefix lengths stay:
 // RFC 7871 ties the address length to SOURCE PREFIX-LENGTH, so zeroing the
 // prefix too would make the message invalid (use ecs_strip to drop it).
