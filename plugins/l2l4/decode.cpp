@@ -73,6 +73,7 @@ void decode_l4(const uint8_t* p, uint32_t cap, Decoded& d) {
       d.sport = rd16(p + off);
       d.dport = rd16(p + off + 2);
       if (is_udp_tunnel_port(d.sport) || is_udp_tunnel_port(d.dport)) d.flags |= kFlagTunnel;
+      if (d.sport == 521 && d.dport == 521) d.flags |= kFlagAddrBody;  // RIPng route entries
       break;
     }
     case kProtoIcmp:
@@ -85,6 +86,7 @@ void decode_l4(const uint8_t* p, uint32_t cap, Decoded& d) {
       bool err = d.l4_proto == kProtoIcmp ? (type == 3 || type == 4 || type == 5 || type == 11 || type == 12)
                                           : (type < 128);
       if (err) d.flags |= kFlagIcmpError;
+      if (d.l4_proto == kProtoIcmpv6 && type >= 133 && type <= 137) d.flags |= kFlagAddrBody;
       break;
     }
     case kProtoIpIp:
@@ -554,6 +556,7 @@ inline bool decode_fast(const uint8_t* p, uint32_t cap, uint32_t wire, Decoded& 
     d.sport = sport;
     d.dport = dport;
     if (is_udp_tunnel_port(sport) || is_udp_tunnel_port(dport)) return false;  // decoded through
+    if (sport == 521 && dport == 521) flags = kFlagAddrBody;  // RIPng route entries
   } else if (proto == kProtoIcmp || proto == kProtoIcmpv6) {
     if (l4 + 8 > ip_end || l4 + 8 > cap) return false;
     const uint8_t type = p[l4];
@@ -562,6 +565,7 @@ inline bool decode_fast(const uint8_t* p, uint32_t cap, uint32_t wire, Decoded& 
     const bool err = proto == kProtoIcmp ? (type == 3 || type == 4 || type == 5 || type == 11 || type == 12)
                                          : (type < 128);
     if (err) flags = kFlagIcmpError;
+    if (proto == kProtoIcmpv6 && type >= 133 && type <= 137) flags = kFlagAddrBody;
   } else {
     return false;  // IP in IP and GRE among the rest
   }

@@ -54,6 +54,112 @@ Verdict ProgramInstance::process_encap(uint8_t* buf, uint32_t& cap, uint32_t& wi
   return v;
 }
 
+// An address in a neighbour discovery body: one of the packet's own
+// (before its rewrite) takes what that address became; another is a host
+// of the link the users are on, with no flow to give it a role, so it takes
+// the client's rule (fail closed, as a flow without evidence does), as a
+// client position of this packet took it, else the policy's unconditional
+// one; mapped when that rule maps any address alone (Crypto-PAn, prefix,
+// keyed hash), kept when it keeps, else zeroed. `bits`: a prefix's length,
+// past which the mapped bits are zeroed again.
+bool ProgramInstance::nd_addr(uint8_t* a, unsigned bits, const NdMap& nm, Eval& e, ApplyCtx& ctx) {
+  const auto& F = l2l4::g_fields;
+  if (bits >= 128 && std::memcmp(a, nm.old_src, 16) == 0) return std::memcpy(a, nm.new_src, 16), true;
+  if (bits >= 128 && std::memcmp(a, nm.old_dst, 16) == 0) return std::memcpy(a, nm.new_dst, 16), true;
+  if (!nm.protects_addr) return true;
+  const dsl::Policy& pol = *prog_.policy_;
+  const bool user = true;
+  int r = -1;
+  for (int pos = 0; pos < 2 && r < 0; ++pos)
+    if (nm.pos_rule[pos] >= 0 && (nm.both || (pos == 0) == nm.client_is_src) == user) r = nm.pos_rule[pos];
+  if (r < 0 && prog_.unconditional_) r = prog_.addr_rule_[1][user ? 1 : 0];
+  const ActionKind k = r >= 0 ? pol.rules[r].action.desc->kind : ActionKind::Unknown;
+  if (r >= 0 && !actions_[r]->modifies) return true;
+  bool mapped = false;
+  if (k == ActionKind::CryptoPan || k == ActionKind::Prefix || k == ActionKind::Hash) {
+    const uint8_t fam = ctx.family;
+    const FieldId fld = ctx.field;
+    const bool srv = ctx.is_server;
+    ctx.family = 6, ctx.field = user ? F.ip_client : F.ip_server, ctx.is_server = !user;
+    mapped = actions_[r]->addr(a, ctx) != ActResult::Drop;
+    ctx.family = fam, ctx.field = fld, ctx.is_server = srv;
+  }
+  if (!mapped) {
+    std::memset(a, 0, 16);
+    ++e.c->nd_zeroed;
+  }
+  for (unsigned i = 0; i < 16; ++i) {
+    const int keep = std::clamp(int(bits) - int(i * 8), 0, 8);
+    a[i] &= uint8_t(0xff00 >> keep);
+  }
+  return mapped;
+}
+
+// The body of an NS/NA/RS/RA/Redirect (RFC 4861, RFC 8106 for RDNSS, RFC
+// 4191 for route information). Returns UINT32_MAX when it parsed to its
+// end, else the payload offset where it stopped parsing (the caller cuts
+// there: what follows cannot be told apart from an address).
+uint32_t ProgramInstance::nd_body(uint8_t* buf, const Decoded& d, uint32_t plen, const NdMap& nm, Eval& e,
+                                  ApplyCtx& ctx) {
+  const auto& F = l2l4::g_fields;
+  uint8_t* const pl = buf + d.payload_off;  // after type, code, checksum and the 4 bytes that follow
+  const uint8_t type = uint8_t(d.sport >> 8);
+  // Fixed part after the first 8 bytes: RA 8 (limits, timers), NS/NA the
+  // target, Redirect target and destination.
+  const uint32_t fixed = type == 133 ? 0 : type == 134 ? 8 : type == 137 ? 32 : 16;
+  if (plen < fixed) return 0;
+  if (type >= 135) nd_addr(pl, 128, nm, e, ctx);
+  if (type == 137) nd_addr(pl + 16, 128, nm, e, ctx);
+  const int mac_rule = !prog_.field_rules_[F.eth_src].empty() ? pick(F.eth_src, e) : pick(F.eth_dst, e);
+  for (uint32_t o = fixed; o < plen;) {
+    if (o + 2 > plen) return o;
+    const uint8_t ot = pl[o];
+    const uint32_t olen = uint32_t(pl[o + 1]) * 8;
+    if (olen == 0 || o + olen > plen) return o;
+    uint8_t* const op = pl + o;
+    switch (ot) {
+      case 1:    // source link-layer address
+      case 2: {  // target link-layer address
+        if (mac_rule < 0 || !actions_[mac_rule]->modifies) break;
+        if (olen == 8) {
+          const FieldId fld = ctx.field;
+          ctx.field = F.eth_src;
+          if (actions_[mac_rule]->mac(op + 2, ctx) == ActResult::Drop) std::memset(op + 2, 0, 6), ++e.c->nd_zeroed;
+          ctx.field = fld;
+        } else {
+          std::memset(op + 2, 0, olen - 2);  // not an Ethernet address: nothing maps it
+          ++e.c->nd_zeroed;
+        }
+        break;
+      }
+      case 3:  // prefix information: a prefix of the link's addresses
+        if (olen != 32) return o;
+        nd_addr(op + 16, std::min<unsigned>(op[2], 128), nm, e, ctx);
+        break;
+      case 24: {  // route information: up to 16 prefix bytes
+        uint8_t a[16] = {};
+        const uint32_t n = std::min<uint32_t>(olen - 8, 16);
+        std::memcpy(a, op + 8, n);
+        nd_addr(a, std::min<unsigned>(op[2], 128), nm, e, ctx);
+        std::memcpy(op + 8, a, n);
+        break;
+      }
+      case 25:  // recursive DNS servers
+        for (uint32_t k = 8; k + 16 <= olen; k += 16) nd_addr(op + k, 128, nm, e, ctx);
+        break;
+      case 5: case 7: case 8: case 14: case 31:
+        break;  // MTU, advertisement interval, home agent, nonce, DNS search list: no address
+      default:
+        // The redirected header (4) quotes a whole packet; others are not
+        // known to hold no address.
+        if (nm.protects_addr || mac_rule >= 0) std::memset(op + 2, 0, olen - 2), ++e.c->nd_zeroed;
+        break;
+    }
+    o += olen;
+  }
+  return UINT32_MAX;
+}
+
 bool ProgramInstance::encap_rules(uint8_t* buf, uint32_t cap, const Decoded& d, Eval& e, ApplyCtx& ctx) {
   const Program& P = prog_;
   const auto& F = l2l4::g_fields;
@@ -353,6 +459,41 @@ Verdict ProgramInstance::general_path(uint8_t* buf, uint32_t& cap, uint32_t& wir
     } else if (error_exit(d.payload_off, c.icmp_quote_cut)) {
       return Verdict::Drop;
     }
+  }
+
+  // Neighbour discovery names addresses and MACs in its body: the target
+  // (NS, NA, Redirect), a Redirect's destination, link-layer address
+  // options, prefixes and DNS server addresses in options. Each takes the
+  // mapping the packet's own would (nd_body); what cannot be mapped is
+  // zeroed; a body that does not parse is cut where it stops parsing.
+  if (!kL7Only && (d.flags & kFlagAddrBody) && d.l4_proto == kProtoIcmpv6 && d.status == DecodeStatus::Ok &&
+      (protects_addr || !P.field_rules_[F.eth_src].empty() || !P.field_rules_[F.eth_dst].empty())) {
+    const uint32_t pend = std::min<uint64_t>(uint64_t(d.payload_off) + d.payload_len, cap);
+    const uint32_t plen = pend > d.payload_off ? pend - d.payload_off : 0;
+    quote_old_sum = csum_sum({buf + d.payload_off, plen});
+    quote_changed = true;
+    NdMap nm{old_src, old_dst, buf + so, buf + dof, pos_rule, both, client_is_src, protects_addr};
+    const uint32_t bad = nd_body(buf, d, plen, nm, e, ctx);
+    if (bad != UINT32_MAX && error_exit(d.payload_off + bad, c.err_cut)) return Verdict::Drop;
+  }
+
+  // RIPng (RFC 2080) lists routes: each entry's prefix (and a next hop's
+  // address) maps as an address of the link's hosts does in neighbour
+  // discovery; a message that is not whole entries is cut after its last.
+  if (!kL7Only && protects_addr && (d.flags & kFlagAddrBody) && d.l4_proto == kProtoUdp &&
+      d.status == DecodeStatus::Ok && !(d.flags & kFlagLaterFragment) && d.ip_version == 6) {
+    const uint32_t pend = std::min<uint64_t>(uint64_t(d.payload_off) + d.payload_len, cap);
+    const uint32_t plen = pend > d.payload_off ? pend - d.payload_off : 0;
+    uint8_t* const rp = buf + d.payload_off;
+    quote_old_sum = csum_sum({rp, plen});
+    quote_changed = true;
+    NdMap nm{old_src, old_dst, buf + so, buf + dof, pos_rule, both, client_is_src, protects_addr};
+    uint32_t o = 4;
+    for (; o + 20 <= plen; o += 20) {
+      const bool next_hop = rp[o + 19] == 0xff;
+      nd_addr(rp + o, next_hop ? 128u : std::min<unsigned>(rp[o + 18], 128), nm, e, ctx);
+    }
+    if (o < plen && error_exit(d.payload_off + o, c.err_cut)) return Verdict::Drop;
   }
 
   // A later fragment's data cannot be parsed: it may hold names (a large

@@ -212,6 +212,13 @@ class ProgramInstance {
   bool l7_plugin(const ProtocolPlugin& pp, void* state, uint8_t* payload, Eval& e);  // false: fields not located
   bool l7_dns(uint8_t* msg, uint32_t len, Eval& e, int msg_index);
   void reverse_names(uint8_t* msg, const dns::ParseResult& pr, Eval& e, uint64_t* sums);
+  struct NdMap {
+    const uint8_t *old_src, *old_dst, *new_src, *new_dst;
+    const int* pos_rule;  // the rule each address position took, -1 none
+    bool both, client_is_src, protects_addr;
+  };
+  bool nd_addr(uint8_t* a, unsigned bits, const NdMap& nm, Eval& e, ApplyCtx& ctx);
+  uint32_t nd_body(uint8_t* buf, const Decoded& d, uint32_t plen, const NdMap& nm, Eval& e, ApplyCtx& ctx);
   bool l7_rewrite(uint8_t* buf, const Decoded& d, Eval& e);  // false: drop
   // Applies the http.body rule to the body bytes of `avail` payload bytes:
   // the n spans, or all of them when spans is null. Sets e.body_snap, e.drop.

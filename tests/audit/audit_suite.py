@@ -37,8 +37,6 @@ SKIP = 77
 # the frames the audit names), not an audit false alarm.
 ROLES_FUZZ = ("fuzzed frames full of 0xaa bytes: aa:aa:aa:aa:aa:aa matched across a kept server address, and "
               "170.170.170.170 both a client and a server (not analysed further)")
-ND = ("ICMPv6 neighbour discovery target and link-layer address options (MACs), and RIPng route entries, carry "
-      "the client's address and MAC")
 DHCP_INFRA = ("DHCP server identifier, router and TFTP server options name the DHCP server's own address, which "
               "lies inside `clients` and is Crypto-PAn'd as a client in its broadcast replies (to 255.255.255.255); "
               "the DHCP plugin leaves infrastructure addresses in clear")
@@ -55,8 +53,6 @@ TEREDO_P2P = ("Teredo peer-to-peer flows with both ends outside clients (2001:0:
 # (capture, policy) -> (most leaks, why)
 KNOWN_LEAKS = {
     ('http-requests-4k', 'ids'): (7, HTTP_GAP),
-    ('ipv6-ext-headers-http', 'ids'): (4, ND),
-    ('ipv6-mixed-dns-ssh', 'ids'): (33, ND),
     ('malformed-fuzz-ndpi-2006', 'flows'): (2, ROLES_FUZZ),
     ('malformed-fuzz-ndpi-2006', 'ids'): (110, TEXT_ADDR + "; " + DHCP_INFRA),
     ('malformed-fuzz-ndpi-2006', 'meter'): (4, FUZZ),
