@@ -179,7 +179,10 @@ bool ProgramInstance::l7_dns(uint8_t* msg, uint32_t len, Eval& e, int msg_index)
   // Only an exchange's seed can come back (a fresh random one cannot): a
   // query stores its question's masks, its response takes them.
   if (cx.rc) first_masks_->reuse = cx.rc->hit != nullptr;
+  RevLabel rev[64];
+  const unsigned n_rev = prog_.protects_addresses_ ? reverse_collect(msg, pr, rev, 64) : 0;
   if (roles) dns::rewrite_names(msg, len, pr, fn, &cx, sums, roles, cx.rc ? first_masks_.get() : nullptr);
+  if (n_rev) reverse_apply(msg, rev, n_rev, e, sums);
   auto span_sum = [&](unsigned off, unsigned n) -> uint64_t {
     const uint16_t s = csum_sum({msg + off, n});
     return (off & 1) ? uint16_t(s << 8 | s >> 8) : s;
@@ -215,7 +218,6 @@ bool ProgramInstance::l7_dns(uint8_t* msg, uint32_t len, Eval& e, int msg_index)
       if (sums) sums[1] += span_sum(off, n);
     }
   }
-  if (prog_.protects_addresses_) reverse_names(msg, pr, e, sums);
   const auto& F = l2l4::g_fields;
   if (pr.owner.present && pr.owner.data_len && !prog_.field_rules_[F.eth_src].empty()) {
     // The Owner option names the sending device by its MAC (and the MAC to
@@ -245,12 +247,14 @@ bool ProgramInstance::l7_dns(uint8_t* msg, uint32_t len, Eval& e, int msg_index)
 // mapped: a mapped IPv4 address rarely has the digit counts of the original,
 // and the labels cannot change length without moving every compression
 // pointer after them; mapping only where the lengths happen to fit would
-// tell which names those are. A label the name rules already changed stays
-// as they left it.
-void ProgramInstance::reverse_names(uint8_t* msg, const dns::ParseResult& pr, Eval& e, uint64_t* sums) {
+// tell which names those are. Taken before the name rules rewrite (the
+// labels as they came: at most 3 bytes each), applied after them, so a
+// label they already changed stays as they left it.
+unsigned ProgramInstance::reverse_collect(const uint8_t* msg, const dns::ParseResult& pr, RevLabel* out,
+                                          unsigned cap) {
   const dsl::Policy& pol = *prog_.policy_;
-  const uint8_t* orig = e.m->orig + (msg - e.buf);
-  for (unsigned i = 0; i < pr.n_names; ++i) {
+  unsigned n_out = 0;
+  for (unsigned i = 0; i < pr.n_names && n_out < cap; ++i) {
     const dns::NameRef& nr = pr.names[i];
     if (nr.n_labels < 3) continue;
     uint8_t family, a[16];
@@ -259,22 +263,30 @@ void ProgramInstance::reverse_names(uint8_t* msg, const dns::ParseResult& pr, Ev
     bool user = pol.clients.empty();
     for (const auto& cidr : pol.clients) user = user || cidr.contains(family, a);
     if (!(user ? prog_.protects_client_addr_ : prog_.protects_server_addr_)) continue;
-    bool hid = false;
     // The address labels are the n right before the two suffix labels.
-    for (unsigned k = nr.n_labels - 2 - n; k < nr.n_labels - 2u; ++k) {
+    for (unsigned k = nr.n_labels - 2 - n; k < nr.n_labels - 2u && n_out < cap; ++k) {
       const dns::LabelSpan& l = pr.name_label(i, k);
-      uint8_t* p = msg + l.off;
-      if (std::memcmp(p, orig + l.off, l.len) != 0) continue;
-      auto span_sum = [&]() -> uint64_t {
-        const uint16_t s = csum_sum({p, l.len});
-        return (l.off & 1) ? uint16_t(s << 8 | s >> 8) : s;
-      };
-      if (sums) sums[0] += span_sum();
-      std::memset(p, 'x', l.len);
-      if (sums) sums[1] += span_sum();
-      hid = true;
+      RevLabel& r = out[n_out++];
+      r.name = uint16_t(i), r.off = l.off, r.len = uint8_t(std::min<unsigned>(l.len, sizeof r.b));
+      std::memcpy(r.b, msg + l.off, r.len);
     }
-    if (hid) ++e.c->reverse_hidden;
+  }
+  return n_out;
+}
+
+void ProgramInstance::reverse_apply(uint8_t* msg, const RevLabel* rl, unsigned n, Eval& e, uint64_t* sums) {
+  int counted = -1;
+  for (unsigned i = 0; i < n; ++i) {
+    uint8_t* p = msg + rl[i].off;
+    if (std::memcmp(p, rl[i].b, rl[i].len) != 0) continue;  // changed already (a name rule, or a shared label)
+    auto span_sum = [&]() -> uint64_t {
+      const uint16_t s = csum_sum({p, rl[i].len});
+      return (rl[i].off & 1) ? uint16_t(s << 8 | s >> 8) : s;
+    };
+    if (sums) sums[0] += span_sum();
+    std::memset(p, 'x', rl[i].len);
+    if (sums) sums[1] += span_sum();
+    if (counted != rl[i].name) ++e.c->reverse_hidden, counted = rl[i].name;
   }
 }
 

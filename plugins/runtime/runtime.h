@@ -211,7 +211,12 @@ class ProgramInstance {
   bool apply_mac_occ(FieldId f, uint8_t* a, Eval& e);  // false: drop
   bool l7_plugin(const ProtocolPlugin& pp, void* state, uint8_t* payload, Eval& e);  // false: fields not located
   bool l7_dns(uint8_t* msg, uint32_t len, Eval& e, int msg_index);
-  void reverse_names(uint8_t* msg, const dns::ParseResult& pr, Eval& e, uint64_t* sums);
+  struct RevLabel {  // an address label of a reverse-DNS name, as it came
+    uint16_t name, off;
+    uint8_t len, b[3];
+  };
+  unsigned reverse_collect(const uint8_t* msg, const dns::ParseResult& pr, RevLabel* out, unsigned cap);
+  void reverse_apply(uint8_t* msg, const RevLabel* rl, unsigned n, Eval& e, uint64_t* sums);
   struct NdMap {
     const uint8_t *old_src, *old_dst, *new_src, *new_dst;
     const int* pos_rule;  // the rule each address position took, -1 none
