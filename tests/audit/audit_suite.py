@@ -44,7 +44,6 @@ DHCP_INFRA = ("DHCP server identifier, router and TFTP server options name the D
               "the DHCP plugin leaves infrastructure addresses in clear")
 EDNS_OWNER = "the mDNS EDNS0 Owner option carries the device's MAC"
 PTR = "reverse-DNS question names (in-addr.arpa) of client addresses, kept by ids.amon (dns.qname not protected)"
-HTTP_GAP = "HTTP request heads after a lost segment in their stream are left in clear instead of cut"
 HEAD_URLS = ("server names and URIs in HTTP response headers no http.* field names (P3P policyref, "
              "Content-Location)")
 TEXT_ADDR = "a client address as text inside payload the policy keeps"
@@ -57,7 +56,6 @@ KNOWN_LEAKS = {
     ('dns-udp-many-queries', 'ids'): (23, EDNS_OWNER),
     ('dns-udp-many-queries', 'meter'): (23, EDNS_OWNER),
     ('dns-udp-many-queries', 'research'): (23, EDNS_OWNER),
-    ('http-requests-4k', 'ids'): (7, HTTP_GAP),
     ('ipv6-ext-headers-http', 'ids'): (4, ND),
     ('ipv6-mixed-dns-ssh', 'ids'): (33, ND),
     ('malformed-fuzz-ndpi-2006', 'flows'): (2, ROLES_FUZZ),
