@@ -44,8 +44,6 @@ DHCP_INFRA = ("DHCP server identifier, router and TFTP server options name the D
               "the DHCP plugin leaves infrastructure addresses in clear")
 EDNS_OWNER = "the mDNS EDNS0 Owner option carries the device's MAC"
 PTR = "reverse-DNS question names (in-addr.arpa) of client addresses, kept by ids.amon (dns.qname not protected)"
-HEAD_URLS = ("server names and URIs in HTTP response headers no http.* field names (P3P policyref, "
-             "Content-Location)")
 TEXT_ADDR = "a client address as text inside payload the policy keeps"
 FUZZ = "fuzzed DNS messages whose hidden question names stay in clear (not analysed further)"
 TEREDO_P2P = ("Teredo peer-to-peer flows with both ends outside clients (2001:0::/32): the runtime's role evidence "
@@ -62,7 +60,6 @@ KNOWN_LEAKS = {
     ('malformed-fuzz-ndpi-2006', 'ids'): (110, TEXT_ADDR + "; " + DHCP_INFRA),
     ('malformed-fuzz-ndpi-2006', 'meter'): (103, FUZZ),
     ('mixed-browsing-example', 'ids'): (1, TEXT_ADDR),
-    ('mixed-browsing-example', 'meter'): (8, HEAD_URLS),
     ('mixed-capture2', 'ids'): (602, DHCP_INFRA + "; " + PTR + "; " + TEREDO_P2P),
     ('tunnel-teredo', 'ids'): (27, TEXT_ADDR + "; " + TEREDO_P2P),
     ('tunnel-erspan', 'ids'): (44, TEXT_ADDR + "; " + PTR),
