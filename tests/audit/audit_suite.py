@@ -40,9 +40,6 @@ ROLES_FUZZ = ("fuzzed frames full of 0xaa bytes: aa:aa:aa:aa:aa:aa matched acros
 DHCP_INFRA = ("DHCP server identifier, router and TFTP server options name the DHCP server's own address, which "
               "lies inside `clients` and is Crypto-PAn'd as a client in its broadcast replies (to 255.255.255.255); "
               "the DHCP plugin leaves infrastructure addresses in clear")
-HTTP_GAP = "HTTP request heads after a lost segment in their stream are left in clear instead of cut"
-HEAD_URLS = ("server names and URIs in HTTP response headers no http.* field names (P3P policyref, "
-             "Content-Location)")
 TEXT_ADDR = "a client address as text inside payload the policy keeps"
 FUZZ = ("a fuzzed question name that is just \"_sip\" (protected, rare) matches the first label of "
         "_sip._udp.sip.cybercity.dk, which z-anonymity released (10 users, the audit's count agrees): the audit "
@@ -52,12 +49,10 @@ TEREDO_P2P = ("Teredo peer-to-peer flows with both ends outside clients (2001:0:
 
 # (capture, policy) -> (most leaks, why)
 KNOWN_LEAKS = {
-    ('http-requests-4k', 'ids'): (7, HTTP_GAP),
     ('malformed-fuzz-ndpi-2006', 'flows'): (2, ROLES_FUZZ),
     ('malformed-fuzz-ndpi-2006', 'ids'): (110, TEXT_ADDR + "; " + DHCP_INFRA),
     ('malformed-fuzz-ndpi-2006', 'meter'): (4, FUZZ),
     ('mixed-browsing-example', 'ids'): (1, TEXT_ADDR),
-    ('mixed-browsing-example', 'meter'): (8, HEAD_URLS),
     ('mixed-capture2', 'ids'): (598, DHCP_INFRA + "; " + TEREDO_P2P),
     ('tunnel-teredo', 'ids'): (27, TEXT_ADDR + "; " + TEREDO_P2P),
     ('tunnel-erspan', 'ids'): (42, TEXT_ADDR),
