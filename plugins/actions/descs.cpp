@@ -52,7 +52,10 @@ void register_actions(Registry& r) {
                  {VT::Bytes}, {}, true, false});
   add(K::Redact, {"redact", "replace with a fixed filler of the same length ('x', dots kept in names)",
                 {VT::Name, VT::Text, VT::Bytes},
-                {}});
+                {{"shape", ParamKind::Ident, false, -1, 0, 0, {"labels", "length"}, "labels",
+                  "what a redacted name keeps: labels (each label's length, dots in place) or length (the "
+                  "total length only, dots become 'x' too, where the name travels as text: TLS SNI, HTTP; "
+                  "DNS wire names keep their label lengths, which the message's structure needs)"}}});
   add(K::Zanon, {"zanon",
                 "z-anonymity: hide the value unless at least z distinct users were seen with it in the last dt",
                 {VT::Addr, VT::Name, VT::Text},

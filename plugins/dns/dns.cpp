@@ -685,6 +685,10 @@ int rewrite_names(uint8_t* msg, size_t len, const ParseResult& pr, DecideFn fn, 
     if (act[li] == 0) marked[n_marked++] = li;
     act[li] = a;
   };
+  // Names redacted to their total length (Decision::flat), to re-label below.
+  constexpr unsigned kMaxFlat = 64;
+  uint16_t flat[kMaxFlat];
+  unsigned n_flat = 0;
   const uint8_t* reuse = nullptr;          // act 3: masked bytes of names[0]'s wire
   FirstNameMasks::Entry* store = nullptr;  // names[0]'s masks to keep, once computed
   unsigned store_keep = 0;
@@ -696,6 +700,7 @@ int rewrite_names(uint8_t* msg, size_t len, const ParseResult& pr, DecideFn fn, 
     if (d.action == names::Action::Keep) continue;
     if (d.action == names::Action::Redact) {
       for (unsigned k = 0; k < n.n_labels; ++k) mark(pr.label_refs[n.first_ref + k], 2);
+      if (d.flat && n_flat < kMaxFlat) flat[n_flat++] = uint16_t(i);
       continue;
     }
     const unsigned keep = d.action == names::Action::MaskLeftOf ? d.keep_labels : 0;
@@ -732,6 +737,33 @@ int rewrite_names(uint8_t* msg, size_t len, const ParseResult& pr, DecideFn fn, 
       }
     }
   }
+  // A name redacted to its total length: its own (linear) labels become
+  // labels of a fixed layout for that length, when no other name points
+  // inside them (a pointer may only land on the name's start, which stays a
+  // label start). Else it keeps its label lengths, all 'x'.
+  struct FlatSpan {
+    uint16_t off, len;
+  };
+  FlatSpan fspan[kMaxFlat];
+  unsigned n_fspan = 0;
+  if (n_flat) {
+    uint16_t refs[ParseResult::kMaxLabels];
+    std::memset(refs, 0, sizeof(uint16_t) * pr.n_labels);
+    for (unsigned r = 0; r < pr.n_label_refs; ++r) ++refs[pr.label_refs[r]];
+    for (unsigned f = 0; f < n_flat; ++f) {
+      const NameRef& n = pr.names[flat[f]];
+      unsigned lin = 0, k = 0;
+      bool inner = false;
+      for (; k < n.n_labels; ++k) {
+        const LabelSpan& l = pr.labels[pr.label_refs[n.first_ref + k]];
+        if (l.off != n.off + lin + 1u) break;  // the rest is behind a pointer
+        if (k && refs[pr.label_refs[n.first_ref + k]] != refs[pr.label_refs[n.first_ref]]) inner = true;
+        lin += 1u + l.len;
+      }
+      if (k < 2 || inner || n.off + lin >= len) continue;  // one label: nothing to hide
+      fspan[n_fspan++] = {n.off, uint16_t(lin)};
+    }
+  }
   // The checksum sums: one span from the first rewritten label to the end
   // of the last (the bytes between are unchanged and count on both sides).
   unsigned lo = ~0u, hi = 0;
@@ -740,6 +772,8 @@ int rewrite_names(uint8_t* msg, size_t len, const ParseResult& pr, DecideFn fn, 
       const LabelSpan& l = pr.labels[marked[j]];
       lo = std::min<unsigned>(lo, l.off), hi = std::max<unsigned>(hi, l.off + l.len);
     }
+    for (unsigned j = 0; j < n_fspan; ++j)
+      lo = std::min<unsigned>(lo, fspan[j].off), hi = std::max<unsigned>(hi, fspan[j].off + fspan[j].len);
     if (lo < hi) sums[0] += span_sum(msg, lo, hi - lo);
   }
   // Spans are disjoint, so the order they are rewritten in does not matter.
@@ -750,6 +784,19 @@ int rewrite_names(uint8_t* msg, size_t len, const ParseResult& pr, DecideFn fn, 
     if (act[li] == 1) names::mask_label(reinterpret_cast<char*>(msg + l.off), l.len, seed[li]);
     else if (act[li] == 2) std::memset(msg + l.off, 'x', l.len);
     else std::memcpy(msg + l.off, reuse + (l.off - off0), l.len);
+  }
+  for (unsigned j = 0; j < n_fspan; ++j) {
+    // Labels of 63 bytes, the last one what remains (at least 1: a
+    // remainder of one byte takes one from the label before it).
+    uint8_t* p = msg + fspan[j].off;
+    unsigned left = fspan[j].len;
+    while (left) {
+      unsigned take = std::min(left, 64u);
+      if (left - take == 1) --take;
+      *p = uint8_t(take - 1);
+      std::memset(p + 1, 'x', take - 1);
+      p += take, left -= take;
+    }
   }
   const int changed = int(n_marked);
   if (store) {

@@ -47,11 +47,16 @@ enum class Action : uint8_t { Keep = 0, MaskLeftOf = 1, Mask = 2, Redact = 3 };
 struct Decision {
   Action action = Action::Keep;
   uint8_t keep_labels = 0;  // MaskLeftOf: trailing labels left in clear
+  // Redact: dots too become 'x' where a name travels as text (SNI, HTTP),
+  // so only its total length shows. DNS wire names keep their label lengths
+  // whatever this says: their length bytes are the message's structure
+  // (compression pointers point at label starts).
+  bool flat = false;
   uint64_t seed = 0;
   static constexpr Decision keep() { return {}; }
-  static constexpr Decision mask(uint64_t s) { return {Action::Mask, 0, s}; }
-  static constexpr Decision mask_left_of(uint8_t n_keep, uint64_t s) { return {Action::MaskLeftOf, n_keep, s}; }
-  static constexpr Decision redact() { return {Action::Redact, 0, 0}; }
+  static constexpr Decision mask(uint64_t s) { return {Action::Mask, 0, false, s}; }
+  static constexpr Decision mask_left_of(uint8_t n_keep, uint64_t s) { return {Action::MaskLeftOf, n_keep, false, s}; }
+  static constexpr Decision redact(bool flat = false) { return {Action::Redact, 0, flat, 0}; }
 };
 
 // Number of labels of a dotted name (trailing dot ignored; "" and "." -> 0).

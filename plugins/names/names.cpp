@@ -196,7 +196,11 @@ unsigned registrable_label_count(std::string_view name) {
 
 void apply_to_text(char* p, size_t len, const Decision& d) {
   if (d.action == Action::Keep || len == 0) return;
-  if (d.action == Action::Redact) { redact(p, len); return; }
+  if (d.action == Action::Redact) {
+    if (!d.flat) return redact(p, len);
+    std::memset(p, 'x', p[len - 1] == '.' ? len - 1 : len);  // the total length, nothing of the labels
+    return;
+  }
   size_t stop = len;
   if (p[stop - 1] == '.') --stop;
   // Walk right-to-left so each label's seed chains from its right neighbour

@@ -30,7 +30,7 @@ names::Decision ProgramInstance::decide_name(FieldId f, std::string_view text, E
     case NamePlan::Keep: return names::Decision::keep();
     case NamePlan::Drop: return e.drop = true, names::Decision::redact();
     case NamePlan::Hash: return names::Decision::mask(name_key_[ri] ? name_key_[ri] : 1);
-    case NamePlan::Redact: return names::Decision::redact();
+    case NamePlan::Redact: return names::Decision::redact(np.flat);
     case NamePlan::Zanon: break;
   }
   // Names are counted case-insensitively, without a trailing dot (the
@@ -103,7 +103,7 @@ names::Decision ProgramInstance::decide_zanon(FieldId f, int ri, const NamePlan&
   ++e.c->zanon_hidden;
   if (out == DnsOutcome::Sld) return names::Decision::mask_left_of(keep, seed);
   if (np.fb == NamePlan::FbHash) return names::Decision::mask(name_key_[ri] ? name_key_[ri] : 1);
-  if (np.fb == NamePlan::FbRedact) return names::Decision::redact();
+  if (np.fb == NamePlan::FbRedact) return names::Decision::redact(np.flat);
   return names::Decision::mask(seed);
 }
 

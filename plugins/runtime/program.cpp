@@ -225,6 +225,7 @@ ProgramInstance::ProgramInstance(const Program& p) : prog_(p), uhash_(p.services
       case ActionKind::Zanon: np.kind = NamePlan::Zanon; break;
       case ActionKind::Redact:
       case ActionKind::Zero: np.kind = NamePlan::Redact; break;  // a name keeps only its shape
+
       default: np.kind = NamePlan::Redact, on_names = false; break;
     }
     // Any other action on a name would become redact() unannounced: refuse
@@ -234,6 +235,11 @@ ProgramInstance::ProgramInstance(const Program& p) : prog_(p), uhash_(p.services
         if (f->type == ValueType::Name)
           throw std::runtime_error(a.loc.file + ":" + std::to_string(a.loc.line) + ": " + a.desc->name +
                                    "() has no runtime for " + f->name);
+    const auto flat_of = [](const ActionCall& c) {
+      const ArgValue* s = c.arg("shape");
+      return c.desc->kind == ActionKind::Redact && s && s->s == "length";
+    };
+    np.flat = flat_of(a);
     if (np.kind != NamePlan::Zanon) continue;
     np.zp = zanon::ZParams{uint32_t(a.int_or("z", 10)), uint64_t(a.int_or("dt", 0))};
     const ArgValue* fb = a.arg("fallback");
@@ -242,6 +248,7 @@ ProgramInstance::ProgramInstance(const Program& p) : prog_(p), uhash_(p.services
     else if (fb && !fb->action && fb->s == "sld") np.fb = NamePlan::FbSld;
     // `redact` and `redact()` alike: the compiler resolved both to the action.
     else if (fk == ActionKind::Redact || fk == ActionKind::Zero) np.fb = NamePlan::FbRedact;
+    if (fb && fb->action) np.flat = flat_of(*fb->action);
   }
   if (RAND_bytes(reinterpret_cast<unsigned char*>(&rng_), sizeof rng_) != 1) throw std::runtime_error("RAND_bytes failed");
   {

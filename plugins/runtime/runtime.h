@@ -321,6 +321,7 @@ class ProgramInstance {
   struct NamePlan {
     enum Kind : uint8_t { Keep, Drop, Hash, Redact, Zanon } kind = Keep;
     enum Fallback : uint8_t { FbMask, FbHash, FbRedact, FbSld } fb = FbMask;
+    bool flat = false;  // redact(shape=length), as the action or the fallback
     zanon::ZParams zp;
   };
   std::vector<NamePlan> name_plan_;

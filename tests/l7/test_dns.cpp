@@ -599,3 +599,38 @@ TEST_CASE("dns: reverse names give their address and the number of address label
   CHECK((a[0] == 0x20 && a[1] == 0x01 && a[2] == 0x0d && a[3] == 0xb8 && a[4] == 0));
   CHECK(reverse_address("ab.8.b.d.0.ip6.arpa", fam, a) == 4);
 }
+
+TEST_CASE("dns: redact to the total length re-labels a name nothing points inside, keeps the labels of one that is") {
+  auto flat = +[](void*, const NameView&) -> names::Decision { return names::Decision::redact(true); };
+  auto r = pr_new();
+  Bytes q = dns_query("www.Example.com");
+  REQUIRE(parse(q.data(), q.size(), *r) == Status::Ok);
+  uint64_t sums[2] = {0, 0};
+  REQUIRE(rewrite_names(q.data(), q.size(), *r, flat, nullptr, sums) > 0);
+  REQUIRE(parse(q.data(), q.size(), *r) == Status::Ok);
+  CHECK(r->name_text(0) == "xxxxxxxxxxxxxxx");  // 15 bytes: the length of www.example.com
+  CHECK(r->names[0].n_labels == 1);
+  CHECK(sums[0] != sums[1]);
+  // Longer than one label holds: labels of 63, the rest in the last.
+  std::string longname;
+  for (int i = 0; i < 12; ++i) longname += "abcdefg" + std::to_string(i) + ".";
+  longname += "example.com";
+  Bytes l = dns_query(longname);
+  REQUIRE(parse(l.data(), l.size(), *r) == Status::Ok);
+  const unsigned wire = r->names[0].wire_len;
+  REQUIRE(rewrite_names(l.data(), l.size(), *r, flat, nullptr) > 0);
+  REQUIRE(parse(l.data(), l.size(), *r) == Status::Ok);
+  CHECK(r->names[0].wire_len == wire);
+  CHECK(r->name_text(0).size() == longname.size());
+  CHECK(r->name_text(0).find_first_not_of("x.") == std::string_view::npos);
+  CHECK(r->names[0].n_labels == 2);
+  // A response whose owners and rdata point inside the question: label
+  // lengths stay (all 'x'), the message still parses to the same names.
+  Bytes m = dns_sample_response();
+  REQUIRE(parse(m.data(), m.size(), *r) == Status::Ok);
+  const unsigned n_names = r->n_names, first_labels = r->names[0].n_labels;
+  REQUIRE(rewrite_names(m.data(), m.size(), *r, flat, nullptr) > 0);
+  REQUIRE(parse(m.data(), m.size(), *r) == Status::Ok);
+  CHECK(r->n_names == n_names);
+  CHECK(r->names[0].n_labels == first_labels);
+}

@@ -297,3 +297,15 @@ TEST_CASE("mask_label equals the plain mask loop, every length 0..63") {
     CHECK(hits == 3);
   }
 }
+
+TEST_CASE("names: redact to the total length leaves no dot, keeps a trailing one") {
+  std::string s = "www.example.com";
+  apply_to_text(s.data(), s.size(), Decision::redact(true));
+  CHECK(s == "xxxxxxxxxxxxxxx");
+  s = "a.b.";
+  apply_to_text(s.data(), s.size(), Decision::redact(true));
+  CHECK(s == "xxx.");
+  s = "www.example.com";
+  apply_to_text(s.data(), s.size(), Decision::redact());
+  CHECK(s == "xxx.xxxxxxx.xxx");
+}
