@@ -54,8 +54,8 @@ void register_actions(Registry& r) {
                 {VT::Name, VT::Text, VT::Bytes},
                 {{"shape", ParamKind::Ident, false, -1, 0, 0, {"labels", "length"}, "labels",
                   "what a redacted name keeps: labels (each label's length, dots in place) or length (the "
-                  "total length only, dots become 'x' too, where the name travels as text: TLS SNI, HTTP; "
-                  "DNS wire names keep their label lengths, which the message's structure needs)"}}});
+                  "total length only: dots become 'x' in text names (TLS SNI, HTTP), DNS names are re-cut "
+                  "into labels of a fixed layout unless other names point inside them)"}}});
   add(K::Zanon, {"zanon",
                 "z-anonymity: hide the value unless at least z distinct users were seen with it in the last dt",
                 {VT::Addr, VT::Name, VT::Text},
