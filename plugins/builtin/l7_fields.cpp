@@ -1,7 +1,7 @@
-// Fields of DNS and TLS (their parsers live in plugins/dns and plugins/tls).
-// Conditions can test dns.qname (the question) and tls.sni; the other DNS
-// fields have no evaluator, so the checker refuses conditions on them. HTTP
-// declares its own fields (plugins/http/fields.cpp).
+// Fields of DNS (its parser lives in plugins/dns). Conditions can test
+// dns.qname (the question); the other DNS fields have no evaluator, so the
+// checker refuses conditions on them. HTTP declares its own fields
+// (plugins/http/fields.cpp), the protocol plugins theirs.
 #include "registry.h"
 
 namespace amon {
@@ -19,8 +19,6 @@ void register_l7_fields(Registry& r) {
                "addresses in A/AAAA record data", {"dns.qname"}});
   r.add_field({"dns.ecs", VT::Addr, "dns", R::Identifier, "",
                "EDNS Client Subnet address (the client's own network)", {}});
-  r.add_field({"tls.sni", VT::Name, "tls", R::QuasiIdentifier, "domain", "TLS ClientHello server_name (over TCP, and in QUIC Initials)",
-               {"dns.qname", "http.host"}, kNoField, kCondAll});
 }
 
 }  // namespace amon

@@ -81,8 +81,10 @@ void Registry::add_protocol(const ProtocolPlugin& p) {
   // The runtime gives each plugin a bit in 32-bit masks of applications
   // and of protocols a condition names (plugins/runtime).
   if (protocols_.size() == 16) throw std::logic_error("too many protocol plugins");
+  if (p.carries && !protocol(p.carries))
+    throw std::logic_error(std::string("protocol ") + p.name + " carries " + p.carries + ", which is not registered");
   protocols_.push_back(&p);
-  p.register_fields(*this);
+  if (p.register_fields) p.register_fields(*this);
 }
 
 const ProtocolPlugin* Registry::protocol(std::string_view name) const {

@@ -430,9 +430,10 @@ Verdict ProgramInstance::general_path(uint8_t* buf, uint32_t& cap, uint32_t& wir
     if (e.drop) return drop();
   }
   if (e.body_snap != UINT32_MAX) snap_at_ = d.payload_off + e.body_snap;
-  // A server handshake (TLS 1.2 certificates) would name the server the
-  // client's SNI decision hid, or that no SNI named.
-  if (m.tls_server_hs && cut_at == UINT32_MAX && (P.l7_protect_ & (1u << unsigned(App::Tls))) &&
+  // A packet repeating what the flow's names hid (a server's TLS 1.2
+  // certificates name the server the client's SNI decision hid, or that
+  // no SNI named).
+  if (m.names_echo && cut_at == UINT32_MAX && (P.l7_protect_ & (1u << m.app)) &&
       !(m.flow && ((m.flow->sni_clear >> P.consumer_) & 1)))
     if (error_exit(d.payload_off, c.tls_server_cut)) return Verdict::Drop;
   int prule = kL7Only ? -1 : pick(F.payload, e);  // pick() counts nothing when no rule names the payload

@@ -64,7 +64,7 @@ inline bool is_addr_field(FieldId f) {
 // Protocols a condition can name, as bits, so a test per packet is a mask.
 enum ProtoBit : uint32_t {
   kPEth = 1, kPVlan = 2, kPIp = 4, kPIpv4 = 8, kPIpv6 = 16, kPTcp = 32, kPUdp = 64, kPIcmp = 128,
-  kPIcmpv6 = 256, kPSctp = 512, kPDns = 1024, kPTls = 2048, kPHttp = 4096,
+  kPIcmpv6 = 256, kPSctp = 512, kPDns = 1024, kPHttp = 4096,
   kPTunnel = 8192, kPGtp = 16384,  // carried in a tunnel (or one left opaque); in GTP-U
 };
 // Protocol plugin i is bit kFirstPluginBit + i (Registry::add_protocol allows 16).
@@ -74,7 +74,7 @@ inline uint32_t proto_bit(const std::string& p) {
   static const std::pair<const char*, uint32_t> names[] = {
       {"eth", kPEth},   {"vlan", kPVlan},     {"ip", kPIp},     {"ipv4", kPIpv4}, {"ipv6", kPIpv6},
       {"tcp", kPTcp},   {"udp", kPUdp},       {"icmp", kPIcmp}, {"icmpv6", kPIcmpv6},
-      {"sctp", kPSctp}, {"dns", kPDns},       {"tls", kPTls},   {"http", kPHttp},
+      {"sctp", kPSctp}, {"dns", kPDns},       {"http", kPHttp},
       {"tunnel", kPTunnel}, {"gtp", kPGtp}};
   for (auto& [n, b] : names)
     if (p == n) return b;
@@ -88,11 +88,13 @@ inline uint32_t proto_bit(const std::string& p) {
 inline uint32_t apps_of(uint32_t proto_bits) {
   uint32_t a = 0;
   if (proto_bits & kPDns) a |= 1u << int(App::Dns) | 1u << int(App::DnsTcp);
-  if (proto_bits & kPTls) a |= 1u << int(App::Tls) | 1u << int(App::Quic);
   if (proto_bits & kPHttp) a |= 1u << int(App::Http);
-  // Protocol plugins: bit kFirstPluginBit + i is application kFirstPluginApp + i.
-  for (unsigned i = 0; kFirstPluginBit + i < 32 && kFirstPluginApp + i < 32; ++i)
-    if (proto_bits & (1u << (kFirstPluginBit + i))) a |= 1u << (kFirstPluginApp + i);
+  // Protocol plugins: bit kFirstPluginBit + i is the protocol of plugin i,
+  // whose packets are its own application and those of the plugins
+  // carrying its fields.
+  const size_t n = Registry::instance().protocols().size();
+  for (unsigned i = 0; i < n; ++i)
+    if (proto_bits & (1u << (kFirstPluginBit + plugin_proto(i)))) a |= 1u << (kFirstPluginApp + i);
   return a;
 }
 
@@ -115,9 +117,8 @@ inline uint32_t packet_protos(const Decoded& d, uint8_t app) {
     default: break;
   }
   if (app == uint8_t(App::Dns) || app == uint8_t(App::DnsTcp)) m |= kPDns;
-  if (app == uint8_t(App::Tls) || app == uint8_t(App::Quic)) m |= kPTls;
   if (app == uint8_t(App::Http)) m |= kPHttp;
-  if (app >= kFirstPluginApp && app < kFirstPluginApp + 16) m |= 1u << (kFirstPluginBit + app - kFirstPluginApp);
+  if (app >= kFirstPluginApp && app < kFirstPluginApp + 16) m |= 1u << (kFirstPluginBit + plugin_proto(app - kFirstPluginApp));
   return m;
 }
 
