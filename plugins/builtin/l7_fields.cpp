@@ -7,6 +7,10 @@
 namespace amon {
 
 void register_l7_fields(Registry& r) {
+  // The runtime's own applications (every other protocol is a plugin and
+  // gets its name from Registry::add_protocol).
+  r.add_proto_name("dns");
+  r.add_proto_name("http");
   using VT = ValueType;
   using R = FieldRole;
   r.add_field({"dns.qname", VT::Name, "dns", R::QuasiIdentifier, "domain", "DNS question name",
