@@ -36,6 +36,12 @@ struct ProtoOcc {
   FieldId field = kNoField;
   OccKind kind = OccKind::Bytes;
   bool fixup = false;      // the plugin's after_action wants this occurrence back after its action
+  // An address (Addr4/Addr6) of the network, not of a field: it takes the
+  // rule of the role it has under the policy, as the same address would in
+  // an IP header (an address of this packet's own header: that header's
+  // rewrite; inside `clients`: ip.client's rule; else ip.server's). field
+  // is unused.
+  bool role = false;
   uint16_t index = 0;      // the plugin's own number for it (its fix-ups get the occurrence back)
   uint32_t off = 0, len = 0;
   std::string_view text;   // Name: the name as dotted lowercase text (decided on this, not on the bytes)

@@ -34,6 +34,10 @@ struct ProgramInstance::Eval {
   const uint8_t* client;  // clear client address
   uint32_t alen;
   uint8_t* buf;           // this consumer's copy
+  // The packet's clear source and destination addresses (alen bytes each;
+  // null: none), once its header addresses have been rewritten in buf.
+  const uint8_t* old_src = nullptr;
+  const uint8_t* old_dst = nullptr;
   bool drop = false;
   uint32_t protos = 0;  // packet_protos(), computed on first use (top bit: computed)
   bool have_user = false;
