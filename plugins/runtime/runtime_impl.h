@@ -70,6 +70,7 @@ enum ProtoBit : uint32_t {
   kPEth = 1, kPVlan = 2, kPIp = 4, kPIpv4 = 8, kPIpv6 = 16, kPTcp = 32, kPUdp = 64, kPIcmp = 128,
   kPIcmpv6 = 256, kPSctp = 512, kPDns = 1024, kPTls = 2048, kPHttp = 4096,
   kPTunnel = 8192, kPGtp = 16384,  // carried in a tunnel (or one left opaque); in GTP-U
+  kPAddrCarrier = 32768,           // addr_carrier_port: a protocol that carries addresses in its payload
 };
 // Protocol plugin i is bit kFirstPluginBit + i (Registry::add_protocol allows 16).
 inline constexpr unsigned kFirstPluginBit = 16;
@@ -79,7 +80,7 @@ inline uint32_t proto_bit(const std::string& p) {
       {"eth", kPEth},   {"vlan", kPVlan},     {"ip", kPIp},     {"ipv4", kPIpv4}, {"ipv6", kPIpv6},
       {"tcp", kPTcp},   {"udp", kPUdp},       {"icmp", kPIcmp}, {"icmpv6", kPIcmpv6},
       {"sctp", kPSctp}, {"dns", kPDns},       {"tls", kPTls},   {"http", kPHttp},
-      {"tunnel", kPTunnel}, {"gtp", kPGtp}};
+      {"tunnel", kPTunnel}, {"gtp", kPGtp}, {"addr_carrier", kPAddrCarrier}};
   for (auto& [n, b] : names)
     if (p == n) return b;
   // Protocol plugins: the bits above the built-in ones.
@@ -118,6 +119,8 @@ inline uint32_t packet_protos(const Decoded& d, uint8_t app) {
     case kProtoSctp: m |= kPSctp; break;
     default: break;
   }
+  if ((m & (kPTcp | kPUdp)) && d.l4_hdr_len && (addr_carrier_port(d.sport) || addr_carrier_port(d.dport)))
+    m |= kPAddrCarrier;
   if (app == uint8_t(App::Dns) || app == uint8_t(App::DnsTcp)) m |= kPDns;
   if (app == uint8_t(App::Tls) || app == uint8_t(App::Quic)) m |= kPTls;
   if (app == uint8_t(App::Http)) m |= kPHttp;
