@@ -76,24 +76,22 @@ CHANCE = ("low-entropy values (00:00:00:00:00:01, 20.0.0.x, 40.0.0.2 inside the 
           "payloads, and binary sender "
           "addresses in NetBIOS datagrams and P2P payloads")
 POSSIBLE = {
-    ('malformed-babel-snaplen69', 'ids'): (7, FUZZ_P),
     ('malformed-fuzz-ndpi-2006', 'flows'): (32, FUZZ_P),
     ('malformed-fuzz-ndpi-2006', 'ids'): (1436, FUZZ_P),
     ('malformed-fuzz-ndpi-2006', 'meter'): (89, FUZZ_P),
     ('malformed-fuzz-ndpi-2006', 'research'): (60, FUZZ_P),
     ('malformed-fuzz-ndpi-2020', 'flows'): (1, FUZZ_P),
-    ('malformed-fuzz-ndpi-2020', 'ids'): (53906, FUZZ_P),
+    ('malformed-fuzz-ndpi-2020', 'ids'): (4188, FUZZ_P),
     ('malformed-fuzz-ndpi-2020', 'meter'): (11, FUZZ_P),
     ('mixed-browsing-example', 'ids'): (2, CHANCE),
     ('mixed-browsing-example', 'meter'): (2, CHANCE),
     ('mixed-capture2', 'flows'): (3, CHANCE),
-    ('mixed-capture2', 'ids'): (13, CHANCE),
+    ('mixed-capture2', 'ids'): (7, CHANCE),
     ('mixed-capture2', 'meter'): (8, CHANCE),
     ('mixed-capture2', 'research'): (10, CHANCE),
     ('tunnel-geneve-tls-quic', 'flows'): (2, CHANCE),
     ('tunnel-geneve-tls-quic', 'meter'): (2, CHANCE),
     ('tunnel-geneve-tls-quic', 'research'): (1, CHANCE),
-    ('tunnel-teredo', 'ids'): (2, CHANCE),
     ('vlan-qinq-pppoe', 'ids'): (3, CHANCE),
     ('vlan-qinq-pppoe', 'meter'): (3, CHANCE),
 }
