@@ -129,6 +129,8 @@ struct ConsumerCounters {
   uint64_t zanon_hidden = 0, zanon_released = 0;
   uint64_t l7_cut = 0;                   // fail-closed: application fields that could not be located
   uint64_t tls_server_cut = 0;           // server TLS handshake cut: it names a server whose SNI was hidden
+  uint64_t reverse_hidden = 0;           // reverse-DNS names whose address labels were masked (a protected address)
+  uint64_t nd_zeroed = 0;                // neighbour discovery addresses/MACs zeroed: no rule could map them
   std::vector<uint64_t> rule_hits;       // by Rule::index
 };
 
