@@ -282,7 +282,7 @@ Next parse_teredo(const uint8_t* p, uint32_t o, uint32_t end, uint32_t& inner) {
 // TEID (each direction of a bearer has its own) nor a GRE key (mirror
 // sessions mark the direction there, as in tunnel-erspan.pcap; NVGRE puts
 // per-flow entropy in its low byte).
-void tunnel_context(const uint8_t* p, const EncapLayer& L, uint64_t& h) {
+inline void tunnel_context(const uint8_t* p, const EncapLayer& L, uint64_t& h) {
   // Two CRC32-C lanes with different seeds over the same words: 64 bits,
   // a few instructions per word (the flow key's hash uses the same unit).
   uint32_t a = uint32_t(h >> 32) ^ 0x9e3779b9u, b = uint32_t(h) ^ 0x7f4a7c15u;
@@ -557,15 +557,18 @@ inline bool decode_fast_inner(const uint8_t* p, uint32_t cap, uint32_t lim, uint
   return true;
 }
 
-// One GTP-U G-PDU or VXLAN layer over the frame decode_fast takes (its UDP
-// header at l4, the outer datagram ending at ip_end), carrying a packet
-// decode_fast_inner takes: most tunnelled traffic. The result is the full
+// One GTP-U G-PDU or VXLAN layer over the frame decode_fast takes (it
+// stopped at the UDP header, d holding the outer IP fields and the ports),
+// carrying a packet decode_fast_inner takes: most tunnelled traffic. The result is the full
 // decoder's (descend's) to the field; anything else returns false.
 // Without it a GTP-U packet cost ~640 instructions to decode instead of
 // ~100 (decode_full, descend, a second decode_link and decode_l4).
-[[gnu::noinline]] bool decode_fast_tunnel(const uint8_t* p, uint32_t cap, uint32_t wire, uint32_t ip_end, uint32_t l4,
-                                          uint32_t ulen, uint16_t sport, uint16_t dport, Decoded& d) {
-  EncapLayer L;
+inline bool decode_fast_tunnel(const uint8_t* p, uint32_t cap, uint32_t wire, Decoded& d) {
+  const uint32_t l4 = d.l3_off + d.l3_hdr_len, ip_end = d.l3_off + d.l3_len, ulen = rd16(p + l4 + 4);
+  const uint16_t sport = d.sport, dport = d.dport;
+  // Written in place: on a false return the full decoder starts over.
+  EncapLayer& L = d.encap[0];
+  L = EncapLayer{};
   L.l3_off = d.l3_off;
   L.l3_hdr_len = d.l3_hdr_len;
   L.ip_version = d.ip_version;
@@ -579,7 +582,21 @@ inline bool decode_fast_inner(const uint8_t* p, uint32_t cap, uint32_t lim, uint
   // The order of descend's port tests: GTP-U's port wins over VXLAN's.
   if (sport == 2152 || dport == 2152) {
     L.kind = Encap::GtpU;
-    if (parse_gtpu(p, l4 + 8, end, L, inner) != Next::IpNibble || inner >= end || inner > 0xffff) return false;
+    const uint32_t g = l4 + 8;
+    if (g + 8 <= end && p[g] == 0x30 && p[g + 1] == 0xff) {
+      // Version 1, a G-PDU without sequence number or extension headers:
+      // what parse_gtpu finds for it, without its branches.
+      const uint32_t gend = g + 8 + rd16(p + g + 2);
+      uint32_t teid;
+      std::memcpy(&teid, p + g + 4, 4);
+      L.id = __builtin_bswap32(teid);
+      L.has_id = 1;
+      inner = g + 8;
+      if (gend > end || inner >= gend) return false;
+    } else if (parse_gtpu(p, g, end, L, inner) != Next::IpNibble) {
+      return false;
+    }
+    if (inner >= end || inner > 0xffff) return false;
     const uint8_t v = p[inner] >> 4;
     if (v == 4) et = kEthIpv4;
     else if (v == 6) et = kEthIpv6;
@@ -610,7 +627,6 @@ inline bool decode_fast_inner(const uint8_t* p, uint32_t cap, uint32_t lim, uint
   d.wire_len = wire;
   d.n_encap = 1;
   d.inner_eth_off = eth_off;
-  d.encap[0] = L;
   d.tun_ctx = 0;
   tunnel_context(p, L, d.tun_ctx);
   return true;
@@ -627,7 +643,9 @@ inline bool decode_fast_inner(const uint8_t* p, uint32_t cap, uint32_t lim, uint
 // returns false (d partly written) and takes the full way.
 // tests/engine/test_decode.cpp and fuzz_packet check that both give
 // identical results.
-inline bool decode_fast(const uint8_t* p, uint32_t cap, uint32_t wire, Decoded& d) {
+// 2: a UDP datagram to or from a tunnel port, d's outer IP fields and
+// ports written (decode_tunnel).
+inline int decode_fast(const uint8_t* p, uint32_t cap, uint32_t wire, Decoded& d) {
   // Fields are stored as soon as they are known rather than held to the
   // end: fewer live registers, so fewer saved and restored per call. On a
   // false return the full decoder starts from Decoded{} anyway.
@@ -683,8 +701,7 @@ inline bool decode_fast(const uint8_t* p, uint32_t cap, uint32_t wire, Decoded& 
     const uint16_t sport = rd16(p + l4), dport = rd16(p + l4 + 2);
     d.sport = sport;
     d.dport = dport;
-    if (is_udp_tunnel_port(sport) || is_udp_tunnel_port(dport))  // decoded through
-      return decode_fast_tunnel(p, cap, wire, ip_end, l4, ulen, sport, dport, d);
+    if (is_udp_tunnel_port(sport) || is_udp_tunnel_port(dport)) return 2;  // decoded through
   } else if (proto == kProtoIcmp || proto == kProtoIcmpv6) {
     if (l4 + 8 > ip_end || l4 + 8 > cap) return false;
     const uint8_t type = p[l4];
@@ -720,8 +737,19 @@ inline bool decode_fast(const uint8_t* p, uint32_t cap, uint32_t wire, Decoded& 
 
 }  // namespace
 
+namespace {
+// A frame decode_fast left at its UDP tunnel port. Called, as decode_full
+// is, in tail position: decode() itself needs no stack frame, which a call
+// whose result it had to test would cost every packet.
+[[gnu::noinline]] void decode_tunnel(const uint8_t* p, uint32_t cap, uint32_t wire_len, Decoded& d) {
+  if (!decode_fast_tunnel(p, cap, wire_len < cap ? cap : wire_len, d)) decode_full(p, cap, wire_len, d);
+}
+}  // namespace
+
 void decode(const uint8_t* p, uint32_t cap, uint32_t wire_len, Decoded& d) {
-  if (decode_fast(p, cap, wire_len < cap ? cap : wire_len, d)) return;
+  const int r = decode_fast(p, cap, wire_len < cap ? cap : wire_len, d);
+  if (r == 1) return;
+  if (r == 2) return decode_tunnel(p, cap, wire_len, d);
   decode_full(p, cap, wire_len, d);
 }
 
