@@ -1142,6 +1142,13 @@ EngineResult run_engine(const EngineConfig& cfg_in) {
       zc.max_values = E.sizes.zanon_values;
       zc.zmax = zmax;
       zc.max_dt_ns = max_dt;
+      // Offline the table is sized for the most values the input could
+      // hold and stays mostly empty: with huge pages each value landing in
+      // a new 2 MiB region made the kernel zero all of it mid-run (most of
+      // the meter's memory and system time on a large capture).
+      bool files_only = cfg.offline && !cfg.zanon_max_values;
+      for (const auto& in : cfg.inputs) files_only = files_only && in.kind == PortSpec::Kind::PcapFile;
+      zc.huge_pages = !files_only;
       E.zstore = std::make_unique<zanon::Store>(zc);
       E.services.zstore = E.zstore.get();
     }
