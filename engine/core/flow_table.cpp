@@ -374,13 +374,16 @@ void FlowTable::insert(const uint8_t* pkt, const Decoded& d, const FlowKey& k, u
     nd.flags &= uint8_t(~kFlagFragment);
     const uint32_t ph = key_and_hash(pkt, nd, pk, p_src_is_lo, true);
     if (const FlowEntry* pe = find(pk, ph)) src_init = pe->initiator_is_lo == p_src_is_lo, decided = true;
-  } else if (!decided && !(d.flags & kFlagFragment) && d.l4_proto == kProtoUdp) {
+  } else if (!decided && ports && !(d.flags & kFlagFragment) && d.l4_proto == kProtoUdp) {
     // And the other way: an unfragmented UDP packet after fragmented ones
-    // (NFS, DNS) takes the roles the fragments' entry already has.
+    // (NFS, DNS) takes the roles the fragments' entry already has, when
+    // they came from evidence. Without ports the packet's own key is the
+    // fragments' key, and the entry found would be its own, not yet decided.
     FlowKey ak;
     bool a_src_is_lo;
     const uint32_t ah = key_and_hash(pkt, d, ak, a_src_is_lo, false);
-    if (const FlowEntry* ae = find(ak, ah)) src_init = ae->initiator_is_lo == a_src_is_lo, decided = true;
+    if (const FlowEntry* ae = find(ak, ah); ae && ae != &e && !ae->roles_uncertain)
+      src_init = ae->initiator_is_lo == a_src_is_lo, decided = true;
   }
   if (!decided && ports) {
     const bool s_srv = seen_server(src_fp), d_srv = seen_server(dst_fp);

@@ -22,7 +22,7 @@ enum class Error : uint8_t {
   NameTooLong,       // > 255 octets
   BadPointer,        // loop, forward, out of bounds, or not at a known label
   RdataLength,       // rdata overrun, or a name-bearing rdata of the wrong size
-  BadOpt,            // second OPT, OPT owner not root, option overrun, bad ECS
+  BadOpt,            // second OPT, OPT owner not root, option overrun, bad ECS, second Owner option
   Capacity,          // a fixed-capacity table of ParseResult is full
 };
 
@@ -93,6 +93,20 @@ struct Ecs {
   uint16_t opt_rr_rdlen_off;     // OPT RR's RDLENGTH field (for strip)
 };
 
+// EDNS0 Owner option (code 4, draft-cheshire-edns0-owner-option), sent by
+// mDNS sleep proxy clients: version, sequence, the device's primary MAC, then
+// optionally a wake-up MAC and a 4- or 6-byte wake-up password. Lengths
+// other than 8/14/18/20 are kept as "unknown layout" (n_macs 0): the caller
+// treats every data byte as identifying.
+struct Owner {
+  bool present;
+  uint8_t n_macs;        // 0 (unknown layout), 1 or 2
+  uint16_t data_off;     // the option data (after OPTION-CODE and OPTION-LENGTH)
+  uint16_t data_len;
+  uint16_t mac_off[2];   // 6 bytes each
+  uint16_t pw_off, pw_len;  // wake-up password, 0 bytes if none
+};
+
 struct ParseResult {
   static constexpr unsigned kMaxNames = 1024, kMaxLabels = 2048, kMaxLabelRefs = 8192,
                             kMaxRRs = 1024, kMaxAddrs = 512, kTextCap = 32768;
@@ -110,6 +124,7 @@ struct ParseResult {
   uint16_t n_names, n_labels, n_label_refs, n_rrs, n_addrs;
   uint32_t text_len;
   Ecs ecs;
+  Owner owner;
   NameRef names[kMaxNames];
   LabelSpan labels[kMaxLabels];
   uint16_t label_refs[kMaxLabelRefs];
@@ -219,6 +234,15 @@ int rewrite_names(uint8_t* msg, size_t len, const ParseResult& pr, F&& f) {
       [](void* c, const NameView& v) -> names::Decision { return (*static_cast<FT*>(c))(v); },
       const_cast<void*>(static_cast<const void*>(&f)));
 }
+
+// A reverse-DNS name (RFC 1035 in-addr.arpa, RFC 3596 ip6.arpa) names an
+// address: the run of address labels right before the suffix (up to 4
+// decimal octets, or up to 32 hex nibbles), read into addr (missing low
+// bytes zero) and family 4/6. Labels left of the run (RFC 2317 classless
+// names, service prefixes) are not part of it. Returns the number of address
+// labels (0: not a reverse name). `text` is the lowercased presentation form
+// (ParseResult::name_text).
+unsigned reverse_address(std::string_view text, uint8_t& family, uint8_t addr[16]);
 
 // ECS: zero the address bytes, keeping every length. The prefix lengths stay:
 // RFC 7871 ties the address length to SOURCE PREFIX-LENGTH, so zeroing the

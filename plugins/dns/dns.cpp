@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <array>
 #include <bit>
+#include <cctype>
 #include <cstring>
 
 #include <emmintrin.h>
@@ -486,6 +487,18 @@ struct Parser {
           return fail(Status::Malformed, Error::BadOpt, p);
         r.ecs = {true, uint16_t(p), uint16_t(4 + olen), fam, src, scope, uint16_t(p + 8), uint16_t(alen),
                  uint16_t(rdlen_off)};
+      } else if (code == 4) {
+        // One Owner option per message: a second would need its own MACs
+        // mapped, and no sender has a reason to send two.
+        if (r.owner.present) return fail(Status::Malformed, Error::BadOpt, p);
+        Owner& o = r.owner;
+        o = {true, 0, uint16_t(p + 4), olen, {0, 0}, 0, 0};
+        if (olen == 8 || olen == 14 || olen == 18 || olen == 20) {
+          o.mac_off[0] = uint16_t(p + 6);
+          o.n_macs = 1;
+          if (olen >= 14) o.mac_off[1] = uint16_t(p + 12), o.n_macs = 2;
+          if (olen > 14) o.pw_off = uint16_t(p + 18), o.pw_len = uint16_t(olen - 14);
+        }
       }
       p += 4u + olen;
     }
@@ -571,6 +584,7 @@ Status parse(const uint8_t* msg, size_t len, ParseResult& out) {
   out.n_names = out.n_labels = out.n_label_refs = out.n_rrs = out.n_addrs = 0;
   out.text_len = 0;
   out.ecs = {};
+  out.owner = {};
   Parser p{msg, uint32_t(len > 0x10000 ? 0x10000 : len), out};
   if (len > 0xffff) return p.fail(Status::Malformed, Error::TooLong, 0);
   return p.run();
@@ -754,6 +768,45 @@ int rewrite_names(uint8_t* msg, size_t len, const ParseResult& pr, DecideFn fn, 
   }
   if (sums && lo < hi) sums[1] += span_sum(msg, lo, hi - lo);
   return changed;
+}
+
+unsigned reverse_address(std::string_view text, uint8_t& family, uint8_t addr[16]) {
+  std::memset(addr, 0, 16);
+  family = 0;
+  unsigned want;
+  std::string_view rest;
+  if (text.size() > 13 && text.substr(text.size() - 13) == ".in-addr.arpa") {
+    family = 4, want = 4, rest = text.substr(0, text.size() - 13);
+  } else if (text.size() > 9 && text.substr(text.size() - 9) == ".ip6.arpa") {
+    family = 6, want = 32, rest = text.substr(0, text.size() - 9);
+  } else {
+    return 0;
+  }
+  // Right to left: the label next to the suffix is the most significant.
+  unsigned n = 0;
+  while (!rest.empty() && n < want) {
+    const size_t dot = rest.rfind('.');
+    const std::string_view lab = dot == std::string_view::npos ? rest : rest.substr(dot + 1);
+    unsigned v = 0;
+    bool ok = !lab.empty();
+    if (family == 4) {
+      ok = ok && lab.size() <= 3;
+      for (char c : lab) ok = ok && c >= '0' && c <= '9', v = v * 10 + unsigned(c - '0');
+      ok = ok && v <= 255;
+      if (ok) addr[n] = uint8_t(v);
+    } else {
+      ok = ok && lab.size() == 1 && std::isxdigit(static_cast<unsigned char>(lab[0]));
+      if (ok) {
+        v = unsigned(lab[0] <= '9' ? lab[0] - '0' : lab[0] - 'a' + 10);
+        addr[n / 2] |= uint8_t(n % 2 ? v : v << 4);
+      }
+    }
+    if (!ok) break;
+    ++n;
+    rest = dot == std::string_view::npos ? std::string_view() : rest.substr(0, dot);
+  }
+  if (!n) family = 0;
+  return n;
 }
 
 bool ecs_zero(uint8_t* msg, size_t len, const ParseResult& pr) {

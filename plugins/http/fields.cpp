@@ -50,6 +50,10 @@ const std::vector<Spec>& specs() {
        {"http.authorization"}, {Field::ProxyAuthorization, Field::Other}},
       {"http.x_real_ip", VT::Text, R::Identifier, "", "X-Real-IP header (a client address set by a proxy)",
        {"http.xff"}, {Field::XRealIp, Field::Other}},
+      {"http.other_headers", VT::Text, R::QuasiIdentifier, "",
+       "the value of every HTTP header no other http.* field names (Content-Location, P3P, Via, Link, Refresh, "
+       "vendor headers...); Content-Length and Transfer-Encoding stay out: they frame the message",
+       {"http.host", "http.uri"}, {Field::OtherHeader, Field::Other}},
       // Located by body_spans, not by an occurrence kind.
       {"http.body", VT::Bytes, R::Other, "",
        "HTTP message bodies, chunk framing included: every byte of an HTTP flow's payload outside a parsed "

@@ -34,6 +34,7 @@ const char* field_name(Field f) {
     case Field::Origin: return "http.origin";
     case Field::ProxyAuthorization: return "http.proxy_authorization";
     case Field::XRealIp: return "http.x_real_ip";
+    case Field::OtherHeader: return "http.other_headers";
   }
   return "?";
 }
@@ -291,7 +292,12 @@ struct Parser {
       const uint16_t hi = uint16_t(msg.first_header + k);
       const HeaderLine& h = r.headers[hi];
       switch (h.kind) {
-        case Field::Other: continue;
+        case Field::Other:
+          // Any header can carry a name, a URL or an address (P3P policyref,
+          // Content-Location, Via, Link, vendor headers): its value is an
+          // occurrence a policy can hide as http.other_headers.
+          if (!occ(Field::OtherHeader, mi, hi, h.value)) return fail(Status::Malformed, Error::Capacity);
+          continue;
         case Field::ContentLength:
           if (Status st = content_length(msg, h); st != Status::Ok) return st;
           break;

@@ -157,6 +157,72 @@ L7State parse_plugin(const ProtocolPlugin& pp, uint8_t app, const ProtoPacket& p
   return L7State::Malformed;
 }
 
+uint32_t tcp_seq(const uint8_t* p, const Decoded& d) {
+  return uint32_t(p[d.l4_off + 4]) << 24 | uint32_t(p[d.l4_off + 5]) << 16 | uint32_t(p[d.l4_off + 6]) << 8 |
+         p[d.l4_off + 7];
+}
+
+// A segment that begins with an HTTP/1 message's first line, whole: a
+// status line from the server, a request line (method token, target,
+// version) from the client. Strict on purpose: after a gap it is the only
+// thing that puts the stream's parse back on a message boundary.
+bool http_message_start(const uint8_t* pl, uint32_t avail, bool from_init) {
+  if (!from_init)
+    return avail >= 13 && std::memcmp(pl, "HTTP/1.", 7) == 0 && pl[8] == ' ' && pl[9] >= '1' && pl[9] <= '5';
+  uint32_t i = 0;
+  while (i < avail && i < 24 && pl[i] >= 'A' && pl[i] <= 'Z') ++i;
+  if (i == 0 || i >= avail || pl[i] != ' ') return false;
+  const uint32_t target = ++i;
+  while (i < avail && pl[i] > ' ' && pl[i] < 0x7f) ++i;
+  if (i == target || avail - i < 11 || std::memcmp(pl + i, " HTTP/1.", 8) != 0) return false;
+  return pl[i + 9] == '\r' && pl[i + 10] == '\n';
+}
+
+// HTTP over TCP follows its messages by counting bytes (bodies of a known
+// length, chunks, heads held until complete), which is only right while the
+// segments come in order. released_end is the sequence number the direction
+// expects next. A repeated segment (a retransmission, or a capture that saw
+// a packet twice) is outside the count (Repeat). A gap (a lost or unseen segment) that may have held the
+// start of a head loses the message boundaries: the direction fails closed
+// (stream_failed) until a segment begins with a message's first line, where
+// the parse starts afresh.
+enum class HttpOrder : uint8_t { InOrder, Closed, Repeat };
+HttpOrder http_in_order(const uint8_t* pl, uint32_t avail, const Decoded& d, const uint8_t* p, bool from_init,
+                   FlowState* fs, int dir) {
+  const uint8_t bit = uint8_t(1u << dir);
+  const uint32_t seq = tcp_seq(p, d);
+  if (fs->released & bit) {
+    const int32_t delta = int32_t(seq - fs->released_end[dir]);
+    if (delta < 0 && delta > -(1 << 30)) {
+      // Bytes seen before; any new ones past them were not counted.
+      if (int32_t(seq + d.payload_len - fs->released_end[dir]) > 0) {
+        fs->stream_failed |= bit;
+        fs->released_end[dir] = seq + d.payload_len;
+        return HttpOrder::Closed;
+      }
+      return HttpOrder::Repeat;
+    }
+    if (delta > 0) {
+      // Lost bytes inside a body of known length are body bytes: the count
+      // goes on past them. Inside a body of unknown length only a message
+      // start ends it, gap or not (analyze_l7). Anything else may have held
+      // a head's start.
+      if (fs->body[dir] >= uint32_t(delta)) fs->body[dir] -= uint32_t(delta);
+      else if (!fs->unbounded[dir]) fs->stream_failed |= bit;
+    } else if (delta != 0) {
+      fs->stream_failed |= bit;
+    }
+  }
+  fs->released |= bit;
+  fs->released_end[dir] = seq + d.payload_len;
+  if (!(fs->stream_failed & bit)) return HttpOrder::InOrder;
+  if (!http_message_start(pl, avail, from_init)) return HttpOrder::Closed;
+  fs->stream_failed &= uint8_t(~bit);
+  fs->pending[dir] = fs->body[dir] = 0;
+  fs->unbounded[dir] = 0;
+  return HttpOrder::InOrder;
+}
+
 }  // namespace
 
 void analyze_l7(const uint8_t* p, const Decoded& d, PacketMeta& m, L7Parse& P) {
@@ -202,7 +268,28 @@ void analyze_l7(const uint8_t* p, const Decoded& d, PacketMeta& m, L7Parse& P) {
   const uint8_t* pl = p + d.payload_off;
   // A payload the capture cut short cannot be parsed to its end.
   const bool cut_short = d.payload_off + d.payload_len > d.cap_len;
-  if (fs && d.l4_proto == kProtoTcp) {
+  if (fs && d.l4_proto == kProtoTcp && app == App::Http) {
+    switch (http_in_order(pl, avail, d, p, from_init, fs, dir)) {
+      case HttpOrder::InOrder: break;
+      case HttpOrder::Closed: m.l7 = L7State::Incomplete; return;
+      case HttpOrder::Repeat: {
+        // A repeated segment that starts with a message is parsed as one,
+        // whole within the segment, and leaves the stream's counts as they
+        // were; any other repeat fails closed.
+        m.l7 = L7State::Incomplete;
+        if (!http_message_start(pl, avail, from_init)) return;
+        const uint32_t pend = fs->pending[dir], body = fs->body[dir];
+        const uint8_t unb = fs->unbounded[dir];
+        fs->pending[dir] = fs->body[dir] = 0;
+        fs->unbounded[dir] = 0;
+        P.http_udp = false;
+        if (parse_app(pl, avail, cut_short, app, from_init, fs, dir, P) == L7State::Parsed) m.l7 = L7State::Parsed;
+        P.hold_hint = false;
+        fs->pending[dir] = pend, fs->body[dir] = body, fs->unbounded[dir] = unb;
+        return;
+      }
+    }
+  } else if (fs && d.l4_proto == kProtoTcp) {
     // A header of this direction could not be completed: what follows may
     // be its rest, and nothing marks where it ends.
     if (fs->stream_failed & (1u << dir)) {
@@ -212,9 +299,7 @@ void analyze_l7(const uint8_t* p, const Decoded& d, PacketMeta& m, L7Parse& P) {
     // A retransmission of bytes rewritten from a held stream: its slice of
     // that rewrite is gone, so it cannot be rewritten the same way.
     if (fs->released & (1u << dir)) {
-      uint32_t seq = uint32_t(p[d.l4_off + 4]) << 24 | uint32_t(p[d.l4_off + 5]) << 16 |
-                     uint32_t(p[d.l4_off + 6]) << 8 | p[d.l4_off + 7];
-      int32_t delta = int32_t(seq - fs->released_end[dir]);
+      int32_t delta = int32_t(tcp_seq(p, d) - fs->released_end[dir]);
       if (delta < 0 && delta > -(1 << 30)) {
         m.l7 = L7State::Incomplete;
         return;

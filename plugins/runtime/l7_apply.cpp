@@ -215,7 +215,67 @@ bool ProgramInstance::l7_dns(uint8_t* msg, uint32_t len, Eval& e, int msg_index)
       if (sums) sums[1] += span_sum(off, n);
     }
   }
+  if (prog_.protects_addresses_) reverse_names(msg, pr, e, sums);
+  const auto& F = l2l4::g_fields;
+  if (pr.owner.present && pr.owner.data_len && !prog_.field_rules_[F.eth_src].empty()) {
+    // The Owner option names the sending device by its MAC (and the MAC to
+    // wake it with): the MACs take the rule of the packet's source MAC, so
+    // they leave as the Ethernet header's does. The wake-up password goes
+    // with them; an option of unknown layout is zeroed whole, as nothing in
+    // it can be told apart from a MAC.
+    const int ri = pick(F.eth_src, e);
+    const dns::Owner& o = pr.owner;
+    if (ri >= 0 && actions_[ri]->modifies) {
+      if (sums) sums[0] += span_sum(o.data_off, o.data_len);
+      if (!o.n_macs) std::memset(msg + o.data_off, 0, o.data_len);
+      for (unsigned i = 0; i < o.n_macs; ++i)
+        if (!apply_mac_occ(F.eth_src, msg + o.mac_off[i], e)) e.drop = true;
+      if (o.pw_len) std::memset(msg + o.pw_off, 0, o.pw_len);
+      if (sums) sums[1] += span_sum(o.data_off, o.data_len);
+    }
+  }
   return true;
+}
+
+// A reverse-DNS name (in-addr.arpa, ip6.arpa) is an address written as
+// labels. Its address labels are masked with 'x' when the policy protects
+// that address: a user's (inside `clients`, or any address when there is no
+// `clients` set, as the name's role in its flow is unknown) when a rule
+// protects ip.client, another's when a rule protects ip.server. Masked, not
+// mapped: a mapped IPv4 address rarely has the digit counts of the original,
+// and the labels cannot change length without moving every compression
+// pointer after them; mapping only where the lengths happen to fit would
+// tell which names those are. A label the name rules already changed stays
+// as they left it.
+void ProgramInstance::reverse_names(uint8_t* msg, const dns::ParseResult& pr, Eval& e, uint64_t* sums) {
+  const dsl::Policy& pol = *prog_.policy_;
+  const uint8_t* orig = e.m->orig + (msg - e.buf);
+  for (unsigned i = 0; i < pr.n_names; ++i) {
+    const dns::NameRef& nr = pr.names[i];
+    if (nr.n_labels < 3) continue;
+    uint8_t family, a[16];
+    const unsigned n = dns::reverse_address(pr.name_text(i), family, a);
+    if (!n) continue;
+    bool user = pol.clients.empty();
+    for (const auto& cidr : pol.clients) user = user || cidr.contains(family, a);
+    if (!(user ? prog_.protects_client_addr_ : prog_.protects_server_addr_)) continue;
+    bool hid = false;
+    // The address labels are the n right before the two suffix labels.
+    for (unsigned k = nr.n_labels - 2 - n; k < nr.n_labels - 2u; ++k) {
+      const dns::LabelSpan& l = pr.name_label(i, k);
+      uint8_t* p = msg + l.off;
+      if (std::memcmp(p, orig + l.off, l.len) != 0) continue;
+      auto span_sum = [&]() -> uint64_t {
+        const uint16_t s = csum_sum({p, l.len});
+        return (l.off & 1) ? uint16_t(s << 8 | s >> 8) : s;
+      };
+      if (sums) sums[0] += span_sum();
+      std::memset(p, 'x', l.len);
+      if (sums) sums[1] += span_sum();
+      hid = true;
+    }
+    if (hid) ++e.c->reverse_hidden;
+  }
 }
 
 void ProgramInstance::http_body(uint8_t* pl, uint32_t avail, const ByteSpan* sp, unsigned n, Eval& e) {

@@ -39,7 +39,9 @@ struct FlowState {
   uint32_t body[2] = {};        // bytes of a known-length body still to come (not parsed; capped at 4 GiB)
   // TCP stream holding (engine/core/worker_path.cpp): a header split over
   // segments is held until complete, then rewritten as one.
-  uint32_t released_end[2] = {};  // TCP sequence number after the last header rewritten from a held stream
+  // TCP sequence number after the last header rewritten from a held stream;
+  // for HTTP, after the last segment seen in order (l7_analyze.cpp).
+  uint32_t released_end[2] = {};
   // DNS: this flow's number in its worker (0 until its first DNS message).
   // The query memory of each ProgramInstance keys on it rather than on the
   // entry's address, so a flow that reuses an evicted flow's entry never
@@ -55,7 +57,10 @@ struct FlowState {
   // ClientHello spread over several Initials. Zero at the flow's start.
   uint8_t app_state[kAppStateBytes] = {};
   uint8_t frag_tunnel : 1 = 0;    // fragments of this address pair carried a tunnel
-  uint8_t stream_failed : 2 = 0;  // bit per direction: a header could not be completed; the rest stays closed
+  // Bit per direction: a header could not be completed, or (HTTP) a gap lost
+  // the message boundaries; the rest stays closed (HTTP: until a segment
+  // starts with a message's first line).
+  uint8_t stream_failed : 2 = 0;
   uint8_t released : 2 = 0;       // bit per direction: released_end is valid
   uint8_t unbounded[2] = {};    // inside a body of unknown length (HTTP chunked / until close)
   uint8_t tls_srv_type = 0;     // content type of that record
@@ -124,6 +129,8 @@ struct ConsumerCounters {
   uint64_t zanon_hidden = 0, zanon_released = 0;
   uint64_t l7_cut = 0;                   // fail-closed: application fields that could not be located
   uint64_t tls_server_cut = 0;           // server TLS handshake cut: it names a server whose SNI was hidden
+  uint64_t reverse_hidden = 0;           // reverse-DNS names whose address labels were masked (a protected address)
+  uint64_t nd_zeroed = 0;                // neighbour discovery addresses/MACs zeroed: no rule could map them
   std::vector<uint64_t> rule_hits;       // by Rule::index
 };
 

@@ -67,6 +67,10 @@ Program::Program(std::shared_ptr<const dsl::Policy> policy, int consumer_index, 
       if (modifies) {
         protects_anything_ = true;
         if (is_addr_field(f->id)) protects_addresses_ = true;
+        // By role: what an address named elsewhere (a reverse-DNS name)
+        // takes when it is a user's and when it is not.
+        if (f->id != F.ip_server && is_addr_field(f->id)) protects_client_addr_ = true;
+        if (f->id != F.ip_client && is_addr_field(f->id)) protects_server_addr_ = true;
       }
     }
     if (modifies) identity_ = false;

@@ -77,6 +77,7 @@ class Program {
   SharedServices* services_;
   bool identity_ = true;
   bool protects_addresses_ = false;
+  bool protects_client_addr_ = false, protects_server_addr_ = false;  // a protecting rule on ip.client/src/dst, ip.server/src/dst
   bool protects_anything_ = false;
   std::vector<std::unique_ptr<ActionPlan>> plans_;  // one per rule (index = Rule::index), plus payload_default
   int payload_default_plan_ = -1;
@@ -122,6 +123,7 @@ struct ApplyCtx;
 struct ProtocolPlugin;
 namespace dns {
 class FirstNameMasks;
+struct ParseResult;
 }
 
 class ProgramInstance {
@@ -209,6 +211,7 @@ class ProgramInstance {
   bool apply_mac_occ(FieldId f, uint8_t* a, Eval& e);  // false: drop
   bool l7_plugin(const ProtocolPlugin& pp, void* state, uint8_t* payload, Eval& e);  // false: fields not located
   bool l7_dns(uint8_t* msg, uint32_t len, Eval& e, int msg_index);
+  void reverse_names(uint8_t* msg, const dns::ParseResult& pr, Eval& e, uint64_t* sums);
   bool l7_rewrite(uint8_t* buf, const Decoded& d, Eval& e);  // false: drop
   // Applies the http.body rule to the body bytes of `avail` payload bytes:
   // the n spans, or all of them when spans is null. Sets e.body_snap, e.drop.

@@ -42,32 +42,24 @@ ND = ("ICMPv6 neighbour discovery target and link-layer address options (MACs), 
 DHCP_INFRA = ("DHCP server identifier, router and TFTP server options name the DHCP server's own address, which "
               "lies inside `clients` and is Crypto-PAn'd as a client in its broadcast replies (to 255.255.255.255); "
               "the DHCP plugin leaves infrastructure addresses in clear")
-EDNS_OWNER = "the mDNS EDNS0 Owner option carries the device's MAC"
-PTR = "reverse-DNS question names (in-addr.arpa) of client addresses, kept by ids.amon (dns.qname not protected)"
-HTTP_GAP = "HTTP request heads after a lost segment in their stream are left in clear instead of cut"
-HEAD_URLS = ("server names and URIs in HTTP response headers no http.* field names (P3P policyref, "
-             "Content-Location)")
 TEXT_ADDR = "a client address as text inside payload the policy keeps"
-FUZZ = "fuzzed DNS messages whose hidden question names stay in clear (not analysed further)"
+FUZZ = ("a fuzzed question name that is just \"_sip\" (protected, rare) matches the first label of "
+        "_sip._udp.sip.cybercity.dk, which z-anonymity released (10 users, the audit's count agrees): the audit "
+        "judges a protected value inside an allowed one as a leak")
 TEREDO_P2P = ("Teredo peer-to-peer flows with both ends outside clients (2001:0::/32): the runtime's role evidence "
               "takes one end as server and keeps it, where the audit finds no evidence and protects both")
 
 # (capture, policy) -> (most leaks, why)
 KNOWN_LEAKS = {
-    ('dns-udp-many-queries', 'ids'): (23, EDNS_OWNER),
-    ('dns-udp-many-queries', 'meter'): (23, EDNS_OWNER),
-    ('dns-udp-many-queries', 'research'): (23, EDNS_OWNER),
-    ('http-requests-4k', 'ids'): (7, HTTP_GAP),
     ('ipv6-ext-headers-http', 'ids'): (4, ND),
     ('ipv6-mixed-dns-ssh', 'ids'): (33, ND),
     ('malformed-fuzz-ndpi-2006', 'flows'): (2, ROLES_FUZZ),
     ('malformed-fuzz-ndpi-2006', 'ids'): (110, TEXT_ADDR + "; " + DHCP_INFRA),
-    ('malformed-fuzz-ndpi-2006', 'meter'): (103, FUZZ),
+    ('malformed-fuzz-ndpi-2006', 'meter'): (4, FUZZ),
     ('mixed-browsing-example', 'ids'): (1, TEXT_ADDR),
-    ('mixed-browsing-example', 'meter'): (8, HEAD_URLS),
-    ('mixed-capture2', 'ids'): (602, DHCP_INFRA + "; " + PTR + "; " + TEREDO_P2P),
+    ('mixed-capture2', 'ids'): (598, DHCP_INFRA + "; " + TEREDO_P2P),
     ('tunnel-teredo', 'ids'): (27, TEXT_ADDR + "; " + TEREDO_P2P),
-    ('tunnel-erspan', 'ids'): (44, TEXT_ADDR + "; " + PTR),
+    ('tunnel-erspan', 'ids'): (42, TEXT_ADDR),
 }
 
 # "Possible" hits: a protected IPv4 address or a low-entropy MAC as binary
@@ -262,10 +254,8 @@ def planted(args):
     out = os.path.join(work, "dns-meter.pcap")
     if os.path.exists(cap) and amon_pcap(args, cap, [("m", "meter.amon", out)], work):
         js = audit(args, "meter.amon", cap, out, work)
-        # Its only leaks are the MACs of mDNS Owner options (EDNS_OWNER).
-        other = [h for h in js["leak_list"] if h["class"] != "eth.src"] if js else []
-        if js and (other or js["leaks"] > KNOWN_LEAKS[("dns-udp-many-queries", "meter")][0]):
-            fail("planted name: the engine's meter output should pass, %d leaks: %s" % (js["leaks"], other[:3]))
+        if js and js["leaks"]:
+            fail("planted name: the engine's meter output should pass, %d leaks: %s" % (js["leaks"], js["leak_list"][:3]))
         hi, ei, orig = read_pcap(cap)
         ho, eo, anon = read_pcap(out)
         done = None
@@ -358,7 +348,8 @@ def one_capture(args, work, pols, cap):
 def shipped(args):
     work = args.work
     pols = setup_policies(args, work)
-    caps = sorted(os.path.join(args.pcaps, f) for f in os.listdir(args.pcaps) if f.endswith(".pcap"))
+    caps = sorted(os.path.join(args.pcaps, f) for f in os.listdir(args.pcaps)
+                  if f.endswith(".pcap") and (not args.only or f[:-5] in args.only))
     t0 = time.time()
     seen = set()
     with concurrent.futures.ThreadPoolExecutor(max_workers=args.jobs) as ex:
@@ -391,7 +382,7 @@ def shipped(args):
                                                                             js["possible_expected"]), flush=True)
             print("  %s: %.1f s" % (name, secs), flush=True)
     for key in KNOWN_LEAKS:
-        if key not in seen:
+        if key not in seen and not args.only:
             print("NOTE known leak entry %s not run" % (key,))
     print("shipped: %d captures x %d policies in %.1f s" % (len(caps), len(pols), time.time() - t0))
 
@@ -403,6 +394,8 @@ def main():
     ap.add_argument("--pcaps", required=True)
     ap.add_argument("--work", required=True)
     ap.add_argument("--jobs", type=int, default=2)
+    ap.add_argument("--only", type=lambda v: set(v.split(",")), default=None,
+                    help="shipped: only these captures (names without .pcap, comma-separated)")
     ap.add_argument("what", choices=["planted", "shipped"])
     args = ap.parse_args()
     args.amon = os.path.abspath(args.amon)

@@ -92,6 +92,25 @@ TEST_CASE("flow table: fragments share one entry keyed without ports", "[flows]"
   CHECK(f1.flow != q.flow);
 }
 
+TEST_CASE("flow table: a UDP datagram whose header cannot be read takes no roles from its own new entry", "[flows]") {
+  // Its key has no ports, as the fragments' key has: the fragments' roles it
+  // looks for are those of the entry just made for it, not yet decided.
+  for (uint32_t lo_first : {1u, 0u}) {
+    FlowTable t("t", 1024, FlowTimeouts{}, 0);
+    const uint32_t a = lo_first ? 0x0a000001 : 0xc0000209, b = lo_first ? 0xc0000209 : 0x0a000001;
+    V4 h;
+    for (int i = 0; i < 4; ++i) h.src[i] = uint8_t(a >> (24 - 8 * i)), h.dst[i] = uint8_t(b >> (24 - 8 * i));
+    h.proto = 17;
+    Pkt p{cat({eth(0x0800), ipv4(h, cat({udp_hdr(2715, 53, 0x4034), payload(8)}))}), {}};
+    decode(p.b.data(), uint32_t(p.b.size()), uint32_t(p.b.size()), p.d);
+    REQUIRE(p.d.l4_hdr_len == 0);
+    PacketMeta m = look(t, p, 1 + lo_first);
+    CHECK(m.flow_first);
+    CHECK(m.roles_uncertain);
+    CHECK(m.initiator_is_src);
+  }
+}
+
 TEST_CASE("flow table: idle flows expire, closed TCP flows sooner", "[flows]") {
   FlowTimeouts to;
   FlowTable t("t", 1024, to, 0);

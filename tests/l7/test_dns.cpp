@@ -1,6 +1,7 @@
 #include <catch2/catch.hpp>
 
 #include <cctype>
+#include <cstring>
 #include <memory>
 #include <string>
 #include <utility>
@@ -532,4 +533,69 @@ TEST_CASE("dns: a first name's masks kept for the next message equal the ones co
   rewrite_names(q2.data(), q2.size(), *r, fn, const_cast<Pick*>(&p), nullptr, ~0u, &first);
   CHECK(q2 == plain);
   CHECK(std::isupper(q2[13]));
+}
+
+TEST_CASE("dns: EDNS0 Owner option: MACs and password located, unknown layouts flagged, two refused") {
+  auto owner_msg = [](std::initializer_list<uint8_t> data, bool twice = false) {
+    Bytes m = dns_header(1, 0, 1, 0, 0, 1);
+    dns_name(m, "a.local"); put16(m, 1); put16(m, 1);
+    m.push_back(0);
+    const unsigned one = 4 + unsigned(data.size());
+    dns_rr_fixed(m, 41, 1440, 0, uint16_t(twice ? 2 * one : one));
+    for (int k = 0; k < (twice ? 2 : 1); ++k) {
+      put16(m, 4); put16(m, uint16_t(data.size()));
+      m.insert(m.end(), data);
+    }
+    return m;
+  };
+  auto r = pr_new();
+  Bytes m = owner_msg({0, 7, 0x58, 0x1f, 0xaa, 0x4f, 0x3f, 0x9d, 0x58, 0x1f, 0xaa, 0x4f, 0x3f, 0x9e, 1, 2, 3, 4});
+  REQUIRE(parse(m.data(), m.size(), *r) == Status::Ok);
+  REQUIRE(r->owner.present);
+  CHECK(r->owner.n_macs == 2);
+  CHECK(m[r->owner.mac_off[0]] == 0x58);
+  CHECK(m[r->owner.mac_off[0] + 5] == 0x9d);
+  CHECK(m[r->owner.mac_off[1] + 5] == 0x9e);
+  CHECK(r->owner.pw_len == 4);
+  CHECK(m[r->owner.pw_off] == 1);
+  CHECK(r->owner.data_off + r->owner.data_len == m.size());
+  m = owner_msg({0, 7, 0x58, 0x1f, 0xaa, 0x4f, 0x3f, 0x9d});
+  REQUIRE(parse(m.data(), m.size(), *r) == Status::Ok);
+  CHECK(r->owner.n_macs == 1);
+  CHECK(r->owner.pw_len == 0);
+  m = owner_msg({0, 7, 0x58, 0x1f, 0xaa, 0x4f, 0x3f});
+  REQUIRE(parse(m.data(), m.size(), *r) == Status::Ok);
+  CHECK(r->owner.present);
+  CHECK(r->owner.n_macs == 0);
+  CHECK(r->owner.data_len == 7);
+  m = owner_msg({0, 7, 0x58, 0x1f, 0xaa, 0x4f, 0x3f, 0x9d}, true);
+  CHECK(parse(m.data(), m.size(), *r) == Status::Malformed);
+  CHECK(r->error == Error::BadOpt);
+}
+
+TEST_CASE("dns: reverse names give their address and the number of address labels") {
+  uint8_t fam, a[16];
+  REQUIRE(reverse_address("5.1.168.192.in-addr.arpa", fam, a) == 4);
+  CHECK(fam == 4);
+  CHECK((a[0] == 192 && a[1] == 168 && a[2] == 1 && a[3] == 5));
+  // A network (fewer labels): the missing low bytes are zero.
+  REQUIRE(reverse_address("168.192.in-addr.arpa", fam, a) == 2);
+  CHECK((a[0] == 192 && a[1] == 168 && a[2] == 0 && a[3] == 0));
+  // RFC 2317 and service prefixes: only the run next to the suffix counts.
+  REQUIRE(reverse_address("_x.0/25.2.0.192.in-addr.arpa", fam, a) == 3);
+  CHECK((a[0] == 192 && a[1] == 0 && a[2] == 2 && a[3] == 0));
+  CHECK(reverse_address("300.1.168.192.in-addr.arpa", fam, a) == 3);  // 300 is no octet
+  CHECK(reverse_address("1.2.3.4.5.in-addr.arpa", fam, a) == 4);      // at most four
+  CHECK(reverse_address("in-addr.arpa", fam, a) == 0);
+  CHECK(reverse_address("www.example.com", fam, a) == 0);
+  CHECK(reverse_address("x.in-addr.arpa", fam, a) == 0);
+  CHECK(fam == 0);
+  // 2001:db8::567:89ab
+  REQUIRE(reverse_address("b.a.9.8.7.6.5.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.8.b.d.0.1.0.0.2.ip6.arpa", fam, a) == 32);
+  CHECK(fam == 6);
+  const uint8_t want[16] = {0x20, 0x01, 0x0d, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0x05, 0x67, 0x89, 0xab};
+  CHECK(std::memcmp(a, want, 16) == 0);
+  REQUIRE(reverse_address("8.b.d.0.1.0.0.2.ip6.arpa", fam, a) == 8);
+  CHECK((a[0] == 0x20 && a[1] == 0x01 && a[2] == 0x0d && a[3] == 0xb8 && a[4] == 0));
+  CHECK(reverse_address("ab.8.b.d.0.ip6.arpa", fam, a) == 4);
 }

@@ -185,3 +185,23 @@ TEST_CASE("http: Origin, Proxy-Authorization and X-Real-IP are located, and are 
   for (unsigned i = 0; i < f.r->n_occ; ++i)
     if (f.r->occ[i].kind == Field::Origin) CHECK(is_field_value(*f.r, i));
 }
+
+TEST_CASE("http: every header no other field names is http.other_headers, framing headers aside") {
+  Fx f;
+  const std::string b =
+      "HTTP/1.1 200 OK\r\n"
+      "Content-Length: 0\r\n"
+      "P3P: policyref=\"http://www.ads.example/p3p.xml\", CP=\"NOI\"\r\n"
+      "Content-Location: http://go.example.co.il/short/38/index.html\r\n"
+      "Server: cafe\r\n"
+      "Set-Cookie: id=1\r\n"
+      "X-Vendor: 10.0.0.138\r\n"
+      "\r\n";
+  REQUIRE(f.parse(b, Direction::Response) == Status::Ok);
+  CHECK(f.find(b, Field::OtherHeader) ==
+        V{"policyref=\"http://www.ads.example/p3p.xml\", CP=\"NOI\"", "http://go.example.co.il/short/38/index.html",
+          "10.0.0.138"});
+  CHECK(std::string(registry_field(Field::OtherHeader)) == "http.other_headers");
+  for (unsigned i = 0; i < f.r->n_occ; ++i)
+    if (f.r->occ[i].kind == Field::OtherHeader) CHECK(is_field_value(*f.r, i));
+}
