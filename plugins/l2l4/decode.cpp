@@ -526,12 +526,14 @@ inline bool decode_fast_inner(const uint8_t* p, uint32_t cap, uint32_t lim, uint
     const uint32_t ulen = rd16(p + l4 + 4);
     if (ulen < 8 || ulen > ip_end - l4) return false;
     if (is_udp_tunnel_port(rd16(p + l4)) || is_udp_tunnel_port(rd16(p + l4 + 2))) return false;
+    if (rd16(p + l4) == 521 && rd16(p + l4 + 2) == 521) flags |= kFlagAddrBody;  // RIPng route entries
   } else if (proto == kProtoIcmp || proto == kProtoIcmpv6) {
     if (l4 + 8 > ip_end || l4 + 8 > cap) return false;
     const uint8_t type = p[l4];
     const bool err = proto == kProtoIcmp ? (type == 3 || type == 4 || type == 5 || type == 11 || type == 12)
                                          : (type < 128);
     if (err) flags |= kFlagIcmpError;
+    if (proto == kProtoIcmpv6 && type >= 133 && type <= 137) flags |= kFlagAddrBody;
   } else {
     return false;
   }
