@@ -407,10 +407,7 @@ std::shared_ptr<const Policy> Compiler::run(std::string_view src, const std::str
   size_t first_diag = d_.all().size();
   pol_->path = name;
   pol_->identifier = reg_.field("ip.client");
-  for (const auto& f : reg_.fields()) protocols_.insert(f.protocol);
-  for (const char* p : {"ipv4", "ipv6", "tcp", "udp", "icmp", "icmpv6", "sctp", "vlan", "addr_carrier"})
-    protocols_.insert(p);
-  protocols_.erase("l4");
+  for (const auto& p : reg_.proto_names()) protocols_.insert(p);
   char real[PATH_MAX];
   std::string canon = realpath(name.c_str(), real) ? std::string(real) : name;
   load(std::string(src), name, dir, canon, 0);

@@ -5,6 +5,14 @@
 
 namespace amon {
 
+uint32_t Program::held_apps() const {
+  uint32_t h = 1u << unsigned(App::DnsTcp) | 1u << unsigned(App::Http);
+  const auto& v = Registry::instance().protocols();
+  for (size_t i = 0; i < v.size(); ++i)
+    if (v[i]->holds) h |= 1u << (kFirstPluginApp + i);
+  return l7_protect_ & h;
+}
+
 Program::Program(std::shared_ptr<const dsl::Policy> policy, int consumer_index, SharedServices* services)
     : policy_(std::move(policy)), consumer_(consumer_index), services_(services) {
   if (consumer_ < 0 || consumer_ >= kMaxConsumers)

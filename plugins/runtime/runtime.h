@@ -67,6 +67,9 @@ class Program {
   // This policy rewrites (or must fail closed on) fields of application `app` (App, l7.h).
   bool protects_app(uint8_t app) const { return app < 32 && (l7_protect_ & (1u << app)); }
   uint32_t protected_apps() const { return l7_protect_; }  // bit per App (l7.h)
+  // Of those, the applications whose headers split over TCP segments the
+  // engine may hold until whole (DNS over TCP, HTTP, plugins that hold).
+  uint32_t held_apps() const;
 
   std::unique_ptr<ProgramInstance> instantiate() const;
 
@@ -172,6 +175,15 @@ class ProgramInstance {
   // Off: a UDP DNS message takes every step of the general path (the
   // shortcut's equivalence test).
   void set_dns_fast_path(bool on);
+  // The packets process_encap takes a shortcut for: one UDP tunnel layer
+  // (GTP-U, VXLAN...) over IPv4 without options or PPPoE, its UDP checksum
+  // 0. Off: they take every step of process_encap (its equivalence test).
+  static bool encap_fast_packet(const uint8_t* buf, uint32_t cap, const Decoded& d) {
+    const EncapLayer& L = d.encap[0];
+    return d.n_encap == 1 && L.udp_off && L.ip_version == 4 && L.l3_hdr_len == 20 && !L.pppoe_off &&
+           L.udp_off + 8u <= cap && buf[L.udp_off + 6] == 0 && buf[L.udp_off + 7] == 0;
+  }
+  void set_encap_fast_path(bool on) { encap_fast_ = on; }
   bool header_kernel() const { return hdr_fast_ && hdr_fn_ != &ProgramInstance::process_hdr; }
   // What the header kernel does past a packet's headers (d.payload_off) on
   // a packet it takes (hdr_packet and kernel_roles): kKeepsPayload, it
@@ -210,7 +222,7 @@ class ProgramInstance {
   bool apply_addr_occ(FieldId f, uint8_t* a, uint8_t family, Eval& e);
   bool apply_mac_occ(FieldId f, uint8_t* a, Eval& e);  // false: drop
   bool apply_role_addr(uint8_t* a, uint8_t family, Eval& e);  // ProtoOcc::role; false: drop
-  bool l7_plugin(const ProtocolPlugin& pp, void* state, uint8_t* payload, Eval& e);  // false: fields not located
+  bool l7_plugin(const ProtocolPlugin& pp, void* state, uint8_t* payload, uint32_t len, Eval& e);  // false: not rewritten
   bool l7_dns(uint8_t* msg, uint32_t len, Eval& e, int msg_index);
   void reverse_names(uint8_t* msg, const dns::ParseResult& pr, Eval& e, uint64_t* sums);
   bool l7_rewrite(uint8_t* buf, const Decoded& d, Eval& e);  // false: drop
@@ -246,6 +258,7 @@ class ProgramInstance {
                       ConsumerCounters& c);
   bool hdr_fast_ = false;
   bool dns_fast_ = true;
+  bool encap_fast_ = true;
   // The header path compiled for this policy's shape: the address actions
   // of the two slots (client/server, or source/destination when the rules
   // name positions) and the payload action are template arguments, so the
