@@ -1341,9 +1341,10 @@ void Compiler::analyze() {
   // as "maybe": a keep that may apply warns, a protection that may not
   // apply does not end the search.
   bool protects_addr = false;
+  const FieldDesc* const ip_fields[] = {reg_.field("ip.client"), reg_.field("ip.src"), reg_.field("ip.dst")};
   for (const Rule& r : pol_->rules)
     for (const FieldDesc* f : r.fields)
-      if (r.action.desc->protects && (f->name == "ip.client" || f->name == "ip.src" || f->name == "ip.dst"))
+      if (r.action.desc->protects && std::find(std::begin(ip_fields), std::end(ip_fields), f) != std::end(ip_fields))
         protects_addr = true;
   if (protects_addr && payload) {
     enum Tri { F, T, U };
@@ -1373,10 +1374,13 @@ void Compiler::analyze() {
           return x == U ? U : x == T ? F : T;
         }
         case Cond::Kind::ProtoIn: {
+          // What such a packet surely carries, and what it may.
+          static const std::set<std::string> surely{"addr_carrier", "eth", "ip"};
+          static const std::set<std::string> maybe{"ipv4", "ipv6", "tcp", "udp", "vlan", "mpls"};
           Tri v = F;
           for (const auto& p : c.protocols) {
-            if (p == "addr_carrier" || p == "eth" || p == "ip") return T;
-            if (p == "ipv4" || p == "ipv6" || p == "tcp" || p == "udp" || p == "vlan" || p == "mpls") v = U;
+            if (surely.count(p)) return T;
+            if (maybe.count(p)) v = U;
           }
           return v;
         }
