@@ -37,8 +37,7 @@ void WorkerPath::configure() {
     probe_dns = probe_dns || p.protects_dns();
     // Protocol plugins' content probes run for the applications protected.
     probe_apps |= p.protected_apps() & ~((1u << kFirstPluginApp) - 1);
-    for (App a : {App::DnsTcp, App::Tls, App::Http})
-      if (p.protects_app(uint8_t(a))) hold_apps_ |= 1u << unsigned(a);
+    hold_apps_ |= p.held_apps();
   }
   // Once made, the parse state stays (it numbers the worker's DNS flows,
   // and held streams are parsed with it), even when a reload stops using it.

@@ -1,12 +1,16 @@
-// Fields of DNS and TLS (their parsers live in plugins/dns and plugins/tls).
-// Conditions can test dns.qname (the question) and tls.sni; the other DNS
-// fields have no evaluator, so the checker refuses conditions on them. HTTP
-// declares its own fields (plugins/http/fields.cpp).
+// Fields of DNS (its parser lives in plugins/dns). Conditions can test
+// dns.qname (the question); the other DNS fields have no evaluator, so the
+// checker refuses conditions on them. HTTP declares its own fields
+// (plugins/http/fields.cpp), the protocol plugins theirs.
 #include "registry.h"
 
 namespace amon {
 
 void register_l7_fields(Registry& r) {
+  // The runtime's own applications (every other protocol is a plugin and
+  // gets its name from Registry::add_protocol).
+  r.add_proto_name("dns");
+  r.add_proto_name("http");
   using VT = ValueType;
   using R = FieldRole;
   r.add_field({"dns.qname", VT::Name, "dns", R::QuasiIdentifier, "domain", "DNS question name",
@@ -19,8 +23,6 @@ void register_l7_fields(Registry& r) {
                "addresses in A/AAAA record data", {"dns.qname"}});
   r.add_field({"dns.ecs", VT::Addr, "dns", R::Identifier, "",
                "EDNS Client Subnet address (the client's own network)", {}});
-  r.add_field({"tls.sni", VT::Name, "tls", R::QuasiIdentifier, "domain", "TLS ClientHello server_name (over TCP, and in QUIC Initials)",
-               {"dns.qname", "http.host"}, kNoField, kCondAll});
 }
 
 }  // namespace amon

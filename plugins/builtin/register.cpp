@@ -4,6 +4,8 @@
 #include "actions.h"
 #include "amon_dhcp.hpp"
 #include "amon_http.hpp"
+#include "amon_quic.hpp"
+#include "amon_tls.hpp"
 #include "l2l4.h"
 #include "registry.h"
 
@@ -40,6 +42,8 @@ void register_builtin_plugins() {
     register_settings(r);
     l2l4::register_fields(r);
     register_l7_fields(r);
+    r.add_protocol(tls::protocol_plugin());
+    r.add_protocol(quic::protocol_plugin());
     http::register_fields(r);
     r.add_protocol(dhcp::protocol_plugin());
     actions::register_actions(r);

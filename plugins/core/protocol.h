@@ -30,12 +30,47 @@ enum class OccKind : uint8_t {
   Bytes,  // an opaque identifier or text: the rule's byte action, length kept
 };
 
+// `addr_carrier` (a protocol name in conditions): TCP/UDP ports of
+// protocols that carry addresses in their payload, as text or binary, where
+// no plugin rewrites them (doc/language.md, "What kept payload still
+// carries"). The runtime tags such packets; the linter warns when a policy
+// that protects addresses delivers their payload.
+inline constexpr uint16_t kAddrCarrierPorts[] = {
+    21,                        // FTP: PORT, PASV, EPRT, EPSV
+    25, 587,                   // SMTP: Received headers, EHLO [address]
+    88,                        // Kerberos: ticket addresses
+    137, 138, 139,             // NetBIOS name service, datagrams, sessions
+    161, 162,                  // SNMP: agent addresses, tables
+    445,                       // SMB
+    514,                       // syslog: log lines
+    554,                       // RTSP: Transport destinations
+    1645, 1646, 1812, 1813,    // RADIUS: Framed-IP-Address, NAS address
+    1719, 1720,                // H.323 RAS and call signalling
+    2055, 4739, 6343, 9995, 9996,  // NetFlow, IPFIX, sFlow records
+    2427, 2727,                // MGCP (SDP)
+    3478,                      // STUN/TURN: (XOR-)MAPPED-ADDRESS
+    3702,                      // WS-Discovery: XAddrs
+    5060,                      // SIP/SDP
+    6667,                      // IRC DCC
+};
+inline bool addr_carrier_port(uint16_t p) {
+  for (uint16_t c : kAddrCarrierPorts)
+    if (c == p) return true;
+  return false;
+}
+
 // One value of a field in the payload. Offsets are from the payload's
 // first byte; every occurrence keeps its length whatever the action.
 struct ProtoOcc {
   FieldId field = kNoField;
   OccKind kind = OccKind::Bytes;
   bool fixup = false;      // the plugin's after_action wants this occurrence back after its action
+  // An address (Addr4/Addr6) of the network, not of a field: it takes the
+  // rule of the role it has under the policy, as the same address would in
+  // an IP header (an address of this packet's own header: that header's
+  // rewrite; inside `clients`: ip.client's rule; else ip.server's). field
+  // is unused.
+  bool role = false;
   uint16_t index = 0;      // the plugin's own number for it (its fix-ups get the occurrence back)
   uint32_t off = 0, len = 0;
   std::string_view text;   // Name: the name as dotted lowercase text (decided on this, not on the bytes)
@@ -47,6 +82,21 @@ struct ProtoOccs {
   static constexpr unsigned kMax = 256;
   uint32_t n = 0;
   ProtoOcc occ[kMax];
+  // What a parse of a TCP stream says about the bytes after these (all
+  // emptied by the caller, read by the runtime's stream holding):
+  //  need: Incomplete, or Parsed with rest_clear: bytes of this direction
+  //    still to come before the message ends (0: unknown);
+  //  hold: Incomplete, and holding the segment until more bytes of this
+  //    direction come would let it parse (a header split over segments);
+  //  rest_clear: Parsed although the message continues: its fields were
+  //    all located here, so the `need` bytes that follow pass (conditions,
+  //    evaluated on whole messages, see none of its fields);
+  //  echo: this packet may repeat, where nothing locates it, a value the
+  //    flow's earlier fields held (a server's certificate naming the
+  //    server): a consumer whose decision hid those values cuts it.
+  uint32_t need = 0;
+  bool hold = false, rest_clear = false, echo = false;
+  void clear() { n = 0, need = 0, hold = rest_clear = echo = false; }
   // False when the table is full: the parse must report Malformed (a value
   // left out would leave in clear).
   bool add(const ProtoOcc& o) {
@@ -64,12 +114,16 @@ enum class ProtoStatus : uint8_t { None, Parsed, Incomplete, Malformed };
 // Bytes of per-flow state an application may keep in every flow-table
 // entry (FlowState::app_state): the budget is fixed, as the flow table's
 // memory is.
-inline constexpr unsigned kAppStateBytes = 8;
+inline constexpr unsigned kAppStateBytes = 12;
 
 struct ProtoPacket {
   const uint8_t* payload;
   uint32_t len;            // captured payload bytes
-  uint16_t sport, dport;
+  uint16_t sport, dport;   // 0 for a stream reassembled from held segments
+  // The packet's IP addresses (addr_len 4 or 16; 0 and null when absent).
+  const uint8_t* src;
+  const uint8_t* dst;
+  uint8_t addr_len;
   bool from_initiator;     // the packet travels from the flow's client
   bool cut_short;          // the capture cut the payload: it cannot be parsed to its end
   // The flow's kAppStateBytes of state for its application, zero at the
@@ -79,18 +133,36 @@ struct ProtoPacket {
 };
 
 struct ProtocolPlugin {
-  // The protocol name its fields carry (FieldDesc::protocol): rules on
-  // those fields make a policy protect this protocol.
+  // The protocol's own name, unique among plugins; also the name its
+  // fields carry (FieldDesc::protocol) unless `carries` says otherwise.
   const char* name;
   uint8_t l4_proto;  // 6 TCP, 17 UDP: the transport its messages travel over
-  // Declares the fields (names, types, roles, value classes, docs).
+  // Declares the fields (names, types, roles, value classes, docs); null
+  // when it locates another protocol's fields (`carries`).
   void (*register_fields)(Registry& r);
   // Recognition: its well-known ports (either end; 0 ends the list), and
   // a content probe for other ports (null: ports only). The probe runs
   // only where a policy protects the protocol, on packets nothing else
-  // recognised.
+  // recognised, unless `probe_always`.
   uint16_t ports[8];
-  bool (*probe)(const uint8_t* payload, uint32_t len);
+  bool (*probe)(const uint8_t* payload, uint32_t len, uint16_t sport, uint16_t dport);
+  // The probe is cheap and decides what the packet is whether or not a
+  // policy protects the protocol (`proto in` sees it): it runs right after
+  // the well-known ports of every protocol.
+  bool probe_always;
+  // TCP: Hyperscan expressions anchored at a stream's first byte (null
+  // ends the list, the list may be null), compiled with every other
+  // plugin's into the one content-probe database; and the server ports
+  // that mean this protocol when no content probe recognises a stream.
+  const char* const* patterns;
+  uint16_t server_ports[4];
+  // TCP: the runtime may hold a segment whose parse is Incomplete with
+  // `hold` until the message is whole, and parse the reassembled bytes.
+  bool holds;
+  // A registered plugin whose fields this one locates and whose name
+  // `proto in` matches its packets by (QUIC carries TLS's tls.sni); null:
+  // its own.
+  const char* carries;
   // Per-worker parse state (the parser's own result tables), made when a
   // worker's application parse state is, freed with it.
   void* (*make_state)();
@@ -103,6 +175,11 @@ struct ProtocolPlugin {
   // After the rule's action rewrote an occurrence flagged `fixup` (a
   // delegated prefix keeps its host bits zero, ...). May be null.
   void (*after_action)(void* state, uint8_t* payload, const ProtoOcc& o);
+  // After every occurrence of a consumer's copy had its action: a fix-up
+  // of the whole message (QUIC re-encrypts the packets whose names
+  // changed). False when the message could not be rewritten: the runtime
+  // fails closed as for fields it could not locate. May be null.
+  bool (*finish)(void* state, uint8_t* payload, uint32_t len);
 };
 
 }  // namespace amon

@@ -81,8 +81,11 @@ void Registry::add_protocol(const ProtocolPlugin& p) {
   // The runtime gives each plugin a bit in 32-bit masks of applications
   // and of protocols a condition names (plugins/runtime).
   if (protocols_.size() == 16) throw std::logic_error("too many protocol plugins");
+  if (p.carries && !protocol(p.carries))
+    throw std::logic_error(std::string("protocol ") + p.name + " carries " + p.carries + ", which is not registered");
   protocols_.push_back(&p);
-  p.register_fields(*this);
+  if (!p.carries) add_proto_name(p.name);
+  if (p.register_fields) p.register_fields(*this);
 }
 
 const ProtocolPlugin* Registry::protocol(std::string_view name) const {
@@ -101,6 +104,19 @@ static auto find_named(const C& c, std::string_view name) -> decltype(&*c.begin(
 const FieldDesc* Registry::field(std::string_view name) const { return find_named(fields_, name); }
 const ActionDesc* Registry::action(std::string_view name) const { return find_named(actions_, name); }
 const SettingDesc* Registry::setting(std::string_view name) const { return find_named(settings_, name); }
+
+unsigned Registry::add_proto_name(std::string_view name) {
+  if (int id = proto_id(name); id >= 0) return unsigned(id);
+  if (proto_names_.size() == kMaxProtoNames) throw std::logic_error("too many protocol names");
+  proto_names_.emplace_back(name);
+  return unsigned(proto_names_.size() - 1);
+}
+
+int Registry::proto_id(std::string_view name) const {
+  for (size_t i = 0; i < proto_names_.size(); ++i)
+    if (proto_names_[i] == name) return int(i);
+  return -1;
+}
 
 size_t edit_distance(std::string_view a, std::string_view b) {
   std::vector<size_t> prev(b.size() + 1), cur(b.size() + 1);

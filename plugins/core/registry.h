@@ -173,6 +173,15 @@ class Registry {
   const FieldDesc& field(FieldId id) const { return fields_[id]; }
   const ActionDesc* action(std::string_view name) const;
   const SettingDesc* setting(std::string_view name) const;
+  // Protocols a condition may name (`proto in { ... }`), each with an id
+  // (its index) that is its bit in the runtime's set of a packet's
+  // protocols: the L2-L4 layers the decoder tells, DNS and HTTP, and every
+  // protocol plugin not carrying another's fields. Adding a name twice
+  // returns its id.
+  static constexpr unsigned kMaxProtoNames = 31;  // bit 31 is the runtime's "computed" mark
+  unsigned add_proto_name(std::string_view name);
+  int proto_id(std::string_view name) const;  // -1: not a protocol
+  const std::vector<std::string>& proto_names() const { return proto_names_; }
 
   const std::deque<FieldDesc>& fields() const { return fields_; }
   const std::deque<ActionDesc>& actions() const { return actions_; }
@@ -192,6 +201,7 @@ class Registry {
   std::deque<ActionDesc> actions_;
   std::deque<SettingDesc> settings_;
   std::vector<const ProtocolPlugin*> protocols_;
+  std::vector<std::string> proto_names_;
 };
 
 // Registers every built-in plugin (idempotent). Called by the CLI, the tests

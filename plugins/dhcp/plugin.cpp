@@ -28,7 +28,7 @@ bool all_zero(const uint8_t* p, uint32_t n) {
   return true;
 }
 
-bool probe_v4(const uint8_t* p, uint32_t n) { return probe(p, n) == Version::V4; }
+bool probe_v4(const uint8_t* p, uint32_t n, uint16_t, uint16_t) { return probe(p, n) == Version::V4; }
 
 ProtoStatus parse_packet(void* vs, const ProtoPacket& pkt, ProtoOccs& out) {
   State& s = *static_cast<State*>(vs);
@@ -66,6 +66,18 @@ ProtoStatus parse_packet(void* vs, const ProtoPacket& pkt, ProtoOccs& out) {
     }
     if (!out.add(x)) return ProtoStatus::Malformed;
   }
+  // The server's, relays' and services' addresses: a pseudonym for the
+  // server in its IP header and its own address in clear in option 54
+  // would undo each other, so they take the mapping of their role.
+  for (unsigned i = 0; i < s.r.n_role; ++i) {
+    const RoleAddr& a = s.r.role[i];
+    if (all_zero(pkt.payload + a.off, a.len)) continue;
+    ProtoOcc x;
+    x.role = true;
+    x.kind = a.len == 4 ? OccKind::Addr4 : OccKind::Addr6;
+    x.off = a.off, x.len = a.len;
+    if (!out.add(x)) return ProtoStatus::Malformed;
+  }
   return ProtoStatus::Parsed;
 }
 
@@ -80,8 +92,16 @@ void after_action(void* vs, uint8_t* payload, const ProtoOcc& o) {
 }
 
 const ProtocolPlugin kPlugin = {
-    "dhcp", 17, register_fields, {67, 68, 546, 547}, probe_v4, make_state, free_state, parse_packet,
-    rewrite_name_occ, after_action,
+    .name = "dhcp",
+    .l4_proto = 17,
+    .register_fields = register_fields,
+    .ports = {67, 68, 546, 547},
+    .probe = probe_v4,
+    .make_state = make_state,
+    .free_state = free_state,
+    .parse = parse_packet,
+    .rewrite_name = rewrite_name_occ,
+    .after_action = after_action,
 };
 
 }  // namespace

@@ -11,6 +11,10 @@
 #include "amon_names.hpp"
 #include "amon_tls.hpp"
 
+namespace amon {
+struct ProtocolPlugin;
+}
+
 namespace amon::quic {
 
 inline constexpr uint32_t kVersion1 = 0x00000001;
@@ -154,5 +158,9 @@ Status analyze(const uint8_t* dgram, size_t len, int dir, uint64_t flow_key, Cry
 // header protection re-applied with the new sample. dec[i] for names[i].
 // Returns false (dgram unchanged) when the datagram was not Located.
 bool rewrite(uint8_t* dgram, size_t len, Datagram& d, const names::Decision* dec, Crypto& c);
+
+// QUIC as a protocol plugin (plugin.cpp): what register_builtin_plugins()
+// adds with Registry::add_protocol.
+const ProtocolPlugin& protocol_plugin();
 
 }  // namespace amon::quic

@@ -19,10 +19,10 @@ bool located(const FieldDesc& f) {
   const L7Fields& L = L7Fields::get();
   for (FieldId x : {F.eth_src, F.eth_dst, F.ip_src, F.ip_dst, F.ip_client, F.ip_server, F.payload, F.tunnel_addr,
                     F.tunnel_vni, F.gre_key, F.gtp_teid, L.dns_qname,
-                    L.dns_answer_name, L.dns_rdata_name, L.dns_answer_addr, L.dns_ecs, L.tls_sni, L.http_body})
+                    L.dns_answer_name, L.dns_rdata_name, L.dns_answer_addr, L.dns_ecs, L.http_body})
     if (f.id == x) return true;
   // A protocol plugin's fields are located by its parse (protocol.h).
-  if (plugin_app(f.protocol)) return true;
+  if (plugin_apps(f.protocol)) return true;
   return std::find(std::begin(L.http_kind), std::end(L.http_kind), f.id) != std::end(L.http_kind);
 }
 
@@ -33,9 +33,9 @@ bool evaluable(const FieldDesc& f) {
   if (f.id == F.eth_src || f.id == F.eth_dst) return f.type == ValueType::Mac && !(f.cond_ops & kCondMatch);
   if (is_addr_field(f.id)) return f.type == ValueType::Addr && !(f.cond_ops & kCondMatch);
   if (f.id == F.payload) return f.cond_ops == kCondMatch;
-  if (f.id == L.dns_qname || f.id == L.tls_sni) return true;
+  if (f.id == L.dns_qname) return true;
   // A protocol plugin's names, texts and bytes, from its occurrences.
-  if (plugin_app(f.protocol)) return f.type == ValueType::Name || f.type == ValueType::Text || f.type == ValueType::Bytes;
+  if (plugin_apps(f.protocol)) return f.type == ValueType::Name || f.type == ValueType::Text || f.type == ValueType::Bytes;
   return f.type != ValueType::Addr &&
          std::find(std::begin(L.http_kind), std::end(L.http_kind), f.id) != std::end(L.http_kind);
 }

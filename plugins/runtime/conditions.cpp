@@ -82,13 +82,11 @@ bool ProgramInstance::eval(const dsl::Cond& c, Eval& e) {
     if ((f == L.dns_qname) && P->dns_msg >= 0 && P->dns->n_names) {
       for (unsigned i = 0; i < P->dns->n_names && !found; ++i)
         if (P->dns->names[i].role == dns::NameRole::Qname) val = P->dns->name_text(i), found = true;
-    } else if (f == L.tls_sni && P->tls_state == 1 && P->tls->status == tls::Status::Ok && P->tls->n_sni) {
-      val = P->tls->sni_text(0), found = true;
-    } else if (f == L.tls_sni && P->quic_state == 1 && P->quic->status == quic::Status::Located && P->quic->n_names) {
-      val = P->quic->name_text(0), found = true;
-    } else if (e.m->app >= kFirstPluginApp) {
+    } else if (e.m->app >= kFirstPluginApp && !P->occs->rest_clear) {
       // A protocol plugin's parse: the first occurrence of the field, a
-      // name as its text, any other value as its bytes.
+      // name as its text, any other value as its bytes. A message parsed
+      // from its first part only (rest_clear) has its fields rewritten,
+      // and gives conditions none: they are evaluated on whole messages.
       const ProtoOccs& O = *P->occs;
       for (uint32_t i = 0; i < O.n && !found; ++i)
         if (O.occ[i].field == f)

@@ -166,6 +166,7 @@ Verdict ProgramInstance::general_path(uint8_t* buf, uint32_t& cap, uint32_t& wir
   uint8_t* const old_dst = old_addrs + (ip_ok ? alen : 16);
   const bool both = !kL7Only && ip_ok && both_clients(pol, d.ip_version, old_src, old_dst, m.roles_uncertain);
   Eval e{&d, &m, &c, &ctx, client_is_src, client_is_src ? old_src : old_dst, alen, buf};
+  if (ip_ok) e.old_src = old_src, e.old_dst = old_dst;
 
   if (!kL7Only && pol.select_cond && !eval(*pol.select_cond, e)) return Verdict::Filtered;
   if (!kL7Only && P.bpf_ && !P.bpf_->match(m.orig ? m.orig : buf, cap, wire)) return Verdict::Filtered;
@@ -456,9 +457,10 @@ Verdict ProgramInstance::general_path(uint8_t* buf, uint32_t& cap, uint32_t& wir
     if (e.drop) return drop();
   }
   if (e.body_snap != UINT32_MAX) snap_at_ = d.payload_off + e.body_snap;
-  // A server handshake (TLS 1.2 certificates) would name the server the
-  // client's SNI decision hid, or that no SNI named.
-  if (m.tls_server_hs && cut_at == UINT32_MAX && (P.l7_protect_ & (1u << unsigned(App::Tls))) &&
+  // A packet repeating what the flow's names hid (a server's TLS 1.2
+  // certificates name the server the client's SNI decision hid, or that
+  // no SNI named).
+  if (m.names_echo && cut_at == UINT32_MAX && (P.l7_protect_ & (1u << m.app)) &&
       !(m.flow && ((m.flow->sni_clear >> P.consumer_) & 1)))
     if (error_exit(d.payload_off, c.tls_server_cut)) return Verdict::Drop;
   int prule = kL7Only ? -1 : pick(F.payload, e);  // pick() counts nothing when no rule names the payload

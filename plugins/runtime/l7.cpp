@@ -18,7 +18,6 @@ const L7Fields& L7Fields::get() {
     x.dns_rdata_name = id("dns.rdata.name");
     x.dns_answer_addr = id("dns.answer.addr");
     x.dns_ecs = id("dns.ecs");
-    x.tls_sni = id("tls.sni");
     x.http_body = id("http.body");
     for (unsigned k = 0; k < http::kFieldKinds; ++k) {
       const char* n = http::registry_field(http::Field(k));
@@ -40,7 +39,6 @@ const http::Matcher& http_matcher() {
 L7Parse::L7Parse()
     : dns(std::make_unique<dns::ParseResult>()),
       split(std::make_unique<dns::TcpSplit>()),
-      tls(std::make_unique<tls::ClientHello>()),
       http(std::make_unique<http::Result>()),
       hscratch(std::make_unique<http::Scratch>(http_matcher())) {
   if (hs_alloc_scratch(content_probes().db(), &probe_scratch) != HS_SUCCESS)
@@ -59,30 +57,34 @@ namespace {
 // Any request line "TOKEN SP target SP HTTP/1.x" counts (UPnP's SUBSCRIBE
 // and NOTIFY, WebDAV, ...) on any port: a Host header is a Host header
 // wherever it travels. A well-known method alone is enough when the line
-// continues in the next segment.
+// continues in the next segment. The protocol plugins add their own
+// (ProtocolPlugin::patterns).
 struct Probe {
   const char* re;
   App app;
 };
 const Probe kProbes[] = {
-    {"^(\\x14\\x03[\\x00-\\x04]\\x00\\x01\\x01)?\\x16\\x03[\\x00-\\x04]", App::Tls},  // handshake record (after a CCS)
     {"^(GET|POST|HEAD|PUT|DELETE|OPTIONS|PATCH|CONNECT|TRACE) ", App::Http},
     {"^[A-Z][A-Z_\\-]{2,23} [^\\r\\n]+ HTTP/1\\.[0-9]\\r?\\n", App::Http},
     {"^HTTP/1\\.[0-9] ", App::Http},
     // Recognised, and carrying no field of ours: later segments skip probing.
     {"^SSH-[12]\\.[0-9]", App::Other},
 };
-constexpr unsigned kNumProbes = sizeof kProbes / sizeof kProbes[0];
 
 }  // namespace
 
 ContentProbes::ContentProbes() {
-  const char* res[kNumProbes];
-  unsigned flags[kNumProbes], ids[kNumProbes];
-  for (unsigned i = 0; i < kNumProbes; ++i)
-    res[i] = kProbes[i].re, flags[i] = HS_FLAG_SINGLEMATCH | HS_FLAG_DOTALL, ids[i] = i;
+  std::vector<const char*> res;
+  for (const Probe& p : kProbes) res.push_back(p.re), app_.push_back(p.app);
+  const auto& v = Registry::instance().protocols();
+  for (size_t i = 0; i < v.size(); ++i)
+    for (const char* const* re = v[i]->patterns; v[i]->l4_proto == kProtoTcp && re && *re; ++re)
+      res.push_back(*re), app_.push_back(App(kFirstPluginApp + i));
+  std::vector<unsigned> flags(res.size(), HS_FLAG_SINGLEMATCH | HS_FLAG_DOTALL), ids(res.size());
+  for (unsigned i = 0; i < ids.size(); ++i) ids[i] = i;
   hs_compile_error_t* err = nullptr;
-  if (hs_compile_multi(res, flags, ids, kNumProbes, HS_MODE_BLOCK, nullptr, &db_, &err) != HS_SUCCESS) {
+  if (hs_compile_multi(res.data(), flags.data(), ids.data(), unsigned(res.size()), HS_MODE_BLOCK, nullptr, &db_, &err) !=
+      HS_SUCCESS) {
     std::string msg = err ? err->message : "hs_compile_multi failed";
     hs_free_compile_error(err);
     throw std::runtime_error("content probes: " + msg);
@@ -102,7 +104,7 @@ App ContentProbes::classify(const uint8_t* p, uint32_t n, hs_scratch_t* s) const
   };
   // Request lines longer than this are not worth a parse.
   hs_scan(db_, reinterpret_cast<const char*>(p), std::min<uint32_t>(n, 8192), 0, s, cb, &hit);
-  return hit.id < kNumProbes ? kProbes[hit.id].app : App::Unknown;
+  return hit.id < app_.size() ? app_[hit.id] : App::Unknown;
 }
 
 const ContentProbes& content_probes() {
@@ -112,7 +114,8 @@ const ContentProbes& content_probes() {
 
 namespace {
 
-// A protocol plugin whose ports this packet uses: its application, or Unknown.
+// A protocol plugin whose ports this packet uses, or whose probe_always
+// recognises it: its application, or Unknown.
 App plugin_by_ports(const Decoded& d) {
   const auto& v = Registry::instance().protocols();
   for (size_t i = 0; i < v.size(); ++i) {
@@ -120,6 +123,26 @@ App plugin_by_ports(const Decoded& d) {
     for (uint16_t port : v[i]->ports) {
       if (!port) break;
       if (port == d.sport || port == d.dport) return App(kFirstPluginApp + i);
+    }
+  }
+  return App::Unknown;
+}
+App plugin_by_probe_always(const uint8_t* pl, uint32_t avail, const Decoded& d) {
+  const auto& v = Registry::instance().protocols();
+  for (size_t i = 0; i < v.size(); ++i)
+    if (v[i]->probe_always && v[i]->l4_proto == d.l4_proto && v[i]->probe(pl, avail, d.sport, d.dport))
+      return App(kFirstPluginApp + i);
+  return App::Unknown;
+}
+// A plugin whose server port the stream's server uses (no content probe
+// recognised it).
+App plugin_by_server_port(uint16_t server_port, uint8_t l4) {
+  const auto& v = Registry::instance().protocols();
+  for (size_t i = 0; i < v.size(); ++i) {
+    if (v[i]->l4_proto != l4) continue;
+    for (uint16_t port : v[i]->server_ports) {
+      if (!port) break;
+      if (port == server_port) return App(kFirstPluginApp + i);
     }
   }
   return App::Unknown;
@@ -136,24 +159,16 @@ App detect_app(const uint8_t* p, const Decoded& d, bool from_client, hs_scratch_
     if (is_dns_port(d.sport) || is_dns_port(d.dport)) return App::Dns;
     // SSDP is HTTP over UDP.
     if (d.sport == 1900 || d.dport == 1900) return App::Http;
-    // QUIC long header on any port: form and fixed bits, and a known version
-    // (v1, v2, drafts, or 0 for version negotiation).
-    if (avail >= 7 && (pl[0] & 0xc0) == 0xc0) {
-      uint32_t v = uint32_t(pl[1]) << 24 | uint32_t(pl[2]) << 16 | uint32_t(pl[3]) << 8 | pl[4];
-      // Google QUIC ('Q0xx', 'T0xx') too, and anything long-header on 443.
-      bool gquic = (pl[1] == 'Q' || pl[1] == 'T') && pl[2] == '0';
-      bool port = d.sport == 443 || d.dport == 443 || d.sport == 8443 || d.dport == 8443;
-      if (v == 1 || v == 0x6b3343cf || (v >> 8) == 0xff0000 || (v >> 4) == 0xfaceb00 || v == 0 || (v & 0x0f0f0f0f) == 0x0a0a0a0a || gquic || port)
-        return App::Quic;
-    }
+    if (App a = plugin_by_probe_always(pl, avail, d); a != App::Unknown) return a;
     return App::Other;
   }
   if (d.l4_proto != kProtoTcp) return App::Other;
   if (is_dns_port(d.sport) || is_dns_port(d.dport)) return App::DnsTcp;
+  if (App a = plugin_by_probe_always(pl, avail, d); a != App::Unknown) return a;
   App by_content = content_probes().classify(pl, avail, probe_scratch);
   if (by_content != App::Unknown) return by_content;
   uint16_t sp = from_client ? d.dport : d.sport;
-  if (sp == 443) return App::Tls;
+  if (App a = plugin_by_server_port(sp, kProtoTcp); a != App::Unknown) return a;
   if (sp == 80 || sp == 8080 || sp == 8000) return App::Http;
   return App::Other;
 }

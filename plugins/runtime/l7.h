@@ -1,6 +1,8 @@
-// Application-layer fields (DNS, TLS ClientHello, HTTP/1.x) for the
-// per-consumer programs: protocol detection, one parse per packet shared by
-// all consumers, and the rewrite of each consumer's copy by offset.
+// Application-layer fields for the per-consumer programs: protocol
+// detection, one parse per packet shared by all consumers, and the rewrite
+// of each consumer's copy by offset. DNS and HTTP still have their parse
+// here; every other protocol is a plugin (protocol.h) reached through the
+// registry.
 #pragma once
 
 #include <cstdint>
@@ -9,8 +11,6 @@
 
 #include "amon_dns.hpp"
 #include "amon_http.hpp"
-#include "amon_quic.hpp"
-#include "amon_tls.hpp"
 #include "l2l4.h"
 #include "protocol.h"
 
@@ -21,30 +21,46 @@ typedef struct hs_scratch hs_scratch_t;
 
 namespace amon {
 
-// Quic: a QUIC long-header packet. A client's Initial carries a ClientHello
-// (SNI) under keys anyone can derive from its DCID: decrypted once per
-// packet, rewritten and re-encrypted per consumer (plugins/quic).
-enum class App : uint8_t { Unknown = 0, Dns, DnsTcp, Tls, Http, Quic, Other };
+// The applications the runtime parses itself (DNS, HTTP); values 3 and 5
+// belonged to protocols now plugins and stay unused.
+enum class App : uint8_t { Unknown = 0, Dns = 1, DnsTcp = 2, Http = 4, Other = 6 };
 // Protocol plugins (Registry::protocols(), protocol.h) are applications
 // kFirstPluginApp + their index: App values past the enumerators, so a
 // policy's 32-bit mask of protected applications covers them.
 inline constexpr uint8_t kFirstPluginApp = 8;
-// The application of the plugin whose fields carry FieldDesc::protocol
-// `protocol`, or 0 when no plugin declares it.
-inline uint8_t plugin_app(std::string_view protocol) {
-  const auto& v = Registry::instance().protocols();
-  for (size_t i = 0; i < v.size(); ++i)
-    if (protocol == v[i]->name) return uint8_t(kFirstPluginApp + i);
-  return 0;
-}
 inline const ProtocolPlugin* plugin_of(uint8_t app) {
   const auto& v = Registry::instance().protocols();
   return app >= kFirstPluginApp && size_t(app - kFirstPluginApp) < v.size() ? v[app - kFirstPluginApp] : nullptr;
 }
+// The application of the plugin named `name`, or 0 when none is.
+inline uint8_t plugin_app(std::string_view name) {
+  const auto& v = Registry::instance().protocols();
+  for (size_t i = 0; i < v.size(); ++i)
+    if (name == v[i]->name) return uint8_t(kFirstPluginApp + i);
+  return 0;
+}
+// The index of the plugin whose name plugin i's packets go by: its own, or
+// the one it carries the fields of (ProtocolPlugin::carries).
+inline unsigned plugin_proto(unsigned i) {
+  const auto& v = Registry::instance().protocols();
+  if (!v[i]->carries) return i;
+  for (unsigned k = 0; k < v.size(); ++k)
+    if (std::string_view(v[i]->carries) == v[k]->name) return k;
+  return i;  // Registry::add_protocol refuses an unregistered `carries`
+}
+// The applications of the plugins whose fields carry FieldDesc::protocol
+// `protocol` (a bit per application), or 0 when no plugin declares it.
+inline uint32_t plugin_apps(std::string_view protocol) {
+  const auto& v = Registry::instance().protocols();
+  uint32_t a = 0;
+  for (unsigned i = 0; i < v.size(); ++i)
+    if (protocol == v[plugin_proto(i)]->name) a |= 1u << (kFirstPluginApp + i);
+  return a;
+}
 
 // Registry ids of the application fields, resolved once.
 struct L7Fields {
-  FieldId dns_qname, dns_answer_name, dns_rdata_name, dns_answer_addr, dns_ecs, tls_sni;
+  FieldId dns_qname, dns_answer_name, dns_rdata_name, dns_answer_addr, dns_ecs;
   FieldId http_body;  // located by http::body_spans
   // By HTTP occurrence kind: the field whose value it holds (kNoField: none).
   FieldId http_kind[http::kFieldKinds];
@@ -56,8 +72,9 @@ struct L7Fields {
 };
 
 // Content probes for TCP payloads: one Hyperscan block-mode database of
-// anchored patterns (TLS handshake record, HTTP request/status lines, ...),
-// built once and shared; each worker scans with its own scratch.
+// anchored patterns (HTTP request/status lines, SSH, and those the
+// protocol plugins contribute), built once and shared; each worker scans
+// with its own scratch.
 class ContentProbes {
  public:
   ContentProbes();
@@ -70,6 +87,7 @@ class ContentProbes {
 
  private:
   hs_database_t* db_ = nullptr;
+  std::vector<App> app_;  // by pattern id
 };
 const ContentProbes& content_probes();
 
@@ -87,8 +105,7 @@ struct L7Parse {
   ~L7Parse();
   void reset(uint64_t packet_id) {
     if (packet_id != packet)
-      packet = packet_id, dns_msg = -1, tls_state = http_state = quic_state = 0,
-      tls_prefix = hold_hint = http_udp = false;
+      packet = packet_id, dns_msg = -1, http_state = 0, hold_hint = http_udp = false;
   }
   uint64_t packet = ~0ULL;
   // Some consumer protects DNS fields: UDP on other ports is probed for DNS
@@ -98,11 +115,6 @@ struct L7Parse {
   std::unique_ptr<dns::TcpSplit> split;
   int dns_msg = -1;  // which message of the packet `dns` holds (-1: none)
   uint32_t dns_flows = 0;  // FlowState::dns_flow numbers handed out by this worker
-  std::unique_ptr<tls::ClientHello> tls;
-  int tls_state = 0;  // 0 not parsed, 1 parsed
-  uint32_t tls_skip = 0;  // bytes of records before the ClientHello (ChangeCipherSpec)
-  bool tls_prefix = false;  // the names come from a ClientHello that continues in later segments
-  std::unique_ptr<tls::PrefixSni> prefix_sni = std::make_unique<tls::PrefixSni>();
   std::unique_ptr<http::Result> http;
   std::unique_ptr<http::Scratch> hscratch;
   int http_state = 0;
@@ -124,11 +136,6 @@ struct L7Parse {
   }
   std::unique_ptr<ProtoOccs> occs = std::make_unique<ProtoOccs>();
   uint32_t probe_apps = 0;
-  // QUIC: the worker's OpenSSL contexts and key caches, and the datagram's
-  // decrypted Initials (shared by the consumers, each rewrites its copy).
-  std::unique_ptr<quic::Crypto> qcrypto = std::make_unique<quic::Crypto>();
-  std::unique_ptr<quic::Datagram> quic = std::make_unique<quic::Datagram>();
-  int quic_state = 0;  // 0 not analysed, 1 analysed (quic->status)
 };
 
 const http::Matcher& http_matcher();

@@ -6,58 +6,6 @@ namespace amon {
 
 namespace {
 
-// Follows the server's TLS records across segments and tells whether this
-// segment carries handshake bytes sent before encryption starts: in TLS 1.2
-// and earlier they hold the server's certificate chain, which names the
-// server. A TLS 1.3 ServerHello (supported_versions 0x0304) ends the watch:
-// everything after it is encrypted. Losing the record boundaries (a record
-// header split over segments, a gap, garbage) keeps the watch on: fail closed.
-bool tls_server_records(const uint8_t* pl, uint32_t avail, FlowState* fs) {
-  if (!fs) return true;  // no flow: nothing says where records start
-  if (fs->tls_srv == 1) return false;
-  if (fs->tls_srv == 2) return true;
-  bool hs = false;
-  uint32_t off = 0;
-  if (fs->tls_srv_left) {
-    uint32_t k = std::min<uint32_t>(fs->tls_srv_left, avail);
-    hs = fs->tls_srv_type == 22;
-    fs->tls_srv_left = uint16_t(fs->tls_srv_left - k);
-    off = k;
-  }
-  while (off < avail) {
-    if (avail - off < 5) {
-      fs->tls_srv = 2;
-      return true;
-    }
-    const uint8_t type = pl[off];
-    const uint32_t len = uint32_t(pl[off + 3]) << 8 | pl[off + 4];
-    if (type < 20 || type > 24 || pl[off + 1] != 3 || len > 18432) {
-      fs->tls_srv = 2;
-      return true;
-    }
-    if (type == 23) {  // application data: the handshake is over
-      fs->tls_srv = 1;
-      fs->tls_srv_left = 0;
-      return hs;
-    }
-    if (type == 22) {
-      if (off + 5 + len <= avail && tls::server_hello_version(pl + off + 5, len) == 0x0304) {
-        fs->tls_srv = 1;  // TLS 1.3: the certificate travels encrypted
-        fs->tls_srv_left = 0;
-        return hs;
-      }
-      hs = true;
-    }
-    const uint32_t take = std::min<uint32_t>(len, avail - off - 5);
-    off += 5 + take;
-    if (take < len) {
-      fs->tls_srv_left = uint16_t(len - take);
-      fs->tls_srv_type = type;
-    }
-  }
-  return hs;
-}
-
 // The application parse of `avail` payload bytes, for one packet or for a
 // stream reassembled from held segments. Keeps the flow's stream state and
 // sets P.hold_hint when the bytes end inside a header that more bytes of
@@ -80,34 +28,6 @@ L7State parse_app(const uint8_t* pl, uint32_t avail, bool cut_short, App app, bo
         return L7State::Incomplete;
       }
       return L7State::Parsed;
-    }
-    case App::Tls: {
-      // Only the client's ClientHello carries names; later records are opaque.
-      // After a HelloRetryRequest the second ClientHello may follow a
-      // ChangeCipherSpec record in the same segment.
-      if (!from_init) return L7State::None;  // the server's records: tls_server_records()
-      uint32_t skip = 0;
-      while (skip + 6 <= avail && pl[skip] == 0x14 && pl[skip + 1] == 0x03)
-        skip += 5 + (uint32_t(pl[skip + 3]) << 8 | pl[skip + 4]);
-      if (skip >= avail || pl[skip] != 0x16) return L7State::None;
-      // Other client handshake messages (ClientKeyExchange, Finished, ...)
-      // carry no names.
-      if (skip + 5 < avail && pl[skip + 5] != 0x01) return L7State::None;
-      P.tls_skip = skip;
-      tls::Status st = tls::parse_client_hello(pl + skip, avail - skip, *P.tls);
-      P.tls_state = 1;
-      if (st == tls::Status::Ok) return L7State::Parsed;
-      if (st != tls::Status::Truncated) return L7State::Malformed;
-      if (fs && P.tls->need > avail - skip) fs->pending[dir] = P.tls->need - (avail - skip);
-      // Most split hellos carry the SNI in their first segment: find it
-      // there and the segments that follow can pass.
-      if (fs && fs->pending[dir] && tls::find_sni_in_prefix(pl + skip, avail - skip, *P.prefix_sni)) {
-        P.tls_prefix = true;
-        fs->names_done |= uint8_t(1u << dir);
-        return L7State::Parsed;
-      }
-      P.hold_hint = !cut_short;
-      return L7State::Incomplete;
     }
     case App::Http: {
       http::Direction hd = P.http_udp ? http::Direction::Auto  // SSDP: either, either way
@@ -136,19 +56,33 @@ L7State parse_app(const uint8_t* pl, uint32_t avail, bool cut_short, App app, bo
 }
 
 // A protocol plugin whose content probe recognises this payload, among
-// those some consumer protects (`apps`): its application, or Other.
-App plugin_by_probe(const uint8_t* pl, uint32_t avail, uint8_t l4, uint32_t apps) {
+// those some consumer protects (`apps`) and not already probed by
+// detect_app (probe_always): its application, or Other.
+App plugin_by_probe(const uint8_t* pl, uint32_t avail, const Decoded& d, uint32_t apps) {
   const auto& v = Registry::instance().protocols();
   for (size_t i = 0; i < v.size(); ++i)
-    if ((apps >> (kFirstPluginApp + i) & 1) && v[i]->probe && v[i]->l4_proto == l4 && v[i]->probe(pl, avail))
+    if ((apps >> (kFirstPluginApp + i) & 1) && v[i]->probe && !v[i]->probe_always && v[i]->l4_proto == d.l4_proto &&
+        v[i]->probe(pl, avail, d.sport, d.dport))
       return App(kFirstPluginApp + i);
   return App::Other;
 }
 
-// A protocol plugin's parse of one packet into P.occs.
-L7State parse_plugin(const ProtocolPlugin& pp, uint8_t app, const ProtoPacket& pkt, L7Parse& P) {
-  P.occs->n = 0;
-  switch (pp.parse(P.state_of(app), pkt, *P.occs)) {
+// A protocol plugin's parse of one packet (or of a stream reassembled from
+// held segments) into P.occs. What it says of the bytes that follow drives
+// the flow's stream state, as the runtime's own TCP parses do: bytes still
+// to come (pending), those of them that carry no field (names_done), and
+// whether holding the segment would complete it (hold_hint).
+L7State parse_plugin(const ProtocolPlugin& pp, uint8_t app, const ProtoPacket& pkt, FlowState* fs, int dir,
+                     L7Parse& P) {
+  ProtoOccs& O = *P.occs;
+  O.clear();
+  const ProtoStatus st = pp.parse(P.state_of(app), pkt, O);
+  if (fs && pp.l4_proto == kProtoTcp) {
+    if (O.need) fs->pending[dir] = O.need;
+    if (st == ProtoStatus::Parsed && O.rest_clear && fs->pending[dir]) fs->names_done |= uint8_t(1u << dir);
+  }
+  P.hold_hint = O.hold && st == ProtoStatus::Incomplete && pp.holds;
+  switch (st) {
     case ProtoStatus::None: return L7State::None;
     case ProtoStatus::Parsed: return L7State::Parsed;
     case ProtoStatus::Incomplete: return L7State::Incomplete;
@@ -261,7 +195,7 @@ void analyze_l7(const uint8_t* p, const Decoded& d, PacketMeta& m, L7Parse& P) {
       app = App::Dns;
   }
   if (app == App::Other && P.probe_apps && avail)
-    app = plugin_by_probe(p + d.payload_off, avail, d.l4_proto, P.probe_apps);
+    app = plugin_by_probe(p + d.payload_off, avail, d, P.probe_apps);
   if (fs && !fs->app && avail && d.l4_proto == kProtoTcp && app != App::Other) fs->app = uint8_t(app);
   m.app = uint8_t(app);
   if (avail == 0 || app == App::Other || app == App::Unknown) return;
@@ -322,36 +256,15 @@ void analyze_l7(const uint8_t* p, const Decoded& d, PacketMeta& m, L7Parse& P) {
     return;
   }
   if (const ProtocolPlugin* pp = plugin_of(uint8_t(app))) {
-    m.l7 = parse_plugin(*pp, uint8_t(app), {pl, avail, d.sport, d.dport, from_init, cut_short, fs ? fs->app_state : nullptr}, P);
+    ProtoPacket pkt{pl, avail, d.sport, d.dport, nullptr, nullptr, 0, from_init, cut_short, fs ? fs->app_state : nullptr};
+    if (d.has_ip() && d.dst_off() + d.addr_len() <= d.cap_len)
+      pkt.src = p + d.src_off(), pkt.dst = p + d.dst_off(), pkt.addr_len = uint8_t(d.addr_len());
+    m.l7 = parse_plugin(*pp, uint8_t(app), pkt, fs, dir, P);
+    m.names_echo = P.occs->echo;
     return;
   }
   if (fs && !fs->dns_flow && (app == App::Dns || app == App::DnsTcp))
     if (!(fs->dns_flow = ++P.dns_flows)) fs->dns_flow = ++P.dns_flows;  // 0 means "none"
-  if (app == App::Quic) {
-    // Decrypted once here; consumers that protect tls.sni rewrite their
-    // copy (l7_rewrite). Datagrams that can hold no client name (1-RTT,
-    // Handshake, 0-RTT, Retry, the server's Initials, ACK-only Initials)
-    // pass; anything not understood fails closed.
-    quic::FlowState qs;
-    static_assert(sizeof(quic::FlowState) <= kAppStateBytes, "QUIC's flow state exceeds the per-flow budget");
-    if (fs) std::memcpy(&qs, fs->app_state, sizeof qs);
-    // One direction of the flow: keys its remembered DCID per worker.
-    uint64_t fk = 0x9e3779b97f4a7c15ULL ^ (uint64_t(d.sport) << 16 | d.dport);
-    if (d.has_ip() && d.dst_off() + d.addr_len() <= d.cap_len) {
-      for (uint32_t i = 0; i < d.addr_len(); ++i) fk = (fk ^ p[d.src_off() + i]) * 0x100000001b3ULL;
-      for (uint32_t i = 0; i < d.addr_len(); ++i) fk = (fk ^ p[d.dst_off() + i]) * 0x100000001b3ULL;
-    }
-    quic::Status st = quic::analyze(pl, avail, dir, fk | 1, *P.qcrypto, qs, *P.quic);
-    if (fs) std::memcpy(fs->app_state, &qs, sizeof qs);
-    P.quic_state = 1;
-    switch (st) {
-      case quic::Status::None: m.l7 = L7State::None; break;
-      case quic::Status::Located: m.l7 = L7State::Parsed; break;
-      case quic::Status::Incomplete: m.l7 = L7State::Incomplete; break;
-      case quic::Status::Malformed: m.l7 = L7State::Malformed; break;
-    }
-    return;
-  }
   if (app == App::Http && fs && fs->unbounded[dir]) {
     // Inside a body of unknown length: only a new message start ends it.
     bool starts = avail >= 8 && (std::memcmp(pl, "HTTP/1.", 7) == 0 || detect_app(p, d, from_init, P.probe_scratch) == App::Http);
@@ -360,16 +273,18 @@ void analyze_l7(const uint8_t* p, const Decoded& d, PacketMeta& m, L7Parse& P) {
   }
   P.http_udp = d.l4_proto == kProtoUdp;
   m.l7 = parse_app(pl, avail, cut_short, app, from_init, fs, dir, P);
-  if (app == App::Tls && !from_init && d.l4_proto == kProtoTcp) m.tls_server_hs = tls_server_records(pl, avail, fs);
 }
 
 L7State analyze_stream(const uint8_t* b, uint32_t len, uint8_t app, bool from_initiator, FlowState* fs, L7Parse& P) {
   P.packet = ~0ULL;  // the next packet parses anew
   P.dns_msg = -1;
-  P.tls_state = P.http_state = 0;
-  P.tls_prefix = P.hold_hint = P.http_udp = false;
+  P.http_state = 0;
+  P.hold_hint = P.http_udp = false;
   const int dir = from_initiator ? 0 : 1;
   if (fs) fs->pending[dir] = 0, fs->names_done &= uint8_t(~(1u << dir));
+  if (const ProtocolPlugin* pp = plugin_of(app))
+    return parse_plugin(*pp, app, {b, len, 0, 0, nullptr, nullptr, 0, from_initiator, false, fs ? fs->app_state : nullptr},
+                        fs, dir, P);
   return parse_app(b, len, false, App(app), from_initiator, fs, dir, P);
 }
 

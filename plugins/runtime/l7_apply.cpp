@@ -56,9 +56,12 @@ bool ProgramInstance::apply_mac_occ(FieldId f, uint8_t* a, Eval& e) {
 }
 
 // A protocol plugin's occurrences (protocol.h): each gets its field's rule
-// by the kind of value it holds, then the plugin's fix-up.
-bool ProgramInstance::l7_plugin(const ProtocolPlugin& pp, void* state, uint8_t* pl, Eval& e) {
+// by the kind of value it holds, then the plugin's fix-ups: one per changed
+// occurrence, one for the whole message. False when the message could not
+// be rewritten.
+bool ProgramInstance::l7_plugin(const ProtocolPlugin& pp, void* state, uint8_t* pl, uint32_t avail, Eval& e) {
   const ProtoOccs& O = *e.m->parse->occs;
+  unsigned names = 0, hidden = 0;
   for (uint32_t i = 0; i < O.n; ++i) {
     const ProtoOcc& o = O.occ[i];
     uint8_t* v = pl + o.off;
@@ -71,11 +74,12 @@ bool ProgramInstance::l7_plugin(const ProtocolPlugin& pp, void* state, uint8_t* 
     switch (o.kind) {
       case OccKind::Name: {
         names::Decision dec = decide_name(o.field, o.text, e);
-        if (dec.action != names::Action::Keep) pp.rewrite_name(state, pl, o, dec);
+        ++names;
+        if (dec.action != names::Action::Keep) ++hidden, pp.rewrite_name(state, pl, o, dec);
         break;
       }
-      case OccKind::Addr4: ok = apply_addr_occ(o.field, v, 4, e); break;
-      case OccKind::Addr6: ok = apply_addr_occ(o.field, v, 6, e); break;
+      case OccKind::Addr4: ok = o.role ? apply_role_addr(v, 4, e) : apply_addr_occ(o.field, v, 4, e); break;
+      case OccKind::Addr6: ok = o.role ? apply_role_addr(v, 6, e) : apply_addr_occ(o.field, v, 6, e); break;
       case OccKind::Mac: ok = apply_mac_occ(o.field, v, e); break;
       case OccKind::Bytes: ok = apply_text(o.field, v, o.len, e); break;
     }
@@ -83,7 +87,47 @@ bool ProgramInstance::l7_plugin(const ProtocolPlugin& pp, void* state, uint8_t* 
     if (o.fixup && pp.after_action && (!whole || std::memcmp(before, v, o.len) != 0))
       pp.after_action(state, pl, o);
   }
-  return true;
+  // The flow remembers whether this consumer left every name in clear: a
+  // later packet may name them again where nothing locates them
+  // (ProtoOccs::echo, PacketMeta::names_echo).
+  if (FlowState* fs = e.m->flow) {
+    const uint16_t bit = uint16_t(1u << prog_.consumer_);
+    fs->sni_clear = names && !hidden ? uint16_t(fs->sni_clear | bit) : uint16_t(fs->sni_clear & ~bit);
+  }
+  return !pp.finish || pp.finish(state, pl, avail);
+}
+
+bool ProgramInstance::apply_role_addr(uint8_t* a, uint8_t family, Eval& e) {
+  const auto& F = l2l4::g_fields;
+  const Decoded& d = *e.d;
+  const uint32_t n = family == 4 ? 4 : 16;
+  // One of this packet's own addresses: whatever its header got (roles,
+  // both-clients, positional rules alike), so the two never disagree.
+  if (e.old_src && e.alen == n && family == d.ip_version) {
+    if (std::memcmp(a, e.old_src, n) == 0) return std::memcpy(a, e.buf + d.src_off(), n), true;
+    if (std::memcmp(a, e.old_dst, n) == 0) return std::memcpy(a, e.buf + d.dst_off(), n), true;
+  }
+  bool client = false;
+  for (const auto& cidr : prog_.policy_->clients) client = client || cidr.contains(family, a);
+  const FieldId f = client ? F.ip_client : F.ip_server;
+  if (prog_.field_rules_[f].empty()) {
+    // Only positional rules (ip.src/ip.dst) map addresses here, and this one
+    // has no position: with addresses protected it cannot be shown.
+    if (prog_.protects_addresses_) std::memset(a, 0, n);
+    return true;
+  }
+  const int ri = pick(f, e);
+  if (ri < 0) return true;
+  RtAction* act = prog_.policy_->rules[ri].action.desc->uses_zstore ? zfallback_[ri].get() : actions_[ri].get();
+  if (!act) return std::memset(a, 0, n), true;
+  const bool was_server = e.ctx->is_server;
+  const uint8_t was_family = e.ctx->family;
+  e.ctx->is_server = !client;
+  e.ctx->family = family;
+  const bool ok = act->addr(a, *e.ctx) != ActResult::Drop;
+  e.ctx->is_server = was_server;
+  e.ctx->family = was_family;
+  return ok;
 }
 
 bool ProgramInstance::apply_addr_occ(FieldId f, uint8_t* a, uint8_t family, Eval& e) {
@@ -324,52 +368,6 @@ bool ProgramInstance::l7_rewrite(uint8_t* buf, const Decoded& d, Eval& e) {
         if (!l7_dns(pl + sp.msgs[i].off, sp.msgs[i].len, e, int(i)) && protects) return false;
       return true;
     }
-    case App::Tls: {
-      // The flow remembers whether this consumer left the name in clear:
-      // the server's handshake may name it again (see tls_server_hs).
-      bool clear = false;
-      auto note = [&](bool all_kept) {
-        if (!m.flow) return;
-        const uint16_t bit = uint16_t(1u << prog_.consumer_);
-        m.flow->sni_clear = all_kept ? uint16_t(m.flow->sni_clear | bit) : uint16_t(m.flow->sni_clear & ~bit);
-      };
-      if (P.tls_prefix) {
-        const tls::PrefixSni& ps = *P.prefix_sni;
-        clear = ps.n > 0;
-        for (unsigned i = 0; i < ps.n; ++i) {
-          names::Decision dec = decide_name(L.tls_sni, std::string_view(ps.text[i], ps.text_len[i]), e);
-          if (dec.action != names::Action::Keep) {
-            clear = false;
-            names::apply_to_text(reinterpret_cast<char*>(pl + P.tls_skip + ps.span[i].off), ps.span[i].len, dec);
-          }
-        }
-        note(clear);
-        return true;
-      }
-      const tls::ClientHello& ch = *P.tls;
-      clear = ch.n_sni > 0;
-      for (unsigned i = 0; i < ch.n_sni; ++i) {
-        names::Decision dec = decide_name(L.tls_sni, ch.sni_text(i), e);
-        if (dec.action != names::Action::Keep) {
-          clear = false;
-          tls::rewrite_sni(pl + P.tls_skip, avail - P.tls_skip, ch, i, dec);
-        }
-      }
-      note(clear);
-      return true;
-    }
-    case App::Quic: {
-      quic::Datagram& Q = *P.quic;
-      names::Decision dec[quic::Datagram::kMaxNames];
-      bool change = false;
-      for (unsigned i = 0; i < Q.n_names; ++i) {
-        dec[i] = decide_name(L.tls_sni, Q.name_text(i), e);
-        change = change || dec[i].action != names::Action::Keep;
-      }
-      // Re-encrypted only when this consumer's names differ.
-      if (!change) return true;
-      return quic::rewrite(pl, avail, Q, dec, *P.qcrypto) || !protects;
-    }
     case App::Http: {
       const http::Result& H = *P.http;
       for (unsigned i = 0; i < H.n_occ; ++i) {
@@ -398,7 +396,7 @@ bool ProgramInstance::l7_rewrite(uint8_t* buf, const Decoded& d, Eval& e) {
       return true;
     }
     default:
-      if (const ProtocolPlugin* pp = plugin_of(m.app)) return l7_plugin(*pp, P.state_of(m.app), pl, e);
+      if (const ProtocolPlugin* pp = plugin_of(m.app)) return l7_plugin(*pp, P.state_of(m.app), pl, avail, e) || !protects;
       // An application the rewrite does not know: its fields cannot be
       // located, so a policy protecting it fails closed (on_error).
       return !protects;

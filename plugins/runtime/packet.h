@@ -31,7 +31,12 @@ struct FlowState {
   uint8_t memo_owner = 0;
   uint8_t app = 0;              // App, once known from a payload
   uint8_t names_done = 0;       // bit per direction: the pending bytes hold no name (SNI already handled)
-  uint8_t tls_srv = 0;          // server records: 0 handshake, 1 past it (encrypted from here), 2 record sync lost
+  uint8_t frag_tunnel : 1 = 0;    // fragments of this address pair carried a tunnel
+  // Bit per direction: a header could not be completed, or (HTTP) a gap lost
+  // the message boundaries; the rest stays closed (HTTP: until a segment
+  // starts with a message's first line).
+  uint8_t stream_failed : 2 = 0;
+  uint8_t released : 2 = 0;       // bit per direction: released_end is valid
   uint64_t zdecided = 0;  // bit set once the slot's decision was taken for this flow
   uint64_t zreleased = 0; // bit set when the value was released (not z-private)
   // Application-layer stream state, per direction (0: from the initiator).
@@ -48,22 +53,17 @@ struct FlowState {
   // picks up that flow's query decisions.
   uint32_t dns_flow = 0;
   uint16_t hold[2] = {};        // 1 + index of the worker's held stream for this direction, 0 when none
-  // The server's TLS handshake names the server too (a TLS 1.2 Certificate):
-  // consumers whose SNI decision hid the name get it without payload.
-  uint16_t sni_clear = 0;       // bit per consumer: its tls.sni decision for this flow left the name in clear
-  uint16_t tls_srv_left = 0;    // bytes of the server's current TLS record still to come
+  // A later packet may repeat what the flow's names hid (PacketMeta::
+  // names_echo: the server's TLS handshake names the server too, in a TLS
+  // 1.2 Certificate): consumers whose decision hid a name get it without
+  // payload.
+  uint16_t sni_clear = 0;       // bit per consumer: its decisions on this flow's names left them all in clear
   // The flow's application keeps its own state here, within this budget
   // (protocol.h, ProtoPacket::flow_state): QUIC its progress through a
-  // ClientHello spread over several Initials. Zero at the flow's start.
+  // ClientHello spread over several Initials, TLS where the server's
+  // records stand. Zero at the flow's start.
   uint8_t app_state[kAppStateBytes] = {};
-  uint8_t frag_tunnel : 1 = 0;    // fragments of this address pair carried a tunnel
-  // Bit per direction: a header could not be completed, or (HTTP) a gap lost
-  // the message boundaries; the rest stays closed (HTTP: until a segment
-  // starts with a message's first line).
-  uint8_t stream_failed : 2 = 0;
-  uint8_t released : 2 = 0;       // bit per direction: released_end is valid
   uint8_t unbounded[2] = {};    // inside a body of unknown length (HTTP chunked / until close)
-  uint8_t tls_srv_type = 0;     // content type of that record
 };
 static_assert(sizeof(FlowState) == 72, "FlowState: keep it without padding (it is in every flow entry)");
 
@@ -101,9 +101,11 @@ struct PacketMeta {
   L7State l7 = L7State::None;
   struct L7Parse* parse = nullptr;  // the worker's parse of this packet
   const StreamView* stream = nullptr;  // when l7 == Stream
-  // The server's side of a TLS handshake before encryption (certificates
-  // name the server): cut for consumers whose SNI decision hid the name.
-  bool tls_server_hs = false;
+  // The packet may repeat, where nothing locates it, what the flow's
+  // names hid (ProtoOccs::echo: the server's side of a TLS handshake
+  // before encryption, whose certificates name the server): cut for
+  // consumers whose decision on those names hid them.
+  bool names_echo = false;
   // Application-field offsets of `parse` are relative to this (null: the
   // packet's own payload in orig).
   const uint8_t* l7_base = nullptr;

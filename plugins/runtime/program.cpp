@@ -5,6 +5,14 @@
 
 namespace amon {
 
+uint32_t Program::held_apps() const {
+  uint32_t h = 1u << unsigned(App::DnsTcp) | 1u << unsigned(App::Http);
+  const auto& v = Registry::instance().protocols();
+  for (size_t i = 0; i < v.size(); ++i)
+    if (v[i]->holds) h |= 1u << (kFirstPluginApp + i);
+  return l7_protect_ & h;
+}
+
 Program::Program(std::shared_ptr<const dsl::Policy> policy, int consumer_index, SharedServices* services)
     : policy_(std::move(policy)), consumer_(consumer_index), services_(services) {
   if (consumer_ < 0 || consumer_ >= kMaxConsumers)
@@ -193,6 +201,13 @@ ProgramInstance::ProgramInstance(const Program& p) : prog_(p), uhash_(p.services
       actions_[i] = make_rt_action(ActionKind::Keep);
     } else {
       actions_[i] = make_rt_action(call, *p.policy_, p.services_, plan->zslot >= 0 ? &plan->zinfo : nullptr);
+      // An address in a message (apply_role_addr) has no flow whose z-count
+      // could release it: it takes the fallback.
+      if (call.desc->uses_zstore) {
+        const ArgValue* fb = call.arg("fallback");
+        zfallback_[i] = fb && fb->action ? make_rt_action(*fb->action, *p.policy_, p.services_, nullptr)
+                                         : make_rt_action(ActionKind::Zero);
+      }
     }
     if (call.desc->kind == ActionKind::Hash) {
       const ArgValue* k = call.arg("key");

@@ -67,6 +67,9 @@ class Program {
   // This policy rewrites (or must fail closed on) fields of application `app` (App, l7.h).
   bool protects_app(uint8_t app) const { return app < 32 && (l7_protect_ & (1u << app)); }
   uint32_t protected_apps() const { return l7_protect_; }  // bit per App (l7.h)
+  // Of those, the applications whose headers split over TCP segments the
+  // engine may hold until whole (DNS over TCP, HTTP, plugins that hold).
+  uint32_t held_apps() const;
 
   std::unique_ptr<ProgramInstance> instantiate() const;
 
@@ -218,7 +221,8 @@ class ProgramInstance {
   bool apply_text(FieldId f, uint8_t* p, uint32_t len, Eval& e);  // false: drop
   bool apply_addr_occ(FieldId f, uint8_t* a, uint8_t family, Eval& e);
   bool apply_mac_occ(FieldId f, uint8_t* a, Eval& e);  // false: drop
-  bool l7_plugin(const ProtocolPlugin& pp, void* state, uint8_t* payload, Eval& e);  // false: fields not located
+  bool apply_role_addr(uint8_t* a, uint8_t family, Eval& e);  // ProtoOcc::role; false: drop
+  bool l7_plugin(const ProtocolPlugin& pp, void* state, uint8_t* payload, uint32_t len, Eval& e);  // false: not rewritten
   bool l7_dns(uint8_t* msg, uint32_t len, Eval& e, int msg_index);
   void reverse_names(uint8_t* msg, const dns::ParseResult& pr, Eval& e, uint64_t* sums);
   bool l7_rewrite(uint8_t* buf, const Decoded& d, Eval& e);  // false: drop

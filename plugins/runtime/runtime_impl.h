@@ -34,6 +34,10 @@ struct ProgramInstance::Eval {
   const uint8_t* client;  // clear client address
   uint32_t alen;
   uint8_t* buf;           // this consumer's copy
+  // The packet's clear source and destination addresses (alen bytes each;
+  // null: none), once its header addresses have been rewritten in buf.
+  const uint8_t* old_src = nullptr;
+  const uint8_t* old_dst = nullptr;
   bool drop = false;
   uint32_t protos = 0;  // packet_protos(), computed on first use (top bit: computed)
   bool have_user = false;
@@ -61,63 +65,74 @@ inline bool is_addr_field(FieldId f) {
   return f == F.ip_src || f == F.ip_dst || f == F.ip_client || f == F.ip_server;
 }
 
-// Protocols a condition can name, as bits, so a test per packet is a mask.
-enum ProtoBit : uint32_t {
-  kPEth = 1, kPVlan = 2, kPIp = 4, kPIpv4 = 8, kPIpv6 = 16, kPTcp = 32, kPUdp = 64, kPIcmp = 128,
-  kPIcmpv6 = 256, kPSctp = 512, kPDns = 1024, kPTls = 2048, kPHttp = 4096,
-  kPTunnel = 8192, kPGtp = 16384,  // carried in a tunnel (or one left opaque); in GTP-U
+// Protocols a condition can name, as bits (1 << Registry::proto_id), so a
+// test per packet is a mask. Resolved once from the registry.
+struct ProtoBits {
+  uint32_t eth, vlan, ip, ipv4, ipv6, tcp, udp, icmp, icmpv6, sctp, tunnel, gtp, addr_carrier, dns, http;
+  uint32_t plugin[16];  // by plugin index: the protocol its packets go by (its own, or the one it carries)
+  static const ProtoBits& get() {
+    static const ProtoBits b = [] {
+      const Registry& r = Registry::instance();
+      auto bit = [&](const char* n) {
+        const int id = r.proto_id(n);
+        if (id < 0) throw std::logic_error(std::string("protocol not registered: ") + n);
+        return 1u << id;
+      };
+      ProtoBits x{bit("eth"),  bit("vlan"), bit("ip"),   bit("ipv4"),   bit("ipv6"),   bit("tcp"), bit("udp"),
+                  bit("icmp"), bit("icmpv6"), bit("sctp"), bit("tunnel"), bit("gtp"),
+                  bit("addr_carrier"), bit("dns"), bit("http"), {}};
+      const auto& v = r.protocols();
+      for (unsigned i = 0; i < v.size() && i < 16; ++i) x.plugin[i] = bit(v[plugin_proto(i)]->name);
+      return x;
+    }();
+    return b;
+  }
 };
-// Protocol plugin i is bit kFirstPluginBit + i (Registry::add_protocol allows 16).
-inline constexpr unsigned kFirstPluginBit = 16;
 
+// The bit of protocol `p` in a packet's set (0: not a protocol).
 inline uint32_t proto_bit(const std::string& p) {
-  static const std::pair<const char*, uint32_t> names[] = {
-      {"eth", kPEth},   {"vlan", kPVlan},     {"ip", kPIp},     {"ipv4", kPIpv4}, {"ipv6", kPIpv6},
-      {"tcp", kPTcp},   {"udp", kPUdp},       {"icmp", kPIcmp}, {"icmpv6", kPIcmpv6},
-      {"sctp", kPSctp}, {"dns", kPDns},       {"tls", kPTls},   {"http", kPHttp},
-      {"tunnel", kPTunnel}, {"gtp", kPGtp}};
-  for (auto& [n, b] : names)
-    if (p == n) return b;
-  // Protocol plugins: the bits above the built-in ones.
-  if (uint8_t app = plugin_app(p)) return 1u << (kFirstPluginBit + app - kFirstPluginApp);
-  return 0;  // a name the checker allowed but no packet has
+  const int id = Registry::instance().proto_id(p);
+  return id < 0 ? 0 : 1u << id;
 }
 
 // The applications whose packets carry a protocol's fields: the inverse of
 // packet_protos' application bits (0: none, a field no runtime finds).
 inline uint32_t apps_of(uint32_t proto_bits) {
+  const ProtoBits& B = ProtoBits::get();
   uint32_t a = 0;
-  if (proto_bits & kPDns) a |= 1u << int(App::Dns) | 1u << int(App::DnsTcp);
-  if (proto_bits & kPTls) a |= 1u << int(App::Tls) | 1u << int(App::Quic);
-  if (proto_bits & kPHttp) a |= 1u << int(App::Http);
-  // Protocol plugins: bit kFirstPluginBit + i is application kFirstPluginApp + i.
-  for (unsigned i = 0; kFirstPluginBit + i < 32 && kFirstPluginApp + i < 32; ++i)
-    if (proto_bits & (1u << (kFirstPluginBit + i))) a |= 1u << (kFirstPluginApp + i);
+  if (proto_bits & B.dns) a |= 1u << int(App::Dns) | 1u << int(App::DnsTcp);
+  if (proto_bits & B.http) a |= 1u << int(App::Http);
+  // Protocol plugin i is application kFirstPluginApp + i.
+  const size_t n = Registry::instance().protocols().size();
+  for (unsigned i = 0; i < n && i < 16; ++i)
+    if (proto_bits & B.plugin[i]) a |= 1u << (kFirstPluginApp + i);
   return a;
 }
 
 inline uint32_t packet_protos(const Decoded& d, uint8_t app) {
-  uint32_t m = kPEth;
-  if (d.n_vlan) m |= kPVlan;
+  const ProtoBits& B = ProtoBits::get();
+  uint32_t m = B.eth;
+  if (d.n_vlan) m |= B.vlan;
   if (d.n_encap || (d.flags & kFlagTunnel)) [[unlikely]] {
-    m |= kPTunnel;
+    m |= B.tunnel;
     for (int i = 0; i < d.n_encap; ++i)
-      if (d.encap[i].kind == Encap::GtpU) m |= kPGtp;
+      if (d.encap[i].kind == Encap::GtpU) m |= B.gtp;
   }
   if (!d.has_ip()) return m;
-  m |= kPIp | (d.ip_version == 4 ? kPIpv4 : kPIpv6);
+  m |= B.ip | (d.ip_version == 4 ? B.ipv4 : B.ipv6);
   switch (d.l4_proto) {
-    case kProtoTcp: m |= kPTcp; break;
-    case kProtoUdp: m |= kPUdp; break;
-    case kProtoIcmp: m |= kPIcmp; break;
-    case kProtoIcmpv6: m |= kPIcmpv6; break;
-    case kProtoSctp: m |= kPSctp; break;
+    case kProtoTcp: m |= B.tcp; break;
+    case kProtoUdp: m |= B.udp; break;
+    case kProtoIcmp: m |= B.icmp; break;
+    case kProtoIcmpv6: m |= B.icmpv6; break;
+    case kProtoSctp: m |= B.sctp; break;
     default: break;
   }
-  if (app == uint8_t(App::Dns) || app == uint8_t(App::DnsTcp)) m |= kPDns;
-  if (app == uint8_t(App::Tls) || app == uint8_t(App::Quic)) m |= kPTls;
-  if (app == uint8_t(App::Http)) m |= kPHttp;
-  if (app >= kFirstPluginApp && app < kFirstPluginApp + 16) m |= 1u << (kFirstPluginBit + app - kFirstPluginApp);
+  if ((m & (B.tcp | B.udp)) && d.l4_hdr_len && (addr_carrier_port(d.sport) || addr_carrier_port(d.dport)))
+    m |= B.addr_carrier;
+  if (app == uint8_t(App::Dns) || app == uint8_t(App::DnsTcp)) m |= B.dns;
+  if (app == uint8_t(App::Http)) m |= B.http;
+  if (app >= kFirstPluginApp && app < kFirstPluginApp + 16) m |= B.plugin[app - kFirstPluginApp];
   return m;
 }
 

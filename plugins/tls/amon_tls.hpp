@@ -7,6 +7,10 @@
 
 #include "amon_names.hpp"
 
+namespace amon {
+struct ProtocolPlugin;
+}
+
 namespace amon::tls {
 
 enum class Status : uint8_t { Ok, Truncated, Malformed };
@@ -106,5 +110,9 @@ bool rewrite_sni(uint8_t* buf, size_t len, const ClientHello& ch, unsigned i, co
 // (TLS 1.3), else legacy_version. 0 when the message is not a whole,
 // well-formed ServerHello.
 uint16_t server_hello_version(const uint8_t* msg, size_t len);
+
+// TLS as a protocol plugin (plugin.cpp): what register_builtin_plugins()
+// adds with Registry::add_protocol.
+const ProtocolPlugin& protocol_plugin();
 
 }  // namespace amon::tls

@@ -59,7 +59,7 @@ const std::string kRequest =
     "Proxy-Authorization: Basic cHJveHk=\r\nX-Real-IP: 198.51.100.77\r\n\r\n";
 const std::string kResponse =
     "HTTP/1.1 302 Found\r\nServer: srv/2\r\nSet-Cookie: id=42\r\nLocation: http://loc.example.org/b\r\n"
-    "Content-Length: 0\r\n\r\n";
+    "Content-Location: /c.html\r\nContent-Length: 0\r\n\r\n";
 
 // A DHCPREQUEST naming its host and vendor class (RFC 2132 options 12, 60).
 Bytes dhcp_request() {
@@ -103,6 +103,7 @@ std::map<std::string, Sample> samples() {
       {"http.server", {rsp, "srv/2", false}},
       {"http.set_cookie", {rsp, "id=42", false}},
       {"http.location", {rsp, "http://loc.example.org/b", false}},
+      {"http.other_headers", {rsp, "/c.html", false}},
   };
 }
 

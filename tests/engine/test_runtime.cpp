@@ -687,11 +687,12 @@ TEST_CASE("a ChangeCipherSpec record longer than the segment is not followed pas
   m.initiator_is_src = true;
   parse.reset(1);
   analyze_l7(f.data(), d, m, parse);
-  CHECK(m.app == uint8_t(App::Tls));
+  CHECK(m.app == plugin_app("tls"));
   CHECK(m.l7 == L7State::None);  // no ClientHello in this segment
 }
 
 TEST_CASE("content probes name the application from a stream's first bytes, on any port", "[runtime][l7][probes]") {
+  register_builtin_plugins();  // plugins contribute probes (TLS's handshake record)
   const ContentProbes& cp = content_probes();
   L7Parse P;  // owns a probe scratch
   auto classify = [&](const std::string& s) {
@@ -699,8 +700,8 @@ TEST_CASE("content probes name the application from a stream's first bytes, on a
     b.resize(b.size() + 64);  // readable slack, as mbufs have (vectorscan#322)
     return cp.classify(b.data(), uint32_t(s.size()), P.probe_scratch);
   };
-  CHECK(classify(std::string("\x16\x03\x01\x02\x00\x01", 6)) == App::Tls);
-  CHECK(classify(std::string("\x14\x03\x03\x00\x01\x01\x16\x03\x03\x00\x10", 11)) == App::Tls);
+  CHECK(classify(std::string("\x16\x03\x01\x02\x00\x01", 6)) == App(plugin_app("tls")));
+  CHECK(classify(std::string("\x14\x03\x03\x00\x01\x01\x16\x03\x03\x00\x10", 11)) == App(plugin_app("tls")));
   CHECK(classify(std::string("\x17\x03\x03\x00\x10", 5)) == App::Unknown);  // application data: no hello here
   CHECK(classify("GET ") == App::Http);                                      // the line continues later
   CHECK(classify("SUBSCRIBE /upnp/event HTTP/1.1\r\nHOST: x\r\n") == App::Http);
@@ -731,7 +732,7 @@ TEST_CASE("QUIC Initial: the SNI is rewritten and re-encrypted, conditions see i
     m.orig = f.data();
     parse.reset(id);
     analyze_l7(f.data(), d, m, parse);
-    CHECK(m.app == uint8_t(App::Quic));
+    CHECK(m.app == plugin_app("quic"));
     CHECK(m.l7 == L7State::Parsed);
     Bytes g = f;
     CHECK(c.run(g, m) == Verdict::Forward);
