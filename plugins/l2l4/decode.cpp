@@ -507,7 +507,7 @@ void decode_ipv6(const uint8_t* p, uint32_t cap, Decoded& d) {
 
 // The inner packet of the tunnelled frames most tunnels carry (decode_fast_tunnel):
 // IPv4 without options or IPv6 without extension headers, not a fragment,
-// TCP, UDP (not to a tunnel port: that nests) or ICMP, its datagram within
+// TCP, UDP (not a tunnel's: that nests) or ICMP, its datagram within
 // `lim` (what carries it) and every header captured. The same checks as
 // decode_link, decode_ipv4|6 and decode_l4 make on such a packet.
 inline bool decode_fast_inner(const uint8_t* p, uint32_t cap, uint32_t lim, uint32_t o, uint16_t et, Decoded& d) {
@@ -543,6 +543,8 @@ inline bool decode_fast_inner(const uint8_t* p, uint32_t cap, uint32_t lim, uint
     const uint32_t ulen = rd16(p + l4 + 4);
     if (ulen < 8 || ulen > ip_end - l4) return false;
     if (is_udp_tunnel_port(rd16(p + l4)) || is_udp_tunnel_port(rd16(p + l4 + 2))) return false;
+    // Peer-to-peer Teredo nests too (decode_l4).
+    if (ulen >= 48 && teredo_by_content(p, l4 + 8, std::min(cap, l4 + ulen), l4 + ulen)) return false;
     if (rd16(p + l4) == 521 && rd16(p + l4 + 2) == 521) flags |= kFlagAddrBody;  // RIPng route entries
   } else if (proto == kProtoIcmp || proto == kProtoIcmpv6) {
     if (l4 + 8 > ip_end || l4 + 8 > cap) return false;

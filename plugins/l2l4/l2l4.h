@@ -172,8 +172,9 @@ void encap_fix(uint8_t* p, uint32_t cap, bool cut, const Decoded& d, const Encap
 
 // Decodes bytes [0, cap) of a frame whose wire length is wire_len.
 void decode(const uint8_t* p, uint32_t cap, uint32_t wire_len, Decoded& d);
-// The same without decode()'s fast path for plain Ethernet/IP/TCP|UDP
-// frames: the reference the fast path is tested against.
+// The same without decode()'s fast paths for plain Ethernet/IP/TCP|UDP
+// frames and for one GTP-U or VXLAN layer over such a frame: the
+// reference the fast paths are tested against.
 void decode_full(const uint8_t* p, uint32_t cap, uint32_t wire_len, Decoded& d);
 
 namespace l2l4 {

@@ -888,6 +888,31 @@ TEST_CASE("Fast path equals the full decoder on random GTP-U and VXLAN frames", 
   CHECK(tunnelled_ok > 20000);
 }
 
+// A GTP-U packet whose inner UDP datagram is peer-to-peer Teredo (any
+// port, recognised by content): it nests, so the one-layer fast path
+// leaves it to the full decoder.
+TEST_CASE("Fast path leaves an inner peer-to-peer Teredo datagram to the full decoder", "[decode]") {
+  V6 t;
+  t.src = v6("2001:0:4136:e378:8000:63bf:3fff:fdd2"), t.dst = v6("2001:db8::9");
+  const Bytes in6 = ipv6(t, {}, 17, cat({udp_hdr(5000, 53, 8 + 12), payload(12)}));
+  Bytes udp = udp_hdr(40000, 40001, uint16_t(8 + in6.size()));
+  put(udp, in6);
+  V4 in;
+  in.proto = 17;
+  const Bytes g = gtpu(9, ipv4(in, udp));
+  Bytes outer_udp = udp_hdr(2152, 2152, uint16_t(8 + g.size()));
+  put(outer_udp, g);
+  V4 out;
+  out.proto = 17;
+  const Bytes f = cat({eth(0x0800), ipv4(out, outer_udp, false)});
+  Decoded a, b;
+  decode(f.data(), uint32_t(f.size()), uint32_t(f.size()), a);
+  decode_full(f.data(), uint32_t(f.size()), uint32_t(f.size()), b);
+  CHECK(a == b);
+  CHECK(b.n_encap == 2);
+  CHECK(b.encap[1].kind == Encap::Teredo);
+}
+
 #ifdef AMON_PCAPS_DIR
 TEST_CASE("Fast path equals the full decoder on every shared capture, mutated and cut", "[decode]") {
   Compare cmp;
