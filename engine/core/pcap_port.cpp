@@ -3,6 +3,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <stdio_ext.h>
 #include <stdexcept>
 
 #include "mbuf_meta.h"
@@ -298,6 +299,10 @@ PcapWriter::PcapWriter(const std::string& path, bool nanosecond, int snaplen, in
     throw std::runtime_error(path + ": " + std::strerror(errno));
   }
   std::setvbuf(f, nullptr, _IOFBF, 1 << 20);
+  // One thread writes a file at a time (its writer; the constructor and
+  // close() around it, ordered by the thread's start and join): the two
+  // fwrite calls pcap_dump makes per record need not lock the stream.
+  __fsetlocking(f, FSETLOCKING_BYCALLER);
   d_ = pcap_dump_fopen(dead_, f);
   if (!d_) {
     std::string e = pcap_geterr(dead_);
