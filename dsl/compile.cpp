@@ -19,6 +19,7 @@
 #include <sstream>
 
 #include "ast.h"
+#include "protocol.h"
 #include "cryptopan.h"
 
 namespace amon::dsl {
@@ -1151,6 +1152,50 @@ void Compiler::do_select(const StmtRef& r) {
   pol_->select_cond = compile_cond(ctx, *s.cond);
 }
 
+namespace {
+
+// Whether a BPF select lets through a TCP or UDP packet (IPv4 or IPv6,
+// either direction) on some `addr_carrier` port: tried on such packets.
+bool bpf_admits_addr_carrier(const std::string& expr) {
+  pcap_t* p = pcap_open_dead(DLT_EN10MB, 65535);
+  if (!p) return true;
+  bpf_program prog{};
+  if (pcap_compile(p, &prog, expr.c_str(), 1, PCAP_NETMASK_UNKNOWN) != 0) {
+    pcap_close(p);
+    return true;
+  }
+  bool any = false;
+  for (uint16_t port : kAddrCarrierPorts)
+    for (uint8_t l4 : {uint8_t(6), uint8_t(17)})
+      for (int v6 = 0; v6 < 2 && !any; ++v6)
+        for (int dir = 0; dir < 2 && !any; ++dir) {
+          uint8_t pkt[14 + 40 + 20] = {};
+          pkt[12] = v6 ? 0x86 : 0x08, pkt[13] = v6 ? 0xdd : 0x00;
+          uint8_t* ip = pkt + 14;
+          const uint32_t l4len = l4 == 6 ? 20 : 8, iplen = v6 ? 40 : 20;
+          if (v6) {
+            ip[0] = 0x60, ip[5] = uint8_t(l4len), ip[6] = l4, ip[7] = 64;
+            ip[8] = 0xfd, ip[23] = 1, ip[24] = 0x20, ip[25] = 0x01, ip[26] = 0x0d, ip[27] = 0xb8, ip[39] = 1;
+          } else {
+            ip[0] = 0x45, ip[3] = uint8_t(iplen + l4len), ip[8] = 64, ip[9] = l4;
+            ip[12] = 10, ip[15] = 1, ip[16] = 192, ip[18] = 2, ip[19] = 1;
+          }
+          uint8_t* t = ip + iplen;
+          const uint16_t sp = dir ? port : 40000, dp = dir ? 40000 : port;
+          t[0] = uint8_t(sp >> 8), t[1] = uint8_t(sp), t[2] = uint8_t(dp >> 8), t[3] = uint8_t(dp);
+          if (l4 == 6) t[12] = 0x50, t[13] = 0x18;
+          else t[5] = 8;
+          pcap_pkthdr h{};
+          h.caplen = h.len = 14 + iplen + l4len;
+          any = pcap_offline_filter(&prog, &h, pkt) != 0;
+        }
+  pcap_freecode(&prog);
+  pcap_close(p);
+  return any;
+}
+
+}  // namespace
+
 void Compiler::analyze() {
   const auto& fields = reg_.fields();
   std::vector<std::vector<size_t>> by_field(fields.size());
@@ -1286,6 +1331,87 @@ void Compiler::analyze() {
                  "roles are then inferred per flow, and a flow picked up mid-way whose roles are guessed wrong "
                  "leaves the user's address in clear",
                  "set clients = { your users' address ranges } (e.g. clients = { 10.0.0.0/8, 2001:db8::/32 })");
+    }
+  }
+  // Addresses protected, but the payload of protocols that carry addresses
+  // in it, and that no plugin rewrites (`addr_carrier`, doc/language.md),
+  // delivered: the header's pseudonym and the payload's clear address
+  // would sit side by side. Decided for such a packet by the payload rules
+  // in order, with conditions that the packet's kind does not settle taken
+  // as "maybe": a keep that may apply warns, a protection that may not
+  // apply does not end the search.
+  bool protects_addr = false;
+  for (const Rule& r : pol_->rules)
+    for (const FieldDesc* f : r.fields)
+      if (r.action.desc->protects && (f->name == "ip.client" || f->name == "ip.src" || f->name == "ip.dst"))
+        protects_addr = true;
+  if (protects_addr && payload) {
+    enum Tri { F, T, U };
+    std::function<Tri(const Cond&)> ev;
+    ev = [&](const Cond& c) -> Tri {
+      switch (c.kind) {
+        case Cond::Kind::And: {
+          Tri v = T;
+          for (auto& ch : c.children) {
+            Tri x = ev(*ch);
+            if (x == F) return F;
+            if (x == U) v = U;
+          }
+          return v;
+        }
+        case Cond::Kind::Or: {
+          Tri v = F;
+          for (auto& ch : c.children) {
+            Tri x = ev(*ch);
+            if (x == T) return T;
+            if (x == U) v = U;
+          }
+          return v;
+        }
+        case Cond::Kind::Not: {
+          Tri x = ev(*c.children[0]);
+          return x == U ? U : x == T ? F : T;
+        }
+        case Cond::Kind::ProtoIn: {
+          Tri v = F;
+          for (const auto& p : c.protocols) {
+            if (p == "addr_carrier" || p == "eth" || p == "ip") return T;
+            if (p == "ipv4" || p == "ipv6" || p == "tcp" || p == "udp" || p == "vlan" || p == "mpls") v = U;
+          }
+          return v;
+        }
+        case Cond::Kind::FieldCmp: return U;
+      }
+      return U;
+    };
+    const Rule* keeps = nullptr;
+    // A select that admits none of them decides for every rule.
+    bool decided = (pol_->select_cond && ev(*pol_->select_cond) == F) ||
+                   (!pol_->select_bpf.empty() && !bpf_admits_addr_carrier(pol_->select_bpf));
+    for (size_t i : by_field[payload->id]) {
+      if (decided) break;
+      const Rule& r = pol_->rules[i];
+      const Tri v = r.when ? ev(*r.when) : T;
+      if (v == F) continue;
+      if (!r.action.desc->protects) {
+        keeps = &r;
+        break;
+      }
+      if (v == T) {
+        decided = true;
+        break;
+      }
+    }
+    if (!keeps && !decided && !(pol_->payload_default && pol_->payload_default->desc->protects))
+      keeps = anchor;
+    if (keeps) {
+      size_t k = 0;
+      while (k < keeps->fields.size() && keeps->fields[k] != payload) ++k;
+      d_.warning(k < keeps->fields.size() ? rule_field_locs_[keeps->index][k] : keeps->loc,
+                 "addresses are protected, but the payload of protocols that carry addresses in it (FTP PORT/PASV, "
+                 "SIP/SDP, H.323, NetBIOS, SMB, RADIUS, STUN, NetFlow, syslog...: `addr_carrier`, see "
+                 "doc/language.md) is delivered, and no plugin rewrites the addresses there",
+                 "protect it before this rule: payload : cut() when proto in { addr_carrier }");
     }
   }
   std::set<std::pair<const FieldDesc*, const FieldDesc*>> pairs;

@@ -30,12 +30,47 @@ enum class OccKind : uint8_t {
   Bytes,  // an opaque identifier or text: the rule's byte action, length kept
 };
 
+// `addr_carrier` (a protocol name in conditions): TCP/UDP ports of
+// protocols that carry addresses in their payload, as text or binary, where
+// no plugin rewrites them (doc/language.md, "What kept payload still
+// carries"). The runtime tags such packets; the linter warns when a policy
+// that protects addresses delivers their payload.
+inline constexpr uint16_t kAddrCarrierPorts[] = {
+    21,                        // FTP: PORT, PASV, EPRT, EPSV
+    25, 587,                   // SMTP: Received headers, EHLO [address]
+    88,                        // Kerberos: ticket addresses
+    137, 138, 139,             // NetBIOS name service, datagrams, sessions
+    161, 162,                  // SNMP: agent addresses, tables
+    445,                       // SMB
+    514,                       // syslog: log lines
+    554,                       // RTSP: Transport destinations
+    1645, 1646, 1812, 1813,    // RADIUS: Framed-IP-Address, NAS address
+    1719, 1720,                // H.323 RAS and call signalling
+    2055, 4739, 6343, 9995, 9996,  // NetFlow, IPFIX, sFlow records
+    2427, 2727,                // MGCP (SDP)
+    3478,                      // STUN/TURN: (XOR-)MAPPED-ADDRESS
+    3702,                      // WS-Discovery: XAddrs
+    5060,                      // SIP/SDP
+    6667,                      // IRC DCC
+};
+inline bool addr_carrier_port(uint16_t p) {
+  for (uint16_t c : kAddrCarrierPorts)
+    if (c == p) return true;
+  return false;
+}
+
 // One value of a field in the payload. Offsets are from the payload's
 // first byte; every occurrence keeps its length whatever the action.
 struct ProtoOcc {
   FieldId field = kNoField;
   OccKind kind = OccKind::Bytes;
   bool fixup = false;      // the plugin's after_action wants this occurrence back after its action
+  // An address (Addr4/Addr6) of the network, not of a field: it takes the
+  // rule of the role it has under the policy, as the same address would in
+  // an IP header (an address of this packet's own header: that header's
+  // rewrite; inside `clients`: ip.client's rule; else ip.server's). field
+  // is unused.
+  bool role = false;
   uint16_t index = 0;      // the plugin's own number for it (its fix-ups get the occurrence back)
   uint32_t off = 0, len = 0;
   std::string_view text;   // Name: the name as dotted lowercase text (decided on this, not on the bytes)

@@ -88,8 +88,18 @@ struct Occurrence {
   uint16_t text_off, text_len;     // names: lowercased dotted text in Result::text (no trailing dot)
 };
 
+// An address of the network rather than of the message's client: the
+// server's and relays' own addresses and those a server hands out for
+// routers and services. No field of its own: it takes the rule of the role
+// the address has under the policy (plugin.cpp, ProtoOcc::role).
+struct RoleAddr {
+  uint16_t off;
+  uint8_t len;      // 4 or 16
+  uint16_t option;  // option code (0: the fixed header or a relay header)
+};
+
 struct Result {
-  static constexpr unsigned kMaxOcc = 256, kMaxLabels = 512, kMaxText = 4096, kMaxDepth = 16;
+  static constexpr unsigned kMaxOcc = 256, kMaxLabels = 512, kMaxText = 4096, kMaxDepth = 16, kMaxRole = 256;
   Status status;
   Error error;
   uint16_t error_off;    // where parsing stopped
@@ -98,8 +108,15 @@ struct Result {
   uint8_t overload;      // v4 option 52 value (1 file, 2 sname, 3 both)
   bool bootp;            // v4 without the magic cookie (no options)
   bool missing_end;      // a v4 option area ended without an End option (accepted: areas are bounded)
-  uint16_t n_occ, n_labels, text_len;
+  uint16_t n_occ, n_labels, text_len, n_role;
   Occurrence occ[kMaxOcc];
+  // siaddr, giaddr; v4 options 3 (routers), 4-11, 41, 42, 44, 45, 48, 49,
+  // 65, 68-76, 150 (address lists; a list that is no whole number of
+  // addresses is Malformed, but for option 150, which Cisco phones are
+  // also given as text), 16, 28, 32, 54 (server identifier);
+  // v6 relay link-address, options 12 (server unicast), 22, 23, 27, 28, 31
+  // (address lists).
+  RoleAddr role[kMaxRole];
   Span labels[kMaxLabels];  // label content bytes (the length byte is at off-1)
   char text[kMaxText];
 

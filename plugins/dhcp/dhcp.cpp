@@ -76,6 +76,17 @@ struct Parser {
     return false;
   }
 
+  // n addresses of `size` bytes each at off (a list option must hold a
+  // whole number of them: anything else cannot be located, fail closed).
+  bool role(uint32_t off, uint32_t n, uint32_t size, uint16_t option) {
+    if (n % size) return fail(Status::Malformed, Error::SubOption, off);
+    for (uint32_t p = off; p < off + n; p += size) {
+      if (r.n_role >= Result::kMaxRole) return fail(Status::Malformed, Error::Capacity, p);
+      r.role[r.n_role++] = {uint16_t(p), uint8_t(size), option};
+    }
+    return true;
+  }
+
   Occurrence* add(Field f, Kind k, uint32_t off, uint32_t n, uint16_t option, uint8_t depth, uint8_t area) {
     if (r.n_occ >= Result::kMaxOcc) {
       fail(Status::Malformed, Error::Capacity, off);
@@ -212,6 +223,13 @@ struct Parser {
         if (b[v] == 1 && l == 7) o->mac_off = uint16_t(v + 1);
         return true;
       }
+      case 3: case 4: case 5: case 6: case 7: case 8: case 9: case 10: case 11:  // routers, servers
+      case 41: case 42: case 44: case 45: case 48: case 49: case 65:              // NIS, NTP, NetBIOS, X
+      case 68: case 69: case 70: case 71: case 72: case 73: case 74: case 75: case 76:  // mobile IP, mail, web...
+      case 150:  // TFTP servers; Cisco's phones also take the address as text (as option 66), left as text
+        return l % 4 ? true : role(v, l, 4, code);
+      case 16: case 28: case 32: case 54:  // swap server, broadcast, router solicitation, server identifier
+        return role(v, l, 4, code);
       case 97: {  // client machine identifier (PXE UUID): type byte, then the UUID
         if (l == 0) return true;
         Occurrence* o = add(Field::ClientId, Kind::Bytes, v, l, code, depth, area);
@@ -298,6 +316,7 @@ struct Parser {
     const uint8_t fixed = 3;
     if (!add(Field::Addr, Kind::Addr4, a + 12, 4, 0, depth, fixed)) return false;  // ciaddr
     if (!add(Field::Addr, Kind::Addr4, a + 16, 4, 0, depth, fixed)) return false;  // yiaddr
+    if (!role(a + 20, 8, 4, 0)) return false;                                        // siaddr, giaddr
     const uint8_t hlen = m[2];
     if (hlen == 6) {
       if (!add(Field::Chaddr, Kind::Mac, a + 28, 6, 0, depth, fixed)) return false;
@@ -337,6 +356,7 @@ struct Parser {
       // peer-address: the client's (or the previous relay's) address on the
       // client's link; link-address is the relay's own and is left alone.
       if (!add(Field::Addr, Kind::Addr6, a + 18, 16, 0, depth, 0)) return false;
+      if (!role(a + 2, 16, 16, 0)) return false;
       return options6(a + 34, e, depth);
     }
     if (e - a < 4) return fail(short_status, Error::Short, e);
@@ -360,6 +380,9 @@ struct Parser {
     const uint32_t e = v + l;
     auto need = [&](uint32_t n) { return l >= n || fail(Status::Malformed, Error::SubOption, v); };
     switch (code) {
+      case 12:  // server unicast
+      case 22: case 23: case 27: case 28: case 31:  // SIP, DNS, NIS, NIS+, SNTP servers
+        return role(v, l, 16, code);
       case 1: return duid(Field::ClientId, v, l, code, depth);
       case 2: return duid(Field::ServerId, v, l, code, depth);
       case 3:   // IA_NA: IAID, T1, T2, options
@@ -449,7 +472,7 @@ Status parse(const uint8_t* buf, size_t len, Version v, Result& out) {
   out.overload = 0;
   out.bootp = false;
   out.missing_end = false;
-  out.n_occ = out.n_labels = out.text_len = 0;
+  out.n_occ = out.n_labels = out.text_len = out.n_role = 0;
   Parser p{buf, uint32_t(len), out};
   if (len > 0xffff) {
     p.fail(Status::Malformed, Error::Capacity, 0);

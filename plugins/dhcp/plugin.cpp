@@ -66,6 +66,18 @@ ProtoStatus parse_packet(void* vs, const ProtoPacket& pkt, ProtoOccs& out) {
     }
     if (!out.add(x)) return ProtoStatus::Malformed;
   }
+  // The server's, relays' and services' addresses: a pseudonym for the
+  // server in its IP header and its own address in clear in option 54
+  // would undo each other, so they take the mapping of their role.
+  for (unsigned i = 0; i < s.r.n_role; ++i) {
+    const RoleAddr& a = s.r.role[i];
+    if (all_zero(pkt.payload + a.off, a.len)) continue;
+    ProtoOcc x;
+    x.role = true;
+    x.kind = a.len == 4 ? OccKind::Addr4 : OccKind::Addr6;
+    x.off = a.off, x.len = a.len;
+    if (!out.add(x)) return ProtoStatus::Malformed;
+  }
   return ProtoStatus::Parsed;
 }
 

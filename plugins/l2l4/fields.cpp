@@ -9,7 +9,8 @@ FieldIds g_fields;
 
 void register_fields(Registry& r) {
   // What the decoder tells of every packet, for `proto in { ... }`.
-  for (const char* p : {"eth", "vlan", "ip", "ipv4", "ipv6", "tcp", "udp", "icmp", "icmpv6", "sctp", "tunnel", "gtp"})
+  for (const char* p : {"eth", "vlan", "ip", "ipv4", "ipv6", "tcp", "udp", "icmp", "icmpv6", "sctp", "tunnel", "gtp",
+                        "addr_carrier"})
     r.add_proto_name(p);
   g_fields.eth_src = r.add_field({"eth.src", ValueType::Mac, "eth", FieldRole::Identifier, "",
                                   "Ethernet source MAC address", {"eth.dst"}, kNoField, kCondCompare});

@@ -140,6 +140,7 @@ Verdict ProgramInstance::general_path(uint8_t* buf, uint32_t& cap, uint32_t& wir
   uint8_t* const old_dst = old_addrs + (ip_ok ? alen : 16);
   const bool both = !kL7Only && ip_ok && both_clients(pol, d.ip_version, old_src, old_dst, m.roles_uncertain);
   Eval e{&d, &m, &c, &ctx, client_is_src, client_is_src ? old_src : old_dst, alen, buf};
+  if (ip_ok) e.old_src = old_src, e.old_dst = old_dst;
 
   if (!kL7Only && pol.select_cond && !eval(*pol.select_cond, e)) return Verdict::Filtered;
   if (!kL7Only && P.bpf_ && !P.bpf_->match(m.orig ? m.orig : buf, cap, wire)) return Verdict::Filtered;

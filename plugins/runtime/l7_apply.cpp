@@ -78,8 +78,8 @@ bool ProgramInstance::l7_plugin(const ProtocolPlugin& pp, void* state, uint8_t* 
         if (dec.action != names::Action::Keep) ++hidden, pp.rewrite_name(state, pl, o, dec);
         break;
       }
-      case OccKind::Addr4: ok = apply_addr_occ(o.field, v, 4, e); break;
-      case OccKind::Addr6: ok = apply_addr_occ(o.field, v, 6, e); break;
+      case OccKind::Addr4: ok = o.role ? apply_role_addr(v, 4, e) : apply_addr_occ(o.field, v, 4, e); break;
+      case OccKind::Addr6: ok = o.role ? apply_role_addr(v, 6, e) : apply_addr_occ(o.field, v, 6, e); break;
       case OccKind::Mac: ok = apply_mac_occ(o.field, v, e); break;
       case OccKind::Bytes: ok = apply_text(o.field, v, o.len, e); break;
     }
@@ -95,6 +95,39 @@ bool ProgramInstance::l7_plugin(const ProtocolPlugin& pp, void* state, uint8_t* 
     fs->sni_clear = names && !hidden ? uint16_t(fs->sni_clear | bit) : uint16_t(fs->sni_clear & ~bit);
   }
   return !pp.finish || pp.finish(state, pl, avail);
+}
+
+bool ProgramInstance::apply_role_addr(uint8_t* a, uint8_t family, Eval& e) {
+  const auto& F = l2l4::g_fields;
+  const Decoded& d = *e.d;
+  const uint32_t n = family == 4 ? 4 : 16;
+  // One of this packet's own addresses: whatever its header got (roles,
+  // both-clients, positional rules alike), so the two never disagree.
+  if (e.old_src && e.alen == n && family == d.ip_version) {
+    if (std::memcmp(a, e.old_src, n) == 0) return std::memcpy(a, e.buf + d.src_off(), n), true;
+    if (std::memcmp(a, e.old_dst, n) == 0) return std::memcpy(a, e.buf + d.dst_off(), n), true;
+  }
+  bool client = false;
+  for (const auto& cidr : prog_.policy_->clients) client = client || cidr.contains(family, a);
+  const FieldId f = client ? F.ip_client : F.ip_server;
+  if (prog_.field_rules_[f].empty()) {
+    // Only positional rules (ip.src/ip.dst) map addresses here, and this one
+    // has no position: with addresses protected it cannot be shown.
+    if (prog_.protects_addresses_) std::memset(a, 0, n);
+    return true;
+  }
+  const int ri = pick(f, e);
+  if (ri < 0) return true;
+  RtAction* act = prog_.policy_->rules[ri].action.desc->uses_zstore ? zfallback_[ri].get() : actions_[ri].get();
+  if (!act) return std::memset(a, 0, n), true;
+  const bool was_server = e.ctx->is_server;
+  const uint8_t was_family = e.ctx->family;
+  e.ctx->is_server = !client;
+  e.ctx->family = family;
+  const bool ok = act->addr(a, *e.ctx) != ActResult::Drop;
+  e.ctx->is_server = was_server;
+  e.ctx->family = was_family;
+  return ok;
 }
 
 bool ProgramInstance::apply_addr_occ(FieldId f, uint8_t* a, uint8_t family, Eval& e) {

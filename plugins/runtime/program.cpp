@@ -201,6 +201,13 @@ ProgramInstance::ProgramInstance(const Program& p) : prog_(p), uhash_(p.services
       actions_[i] = make_rt_action(ActionKind::Keep);
     } else {
       actions_[i] = make_rt_action(call, *p.policy_, p.services_, plan->zslot >= 0 ? &plan->zinfo : nullptr);
+      // An address in a message (apply_role_addr) has no flow whose z-count
+      // could release it: it takes the fallback.
+      if (call.desc->uses_zstore) {
+        const ArgValue* fb = call.arg("fallback");
+        zfallback_[i] = fb && fb->action ? make_rt_action(*fb->action, *p.policy_, p.services_, nullptr)
+                                         : make_rt_action(ActionKind::Zero);
+      }
     }
     if (call.desc->kind == ActionKind::Hash) {
       const ArgValue* k = call.arg("key");

@@ -212,6 +212,7 @@ class ProgramInstance {
   bool apply_text(FieldId f, uint8_t* p, uint32_t len, Eval& e);  // false: drop
   bool apply_addr_occ(FieldId f, uint8_t* a, uint8_t family, Eval& e);
   bool apply_mac_occ(FieldId f, uint8_t* a, Eval& e);  // false: drop
+  bool apply_role_addr(uint8_t* a, uint8_t family, Eval& e);  // ProtoOcc::role; false: drop
   bool l7_plugin(const ProtocolPlugin& pp, void* state, uint8_t* payload, uint32_t len, Eval& e);  // false: not rewritten
   bool l7_dns(uint8_t* msg, uint32_t len, Eval& e, int msg_index);
   void reverse_names(uint8_t* msg, const dns::ParseResult& pr, Eval& e, uint64_t* sums);

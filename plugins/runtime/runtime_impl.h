@@ -34,6 +34,10 @@ struct ProgramInstance::Eval {
   const uint8_t* client;  // clear client address
   uint32_t alen;
   uint8_t* buf;           // this consumer's copy
+  // The packet's clear source and destination addresses (alen bytes each;
+  // null: none), once its header addresses have been rewritten in buf.
+  const uint8_t* old_src = nullptr;
+  const uint8_t* old_dst = nullptr;
   bool drop = false;
   uint32_t protos = 0;  // packet_protos(), computed on first use (top bit: computed)
   bool have_user = false;
@@ -64,7 +68,7 @@ inline bool is_addr_field(FieldId f) {
 // Protocols a condition can name, as bits (1 << Registry::proto_id), so a
 // test per packet is a mask. Resolved once from the registry.
 struct ProtoBits {
-  uint32_t eth, vlan, ip, ipv4, ipv6, tcp, udp, icmp, icmpv6, sctp, tunnel, gtp, dns, http;
+  uint32_t eth, vlan, ip, ipv4, ipv6, tcp, udp, icmp, icmpv6, sctp, tunnel, gtp, addr_carrier, dns, http;
   uint32_t plugin[16];  // by plugin index: the protocol its packets go by (its own, or the one it carries)
   static const ProtoBits& get() {
     static const ProtoBits b = [] {
@@ -75,7 +79,8 @@ struct ProtoBits {
         return 1u << id;
       };
       ProtoBits x{bit("eth"),  bit("vlan"), bit("ip"),   bit("ipv4"),   bit("ipv6"),   bit("tcp"), bit("udp"),
-                  bit("icmp"), bit("icmpv6"), bit("sctp"), bit("tunnel"), bit("gtp"), bit("dns"), bit("http"), {}};
+                  bit("icmp"), bit("icmpv6"), bit("sctp"), bit("tunnel"), bit("gtp"),
+                  bit("addr_carrier"), bit("dns"), bit("http"), {}};
       const auto& v = r.protocols();
       for (unsigned i = 0; i < v.size() && i < 16; ++i) x.plugin[i] = bit(v[plugin_proto(i)]->name);
       return x;
@@ -123,6 +128,8 @@ inline uint32_t packet_protos(const Decoded& d, uint8_t app) {
     case kProtoSctp: m |= B.sctp; break;
     default: break;
   }
+  if ((m & (B.tcp | B.udp)) && d.l4_hdr_len && (addr_carrier_port(d.sport) || addr_carrier_port(d.dport)))
+    m |= B.addr_carrier;
   if (app == uint8_t(App::Dns) || app == uint8_t(App::DnsTcp)) m |= B.dns;
   if (app == uint8_t(App::Http)) m |= B.http;
   if (app >= kFirstPluginApp && app < kFirstPluginApp + 16) m |= B.plugin[app - kFirstPluginApp];

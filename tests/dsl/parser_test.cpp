@@ -229,6 +229,52 @@ TEST_CASE("rules on one field: conflicts are errors, shadowed rules warnings", "
   CHECK(w.all()[0].message == "rule for 'ip.server' can never match");
 }
 
+TEST_CASE("protected addresses with the payload of address carriers delivered: a warning", "[checker]") {
+  const std::string head = "clients = { 10.0.0.0/8 }\neth.src, eth.dst : timestamp()\nip.client : zero()\n";
+  auto carrier_warnings = [](const Diagnostics& d) {
+    std::vector<unsigned> lines;
+    for (const auto& x : d.all())
+      if (x.severity == Diagnostic::Severity::Warning && x.message.find("addr_carrier") != std::string::npos)
+        lines.push_back(x.loc.line);
+    return lines;
+  };
+  struct Case {
+    std::string payload_rules;
+    std::vector<unsigned> lines;  // where the warning points (none: no warning)
+  };
+  const Case cases[] = {
+      {"payload : keep()\n", {4}},                                                // kept for every packet
+      {"", {2}},  // no payload rule: kept (the warning points at the first protecting rule)
+      {"payload : cut() when proto in { addr_carrier }\npayload : keep()\n", {}},  // handled
+      {"payload : cut()\n", {}},
+      {"payload : cut() when not proto in { dns, tls }\npayload : keep()\n", {}},
+      {"payload : zero() when proto == udp\npayload : keep()\n", {5}},  // TCP carriers pass
+      {"payload : keep() when proto in { dns }\npayload : cut()\n", {}},
+      {"payload : keep() when ip.server in { 192.0.2.0/24 }\npayload : cut()\n", {4}},  // may keep one
+  };
+  for (const auto& c : cases) {
+    Diagnostics d;
+    INFO(c.payload_rules);
+    REQUIRE(compile(head + c.payload_rules, d));
+    CHECK(carrier_warnings(d) == c.lines);
+  }
+  // A select that admits none of them (libpcap tries the BPF on carrier
+  // packets), and one that admits some.
+  for (auto [sel, want] : {std::pair<std::string, size_t>{"select \"udp port 53 or tcp port 53\"\n", 0},
+                           {"select \"tcp\"\n", 1},
+                           {"select proto in { dns }\n", 0},
+                           {"select proto == tcp\n", 1}}) {
+    Diagnostics d;
+    INFO(sel);
+    REQUIRE(compile(sel + head + "payload : keep()\n", d));
+    CHECK(carrier_warnings(d).size() == want);
+  }
+  // No address protected: nothing to warn about.
+  Diagnostics d;
+  REQUIRE(compile("eth.src, eth.dst : timestamp()\npayload : keep()\n", d));
+  CHECK(carrier_warnings(d).empty());
+}
+
 TEST_CASE("hostile input is rejected with a clear message", "[limits]") {
   SECTION("1 MB policy") {
     Diagnostics d;

@@ -15,7 +15,10 @@ Checks, per input:
     DHCP fields;
   - each lease address equals, in the output, the pseudonym the same address
     got in the IP headers of the traffic (frames matched by timestamp):
-    a lease and the traffic that follows stay linkable. At least a known
+    a lease and the traffic that follows stay linkable. So does each
+    server, router, relay and DNS server address (server identifier,
+    siaddr, giaddr, options 3 and 6, DHCPv6 DNS servers and relay
+    link-address), and none that is a client's is left in clear. At least a known
     number of such pairs must be checked, so the test cannot pass vacuously.
 
 A malformed DHCP message (an option running past the end) fails closed:
@@ -29,6 +32,7 @@ byte for byte as it came.
 usage: test_dhcp.py AMON AMON-GEN"""
 
 import collections
+import ipaddress
 import os
 import shutil
 import subprocess
@@ -45,7 +49,14 @@ ADDR = ["dhcp.ip.client", "dhcp.ip.your", "dhcp.option.requested_ip_address", "d
 MAC = ["dhcp.hw.mac_addr", "dhcp.client_id.link_layer_address", "dhcpv6.duidllt.link_layer_addr",
        "dhcpv6.duidll.link_layer_addr"]
 NAME = ["dhcp.option.hostname", "dhcp.fqdn.name", "dhcpv6.client_domain"]
-FIELDS = ADDR + MAC + NAME
+# The server's, relays' and services' addresses: each must leave as the same
+# address leaves in IP headers (the server identifier 10.10.0.2 of
+# mixed-capture2 lies inside ids.amon's clients, so its pseudonym there).
+INFRA = ["dhcp.option.dhcp_server_id", "dhcp.option.router", "dhcp.ip.server", "dhcp.ip.relay",
+         "dhcp.option.domain_name_server", "dhcpv6.dns_server", "dhcpv6.linkaddr"]
+FIELDS = ADDR + MAC + NAME + INFRA
+IDS_CLIENTS = [ipaddress.ip_network(n) for n in ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "100.64.0.0/10",
+                                                  "fc00::/7", "fe80::/10")]
 UNSET = {"0.0.0.0", "::", "00:00:00:00:00:00"}
 
 failures = []
@@ -103,7 +114,7 @@ def dhcp_frames(path):
     return out
 
 
-def check(amon, name, inp, work, min_linked):
+def check(amon, name, inp, work, min_linked, min_infra=0):
     pol = policy_dir(work)
     out = os.path.join(work, name + "-ids.pcap")
     L.run_amon(amon, inp, [("ids", pol, out)])
@@ -157,8 +168,28 @@ def check(amon, name, inp, work, min_linked):
                     linked += 1
                     if b != pseudo[a]:
                         fail(f"{name}: input frame {num}: {f} {a} became {b}, its pseudonym in IP headers is {pseudo[a]}")
+    # Infrastructure addresses: the IP headers' pseudonym where the address
+    # travels in one, never in clear when it is a client's.
+    infra = 0
+    for k, (num, _, _, vals) in fin.items():
+        if k not in fout:
+            continue
+        ovals = fout[k][3]
+        for f in INFRA:
+            for a, b in zip(vals[f], ovals[f]):
+                if a in UNSET:
+                    continue
+                if a in pseudo:
+                    infra += 1
+                    if b != pseudo[a]:
+                        fail(f"{name}: input frame {num}: {f} {a} became {b}, its pseudonym in IP headers is {pseudo[a]}")
+                elif any(ipaddress.ip_address(a) in n for n in IDS_CLIENTS if n.version == ipaddress.ip_address(a).version) and a == b:
+                    fail(f"{name}: input frame {num}: {f} {a}, a client address, left in clear")
     print(f"{name}: {len(fin)} DHCP messages; secrets in: {n_in['addr']} addresses, {n_in['mac']} MACs, "
-          f"{n_in['name']} names; {linked} lease addresses checked against their IP-header pseudonym")
+          f"{n_in['name']} names; {linked} lease addresses and {infra} server/router addresses checked against "
+          f"their IP-header pseudonym")
+    if infra < min_infra:
+        fail(f"{name}: only {infra} server/router addresses could be matched to traffic (want >= {min_infra})")
     if n_in["mac"] == 0 or n_in["addr"] == 0:
         fail(f"{name}: the input has no DHCP MAC or address to protect (test input changed?)")
     if linked < min_linked:
@@ -240,7 +271,7 @@ def main():
     pcaps = os.environ.get("AMON_PCAPS_DIR")
     cap = os.path.join(pcaps, "mixed-capture2.pcap") if pcaps else None
     if cap and os.path.exists(cap):
-        check(amon, "mixed-capture2", cap, work, min_linked=5)
+        check(amon, "mixed-capture2", cap, work, min_linked=5, min_infra=100)
     else:
         print("mixed-capture2.pcap not found: real capture not checked")
     if failures:
