@@ -15,6 +15,8 @@
 #include <rte_telemetry.h>
 #include <systemd/sd-daemon.h>
 
+#include <pthread.h>
+#include <sched.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -27,6 +29,7 @@
 #include <future>
 #include <mutex>
 #include <stdexcept>
+#include <thread>
 
 #include "config.h"
 #include "control.h"
@@ -127,12 +130,72 @@ class Idle {
   unsigned n_ = 0;
 };
 
+// A pcap output file's own thread. The main lcore reading the input and
+// writing every output made it the bottleneck with several consumers (the
+// kernel's page-cache copy of each file is most of a write); a thread per
+// file spreads those copies over the cores. Its ring is the back-pressure:
+// offline, a worker waits while it is full. Records leave in ring order, so
+// a file's order is the order the workers enqueued, as before.
+struct FileWriter {
+  std::unique_ptr<PcapWriter> pcap;
+  rte_ring* ring = nullptr;
+  std::thread th;
+  std::atomic<bool> stop{false};  // no more enqueues: drain the ring and close
+  std::atomic<bool> failed{false};
+  std::atomic<uint64_t> written{0};
+  std::string error;  // the thread's, read after join()
+};
+
+void file_writer_main(FileWriter* fw) {
+  // The thread inherits the main lcore's single-core affinity; it may run
+  // on any core the process may (the kernel places it next to whoever is
+  // idle). Registered as a non-EAL lcore so mbufs go back through a
+  // mempool cache rather than one ring operation each.
+  cpu_set_t all;
+  CPU_ZERO(&all);
+  for (long c = 0, n = sysconf(_SC_NPROCESSORS_ONLN); c < n && c < CPU_SETSIZE; ++c) CPU_SET(c, &all);
+  pthread_setaffinity_np(pthread_self(), sizeof(all), &all);
+  const bool registered = rte_thread_register() == 0;
+  rte_mbuf* pkts[kBurst];
+  // A file never needs the latency a NIC does: yield and sleep when idle,
+  // live or offline, so a writer never takes a core from a worker.
+  Idle idle(true);
+  for (;;) {
+    const unsigned n = rte_ring_sc_dequeue_burst(fw->ring, reinterpret_cast<void**>(pkts), kBurst, nullptr);
+    if (n == 0) {
+      // stop is set after the last enqueue; the ring is read again after it.
+      if (fw->stop.load(std::memory_order_acquire) && rte_ring_empty(fw->ring)) break;
+      idle.wait();
+      continue;
+    }
+    idle.reset();
+    // After a failed write the rest is freed unwritten (workers must not
+    // block on a dead file); the run stops reading and exits non-zero.
+    if (!fw->failed.load(std::memory_order_relaxed)) {
+      for (unsigned i = 0; i < n; ++i) fw->pcap->write(pkts[i]);
+      if (fw->pcap->failed()) {
+        fw->error = fw->pcap->failure();
+        fw->failed.store(true, std::memory_order_release);
+      } else {
+        fw->written.store(fw->written.load(std::memory_order_relaxed) + n, std::memory_order_relaxed);
+      }
+    }
+    rte_pktmbuf_free_bulk(pkts, n);
+  }
+  std::string e = fw->pcap->close();
+  if (fw->error.empty() && !e.empty()) {
+    fw->error = e;
+    fw->failed.store(true, std::memory_order_release);
+  }
+  if (registered) rte_thread_unregister();
+}
+
 struct Output {
   std::string name;
   PortSpec spec;
   rte_ring* ring = nullptr;
   bool direct_tx = false;  // each worker transmits on its own queue (no ring, no main lcore)
-  std::unique_ptr<PcapWriter> pcap;
+  std::unique_ptr<FileWriter> file;  // pcap file outputs
   uint16_t port = UINT16_MAX;
   uint64_t written = 0, tx_dropped = 0;
   // DPDK's pcap PMD writes at most RTE_ETHER_MAX_JUMBO_FRAME_LEN bytes of a
@@ -369,24 +432,17 @@ unsigned drain_outputs(Engine& E) {
   rte_mbuf* pkts[kBurst];
   unsigned total = 0;
   for (auto& o : E.outputs) {
+    if (o.file) continue;  // its own thread writes it
     unsigned n;
     while ((n = rte_ring_sc_dequeue_burst(o.ring, reinterpret_cast<void**>(pkts), kBurst, nullptr)) > 0) {
       total += n;
-      if (o.pcap) {
-        for (unsigned i = 0; i < n; ++i) {
-          o.pcap->write(pkts[i]);
-          rte_pktmbuf_free(pkts[i]);
-        }
-        o.written += n;
-      } else {
-        for (unsigned i = 0; i < n; ++i) o.tx_truncated += pkts[i]->pkt_len > o.tx_cap;
-        uint16_t sent = 0;
-        // Retry a little: a vdev like net_ring may be momentarily full.
-        for (int tries = 0; sent < n && tries < 1000; ++tries) sent += rte_eth_tx_burst(o.port, 0, pkts + sent, uint16_t(n - sent));
-        o.written += sent;
-        for (unsigned i = sent; i < n; ++i) rte_pktmbuf_free(pkts[i]);
-        o.tx_dropped += n - sent;
-      }
+      for (unsigned i = 0; i < n; ++i) o.tx_truncated += pkts[i]->pkt_len > o.tx_cap;
+      uint16_t sent = 0;
+      // Retry a little: a vdev like net_ring may be momentarily full.
+      for (int tries = 0; sent < n && tries < 1000; ++tries) sent += rte_eth_tx_burst(o.port, 0, pkts + sent, uint16_t(n - sent));
+      o.written += sent;
+      for (unsigned i = sent; i < n; ++i) rte_pktmbuf_free(pkts[i]);
+      o.tx_dropped += n - sent;
     }
   }
   return total;
@@ -524,6 +580,29 @@ bool outputs_empty(Engine& E) {
   return true;
 }
 
+bool output_failed(const Engine& E) {
+  for (auto& o : E.outputs)
+    if (o.file && o.file->failed.load(std::memory_order_acquire)) return true;
+  return false;
+}
+
+// Lets every file writer drain its ring and close its file; returns false
+// if any write failed (each reported). Only once no worker enqueues.
+bool finish_writers(Engine& E) {
+  bool ok = true;
+  for (auto& o : E.outputs) {
+    if (!o.file || !o.file->th.joinable()) continue;
+    o.file->stop.store(true, std::memory_order_release);
+    o.file->th.join();
+    o.written = o.file->written.load(std::memory_order_relaxed);
+    if (o.file->failed.load(std::memory_order_acquire)) {
+      log_line(kErr, "consumer '%s': output %s", o.name.c_str(), o.file->error.c_str());
+      ok = false;
+    }
+  }
+  return ok;
+}
+
 // The counters as the exit report shows them. Main lcore only, never
 // while a reload is being adopted (the workers swap their rule counts).
 Report build_report(Engine& E) {
@@ -542,7 +621,8 @@ Report build_report(Engine& E) {
     cr.output = cfg.consumers[ci].output.describe();
     cr.counters.rule_hits.assign(E.programs[ci]->rule_count() + 1, 0);
     for (auto& w : E.workers) accumulate(cr.counters, w->path->counters()[ci]);
-    cr.written = E.outputs[ci].written;
+    const Output& out = E.outputs[ci];
+    cr.written = out.file ? out.file->written.load(std::memory_order_relaxed) : out.written;
     cr.tx_dropped = E.outputs[ci].tx_dropped;
     if (E.outputs[ci].direct_tx) {
       // Sent directly by the workers: written is what left, less what the port refused.
@@ -1064,6 +1144,13 @@ EngineResult run_engine(const EngineConfig& cfg_in) {
       zc.max_values = E.sizes.zanon_values;
       zc.zmax = zmax;
       zc.max_dt_ns = max_dt;
+      // Offline the table is sized for the most values the input could
+      // hold and stays mostly empty: with huge pages each value landing in
+      // a new 2 MiB region made the kernel zero all of it mid-run (most of
+      // the meter's memory and system time on a large capture).
+      bool files_only = cfg.offline && !cfg.zanon_max_values;
+      for (const auto& in : cfg.inputs) files_only = files_only && in.kind == PortSpec::Kind::PcapFile;
+      zc.huge_pages = !files_only;
       E.zstore = std::make_unique<zanon::Store>(zc);
       E.services.zstore = E.zstore.get();
     }
@@ -1110,7 +1197,9 @@ EngineResult run_engine(const EngineConfig& cfg_in) {
                                RING_F_SC_DEQ);
       if (!o.ring) throw std::runtime_error("output ring: " + std::string(rte_strerror(rte_errno)));
       if (c.output.kind == PortSpec::Kind::PcapFile) {
-        o.pcap = std::make_unique<PcapWriter>(c.output.spec, nano_out, snaplen, output_link_type(E));
+        o.file = std::make_unique<FileWriter>();
+        o.file->pcap = std::make_unique<PcapWriter>(c.output.spec, nano_out, snaplen, output_link_type(E));
+        o.file->ring = o.ring;
       } else {
         o.port = attach_port(c.output.spec);
         if (c.output.spec.rfind("net_pcap", 0) == 0) o.tx_cap = RTE_ETHER_MAX_JUMBO_FRAME_LEN;
@@ -1177,6 +1266,8 @@ EngineResult run_engine(const EngineConfig& cfg_in) {
       if (!E.qs || rte_rcu_qsbr_init(E.qs, cfg.workers) != 0) throw std::runtime_error("rte_rcu_qsbr_init failed");
     }
     E.start_ns = wall_ns();
+    for (auto& o : E.outputs)
+      if (o.file) o.file->th = std::thread(file_writer_main, o.file.get());
     for (auto& w : E.workers) rte_eal_remote_launch(worker_main, w.get(), w->lcore);
     const bool live = !cfg.config_path.empty();
     refresh_snapshot(E);
@@ -1205,7 +1296,8 @@ EngineResult run_engine(const EngineConfig& cfg_in) {
     Idle main_idle(cfg.offline);
     Progress progress(!cfg.quiet && E.sizes.input_bytes && isatty(STDERR_FILENO), E.sizes.input_bytes);
     for (;;) {
-      bool stopping = g_signal.load(std::memory_order_relaxed) != 0;
+      // A failed output stops the reading as a signal does.
+      bool stopping = g_signal.load(std::memory_order_relaxed) != 0 || output_failed(E);
       bool got = false;
       if (!stopping) {
         for (auto& in : E.inputs) {
@@ -1289,8 +1381,7 @@ EngineResult run_engine(const EngineConfig& cfg_in) {
     E.stop_workers.store(true, std::memory_order_release);
     rte_eal_mp_wait_lcore();
     drain_outputs(E);
-    for (auto& o : E.outputs)
-      if (o.pcap) o.pcap->flush();
+    const bool outputs_ok = finish_writers(E);
 
     // Stats.
     Report rep = build_report(E);
@@ -1312,6 +1403,7 @@ EngineResult run_engine(const EngineConfig& cfg_in) {
       log_line(kErr, "input stopped early: %s", E.input_error.c_str());
       result.exit_code = 1;
     }
+    if (!outputs_ok) result.exit_code = 1;
   } catch (const std::exception& e) {
     if (result.exit_code != 2) {
       log_line(kErr, "%s", e.what());
@@ -1319,6 +1411,7 @@ EngineResult run_engine(const EngineConfig& cfg_in) {
     }
     E.stop_workers.store(true);
     rte_eal_mp_wait_lcore();
+    finish_writers(E);
   }
   // Release everything that holds mbufs before the pool goes.
   for (auto& w : E.workers)
@@ -1334,7 +1427,7 @@ EngineResult run_engine(const EngineConfig& cfg_in) {
     if (o.port != UINT16_MAX) {
       rte_eth_dev_stop(o.port);
     }
-    o.pcap.reset();
+    o.file.reset();
   }
   for (auto& i : E.inputs)
     if (i.port != UINT16_MAX) rte_eth_dev_stop(i.port);

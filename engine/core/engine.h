@@ -6,8 +6,9 @@
 // port with symmetric RSS and one queue per worker is polled by the workers
 // directly. Workers decode once, look up the flow, run every consumer's
 // program (sharing the mbuf with consumers that change nothing, copying for
-// the others) and enqueue to each consumer's output ring; the main lcore
-// writes pcap files and transmits on ethdev outputs.
+// the others) and enqueue to each consumer's output ring; each pcap file
+// output has a writer thread of its own, the main lcore transmits on ethdev
+// outputs.
 #pragma once
 
 #include <cstdint>

@@ -54,7 +54,9 @@ OuterFrags::Add OuterFrags::add(rte_mbuf* m, const FragInfo& fi, bool first_tunn
   // A different link header length (the fragments took different paths)
   // would give the whole frame a link header that fits none of them.
   // The whole has the first fragment's header, and a 16-bit length field.
-  const uint32_t max_data = fi.version == 4 ? 65535u - (g.key.data_start - g.key.l3_off) : 65535u;
+  // (IPv6: the payload length counts the extension headers before the
+  // fragment header too.)
+  const uint32_t max_data = 65535u - (fi.version == 4 ? g.key.data_start - g.key.l3_off : g.key.data_start - 8 - g.key.l3_off - 40);
   bool bad = fi.l3_off != g.key.l3_off || g.frags.size() > lim_.fragments || held_ > lim_.held ||
              uint64_t(fi.off) + fi.len > max_data ||
              (g.last && (!fi.more || fi.off + fi.len > g.total));
@@ -155,7 +157,7 @@ bool OuterFrags::refragment(const Datagram& g, const Frag& f, const uint8_t* w, 
     std::memcpy(ip, wip, 4);             // version, class, flow label
     std::memcpy(ip + 7, wip + 7, 33);    // hop limit, addresses
     wr16(ip + 4, uint16_t(ds - o - 40 + len));
-    if (shortened) ip[40 + 3] &= uint8_t(~1u);
+    if (shortened) q[ds - 8 + 3] &= uint8_t(~1u);  // the fragment header's M flag
   }
   return true;
 }

@@ -308,8 +308,24 @@ PcapWriter::PcapWriter(const std::string& path, bool nanosecond, int snaplen, in
 }
 
 PcapWriter::~PcapWriter() {
-  if (d_) pcap_dump_close(d_);
+  close();
   if (dead_) pcap_close(dead_);
+}
+
+bool PcapWriter::failed() const { return d_ && std::ferror(pcap_dump_file(d_)); }
+
+std::string PcapWriter::failure() const { return path_ + ": " + std::strerror(errno); }
+
+std::string PcapWriter::close() {
+  if (!d_) return close_error_;
+  FILE* f = pcap_dump_file(d_);
+  // pcap_dump_close() reports nothing, so the last buffer is flushed here
+  // where its error can be seen.
+  const bool bad = std::ferror(f) || std::fflush(f) != 0 || std::ferror(f);
+  if (bad) close_error_ = failure();
+  pcap_dump_close(d_);
+  d_ = nullptr;
+  return close_error_;
 }
 
 void PcapWriter::write(const rte_mbuf* m) {

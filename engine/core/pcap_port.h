@@ -74,13 +74,22 @@ class PcapWriter {
   // Writes one record (caplen = pkt_len, len = the wire length) and frees nothing.
   void write(const rte_mbuf* m);
   void flush();
+  // A write that failed (disk full, EIO): the stdio stream's error flag,
+  // sticky, so one check after a batch sees any record of it that failed.
+  // The message names the file and errno's text as the failing write(2) left
+  // it, so call it on the thread that writes, right after the batch.
+  bool failed() const;
+  std::string failure() const;
+  // Flushes and closes the file; "" or why the data did not all reach it.
+  // Later calls return the same.
+  std::string close();
   uint64_t packets() const { return packets_; }
   uint64_t bytes() const { return bytes_; }
 
  private:
   pcap_t* dead_ = nullptr;
   pcap_dumper_t* d_ = nullptr;
-  std::string path_;
+  std::string path_, close_error_;
   bool nano_;
   int linktype_;
   std::vector<uint8_t> linear_;

@@ -73,9 +73,10 @@ Sizes plan_sizes(const EngineConfig& cfg) {
   const uint64_t hold = cfg.hold.enabled ? std::min<uint64_t>(cfg.hold.segments, max_packets) : 0;
   // What can hold an mbuf at once: each worker's input ring, burst and held
   // segments, each consumer's output ring (and a copy in flight per
-  // consumer), the reader's burst, and every lcore's mempool cache.
+  // consumer), the reader's burst, and the mempool cache of every lcore
+  // and of every output file's writer thread.
   uint64_t n = uint64_t(2) * s.ring + workers * (s.ring + std::min<uint32_t>(2048, s.ring / 2) + hold) +
-               consumers * s.ring * 2 + uint64_t(workers + 1) * s.mbuf_cache * 3 / 2;
+               consumers * s.ring * 2 + uint64_t(workers + 1 + consumers) * s.mbuf_cache * 3 / 2;
   // Live ports keep the pool they always had: descriptor rings hold mbufs too.
   if (live || !cfg.offline)
     n = 8192 + workers * (uint64_t(s.ring) + 2048 + (cfg.hold.enabled ? cfg.hold.segments : 0)) + consumers * s.ring * 2;

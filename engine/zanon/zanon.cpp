@@ -538,7 +538,9 @@ Store::Store(const Config& cfg) : cfg_(cfg), impl_(std::make_unique<Impl>()) {
   m.mem_bytes = tag_bytes + nslots * m.stride;
   void* p = mmap(nullptr, m.mem_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (p == MAP_FAILED) throw std::bad_alloc();
-  madvise(p, m.mem_bytes, MADV_HUGEPAGE);  // a hint; the table is probed at random
+  // A hint either way. NOHUGEPAGE also keeps the kernel's "always" THP
+  // mode from faulting 2 MiB for each scattered value of a sparse table.
+  madvise(p, m.mem_bytes, cfg.huge_pages ? MADV_HUGEPAGE : MADV_NOHUGEPAGE);
   m.mem = static_cast<uint8_t*>(p);
   m.tags = reinterpret_cast<uint32_t*>(m.mem);
   m.bodies = m.mem + tag_bytes;

@@ -69,6 +69,12 @@ struct Config {
   // Decisions are the same for any number of lanes; an entry costs one user
   // list more per lane.
   uint32_t lanes = 1;
+  // Back the table with transparent huge pages: fewer TLB misses on random
+  // probes once it is full, but the first value in each 2 MiB region
+  // faults (and zeroes) all of it. Off for a table sized as an upper bound
+  // that will stay sparse (offline, sized from the input): then a value
+  // costs the 4 KiB pages it touches.
+  bool huge_pages = true;
   // Secret for value fingerprints and placement; all zero draws a random key
   // (the store lives in memory only, so fingerprints need not be stable).
   std::array<uint8_t, 16> key{};

@@ -35,10 +35,21 @@ bool outer_frag_info(const uint8_t* p, const Decoded& d, FragInfo& fi) {
     std::memcpy(fi.dst, p + o + 16, 4);
     fi.data_start = o + ihl;
   } else if (d.ip_version == 6) {
-    // The fragment header right after the fixed header (what fragmenting
-    // routers and hosts send); one further back keeps the per-fragment path.
-    const uint32_t fh = o + 40;
-    if (d.ipv6_frag_hdr_off != fh || p[o + 6] != 44 || d.l3_len < 48) return false;
+    // The fragment header follows the unfragmentable part (RFC 8200 4.5):
+    // the fixed header and any hop-by-hop, routing and destination options
+    // headers, which every fragment repeats. The decoder walked the same
+    // chain (ipv6_frag_hdr_off); anything else before it (AH, another
+    // fragment header) keeps the per-fragment path.
+    const uint32_t end = o + d.l3_len;
+    uint32_t fh = o + 40, nh_at = o + 6;
+    for (int i = 0; p[nh_at] != 44; ++i) {
+      const uint8_t nh = p[nh_at];
+      if (i == 8 || (nh != 0 && nh != 43 && nh != 60) || fh + 8 > end) return false;
+      nh_at = fh;
+      fh += (p[fh + 1] + 1u) * 8u;
+    }
+    if (d.ipv6_frag_hdr_off != fh || fh + 8 > end) return false;
+    fi.nh_at = nh_at;
     fi.proto = p[fh];
     const uint16_t fo = rd16(p + fh + 2);
     fi.more = fo & 1;
@@ -73,8 +84,8 @@ void whole_header(const uint8_t* first_frame, const FragInfo& first, uint32_t to
     wr16(ip + 10, 0);
     wr16(ip + 10, ipv4_header_checksum({ip, hlen - o}));
   } else {
-    ip[6] = first.proto;
-    wr16(ip + 4, uint16_t(total));
+    out[first.nh_at] = first.proto;
+    wr16(ip + 4, uint16_t(hlen - o - 40 + total));
   }
 }
 

@@ -123,8 +123,9 @@ struct Decoded {
 const char* encap_name(Encap e);
 
 // One fragment of an outer IP datagram (no encapsulation decoded above it,
-// no PPPoE, every byte captured; IPv6: the fragment header right after the
-// fixed one): which datagram it belongs to and where its data lies. A
+// no PPPoE, every byte captured; IPv6: the fragment header after the fixed
+// one and the hop-by-hop, routing and destination options headers that may
+// precede it): which datagram it belongs to and where its data lies. A
 // datagram that carries a tunnel is made whole so the packet inside can be
 // decoded (the engine's outer_frag.h, the audit).
 struct FragInfo {
@@ -136,6 +137,7 @@ struct FragInfo {
   uint32_t off = 0;         // data offset in the datagram
   uint32_t len = 0;         // data bytes
   uint32_t data_start = 0;  // first data byte in the frame
+  uint32_t nh_at = 0;       // IPv6: the Next Header byte that names the fragment header
   uint32_t ip_end = 0;      // end of the IP datagram in the frame (padding may follow)
 };
 // False: not such a fragment (it keeps the per-fragment path).
@@ -143,7 +145,8 @@ bool outer_frag_info(const uint8_t* p, const Decoded& d, FragInfo& fi);
 bool same_datagram(const FragInfo& a, const FragInfo& b);
 // The whole datagram's headers: the first fragment's link and IP headers
 // with the lengths and fragment fields of an unfragmented datagram of
-// `total` data bytes (IPv6: the fragment header removed). Its data follows
+// `total` data bytes (IPv6: the fragment header removed, the header before
+// it naming what it named). Its data follows
 // at whole_header_len.
 uint32_t whole_header_len(const FragInfo& first);
 void whole_header(const uint8_t* first_frame, const FragInfo& first, uint32_t total, uint8_t* out);

@@ -175,6 +175,15 @@ class ProgramInstance {
   // Off: a UDP DNS message takes every step of the general path (the
   // shortcut's equivalence test).
   void set_dns_fast_path(bool on);
+  // The packets process_encap takes a shortcut for: one UDP tunnel layer
+  // (GTP-U, VXLAN...) over IPv4 without options or PPPoE, its UDP checksum
+  // 0. Off: they take every step of process_encap (its equivalence test).
+  static bool encap_fast_packet(const uint8_t* buf, uint32_t cap, const Decoded& d) {
+    const EncapLayer& L = d.encap[0];
+    return d.n_encap == 1 && L.udp_off && L.ip_version == 4 && L.l3_hdr_len == 20 && !L.pppoe_off &&
+           L.udp_off + 8u <= cap && buf[L.udp_off + 6] == 0 && buf[L.udp_off + 7] == 0;
+  }
+  void set_encap_fast_path(bool on) { encap_fast_ = on; }
   bool header_kernel() const { return hdr_fast_ && hdr_fn_ != &ProgramInstance::process_hdr; }
   // What the header kernel does past a packet's headers (d.payload_off) on
   // a packet it takes (hdr_packet and kernel_roles): kKeepsPayload, it
@@ -249,6 +258,7 @@ class ProgramInstance {
                       ConsumerCounters& c);
   bool hdr_fast_ = false;
   bool dns_fast_ = true;
+  bool encap_fast_ = true;
   // The header path compiled for this policy's shape: the address actions
   // of the two slots (client/server, or source/destination when the rules
   // name positions) and the payload action are template arguments, so the

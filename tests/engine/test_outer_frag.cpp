@@ -115,6 +115,31 @@ std::vector<Bytes> fragments(const Bytes& whole, std::vector<size_t> cuts, uint1
   return out;
 }
 
+// The same GTP-U datagram over IPv6, cut at `cuts` (multiples of 8): each
+// fragment repeats the unfragmentable part, here a hop-by-hop and a
+// destination options header before the fragment header (RFC 8200 4.5).
+std::vector<Bytes> v6_fragments(size_t n, std::vector<size_t> cuts, uint32_t id = 0x4243) {
+  V4 in;
+  in.src = v4("10.1.2.3"), in.dst = v4("203.0.113.9");
+  Bytes tcp = tcp_hdr(40000, 80, 0x10);
+  put(tcp, payload(n, 3));
+  const Bytes g = gtpu(7, ipv4(in, tcp));
+  Bytes udp = udp_hdr(2152, 2152, uint16_t(8 + g.size()));  // checksum 0 (RFC 6935)
+  put(udp, g);
+  cuts.push_back(udp.size());
+  std::vector<Bytes> out;
+  size_t at = 0;
+  for (size_t c : cuts) {
+    V6 h;
+    h.src = v6("2001:db8:a::1"), h.dst = v6("2001:db8:b::1"), h.nh = 0;
+    const Bytes ext = cat({v6ext(60, 1), v6ext(44, 1), v6frag(17, uint16_t(at / 8), c < udp.size(), id)});
+    const Bytes data(udp.begin() + long(at), udp.begin() + long(c));
+    out.push_back(cat({eth(0x86dd), ipv6(h, ext, 17, data, false)}));
+    at = c;
+  }
+  return out;
+}
+
 bool has(const Bytes& f, const std::array<uint8_t, 4>& a) {
   return std::search(f.begin(), f.end(), a.begin(), a.end()) != f.end();
 }
@@ -168,6 +193,41 @@ TEST_CASE("outer fragments: made whole, anonymized, sent as the same fragments")
   CHECK(c[0].out == 3);
   CHECK(c[1].in == 3);
   CHECK(c[1].out == 3);
+}
+
+TEST_CASE("outer fragments: IPv6 with extension headers before the fragment header") {
+  std::vector<std::unique_ptr<Program>> progs;
+  progs.push_back(program(kPolicy));
+  progs.push_back(program("ip.src, ip.dst : keep()\n"));
+  WorkerPath path(progs, env().pool, std::make_unique<FlowTable>("frag_flows3", 1024, FlowTimeouts{}, 0));
+  Run r;
+  const auto fr = v6_fragments(900, {400, 800});
+  REQUIRE(fr.size() == 3);
+  uint64_t t = 1000000000ULL;
+  for (const Bytes& f : fr) r.send(path, f, t += 1000);
+  CHECK(path.held_segments() == 0);
+  CHECK(r.of(1) == fr);
+  const auto out = r.of(0);
+  REQUIRE(out.size() == 3);
+  const auto client = v4("10.1.2.3");
+  constexpr size_t kIp = 14, kData = 14 + 40 + 8 + 8 + 8;  // fixed header, hop-by-hop, destination options, fragment
+  for (size_t i = 0; i < 3; ++i) {
+    INFO("fragment " << i);
+    REQUIRE(out[i].size() == fr[i].size());
+    // The fixed header (lengths, the tunnel endpoints: ip.server's keep), the
+    // extension headers and the fragment header as they came.
+    CHECK(std::memcmp(out[i].data() + kIp, fr[i].data() + kIp, kData - kIp) == 0);
+    CHECK_FALSE(has(out[i], client));
+  }
+  // The first fragment carries the inner header: the client became 10.0.0.0.
+  CHECK(str4(out[0].data() + kData + 8 + 8 + 12) == "10.0.0.0");
+  const auto& st = path.outer_frag_stats();
+  CHECK(st.datagrams == 1);
+  CHECK(st.fragments == 3);
+  CHECK(st.failed == 0);
+  const auto& c = path.counters();
+  CHECK(c[0].out == 3);
+  CHECK(c[0].dropped == 0);
 }
 
 TEST_CASE("outer fragments: what cannot be made whole fails closed and is counted") {
