@@ -1340,12 +1340,16 @@ void Compiler::analyze() {
   // in order, with conditions that the packet's kind does not settle taken
   // as "maybe": a keep that may apply warns, a protection that may not
   // apply does not end the search.
+  const FieldDesc* const addr_fields[] = {reg_.field("ip.client"), reg_.field("ip.src"), reg_.field("ip.dst")};
   bool protects_addr = false;
   for (const Rule& r : pol_->rules)
     for (const FieldDesc* f : r.fields)
-      if (r.action.desc->protects && (f->name == "ip.client" || f->name == "ip.src" || f->name == "ip.dst"))
+      if (r.action.desc->protects && std::find(std::begin(addr_fields), std::end(addr_fields), f) != std::end(addr_fields))
         protects_addr = true;
   if (protects_addr && payload) {
+    const int certain[] = {reg_.proto_id("addr_carrier"), reg_.proto_id("eth"), reg_.proto_id("ip")};
+    const int maybe[] = {reg_.proto_id("ipv4"), reg_.proto_id("ipv6"), reg_.proto_id("tcp"),
+                         reg_.proto_id("udp"),  reg_.proto_id("vlan"), reg_.proto_id("mpls")};
     enum Tri { F, T, U };
     std::function<Tri(const Cond&)> ev;
     ev = [&](const Cond& c) -> Tri {
@@ -1375,8 +1379,11 @@ void Compiler::analyze() {
         case Cond::Kind::ProtoIn: {
           Tri v = F;
           for (const auto& p : c.protocols) {
-            if (p == "addr_carrier" || p == "eth" || p == "ip") return T;
-            if (p == "ipv4" || p == "ipv6" || p == "tcp" || p == "udp" || p == "vlan" || p == "mpls") v = U;
+            const int id = reg_.proto_id(p);
+            if (id < 0) continue;
+            // Every packet of such a protocol is one of these; some packets of these are.
+            if (std::find(std::begin(certain), std::end(certain), id) != std::end(certain)) return T;
+            if (std::find(std::begin(maybe), std::end(maybe), id) != std::end(maybe)) v = U;
           }
           return v;
         }

@@ -22,6 +22,21 @@ inline bool is_udp_tunnel_port(uint16_t p) {
   return p == 4789 || p == 4790 || p == 6081 || p == 2152 || p == 3544;
 }
 
+// Teredo between two Teredo clients (RFC 4380 5.2.6) leaves port 3544: the
+// peers talk from and to their NAT mappings, any port. Recognised by what it
+// carries: an IPv6 header (after the optional authentication and origin
+// indicators) that fits in the rest of the datagram (bubbles come padded)
+// and names a Teredo address (2001:0::/32) at one end. [o, lim): the UDP payload; end:
+// the captured part of it.
+bool teredo_by_content(const uint8_t* p, uint32_t o, uint32_t end, uint32_t lim) {
+  uint32_t q = o;
+  if (q + 4 <= end && p[q] == 0 && p[q + 1] == 1) q += 4 + p[q + 2] + p[q + 3] + 9;
+  if (q + 2 <= end && p[q] == 0 && p[q + 1] == 0) q += 8;
+  if (q + 40 > end || (p[q] >> 4) != 6 || uint32_t(p[q + 4] << 8 | p[q + 5]) + 40 > lim - q) return false;
+  auto teredo = [&](uint32_t a) { return p[a] == 0x20 && p[a + 1] == 0x01 && p[a + 2] == 0 && p[a + 3] == 0; };
+  return teredo(q + 8) || teredo(q + 24);
+}
+
 void decode_ipv4(const uint8_t* p, uint32_t cap, Decoded& d);
 void decode_ipv6(const uint8_t* p, uint32_t cap, Decoded& d);
 void decode_link(const uint8_t* p, uint32_t cap, uint32_t off, uint16_t et, Decoded& d);
@@ -72,7 +87,9 @@ void decode_l4(const uint8_t* p, uint32_t cap, Decoded& d) {
       d.l4_hdr_len = 8;
       d.sport = rd16(p + off);
       d.dport = rd16(p + off + 2);
-      if (is_udp_tunnel_port(d.sport) || is_udp_tunnel_port(d.dport)) d.flags |= kFlagTunnel;
+      if (is_udp_tunnel_port(d.sport) || is_udp_tunnel_port(d.dport) ||
+          (!frag && ulen >= 48 && teredo_by_content(p, off + 8, std::min(cap, off + ulen), off + ulen)))
+        d.flags |= kFlagTunnel;
       break;
     }
     case kProtoIcmp:
@@ -338,7 +355,7 @@ void descend(const uint8_t* p, uint32_t cap, Decoded& d) {
     else if (port(4789)) L.kind = Encap::Vxlan, next = parse_vxlan(p, o, end, L, inner);
     else if (port(4790)) L.kind = Encap::VxlanGpe, next = parse_vxlan_gpe(p, o, end, L, inner);
     else if (port(6081)) L.kind = Encap::Geneve, next = parse_geneve(p, o, end, L, inner);
-    else if (port(3544)) L.kind = Encap::Teredo, next = parse_teredo(p, o, end, inner);
+    else if (port(3544) || teredo_by_content(p, o, end, lim)) L.kind = Encap::Teredo, next = parse_teredo(p, o, end, inner);
   } else if (d.l4_proto == kProtoGre) {
     L.hdr_off = uint16_t(d.l4_off);
     L.kind = Encap::Gre;
@@ -702,6 +719,8 @@ inline int decode_fast(const uint8_t* p, uint32_t cap, uint32_t wire, Decoded& d
     d.sport = sport;
     d.dport = dport;
     if (is_udp_tunnel_port(sport) || is_udp_tunnel_port(dport)) return 2;  // decoded through
+    // Peer-to-peer Teredo: the full way.
+    if (ulen >= 48 && teredo_by_content(p, l4 + 8, std::min(cap, l4 + ulen), l4 + ulen)) return false;
   } else if (proto == kProtoIcmp || proto == kProtoIcmpv6) {
     if (l4 + 8 > ip_end || l4 + 8 > cap) return false;
     const uint8_t type = p[l4];

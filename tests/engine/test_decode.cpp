@@ -554,6 +554,24 @@ TEST_CASE("Encapsulations are decoded through to the inner packet", "[decode][tu
     CHECK(d.encap[0].kind == Encap::Teredo);
     CHECK(d.ip_version == 6);
     CHECK(d.dport == 80);
+    // Between two Teredo clients the peers use their NAT mappings, any
+    // port: recognised by an IPv6 header naming a Teredo address, bubbles'
+    // padding allowed.
+    d = dec(cat({eth(0x0800), udp_in(49690, i6)}));
+    CHECK(d.flags == kFlagEncap);
+    CHECK(d.encap[0].kind == Encap::Teredo);
+    CHECK(d.dport == 80);
+    d = dec(cat({eth(0x0800), udp_in(55645, cat({i6, payload(12)}), true)}));
+    CHECK(d.encap[0].kind == Encap::Teredo);
+    // Not Teredo: no Teredo address, or an IPv6 header longer than the datagram.
+    V6 o6;
+    o6.src = v6("2001:db8::1"), o6.dst = v6("2001:db8:5::1");
+    d = dec(cat({eth(0x0800), udp_in(49690, ipv6(o6, {}, 6, cat({tcp_hdr(40001, 80), payload(12)})))}));
+    CHECK(d.flags == 0);
+    CHECK(d.n_encap == 0);
+    Bytes cut6(i6.begin(), i6.end() - 4);
+    d = dec(cat({eth(0x0800), udp_in(49690, cut6)}));
+    CHECK(d.n_encap == 0);
   }
   SECTION("both directions of an inner flow share the tunnel context; other tunnels do not") {
     Decoded a = dec(cat({eth(0x0800), udp_in(4789, vxlan(4242, in_eth))}));

@@ -176,7 +176,7 @@ def ip_at(d, off, et):
 MAX_ENCAP = 4
 
 
-def encap_next(d, r):
+def encap_next(d, r, force_teredo=False):
     """What the IP layer r carries when it is a tunnel amon opens
     (plugins/l2l4/decode.cpp): (the next IP layer or None, the byte offsets
     of this layer's encapsulation headers a rewrite may change: UDP/GRE
@@ -247,7 +247,7 @@ def encap_next(d, r):
                 return None
             et = be16(d, h + 2)
             nxt = ("eth", h + hl) if et == 0x6558 else ("ip", h + hl, et) if et in (0x0800, 0x86DD, 0x8847) else None
-        elif 3544 in ports:
+        elif 3544 in ports or force_teredo or teredo_by_content(d, h, end, lim):
             q = h
             if q + 2 <= end and be16(d, q) == 1:
                 if q + 4 > end:
@@ -339,13 +339,34 @@ def encap_next(d, r):
     return ip_at(d, nxt[1], nxt[2]), pos
 
 
-def ip_layers(d):
+def content_teredo(d, r):
+    """r is a UDP datagram off the tunnel ports that carries Teredo (teredo_by_content)."""
+    if r is None or r.frag or r.l4 is None or r.proto != 17 or r.l4 + 8 > len(d):
+        return False
+    u = r.l4
+    if be16(d, u) in TUNNEL_UDP_PORTS or be16(d, u + 2) in TUNNEL_UDP_PORTS:
+        return False
+    ip_end = r.off + (be16(d, r.off + 2) if r.ver == 4 else 40 + be16(d, r.off + 4))
+    lim = min(ip_end, u + be16(d, u + 4))
+    return teredo_by_content(d, u + 8, min(lim, len(d)), lim)
+
+
+def ip_layers(d, like=None):
     """[(IP layer, positions of the encapsulation around the next one)],
-    outermost first, as deep as amon opens tunnels."""
+    outermost first, as deep as amon opens tunnels. like: the input record
+    of an output one: peer-to-peer Teredo found in it by content is opened
+    in d too (the anonymized inner addresses no longer look like Teredo's)."""
+    forced = set()
+    lr, k = outer_ip(like) if like is not None else None, 0
+    while lr is not None and k < MAX_ENCAP:
+        if content_teredo(like, lr):
+            forced.add(k)
+        nx = encap_next(like, lr)
+        lr, k = (nx[0] if nx else None), k + 1
     r = outer_ip(d)
     out = []
     while r is not None:
-        nx = encap_next(d, r) if len(out) < MAX_ENCAP else None
+        nx = encap_next(d, r, len(out) in forced) if len(out) < MAX_ENCAP else None
         if nx is None:
             out.append((r, set()))
             break
@@ -506,6 +527,20 @@ def similarity(a, b):
 
 
 TUNNEL_UDP_PORTS = (2152, 4789, 4790, 6081, 3544)
+
+
+def teredo_by_content(d, h, end, lim):
+    """Teredo between peers, any port (as amon's decoder): after the optional
+    indicators, an IPv6 header that fits the datagram and names a 2001:0::/32
+    address at one end."""
+    q = h
+    if q + 4 <= end and d[q] == 0 and d[q + 1] == 1:
+        q += 4 + d[q + 2] + d[q + 3] + 9
+    if q + 2 <= end and d[q] == 0 and d[q + 1] == 0:
+        q += 8
+    if q + 40 > end or (d[q] >> 4) != 6 or be16(d, q + 4) + 40 > lim - q:
+        return False
+    return d[q + 8:q + 12] == b"\x20\x01\x00\x00" or d[q + 24:q + 28] == b"\x20\x01\x00\x00"
 
 
 def tunnel_fragment_times(recs):
@@ -781,7 +816,7 @@ def check_capture(args, ck, cap, policies, have_tshark):
             ra = outer_ip(a.data)
             # Every IP layer of a tunnelled frame: the outer ones take
             # ip.server's action by default (here the same Crypto-PAn).
-            la, lb = ip_layers(a.data), ip_layers(b.data)
+            la, lb = ip_layers(a.data), ip_layers(b.data, like=a.data)
             for j, (rj, _) in enumerate(la):
                 ad_in = addrs(a.data, rj)
                 ad_out = addrs(b.data, lb[j][0]) if j < len(lb) else None
@@ -833,7 +868,7 @@ def check_capture(args, ck, cap, policies, have_tshark):
                          "%s: fragment of a tunnel datagram: endpoints %s became %s; expected /24"
                          % (fr, o_in and [fmt_addr(x) for x in o_in], o_out and [fmt_addr(x) for x in o_out]))
                 continue
-            la, lb = ip_layers(a.data), ip_layers(b.data)
+            la, lb = ip_layers(a.data), ip_layers(b.data, like=a.data)
             ra, rb = (la[-1][0] if la else None), (lb[len(la) - 1][0] if la and len(lb) >= len(la) else None)
             # The tunnel around the packet: its endpoints take ip.server's
             # action (/24) when the policy protects addresses.
