@@ -117,6 +117,18 @@ int check_config(const EngineConfig& cfg, const std::string& config_path) {
       for (auto& e : check_vdev(c.output.spec)) errs.push_back("consumer '" + c.name + "': " + e);
   if (cfg.consumers.size() > size_t(kMaxConsumers))
     errs.push_back("at most " + std::to_string(kMaxConsumers) + " consumers");
+  // Each policy as start-up builds it for its consumer (Program): what only
+  // that step finds (more per-flow zanon rules on ip.* fields than a
+  // consumer has slots for, a regex Hyperscan or a BPF select libpcap
+  // refuses) is reported here too, not first when the engine starts.
+  if (ok && errs.empty()) {
+    SharedServices services;
+    for (size_t i = 0; i < policies.size() && i < cfg.consumers.size(); ++i) try {
+        Program program(policies[i], int(i), &services);
+      } catch (const std::exception& e) {
+        errs.push_back("consumer '" + cfg.consumers[i].name + "': " + e.what());
+      }
+  }
   for (auto& e : errs) std::fprintf(stderr, "%s: error: %s\n", config_path.c_str(), e.c_str());
   ok = ok && errs.empty();
 

@@ -94,9 +94,12 @@ struct ProtoOccs {
   //  echo: this packet may repeat, where nothing locates it, a value the
   //    flow's earlier fields held (a server's certificate naming the
   //    server): a consumer whose decision hid those values cuts it.
+  //  done: this direction of the flow carries nothing more of the
+  //    protocol's (TLS after encryption starts): its later packets are
+  //    not parsed, as if the parse said None.
   uint32_t need = 0;
-  bool hold = false, rest_clear = false, echo = false;
-  void clear() { n = 0, need = 0, hold = rest_clear = echo = false; }
+  bool hold = false, rest_clear = false, echo = false, done = false;
+  void clear() { n = 0, need = 0, hold = rest_clear = echo = done = false; }
   // False when the table is full: the parse must report Malformed (a value
   // left out would leave in clear).
   bool add(const ProtoOcc& o) {

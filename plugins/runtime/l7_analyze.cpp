@@ -81,6 +81,7 @@ L7State parse_plugin(const ProtocolPlugin& pp, uint8_t app, const ProtoPacket& p
     if (O.need) fs->pending[dir] = O.need;
     if (st == ProtoStatus::Parsed && O.rest_clear && fs->pending[dir]) fs->names_done |= uint8_t(1u << dir);
   }
+  if (fs && O.done) fs->app_done |= 1u << dir;
   P.hold_hint = O.hold && st == ProtoStatus::Incomplete && pp.holds;
   switch (st) {
     case ProtoStatus::None: return L7State::None;
@@ -256,6 +257,7 @@ void analyze_l7(const uint8_t* p, const Decoded& d, PacketMeta& m, L7Parse& P) {
     return;
   }
   if (const ProtocolPlugin* pp = plugin_of(uint8_t(app))) {
+    if (fs && (fs->app_done >> dir & 1)) return;  // nothing more of its own in this direction
     ProtoPacket pkt{pl, avail, d.sport, d.dport, nullptr, nullptr, 0, from_init, cut_short, fs ? fs->app_state : nullptr};
     if (d.has_ip() && d.dst_off() + d.addr_len() <= d.cap_len)
       pkt.src = p + d.src_off(), pkt.dst = p + d.dst_off(), pkt.addr_len = uint8_t(d.addr_len());

@@ -37,6 +37,7 @@ struct FlowState {
   // starts with a message's first line).
   uint8_t stream_failed : 2 = 0;
   uint8_t released : 2 = 0;       // bit per direction: released_end is valid
+  uint8_t app_done : 2 = 0;       // bit per direction: the plugin said nothing more comes (ProtoOccs::done)
   uint64_t zdecided = 0;  // bit set once the slot's decision was taken for this flow
   uint64_t zreleased = 0; // bit set when the value was released (not z-private)
   // Application-layer stream state, per direction (0: from the initiator).

@@ -105,6 +105,8 @@ ProtoStatus parse_packet(void* vs, const ProtoPacket& pkt, ProtoOccs& out) {
     if (pkt.flow_state) std::memcpy(&w, pkt.flow_state, sizeof w);
     out.echo = server_records(pl, avail, pkt.flow_state ? &w : nullptr);
     if (pkt.flow_state) std::memcpy(pkt.flow_state, &w, sizeof w);
+    // Encrypted from here on: the server's later records need no look.
+    out.done = pkt.flow_state && w.state == 1;
     return ProtoStatus::None;
   }
   // After a HelloRetryRequest the second ClientHello may follow a
