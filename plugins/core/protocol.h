@@ -89,8 +89,8 @@ struct ProtoOccs {
   //  hold: Incomplete, and holding the segment until more bytes of this
   //    direction come would let it parse (a header split over segments);
   //  rest_clear: Parsed although the message continues: its fields were
-  //    all located here, so the `need` bytes that follow pass (conditions,
-  //    evaluated on whole messages, see none of its fields);
+  //    all located here, so the `need` bytes that follow pass (conditions
+  //    see its fields as this packet's);
   //  echo: this packet may repeat, where nothing locates it, a value the
   //    flow's earlier fields held (a server's certificate naming the
   //    server): a consumer whose decision hid those values cuts it.

@@ -82,11 +82,12 @@ bool ProgramInstance::eval(const dsl::Cond& c, Eval& e) {
     if ((f == L.dns_qname) && P->dns_msg >= 0 && P->dns->n_names) {
       for (unsigned i = 0; i < P->dns->n_names && !found; ++i)
         if (P->dns->names[i].role == dns::NameRole::Qname) val = P->dns->name_text(i), found = true;
-    } else if (e.m->app >= kFirstPluginApp && !P->occs->rest_clear) {
+    } else if (e.m->app >= kFirstPluginApp) {
       // A protocol plugin's parse: the first occurrence of the field, a
       // name as its text, any other value as its bytes. A message parsed
-      // from its first part only (rest_clear) has its fields rewritten,
-      // and gives conditions none: they are evaluated on whole messages.
+      // from its first part only (rest_clear) located all its fields there,
+      // so their values are whole: taking them as absent would make a
+      // negated condition true and let a rule keep what it should hide.
       const ProtoOccs& O = *P->occs;
       for (uint32_t i = 0; i < O.n && !found; ++i)
         if (O.occ[i].field == f)
