@@ -266,13 +266,9 @@ std::string example_protection(const FieldDesc& f) {
   }
 }
 
-// Fields below the application layer; everything else is parsed out of the
-// payload, so cutting the payload removes it. The registry does not say which
-// layer a field lives in yet (see the DSL report), hence this list.
-bool below_payload(const FieldDesc& f) {
-  static const std::set<std::string> lower{"eth", "vlan", "mpls", "ip", "ipv4", "ipv6", "l4", "tcp", "udp", "icmp"};
-  return lower.count(f.protocol) != 0;
-}
+// Fields below the application layer (their plugin says so); everything
+// else is parsed out of the payload, so cutting the payload removes it.
+bool below_payload(const FieldDesc& f) { return f.header; }
 
 struct Unit {
   std::unique_ptr<ParseCtx> ctx;

@@ -59,6 +59,10 @@ struct FieldDesc {
   // checker refuses such an action on any other field, which would have to
   // become another action there.
   bool trailing = false;
+  // The field lives in the L2-L4 headers (or is the payload itself), not
+  // inside the payload: cutting the payload leaves it. Set by its plugin;
+  // the linter reads it to tell what a payload rule removes.
+  bool header = false;
 };
 
 // Operators of a field comparison in a condition (`==`, `!=`, `in`, `~`).

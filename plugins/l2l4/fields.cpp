@@ -13,27 +13,33 @@ void register_fields(Registry& r) {
                         "addr_carrier"})
     r.add_proto_name(p);
   g_fields.eth_src = r.add_field({"eth.src", ValueType::Mac, "eth", FieldRole::Identifier, "",
-                                  "Ethernet source MAC address", {"eth.dst"}, kNoField, kCondCompare});
+                                  "Ethernet source MAC address", {"eth.dst"}, kNoField, kCondCompare, /*trailing=*/false,
+                                  /*header=*/true});
   g_fields.eth_dst = r.add_field({"eth.dst", ValueType::Mac, "eth", FieldRole::Identifier, "",
-                                  "Ethernet destination MAC address", {"eth.src"}, kNoField, kCondCompare});
+                                  "Ethernet destination MAC address", {"eth.src"}, kNoField, kCondCompare, /*trailing=*/false,
+                                  /*header=*/true});
   g_fields.ip_src = r.add_field({"ip.src", ValueType::Addr, "ip", FieldRole::Identifier, "",
                                  "IPv4/IPv6 source address (both roles; prefer ip.client/ip.server)",
-                                 {"ip.dst"}, kNoField, kCondCompare});
+                                 {"ip.dst"}, kNoField, kCondCompare, /*trailing=*/false,
+                                  /*header=*/true});
   g_fields.ip_dst = r.add_field({"ip.dst", ValueType::Addr, "ip", FieldRole::Identifier, "",
                                  "IPv4/IPv6 destination address (both roles; prefer ip.client/ip.server)",
-                                 {"ip.src"}, kNoField, kCondCompare});
+                                 {"ip.src"}, kNoField, kCondCompare, /*trailing=*/false,
+                                  /*header=*/true});
   g_fields.ip_client = r.add_field(
       {"ip.client", ValueType::Addr, "ip", FieldRole::Identifier, "client-addr",
        "address of the flow's client: inside `clients` when set, else by evidence (SYN sender, a server seen "
        "on the other end's port, likely server port; see doc/language.md, Roles)",
-       {}, kNoField, kCondCompare});
+       {}, kNoField, kCondCompare, /*trailing=*/false,
+                                  /*header=*/true});
   g_fields.ip_server = r.add_field({"ip.server", ValueType::Addr, "ip", FieldRole::QuasiIdentifier,
                                     "server-addr", "address of the flow's server (the other end from ip.client)",
-                                    {}, kNoField, kCondCompare});
+                                    {}, kNoField, kCondCompare, /*trailing=*/false,
+                                  /*header=*/true});
   g_fields.payload = r.add_field({"payload", ValueType::Bytes, "l4", FieldRole::Content, "",
                                   "transport payload (bytes after the TCP/UDP/ICMP header; after the IP header "
                                   "for other protocols and non-first fragments)",
-                                  {}, kNoField, kCondMatch, /*trailing=*/true});
+                                  {}, kNoField, kCondMatch, /*trailing=*/true, /*header=*/true});
   // A tunnelled packet's own addresses are ip.*; these are the
   // infrastructure's: the IP headers that carry it, and their identifiers.
   g_fields.tunnel_addr = r.add_field(
