@@ -33,8 +33,9 @@ import time
 
 SKIP = 77
 
-# Why a pair still leaks. Each is a leak amon still has (checked by reading
-# the frames the audit names), not an audit false alarm.
+# Why a pair still leaks, checked by reading the frames the audit names.
+# Each is a leak amon still has, except FUZZ, which says why it is the
+# audit's own false alarm.
 ROLES_FUZZ = ("fuzzed frames full of 0xaa bytes: aa:aa:aa:aa:aa:aa matched across a kept server address, and "
               "170.170.170.170 both a client and a server (not analysed further)")
 TEXT_ADDR = "a client address as text inside payload the policy keeps"
