@@ -505,6 +505,33 @@ void decode_ipv6(const uint8_t* p, uint32_t cap, Decoded& d) {
   decode_l4(p, cap, d);
 }
 
+// The IP header both fast paths accept: IPv4 without options and not a
+// fragment, or IPv6 (its next header is the caller's to accept), within
+// `lim` and captured. Gives its length, the L4 offset and the protocol;
+// false: the full way.
+inline bool fast_ip(const uint8_t* p, uint32_t cap, uint32_t lim, uint32_t o, uint16_t et, uint32_t& l3_len,
+                    uint32_t& l4, uint8_t& proto, Decoded& d) {
+  if (et == kEthIpv4) {
+    if (o + 20 > cap || p[o] != 0x45) return false;  // version 4, IHL 5
+    l3_len = rd16(p + o + 2);
+    if (l3_len < 20 || o + l3_len > lim || (rd16(p + o + 6) & 0x3fff)) return false;
+    proto = p[o + 9];
+    l4 = o + 20;
+    d.ip_version = 4;
+    return true;
+  }
+  if (et == kEthIpv6) {
+    if (o + 40 > cap || (p[o] >> 4) != 6) return false;
+    l3_len = 40 + rd16(p + o + 4);
+    if (o + l3_len > lim) return false;
+    proto = p[o + 6];
+    l4 = o + 40;
+    d.ip_version = 6;
+    return true;
+  }
+  return false;
+}
+
 // The inner packet of the tunnelled frames most tunnels carry (decode_fast_tunnel):
 // IPv4 without options or IPv6 without extension headers, not a fragment,
 // TCP, UDP (not a tunnel's: that nests) or ICMP, its datagram within
@@ -513,23 +540,7 @@ void decode_ipv6(const uint8_t* p, uint32_t cap, Decoded& d) {
 inline bool decode_fast_inner(const uint8_t* p, uint32_t cap, uint32_t lim, uint32_t o, uint16_t et, Decoded& d) {
   uint32_t l3_len, l4;
   uint8_t proto;
-  if (et == kEthIpv4) {
-    if (o + 20 > cap || p[o] != 0x45) return false;
-    l3_len = rd16(p + o + 2);
-    if (l3_len < 20 || o + l3_len > lim || (rd16(p + o + 6) & 0x3fff)) return false;
-    proto = p[o + 9];
-    l4 = o + 20;
-    d.ip_version = 4;
-  } else if (et == kEthIpv6) {
-    if (o + 40 > cap || (p[o] >> 4) != 6) return false;
-    l3_len = 40 + rd16(p + o + 4);
-    if (o + l3_len > lim) return false;
-    proto = p[o + 6];
-    l4 = o + 40;
-    d.ip_version = 6;
-  } else {
-    return false;
-  }
+  if (!fast_ip(p, cap, lim, o, et, l3_len, l4, proto, d)) return false;
   const uint32_t ip_end = o + l3_len;
   uint32_t hl = 8;
   uint8_t flags = kFlagEncap, tcp_flags = 0;
@@ -685,23 +696,7 @@ inline int decode_fast(const uint8_t* p, uint32_t cap, uint32_t wire, Decoded& d
   }
   uint32_t l3_len, l4;
   uint8_t proto;
-  if (et == kEthIpv4) {
-    if (o + 20 > cap || p[o] != 0x45) return false;  // version 4, IHL 5
-    l3_len = rd16(p + o + 2);
-    if (l3_len < 20 || o + l3_len > wire || (rd16(p + o + 6) & 0x3fff)) return false;
-    proto = p[o + 9];
-    l4 = o + 20;
-    d.ip_version = 4;
-  } else if (et == kEthIpv6) {
-    if (o + 40 > cap || (p[o] >> 4) != 6) return false;
-    l3_len = 40 + rd16(p + o + 4);
-    if (o + l3_len > wire) return false;
-    proto = p[o + 6];
-    l4 = o + 40;
-    d.ip_version = 6;
-  } else {
-    return false;
-  }
+  if (!fast_ip(p, cap, wire, o, et, l3_len, l4, proto, d)) return false;
   d.n_vlan = n_vlan;
   d.ethertype = et;
   d.l3_off = uint16_t(o);
