@@ -506,29 +506,14 @@ Verdict ProgramInstance::general_path(uint8_t* buf, uint32_t& cap, uint32_t& wir
 
   // RIPng (RFC 2080) lists routes: each entry's prefix (and a next hop's
   // address) maps as an address of the link's hosts does in neighbour
-  // discovery; a message that is not whole entries is cut after its last.
+  // discovery. RIP (RFC 2453, and version 1) over IPv4 the same: each
+  // entry's address (a prefix of its mask's length; version 1 has none: the
+  // whole address) and next hop; an authentication entry (address family
+  // 0xffff) carries a password or digest, zeroed. A message that is not
+  // whole entries is cut after its last.
+  const bool ripng = d.ip_version == 6 && d.sport == 521, rip = d.ip_version == 4 && d.sport == 520;
   if (!kL7Only && protects_addr && (d.flags & kFlagAddrBody) && d.l4_proto == kProtoUdp &&
-      d.status == DecodeStatus::Ok && !(d.flags & kFlagLaterFragment) && d.ip_version == 6 && d.sport == 521) {
-    const uint32_t pend = std::min<uint64_t>(uint64_t(d.payload_off) + d.payload_len, cap);
-    const uint32_t plen = pend > d.payload_off ? pend - d.payload_off : 0;
-    uint8_t* const rp = buf + d.payload_off;
-    quote_old_sum = csum_sum({rp, plen});
-    quote_changed = true;
-    NdMap nm{old_src, old_dst, buf + so, buf + dof, pos_rule, both, client_is_src, protects_addr};
-    uint32_t o = 4;
-    for (; o + 20 <= plen; o += 20) {
-      const bool next_hop = rp[o + 19] == 0xff;
-      nd_addr(rp + o, next_hop ? 128u : std::min<unsigned>(rp[o + 18], 128), nm, e, ctx);
-    }
-    if (o < plen && error_exit(d.payload_off + o, c.err_cut)) return Verdict::Drop;
-  }
-
-  // RIP (RFC 2453, and version 1) over IPv4 lists routes the same way: each
-  // entry's address (as a prefix of its mask's length; version 1 has none:
-  // the whole address) and next hop map as RIPng's do; an authentication
-  // entry (address family 0xffff) carries a password or digest, zeroed.
-  if (!kL7Only && protects_addr && (d.flags & kFlagAddrBody) && d.l4_proto == kProtoUdp &&
-      d.status == DecodeStatus::Ok && !(d.flags & kFlagLaterFragment) && d.ip_version == 4 && d.sport == 520) {
+      d.status == DecodeStatus::Ok && !(d.flags & kFlagLaterFragment) && (ripng || rip)) {
     const uint32_t pend = std::min<uint64_t>(uint64_t(d.payload_off) + d.payload_len, cap);
     const uint32_t plen = pend > d.payload_off ? pend - d.payload_off : 0;
     uint8_t* const rp = buf + d.payload_off;
@@ -538,15 +523,17 @@ Verdict ProgramInstance::general_path(uint8_t* buf, uint32_t& cap, uint32_t& wir
     uint32_t o = 4;
     for (; o + 20 <= plen; o += 20) {
       uint8_t* const en = rp + o;
-      if (rd16(en) == 0xffff) {
+      if (ripng) {
+        const bool next_hop = en[19] == 0xff;
+        nd_addr(en, next_hop ? 128u : std::min<unsigned>(en[18], 128), nm, e, ctx);
+      } else if (rd16(en) == 0xffff) {
         std::memset(en + 4, 0, 16);
         ++c.nd_zeroed;
-        continue;
+      } else {
+        const uint32_t mask = uint32_t(rd16(en + 8)) << 16 | rd16(en + 10);
+        nd_addr(en + 4, mask ? unsigned(std::popcount(mask)) : 32u, nm, e, ctx, 4);
+        if (rd16(en + 12) | rd16(en + 14)) nd_addr(en + 12, 32, nm, e, ctx, 4);
       }
-      const uint32_t mask = uint32_t(rd16(en + 8)) << 16 | rd16(en + 10);
-      const unsigned bits = mask ? unsigned(std::popcount(mask)) : 32;
-      nd_addr(en + 4, bits, nm, e, ctx, 4);
-      if (rd16(en + 12) | rd16(en + 14)) nd_addr(en + 12, 32, nm, e, ctx, 4);
     }
     if (o < plen && error_exit(d.payload_off + o, c.err_cut)) return Verdict::Drop;
   }

@@ -141,18 +141,21 @@ def build(d):
     return path
 
 
+# The users' addresses and MACs mapped, the servers' kept (test_payload_cut
+# adds its own payload rule to the same).
+POLICY = ('key k = file("keys/k.hex")\n'
+          "clients = { 192.168.0.0/16, fd00::/8, fe80::/10 }\n"
+          "eth.src, eth.dst : hash(key=k)\n"
+          "ip.client : cryptopan(key=k)\n"
+          "ip.server : keep()\n")
+
+
 def main():
     amon = L.tool_paths(sys.argv)
     L.need_tshark()
     d = L.tmpdir("payload-addrs-")
     L.make_key(d, "k")
-    pol = L.write_policy(d, "p.amon", 'key k = file("keys/k.hex")\n'
-                         "clients = { 192.168.0.0/16, fd00::/8, fe80::/10 }\n"
-                         "eth.src, eth.dst : hash(key=k)\n"
-                         "ip.client : cryptopan(key=k)\n"
-                         "ip.server : keep()\n"
-                         "dns.qname : keep()\n"
-                         "payload : keep()\n")
+    pol = L.write_policy(d, "p.amon", POLICY + "dns.qname : keep()\npayload : keep()\n")
     inp = build(d)
     out = os.path.join(d, "out.pcap")
     sj = os.path.join(d, "stats.json")
@@ -250,11 +253,7 @@ def main():
         fails.append(f"RIPv2 UDP checksum status {col(12, 11)}")
     if st.get("nd_zeroed", 0) < 1:
         fails.append(f"nd_zeroed {st.get('nd_zeroed')}: the redirected header was zeroed")
-    for f in fails:
-        print("FAIL: " + f)
-    if not fails:
-        print("payload addresses: ND, PTR, Owner, RIPng, RIP as the packet's own")
-    return 1 if fails else 0
+    return L.report(fails, "payload addresses: ND, PTR, Owner, RIPng, RIP as the packet's own")
 
 
 if __name__ == "__main__":
