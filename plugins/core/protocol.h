@@ -158,9 +158,6 @@ class RewriteHost {
   // `recalled`: the response found its query.
   virtual bool open_exchange(uint32_t flow, unsigned query_dir, uint16_t id, std::string_view name, bool response,
                              bool& recalled) = 0;
-  // The mask seed of the exchange open_exchange opened (the same in query
-  // and response).
-  virtual uint64_t exchange_seed() const = 0;
   // The rule's action on an address (family 4 or 6) or a MAC of field f;
   // false: the rule drops the packet.
   virtual bool addr(FieldId f, uint8_t* a, uint8_t family) = 0;

@@ -49,6 +49,7 @@ struct Fields {
 // A worker's parse: one message (UDP), or a TCP payload's messages, each
 // parsed when a consumer's rewrite (or a condition) reaches it.
 struct State {
+  const Fields F = Fields::get();
   ParseResult pr;
   TcpSplit split;
   int msg = -1;  // which message of the payload pr holds (-1: none)
@@ -127,7 +128,7 @@ ProtoStatus parse_tcp(void* vs, const ProtoPacket& pkt, ProtoOccs& out) {
 // Conditions test the question name of the message parsed last.
 bool value(void* vs, FieldId f, std::string_view& out) {
   const State& s = *static_cast<const State*>(vs);
-  if (f != Fields::get().qname || s.msg < 0) return false;
+  if (f != s.F.qname || s.msg < 0) return false;
   for (unsigned i = 0; i < s.pr.n_names; ++i)
     if (s.pr.names[i].role == NameRole::Qname) return out = s.pr.name_text(i), true;
   return false;
@@ -190,7 +191,7 @@ void reverse_apply(uint8_t* msg, const RevLabel* rl, unsigned n, RewriteHost& ho
 // addresses, the ECS subnet and the mDNS Owner option's MACs.
 bool rewrite_msg(State& s, const Consumer& c, RewriteHost& host, uint8_t* msg, const uint8_t* orig, uint32_t len,
                  int index, const ProtoRewrite& at) {
-  const Fields& F = Fields::get();
+  const Fields& F = s.F;
   if (s.msg != index) {
     // Parsed from the original bytes (the copy is identical in this span:
     // nothing before the application layer rewrites payload bytes).

@@ -354,13 +354,13 @@ Verdict ProgramInstance::general_path(uint8_t* buf, uint32_t& cap, uint32_t& wir
     // questions whose answers are known here (no tunnel, ICMP quote, later
     // fragment, stream slice, payload rule or cut). test_dns_fast compares
     // this with those steps.
-    const Shortcut& S = Shortcut::get();
-    if (shortcut_ && m.l7 == L7State::Parsed && m.app == S.app && S.app && d.l4_proto == kProtoUdp &&
+    if (m.app == shortcut_app_ && shortcut_app_ && m.l7 == L7State::Parsed && d.l4_proto == kProtoUdp &&
         d.status == DecodeStatus::Ok && !(d.flags & (kFlagTunnel | kFlagIcmpError | kFlagLaterFragment))) {
       const uint32_t avail = std::min<uint32_t>(d.cap_len, d.payload_off + d.payload_len) - d.payload_off;
       uint64_t sums[2] = {0, 0};
       e.l7_sums = sums;
-      const bool ok = l7_by_plugin(*S.pp, S.app, buf + d.payload_off, avail, e, P.l7_protect_ & (1u << S.app));
+      const bool ok =
+          l7_by_plugin(*shortcut_pp_, shortcut_app_, buf + d.payload_off, avail, e, P.l7_protect_ & (1u << shortcut_app_));
       e.l7_sums = nullptr;
       // Not parsed after all (the rewrite then changed nothing): the
       // general steps apply on_error.
@@ -580,7 +580,7 @@ Verdict ProgramInstance::general_path(uint8_t* buf, uint32_t& cap, uint32_t& wir
     // of those spans only. UDP only: its checksum is the same whichever
     // representation of zero a sum takes (0 is sent as 0xffff), so the
     // result is the full update's bytes.
-    const bool by_spans = !sum_taken && d.l4_proto == kProtoUdp && m.app == Shortcut::get().app && m.app;
+    const bool by_spans = !sum_taken && d.l4_proto == kProtoUdp && m.app == span_app_ && m.app;
     if (by_spans) e.l7_sums = l7_sums;
     else take_sum();
     if (!l7_rewrite(buf, d, e)) {

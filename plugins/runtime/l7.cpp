@@ -40,9 +40,9 @@ const http::Matcher& http_matcher() {
   return m;
 }
 
-const Shortcut& Shortcut::get() {
-  static const Shortcut s = [] {
-    Shortcut x;
+Shortcut Shortcut::make() {
+  Shortcut x;
+  {
     const auto& v = Registry::instance().protocols();
     for (size_t i = 0; i < v.size(); ++i) {
       if (!v[i]->shortcut) continue;
@@ -52,9 +52,8 @@ const Shortcut& Shortcut::get() {
         else break;
       break;
     }
-    return x;
-  }();
-  return s;
+  }
+  return x;
 }
 
 L7Parse::L7Parse()
@@ -64,6 +63,12 @@ L7Parse::L7Parse()
     throw std::runtime_error("content probes: hs_alloc_scratch failed");
   for (const ProtocolPlugin* pp : Registry::instance().protocols()) proto_state.push_back(pp->make_state());
 }
+void* L7Parse::grow_states(size_t i) {
+  const auto& v = Registry::instance().protocols();
+  while (proto_state.size() < v.size()) proto_state.push_back(v[proto_state.size()]->make_state());
+  return proto_state[i];
+}
+
 L7Parse::~L7Parse() {
   hs_free_scratch(probe_scratch);
   const auto& v = Registry::instance().protocols();

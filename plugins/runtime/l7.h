@@ -68,7 +68,12 @@ struct Shortcut {
       if (ports[i] == sport || ports[i] == dport) return true;
     return false;
   }
-  static const Shortcut& get();
+  // Inline: the packet path asks for it per packet.
+  static const Shortcut& get() {
+    static const Shortcut s = make();
+    return s;
+  }
+  static Shortcut make();
 };
 
 // Registry ids of the application fields, resolved once.
@@ -132,11 +137,13 @@ struct L7Parse {
   std::vector<void*> proto_state;
   // Makes the states of plugins registered after this parse state was
   // (once each: tests build one before registering the plugins).
-  void* state_of(uint8_t app) {
-    const auto& v = Registry::instance().protocols();
-    while (proto_state.size() < v.size()) proto_state.push_back(v[proto_state.size()]->make_state());
-    return proto_state[app - kFirstPluginApp];
+  __attribute__((always_inline)) void* state_of(uint8_t app) {
+    const size_t i = app - kFirstPluginApp;
+    if (i < proto_state.size()) [[likely]]
+      return proto_state[i];
+    return grow_states(i);
   }
+  void* grow_states(size_t i);
   std::unique_ptr<ProtoOccs> occs = std::make_unique<ProtoOccs>();
   uint32_t probe_apps = 0;
 };

@@ -56,8 +56,10 @@ App plugin_by_probe(const uint8_t* pl, uint32_t avail, const Decoded& d, uint32_
 // the flow's stream state, as the runtime's own TCP parses do: bytes still
 // to come (pending), those of them that carry no field (names_done), and
 // whether holding the segment would complete it (hold_hint).
-L7State parse_plugin(const ProtocolPlugin& pp, uint8_t app, const ProtoPacket& pkt, FlowState* fs, int dir,
-                     L7Parse& P) {
+// Inlined: the datagram shortcut takes it for every packet.
+inline __attribute__((always_inline)) L7State parse_plugin(const ProtocolPlugin& pp, uint8_t app,
+                                                           const ProtoPacket& pkt, FlowState* fs, int dir,
+                                                           L7Parse& P) {
   ProtoOccs& O = *P.occs;
   O.clear();
   const ProtoStatus st = pp.parse(P.state_of(app), pkt, O);
@@ -78,8 +80,9 @@ L7State parse_plugin(const ProtocolPlugin& pp, uint8_t app, const ProtoPacket& p
 
 // A packet's payload as a plugin's parse sees it. A flow of a plugin that
 // numbers its flows gets its number at its first message.
-ProtoPacket plugin_packet(const uint8_t* p, const Decoded& d, uint32_t avail, bool from_init, FlowState* fs,
-                          const ProtocolPlugin& pp, L7Parse& P) {
+inline __attribute__((always_inline)) ProtoPacket plugin_packet(const uint8_t* p, const Decoded& d, uint32_t avail,
+                                                                bool from_init, FlowState* fs,
+                                                                const ProtocolPlugin& pp, L7Parse& P) {
   ProtoPacket pkt{p + d.payload_off, avail, d.sport, d.dport, nullptr, nullptr, 0, from_init,
                   d.payload_off + d.payload_len > d.cap_len, fs ? fs->app_state : nullptr};
   if (d.has_ip() && d.dst_off() + d.addr_len() <= d.cap_len)

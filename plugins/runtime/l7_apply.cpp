@@ -184,7 +184,6 @@ class ProgramInstance::PluginHost final : public RewriteHost {
     recalled = rc_.hit != nullptr;
     return open_ = true;
   }
-  uint64_t exchange_seed() const override { return rc_.seed; }
   bool addr(FieldId f, uint8_t* a, uint8_t family) override { return self_.apply_addr_occ(f, a, family, e_); }
   bool mac(FieldId f, uint8_t* a) override { return self_.apply_mac_occ(f, a, e_); }
   bool modifies(FieldId f) override {

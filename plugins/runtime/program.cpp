@@ -281,6 +281,8 @@ ProgramInstance::ProgramInstance(const Program& p) : prog_(p), uhash_(p.services
     } setup(p);
     for (const ProtocolPlugin* pp : Registry::instance().protocols())
       plugin_consumer_.state.push_back(pp->make_consumer ? pp->make_consumer(setup) : nullptr);
+    const Shortcut& sc = Shortcut::get();
+    shortcut_pp_ = sc.pp, shortcut_app_ = span_app_ = sc.app;
     if (setup.exchanges) {
       exch_.resize(kExchSets * kExchWays);
       if (RAND_bytes(reinterpret_cast<unsigned char*>(&exch_secret_), sizeof exch_secret_) != 1)
@@ -310,7 +312,7 @@ ProgramInstance::ProgramInstance(const Program& p) : prog_(p), uhash_(p.services
   choose_hdr_kernel();
 }
 
-void ProgramInstance::set_shortcut_path(bool on) { shortcut_ = on; }
+void ProgramInstance::set_shortcut_path(bool on) { shortcut_app_ = on ? span_app_ : 0; }
 
 ProgramInstance::PluginConsumers::~PluginConsumers() {
   const auto& v = Registry::instance().protocols();

@@ -272,7 +272,11 @@ class ProgramInstance {
   Verdict process_hdr(uint8_t* buf, uint32_t& cap, uint32_t& wire, const Decoded& d, const PacketMeta& m,
                       ConsumerCounters& c);
   bool hdr_fast_ = false;
-  bool shortcut_ = true;
+  // The plugin with the datagram shortcut (ProtocolPlugin::shortcut) and
+  // its application (0: none): span_app_ always, shortcut_app_ while the
+  // shortcut is on.
+  const ProtocolPlugin* shortcut_pp_ = nullptr;
+  uint8_t shortcut_app_ = 0, span_app_ = 0;
   bool encap_fast_ = true;
   // The header path compiled for this policy's shape: the address actions
   // of the two slots (client/server, or source/destination when the rules
