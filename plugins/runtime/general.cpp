@@ -619,7 +619,27 @@ Verdict ProgramInstance::general_path(uint8_t* buf, uint32_t& cap, uint32_t& wir
     if (actions_[prule]->modifies && !actions_[prule]->cuts && plen) take_sum();
     ActResult r = actions_[prule]->bytes(pl, plen, ctx);
     if (r == ActResult::Drop) return drop();
-    if (r == ActResult::Cut) cut_at = d.payload_off;
+    if (r == ActResult::Cut) {
+      cut_at = d.payload_off;
+      // Neighbour discovery's fixed part (an NS/NA target, a Redirect's
+      // target and destination, an RA's limits and timers) is its header:
+      // without it the message is malformed. nd_body has mapped its
+      // addresses as the policy maps the packet's; the options go.
+      if ((d.flags & kFlagAddrBody) && d.l4_proto == kProtoIcmpv6) {
+        const uint8_t type = uint8_t(d.sport >> 8);
+        const uint32_t fixed = type == 134 ? 8 : type == 135 || type == 136 ? 16 : type == 137 ? 32 : 0;
+        if (fixed <= plen) cut_at += fixed;
+      }
+      // An ICMP error's quote is the header of the datagram it is about:
+      // its IP header and 8 bytes of its transport header (RFC 792), mapped
+      // above as the packet's own. Without them the error says nothing and
+      // is malformed; what follows them is the datagram's payload.
+      if ((d.flags & kFlagIcmpError) && plen) {
+        const uint8_t iv = pl[0] >> 4;
+        const uint32_t ihl = iv == 4 ? (pl[0] & 0xf) * 4u : iv == 6 ? 40u : 0;
+        if (ihl >= 20 && plen >= ihl) cut_at += std::min(plen, ihl + 8);
+      }
+    }
     else if (actions_[prule]->modifies && plen) payload_changed = true;
     if (actions_[prule]->snaps) snap_at_ = std::min(snap_at_, d.payload_off);
   }
