@@ -158,12 +158,20 @@ bool ProgramInstance::apply_addr_occ(FieldId f, uint8_t* a, uint8_t family, Eval
 // The consumer's rules as a plugin that rewrites its messages itself sees
 // them (protocol.h): each value gets its field's rule, as an occurrence
 // would; names are decided once per message, and an exchange's names as its
-// query had them.
+// query had them. One per instance, made at its first message and pointed
+// at each packet's Eval: setting a host up per packet cost as much as the
+// rest of the call.
 class ProgramInstance::PluginHost final : public RewriteHost {
  public:
-  PluginHost(ProgramInstance& self, Eval& e) : self_(self), e_(e) {}
+  explicit PluginHost(ProgramInstance& self) : self_(self) {}
+  // What a host fresh for this packet would hold: no exchange, no names.
+  void begin(Eval& e) {
+    e_ = &e;
+    seen_.n = 0;
+    open_ = false;
+  }
   names::Decision decide_name(FieldId f, std::string_view text, bool exchange) override {
-    return self_.decide_name(f, text, e_, exchange && open_ ? &rc_ : nullptr, &seen_);
+    return self_.decide_name(f, text, *e_, exchange && open_ ? &rc_ : nullptr, &seen_);
   }
   bool open_exchange(uint32_t flow, unsigned query_dir, uint16_t id, std::string_view name, bool response,
                      bool& recalled) override {
@@ -171,7 +179,7 @@ class ProgramInstance::PluginHost final : public RewriteHost {
     if (self_.exch_.empty()) return false;
     rc_ = ExchangeRecall{};
     rc_.key = self_.exch_key(flow, query_dir, id, name);
-    const uint32_t now = uint32_t(e_.m->ts_ns >> 20);
+    const uint32_t now = uint32_t(e_->m->ts_ns >> 20);
     if (!response) {
       rc_.record = true;
       rc_.t = now;
@@ -184,10 +192,10 @@ class ProgramInstance::PluginHost final : public RewriteHost {
     recalled = rc_.hit != nullptr;
     return open_ = true;
   }
-  bool addr(FieldId f, uint8_t* a, uint8_t family) override { return self_.apply_addr_occ(f, a, family, e_); }
-  bool mac(FieldId f, uint8_t* a) override { return self_.apply_mac_occ(f, a, e_); }
+  bool addr(FieldId f, uint8_t* a, uint8_t family) override { return self_.apply_addr_occ(f, a, family, *e_); }
+  bool mac(FieldId f, uint8_t* a) override { return self_.apply_mac_occ(f, a, *e_); }
   bool modifies(FieldId f) override {
-    const int ri = self_.pick(f, e_);
+    const int ri = self_.pick(f, *e_);
     return ri >= 0 && self_.actions_[ri]->modifies;
   }
   bool protects_addr(uint8_t family, const uint8_t* a) const override {
@@ -196,24 +204,28 @@ class ProgramInstance::PluginHost final : public RewriteHost {
     for (const auto& cidr : pol.clients) user = user || cidr.contains(family, a);
     return user ? self_.prog_.protects_client_addr_ : self_.prog_.protects_server_addr_;
   }
-  void count_reverse_hidden() override { ++e_.c->reverse_hidden; }
+  void count_reverse_hidden() override { ++e_->c->reverse_hidden; }
   void next_message() override {
     seen_.n = 0;
     open_ = false;
   }
-  void drop() override { e_.drop = true; }
+  void drop() override { e_->drop = true; }
 
  private:
   ProgramInstance& self_;
-  Eval& e_;
+  Eval* e_ = nullptr;
   ExchangeRecall rc_;
   bool open_ = false;
   MsgNames seen_;  // default-initialised: its slots are not zeroed per message
 };
 
+void ProgramInstance::HostDelete::operator()(PluginHost* h) const { delete h; }
+
 bool ProgramInstance::l7_by_plugin(const ProtocolPlugin& pp, uint8_t app, uint8_t* pl, uint32_t avail, Eval& e,
                                    bool protects) {
-  PluginHost host(*this, e);
+  if (__builtin_expect(!host_, 0)) host_.reset(new PluginHost(*this));
+  PluginHost& host = *host_;
+  host.begin(e);
   const PacketMeta& m = *e.m;
   // The original bytes at the same offset (the copy is identical there:
   // nothing before the application layer rewrites payload bytes).

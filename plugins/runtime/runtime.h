@@ -224,6 +224,10 @@ class ProgramInstance {
   // A plugin that rewrites its messages itself (ProtocolPlugin::rewrite),
   // through a PluginHost on this consumer's rules: false, not rewritten.
   class PluginHost;
+  struct HostDelete {
+    void operator()(PluginHost* h) const;
+  };
+  std::unique_ptr<PluginHost, HostDelete> host_;
   bool l7_by_plugin(const ProtocolPlugin& pp, uint8_t app, uint8_t* payload, uint32_t len, Eval& e, bool protects);
   // Each plugin's per-consumer state (ProtocolPlugin::make_consumer), by
   // plugin index; freed with the instance (also when its constructor throws).
