@@ -283,6 +283,11 @@ struct ProtocolPlugin {
   // before anything else, rewritten without the general path's questions).
   // One plugin at most.
   bool shortcut;
+  // With `shortcut`, may be null: `parse` of a shortcut datagram from its
+  // bytes alone, for a plugin whose datagram parse needs nothing else of
+  // ProtoPacket and adds no occurrence (building a ProtoPacket cost a
+  // shortcut datagram as much as its parse's call).
+  ProtoStatus (*parse_datagram)(void* state, const uint8_t* payload, uint32_t len, bool cut_short);
 };
 
 }  // namespace amon

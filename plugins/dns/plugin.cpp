@@ -104,12 +104,16 @@ bool probe_udp(const uint8_t* q, uint32_t avail, uint16_t, uint16_t) {
   return parse(q, avail, *scratch) == Status::Ok;
 }
 
-ProtoStatus parse_udp(void* vs, const ProtoPacket& pkt, ProtoOccs&) {
+ProtoStatus parse_datagram(void* vs, const uint8_t* payload, uint32_t len, bool cut_short) {
   State& s = *static_cast<State*>(vs);
-  if (pkt.cut_short) return ProtoStatus::Incomplete;  // cannot be parsed to its end
-  parse(pkt.payload, pkt.len, s.pr);
+  if (cut_short) return ProtoStatus::Incomplete;  // cannot be parsed to its end
+  parse(payload, len, s.pr);
   s.msg = 0;
   return s.pr.status == Status::Ok ? ProtoStatus::Parsed : ProtoStatus::Malformed;
+}
+
+ProtoStatus parse_udp(void* vs, const ProtoPacket& pkt, ProtoOccs&) {
+  return parse_datagram(vs, pkt.payload, pkt.len, pkt.cut_short);
 }
 
 ProtoStatus parse_tcp(void* vs, const ProtoPacket& pkt, ProtoOccs& out) {
@@ -328,6 +332,7 @@ const ProtocolPlugin kUdp = {
     .value = value,
     .numbered = true,
     .shortcut = true,
+    .parse_datagram = parse_datagram,
 };
 
 const ProtocolPlugin kTcp = {

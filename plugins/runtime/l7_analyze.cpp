@@ -180,6 +180,20 @@ void analyze_l7(const uint8_t* p, const Decoded& d, PacketMeta& m, L7Parse& P) {
   if (d.l4_proto == kProtoUdp && S.port(d.sport, d.dport)) {
     m.app = S.app;
     if (avail == 0) return;
+    if (const auto pd = S.pp->parse_datagram) {
+      // parse_plugin's steps that a datagram without occurrences reaches.
+      if (fs && S.pp->numbered && !fs->flow_no && !(fs->flow_no = ++P.flow_numbers)) fs->flow_no = ++P.flow_numbers;
+      P.occs->clear();
+      P.hold_hint = false;
+      switch (pd(P.state_of(S.app), p + d.payload_off, avail, d.payload_off + d.payload_len > d.cap_len)) {
+        case ProtoStatus::None: return;
+        case ProtoStatus::Parsed: m.l7 = L7State::Parsed; return;
+        case ProtoStatus::Incomplete: m.l7 = L7State::Incomplete; return;
+        case ProtoStatus::Malformed: break;
+      }
+      m.l7 = L7State::Malformed;
+      return;
+    }
     m.l7 = parse_plugin(*S.pp, S.app, plugin_packet(p, d, avail, from_init, fs, *S.pp, P), fs, dir, P);
     return;
   }
