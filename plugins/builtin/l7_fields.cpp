@@ -1,16 +1,14 @@
 // Fields of DNS (its parser lives in plugins/dns). Conditions can test
 // dns.qname (the question); the other DNS fields have no evaluator, so the
-// checker refuses conditions on them. HTTP declares its own fields
-// (plugins/http/fields.cpp), the protocol plugins theirs.
+// checker refuses conditions on them. The protocol plugins declare theirs.
 #include "registry.h"
 
 namespace amon {
 
 void register_l7_fields(Registry& r) {
-  // The runtime's own applications (every other protocol is a plugin and
+  // The runtime's own application (every other protocol is a plugin and
   // gets its name from Registry::add_protocol).
   r.add_proto_name("dns");
-  r.add_proto_name("http");
   using VT = ValueType;
   using R = FieldRole;
   r.add_field({"dns.qname", VT::Name, "dns", R::QuasiIdentifier, "domain", "DNS question name",

@@ -44,8 +44,9 @@ void register_builtin_plugins() {
     register_l7_fields(r);
     r.add_protocol(tls::protocol_plugin());
     r.add_protocol(quic::protocol_plugin());
-    http::register_fields(r);
+    r.add_protocol(http::protocol_plugin());
     r.add_protocol(dhcp::protocol_plugin());
+    r.add_protocol(http::ssdp_plugin());
     actions::register_actions(r);
   });
 }

@@ -74,6 +74,12 @@ void register_fields(Registry& r) {
   }
 }
 
+bool locates(std::string_view field) {
+  for (const Spec& s : specs())
+    if (field == s.name) return true;
+  return false;
+}
+
 const char* registry_field(Field k) {
   if (k == Field::Other) return nullptr;
   for (const Spec& s : specs())

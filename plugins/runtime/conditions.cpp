@@ -95,12 +95,6 @@ bool ProgramInstance::eval(const dsl::Cond& c, Eval& e) {
                     ? O.occ[i].text
                     : std::string_view(reinterpret_cast<const char*>(base + O.occ[i].off), O.occ[i].len),
           found = true;
-    } else if (P->http_state == 1) {
-      const http::Result& H = *P->http;
-      for (unsigned i = 0; i < H.n_occ && !found; ++i)
-        if (L.http_kind[uint8_t(H.occ[i].kind)] == f && http::is_field_value(H, i))
-          val = std::string_view(reinterpret_cast<const char*>(base + H.occ[i].span.off), H.occ[i].span.len),
-          found = true;
     }
   }
   if (!found) return c.op == Op::Ne;

@@ -18,12 +18,9 @@ const L7Fields& L7Fields::get() {
     x.dns_rdata_name = id("dns.rdata.name");
     x.dns_answer_addr = id("dns.answer.addr");
     x.dns_ecs = id("dns.ecs");
-    x.http_body = id("http.body");
-    for (unsigned k = 0; k < http::kFieldKinds; ++k) {
-      const char* n = http::registry_field(http::Field(k));
-      x.http_kind[k] = n ? id(n) : kNoField;
-      x.http_name[k] = n && r.field(n)->type == ValueType::Name;
-    }
+    const auto& v = r.protocols();
+    for (unsigned i = 0; i < 16; ++i)
+      x.payload[i] = i < v.size() && v[i]->payload_field ? id(v[i]->payload_field) : kNoField;
     x.first = x.dns_qname;
     x.last = FieldId(r.fields().size() - 1);
     return x;
@@ -31,16 +28,9 @@ const L7Fields& L7Fields::get() {
   return f;
 }
 
-const http::Matcher& http_matcher() {
-  static const http::Matcher m;
-  return m;
-}
-
 L7Parse::L7Parse()
     : dns(std::make_unique<dns::ParseResult>()),
-      split(std::make_unique<dns::TcpSplit>()),
-      http(std::make_unique<http::Result>()),
-      hscratch(std::make_unique<http::Scratch>(http_matcher())) {
+      split(std::make_unique<dns::TcpSplit>()) {
   if (hs_alloc_scratch(content_probes().db(), &probe_scratch) != HS_SUCCESS)
     throw std::runtime_error("content probes: hs_alloc_scratch failed");
   for (const ProtocolPlugin* pp : Registry::instance().protocols()) proto_state.push_back(pp->make_state());
@@ -54,19 +44,12 @@ L7Parse::~L7Parse() {
 namespace {
 
 // What the first payload bytes of a TCP stream say, anchored at its start.
-// Any request line "TOKEN SP target SP HTTP/1.x" counts (UPnP's SUBSCRIBE
-// and NOTIFY, WebDAV, ...) on any port: a Host header is a Host header
-// wherever it travels. A well-known method alone is enough when the line
-// continues in the next segment. The protocol plugins add their own
-// (ProtocolPlugin::patterns).
+// The protocol plugins add their own (ProtocolPlugin::patterns).
 struct Probe {
   const char* re;
   App app;
 };
 const Probe kProbes[] = {
-    {"^(GET|POST|HEAD|PUT|DELETE|OPTIONS|PATCH|CONNECT|TRACE) ", App::Http},
-    {"^[A-Z][A-Z_\\-]{2,23} [^\\r\\n]+ HTTP/1\\.[0-9]\\r?\\n", App::Http},
-    {"^HTTP/1\\.[0-9] ", App::Http},
     // Recognised, and carrying no field of ours: later segments skip probing.
     {"^SSH-[12]\\.[0-9]", App::Other},
 };
@@ -157,8 +140,6 @@ App detect_app(const uint8_t* p, const Decoded& d, bool from_client, hs_scratch_
   const uint8_t* pl = p + d.payload_off;
   if (d.l4_proto == kProtoUdp) {
     if (is_dns_port(d.sport) || is_dns_port(d.dport)) return App::Dns;
-    // SSDP is HTTP over UDP.
-    if (d.sport == 1900 || d.dport == 1900) return App::Http;
     if (App a = plugin_by_probe_always(pl, avail, d); a != App::Unknown) return a;
     return App::Other;
   }
@@ -169,7 +150,6 @@ App detect_app(const uint8_t* p, const Decoded& d, bool from_client, hs_scratch_
   if (by_content != App::Unknown) return by_content;
   uint16_t sp = from_client ? d.dport : d.sport;
   if (App a = plugin_by_server_port(sp, kProtoTcp); a != App::Unknown) return a;
-  if (sp == 80 || sp == 8080 || sp == 8000) return App::Http;
   return App::Other;
 }
 

@@ -1,8 +1,7 @@
 // Application-layer fields for the per-consumer programs: protocol
 // detection, one parse per packet shared by all consumers, and the rewrite
-// of each consumer's copy by offset. DNS and HTTP still have their parse
-// here; every other protocol is a plugin (protocol.h) reached through the
-// registry.
+// of each consumer's copy by offset. DNS still has its parse here; every
+// other protocol is a plugin (protocol.h) reached through the registry.
 #pragma once
 
 #include <cstdint>
@@ -10,7 +9,6 @@
 #include <vector>
 
 #include "amon_dns.hpp"
-#include "amon_http.hpp"
 #include "l2l4.h"
 #include "protocol.h"
 
@@ -21,9 +19,9 @@ typedef struct hs_scratch hs_scratch_t;
 
 namespace amon {
 
-// The applications the runtime parses itself (DNS, HTTP); values 3 and 5
+// The applications the runtime parses itself (DNS); values 3 to 5
 // belonged to protocols now plugins and stay unused.
-enum class App : uint8_t { Unknown = 0, Dns = 1, DnsTcp = 2, Http = 4, Other = 6 };
+enum class App : uint8_t { Unknown = 0, Dns = 1, DnsTcp = 2, Other = 6 };
 // Protocol plugins (Registry::protocols(), protocol.h) are applications
 // kFirstPluginApp + their index: App values past the enumerators, so a
 // policy's 32-bit mask of protected applications covers them.
@@ -61,19 +59,21 @@ inline uint32_t plugin_apps(std::string_view protocol) {
 // Registry ids of the application fields, resolved once.
 struct L7Fields {
   FieldId dns_qname, dns_answer_name, dns_rdata_name, dns_answer_addr, dns_ecs;
-  FieldId http_body;  // located by http::body_spans
-  // By HTTP occurrence kind: the field whose value it holds (kNoField: none).
-  FieldId http_kind[http::kFieldKinds];
-  bool http_name[http::kFieldKinds];  // that field holds a domain name (decided as a name)
+  // By plugin index: its ProtocolPlugin::payload_field (kNoField: none).
+  FieldId payload[16];
   static const L7Fields& get();
+  // The payload field of application `app` (kNoField: none).
+  FieldId payload_of(uint8_t app) const {
+    const unsigned i = unsigned(app) - kFirstPluginApp;
+    return i < 16 ? payload[i] : kNoField;
+  }
   // Fields are registered L2-L4 first: every later one is parsed out of the payload.
   bool is_l7(FieldId f) const { return f >= first && f <= last; }
   FieldId first, last;
 };
 
 // Content probes for TCP payloads: one Hyperscan block-mode database of
-// anchored patterns (HTTP request/status lines, SSH, and those the
-// protocol plugins contribute), built once and shared; each worker scans
+// anchored patterns (SSH, and those the protocol plugins contribute), built once and shared; each worker scans
 // with its own scratch.
 class ContentProbes {
  public:
@@ -105,7 +105,7 @@ struct L7Parse {
   ~L7Parse();
   void reset(uint64_t packet_id) {
     if (packet_id != packet)
-      packet = packet_id, dns_msg = -1, http_state = 0, hold_hint = http_udp = false;
+      packet = packet_id, dns_msg = -1, hold_hint = false;
   }
   uint64_t packet = ~0ULL;
   // Some consumer protects DNS fields: UDP on other ports is probed for DNS
@@ -115,10 +115,6 @@ struct L7Parse {
   std::unique_ptr<dns::TcpSplit> split;
   int dns_msg = -1;  // which message of the packet `dns` holds (-1: none)
   uint32_t dns_flows = 0;  // FlowState::dns_flow numbers handed out by this worker
-  std::unique_ptr<http::Result> http;
-  std::unique_ptr<http::Scratch> hscratch;
-  int http_state = 0;
-  bool http_udp = false;  // HTTP over UDP (SSDP): messages in either direction
   // The payload ends inside a header that more bytes of this direction
   // would complete (the engine may hold the segment until they come).
   bool hold_hint = false;
@@ -137,7 +133,5 @@ struct L7Parse {
   std::unique_ptr<ProtoOccs> occs = std::make_unique<ProtoOccs>();
   uint32_t probe_apps = 0;
 };
-
-const http::Matcher& http_matcher();
 
 }  // namespace amon

@@ -6,7 +6,7 @@
 namespace amon {
 
 uint32_t Program::held_apps() const {
-  uint32_t h = 1u << unsigned(App::DnsTcp) | 1u << unsigned(App::Http);
+  uint32_t h = 1u << unsigned(App::DnsTcp);
   const auto& v = Registry::instance().protocols();
   for (size_t i = 0; i < v.size(); ++i)
     if (v[i]->holds) h |= 1u << (kFirstPluginApp + i);
