@@ -543,8 +543,8 @@ Verdict ProgramInstance::general_path(uint8_t* buf, uint32_t& cap, uint32_t& wir
   // field as a whole (ProtocolPlugin::payload_field, as http.body): a
   // policy with a rule for it hides it that way, keeping its lengths,
   // rather than cutting it.
-  const FieldId body_f = P.has_l7_ ? L7Fields::get().payload_of(m.app) : kNoField;
-  const bool body_rule = body_f != kNoField && d.status == DecodeStatus::Ok && plen && !P.field_rules_[body_f].empty();
+  const bool body_rule = m.app < 32 && (P.payload_apps_ >> m.app & 1) && d.status == DecodeStatus::Ok && plen;
+  const FieldId body_f = body_rule ? L7Fields::get().payload_of(m.app) : kNoField;
   auto all_body = [&] {
     take_sum();
     apply_payload(body_f, pl, plen, nullptr, 0, e);

@@ -111,6 +111,7 @@ class Program {
   int pay_rule_ = -1;           // payload: the rule naming it, else payload_default_plan_
   bool pay_counts_ = false;     // pay_rule_ is a rule (counted), not the default
   uint32_t l7_protect_ = 0;  // bit per App whose fields this policy rewrites
+  uint32_t payload_apps_ = 0;  // bit per App whose plugin's payload field has a rule here
   bool has_l7_ = false;
   bool wants_l7_ = false;
   bool wants_flows_ = false;
