@@ -56,6 +56,7 @@ enum class Field : uint8_t {
   Server,
   ContentLength, TransferEncoding,
   Origin, ProxyAuthorization, XRealIp,
+  From,
   OtherHeader,  // the value of a header none of the kinds above names, framing headers aside
 };
 const char* field_name(Field f);  // "http.host", "http.referer.domain", ...

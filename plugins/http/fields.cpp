@@ -59,6 +59,9 @@ const std::vector<Spec>& specs() {
        "HTTP message bodies, chunk framing included: every byte of an HTTP flow's payload outside a parsed "
        "message head (zero, redact, hash keep them in place; snap removes them from the record, lengths kept)",
        {}, {Field::Other, Field::Other}},
+      {"http.from", VT::Text, R::Identifier, "",
+       "HTTP From header (the e-mail address of the user making the request, RFC 9110 10.1.2)",
+       {"http.authorization"}, {Field::From, Field::Other}},
   };
   return s;
 }
