@@ -270,6 +270,27 @@ TEST_CASE("http.from, declared in plugins/http only, is rewritten by its rule an
   CHECK(s.size() == kRequest.size());
 }
 
+TEST_CASE("SSDP (HTTP over UDP 1900) carries HTTP's fields: its rules and proto in { http } apply",
+          "[fields][http]") {
+  register_builtin_plugins();
+  const std::string notify =
+      "NOTIFY * HTTP/1.1\r\nHOST: 239.255.255.250:1900\r\nLOCATION: http://192.168.1.5:80/desc.xml\r\n"
+      "NT: upnp:rootdevice\r\nUSN: uuid:abcd-1234::upnp:rootdevice\r\nNTS: ssdp:alive\r\n\r\n";
+  const Bytes in = udp4(text(notify), 40000, 1900);
+  Run r("http.location : redact()\nhttp.other_headers : redact() when proto in { http }\n");
+  REQUIRE(r.inst);
+  const Bytes out = r.run(in);
+  const std::string s(out.begin() + 14 + 20 + 8, out.end());
+  CHECK(s.size() == notify.size());
+  CHECK(s.find("desc.xml") == std::string::npos);
+  CHECK(s.find("uuid:abcd") == std::string::npos);
+  CHECK(s.find("NOTIFY * HTTP/1.1\r\nHOST: 239.255.255.250:1900\r\nLOCATION: xxxx") == 0);
+  // Another port: not SSDP, nothing of HTTP's applies to a datagram.
+  const Bytes other = udp4(text(notify), 40000, 1901);
+  const Bytes out2 = r.run(other);
+  CHECK(out2 == other);
+}
+
 TEST_CASE("payload ~ /re/ in a condition reads the original payload", "[fields][conditions]") {
   register_builtin_plugins();
   Run r("payload : cut() when payload ~ /Cookie: session/\n");
