@@ -643,8 +643,13 @@ Verdict ProgramInstance::general_path(uint8_t* buf, uint32_t& cap, uint32_t& wir
   }
   // The packet's addresses the policy mapped, written as text in the
   // payload it keeps (addr_text.h).
-  if (addr_changed && P.addr_text_ && cut_at == UINT32_MAX && d.status == DecodeStatus::Ok && plen >= 2) {
-    auto before = [](void* t) { (*static_cast<decltype(take_sum)*>(t))(); };
+  // To the end of what was captured: bytes past the transport's length
+  // (a short UDP length, a trailer) are delivered too, and so is what
+  // follows the last header a malformed packet decoded to, when no rule
+  // needed it cut.
+  const uint32_t text_from = d.status == DecodeStatus::Ok ? d.payload_off : std::min(d.good_until, cap);
+  if (addr_changed && P.addr_text_ && cut_at == UINT32_MAX && ip_ok && cap > text_from + 1) {
+    void (*before)(void*) = [](void* t) { (*static_cast<decltype(take_sum)*>(t))(); };
     const uint8_t* olds[2];
     const uint8_t* news[2];
     unsigned k = 0;
@@ -653,8 +658,10 @@ Verdict ProgramInstance::general_path(uint8_t* buf, uint32_t& cap, uint32_t& wir
       const uint8_t* new_a = buf + (i ? dof : so);
       if (std::memcmp(old_a, new_a, alen) != 0) olds[k] = old_a, news[k++] = new_a;
     }
-    const AddrTextCount n = map_addrs_text(pl, plen, olds, news, k, alen, before, &take_sum);
-    if (n.mapped | n.zeroed) payload_changed = true, c.addr_text += n.mapped, c.addr_text_zeroed += n.zeroed;
+    const bool ok = d.status == DecodeStatus::Ok;  // else no checksum covers these bytes in a way kept
+    const AddrTextCount n =
+        map_addrs_text(buf + text_from, cap - text_from, olds, news, k, alen, ok ? before : nullptr, &take_sum);
+    if (n.mapped | n.zeroed) payload_changed = payload_changed || ok, c.addr_text += n.mapped, c.addr_text_zeroed += n.zeroed;
   }
   uint16_t pay_new_sum = payload_changed && sum_taken ? csum_sum({pl, plen}) : pay_old_sum;
   payload_changed = payload_changed && sum_taken && pay_new_sum != pay_old_sum;
