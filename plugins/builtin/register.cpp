@@ -3,6 +3,7 @@
 
 #include "actions.h"
 #include "amon_dhcp.hpp"
+#include "amon_dns.hpp"
 #include "amon_http.hpp"
 #include "amon_quic.hpp"
 #include "amon_tls.hpp"
@@ -38,7 +39,6 @@ static void register_settings(Registry& r) {
                  "map | keep", {"map", "keep"}});
 }
 
-void register_l7_fields(Registry& r);
 
 void register_builtin_plugins() {
   static std::once_flag once;
@@ -46,7 +46,8 @@ void register_builtin_plugins() {
     Registry& r = Registry::instance();
     register_settings(r);
     l2l4::register_fields(r);
-    register_l7_fields(r);
+    r.add_protocol(dns::protocol_plugin());
+    r.add_protocol(dns::tcp_protocol_plugin());
     r.add_protocol(tls::protocol_plugin());
     r.add_protocol(quic::protocol_plugin());
     r.add_protocol(http::protocol_plugin());

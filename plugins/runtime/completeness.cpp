@@ -25,10 +25,8 @@ bool plugin_locates(const FieldDesc& f) {
 
 bool located(const FieldDesc& f) {
   const auto& F = l2l4::g_fields;
-  const L7Fields& L = L7Fields::get();
   for (FieldId x : {F.eth_src, F.eth_dst, F.ip_src, F.ip_dst, F.ip_client, F.ip_server, F.payload, F.tunnel_addr,
-                    F.tunnel_vni, F.gre_key, F.gtp_teid, L.dns_qname,
-                    L.dns_answer_name, L.dns_rdata_name, L.dns_answer_addr, L.dns_ecs})
+                    F.tunnel_vni, F.gre_key, F.gtp_teid})
     if (f.id == x) return true;
   return plugin_locates(f);
 }
@@ -36,12 +34,11 @@ bool located(const FieldDesc& f) {
 // What ProgramInstance::eval reads for each field (conditions.cpp).
 bool evaluable(const FieldDesc& f) {
   const auto& F = l2l4::g_fields;
-  const L7Fields& L = L7Fields::get();
   if (f.id == F.eth_src || f.id == F.eth_dst) return f.type == ValueType::Mac && !(f.cond_ops & kCondMatch);
   if (is_addr_field(f.id)) return f.type == ValueType::Addr && !(f.cond_ops & kCondMatch);
   if (f.id == F.payload) return f.cond_ops == kCondMatch;
-  if (f.id == L.dns_qname) return true;
-  // A protocol plugin's names, texts and bytes, from its occurrences.
+  // A protocol plugin's names, texts and bytes, from its occurrences (or
+  // its ProtocolPlugin::value).
   return plugin_locates(f) && (f.type == ValueType::Name || f.type == ValueType::Text || f.type == ValueType::Bytes);
 }
 
