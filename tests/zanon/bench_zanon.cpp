@@ -261,6 +261,10 @@ int main(int argc, char** argv) {
       const double rate = run(th, a.ops, op);
       std::printf("  threads=%u lanes=%u  %.2f M obs/s total, %.2f M obs/s per thread, %.2f M obs per CPU-s total\n",
                   th, priv ? 1u : lanes_for(th), rate / 1e6, rate / th / 1e6, g_cpu_rate / 1e6);
+      const Stats st = store.stats();
+      std::printf("    store: %lu inserts, %lu evictions, %lu relocations, %.1f%% released\n",
+                  (unsigned long)st.inserts, (unsigned long)st.evictions, (unsigned long)st.relocations,
+                  100.0 * double(st.released) / double(std::max<uint64_t>(1, st.observations)));
     }
   }
 
