@@ -593,6 +593,11 @@ void Compiler::do_setting(const StmtRef& r) {
         {"drop", Policy::OnUnknown::Drop}, {"keep", Policy::OnUnknown::Keep}, {"cut", Policy::OnUnknown::Cut}};
     std::string c = choice(sd->choices.empty() ? std::vector<std::string>{"drop", "keep", "cut"} : sd->choices);
     if (auto it = kOnUnknown.find(c); it != kOnUnknown.end()) pol_->on_unknown = it->second;
+  } else if (name == "addr_text") {
+    static const std::map<std::string, Policy::AddrText> kAddrText{{"map", Policy::AddrText::Map},
+                                                                   {"keep", Policy::AddrText::Keep}};
+    std::string c = choice(sd->choices.empty() ? std::vector<std::string>{"map", "keep"} : sd->choices);
+    if (auto it = kAddrText.find(c); it != kAddrText.end()) pol_->addr_text = it->second;
   } else if (name == "payload_default") {
     const FieldDesc* payload = reg_.field("payload");
     if (v.kind != Value::CallV) {

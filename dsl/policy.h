@@ -110,6 +110,7 @@ struct Policy {
   enum class OnError { Drop, Cut, Snap } on_error = OnError::Cut;
   enum class OnUnknown { Default, Drop, Keep, Cut } on_unknown = OnUnknown::Default;
   std::optional<ActionCall> payload_default;
+  enum class AddrText { Map, Keep } addr_text = AddrText::Map;
   std::vector<std::shared_ptr<const KeyMaterial>> keys;
   std::vector<Rule> rules;  // source order, includes expanded in place
   std::string select_bpf;

@@ -679,11 +679,19 @@ struct Auditor {
   // frame by protocol, not by chance: exact offsets (Ethernet and IP headers,
   // the header an ICMP error quotes, DNS A records and ECS) and whole regions
   // made of such fields (ARP, DHCP, neighbour discovery).
+  // Where the output carries addresses and MACs as fields: a binary match
+  // there is the value itself, elsewhere it may be chance. A match must fit
+  // its slot: six 0xaa bytes that begin at a kept 170.170.170.170 and run
+  // into the port after it are two fields' values, not a MAC.
   struct Slots {
-    std::unordered_set<uint32_t> at;
+    std::unordered_map<uint32_t, uint32_t> at;  // offset -> the field's length
     std::vector<std::pair<uint32_t, uint32_t>> regions;
+    void add(uint32_t off, uint32_t len) {
+      auto [it, fresh] = at.emplace(off, len);
+      if (!fresh) it->second = std::max(it->second, len);
+    }
     bool has(uint32_t off, uint32_t len) const {
-      if (at.count(off)) return true;
+      if (auto it = at.find(off); it != at.end() && len <= it->second) return true;
       for (auto& [a, b] : regions)
         if (off >= a && off + len <= b) return true;
       return false;
@@ -695,23 +703,24 @@ struct Auditor {
     uint32_t cap = uint32_t(fr.bytes.size());
     Decoded d;
     decode(f, cap, fr.wire, d);
-    if (lt_out == DLT_EN10MB) sl.at.insert(0), sl.at.insert(6);
+    if (lt_out == DLT_EN10MB) sl.add(0, 6), sl.add(6, 6);
     if (d.ethertype == 0x0806) sl.regions.push_back({0, cap});
     for (unsigned li = 0; li < d.n_encap && li < unsigned(kMaxEncap); ++li) {
       const EncapLayer& L = d.encap[li];
-      sl.at.insert(L.l3_off + (L.ip_version == 4 ? 12u : 8u));
-      sl.at.insert(L.l3_off + (L.ip_version == 4 ? 16u : 24u));
+      const uint32_t al = L.ip_version == 4 ? 4 : 16;
+      sl.add(L.l3_off + (L.ip_version == 4 ? 12u : 8u), al);
+      sl.add(L.l3_off + (L.ip_version == 4 ? 16u : 24u), al);
     }
     if (!d.has_ip()) return;
-    sl.at.insert(d.src_off());
-    sl.at.insert(d.dst_off());
+    sl.add(d.src_off(), d.addr_len());
+    sl.add(d.dst_off(), d.addr_len());
     if ((d.flags & kFlagIcmpError) && d.ip_version == 4 && d.l4_off + 8 + 20 <= cap) {
-      sl.at.insert(d.l4_off + 8 + 12);
-      sl.at.insert(d.l4_off + 8 + 16);
+      sl.add(d.l4_off + 8 + 12, 4);
+      sl.add(d.l4_off + 8 + 16, 4);
     }
     if ((d.flags & kFlagIcmpError) && d.ip_version == 6 && d.l4_off + 8 + 40 <= cap) {
-      sl.at.insert(d.l4_off + 8 + 8);
-      sl.at.insert(d.l4_off + 8 + 24);
+      sl.add(d.l4_off + 8 + 8, 16);
+      sl.add(d.l4_off + 8 + 24, 16);
     }
     if (!d.has_l4_header() || (d.flags & kFlagLaterFragment)) return;
     uint32_t end = std::min(cap, d.payload_off + d.payload_len);
@@ -723,8 +732,9 @@ struct Auditor {
     auto dhcp = [](uint16_t p) { return p == 67 || p == 68 || p == 546 || p == 547; };
     if (dhcp(d.sport) || dhcp(d.dport)) sl.regions.push_back({d.payload_off, end});
     if (dns::parse(f + d.payload_off, end - d.payload_off, *dpr) == dns::Status::Ok) {
-      for (unsigned i = 0; i < dpr->n_addrs; ++i) sl.at.insert(d.payload_off + dpr->addrs[i].off);
-      if (dpr->ecs.present) sl.at.insert(d.payload_off + dpr->ecs.addr_off);
+      // An A record's 4 bytes, an AAAA's 16, an ECS prefix's up to 16.
+      for (unsigned i = 0; i < dpr->n_addrs; ++i) sl.add(d.payload_off + dpr->addrs[i].off, 16);
+      if (dpr->ecs.present) sl.add(d.payload_off + dpr->ecs.addr_off, 16);
     }
   }
 
@@ -778,6 +788,12 @@ struct Auditor {
       hs_alloc_scratch(db, &scratch);
       struct M { unsigned id; unsigned long long to; };
       std::vector<M> ms;
+      std::vector<std::pair<uint32_t, uint32_t>> allowed_names;
+      auto inside = [](const std::vector<std::pair<uint32_t, uint32_t>>& spans, uint32_t a, uint32_t b) {
+        for (auto& [f, t] : spans)
+          if (f <= a && b <= t && (t - f) > (b - a)) return true;
+        return false;
+      };
       for (size_t oi = 0; oi < out.size(); ++oi) {
         auto& fr = out[oi];
         if (fr.bytes.empty()) continue;
@@ -803,6 +819,17 @@ struct Auditor {
           r.opaque_bytes += opaque;
           r.possible_expected += double(n4) * double(opaque) / 4294967296.0;
         }
+        // Where an allowed name travels, its bytes are the policy's to
+        // show: a protected name found wholly inside one (the label "_sip"
+        // inside a released "_sip._udp.example.org") is disclosed by the
+        // allowed name, not leaked.
+        allowed_names.clear();
+        for (auto& m : ms) {
+          auto& pt = pats[m.id];
+          if (values[pt.value].kind != Kind::Name || !allowed.count(pt.value)) continue;
+          uint32_t from = uint32_t(m.to - pt.len);
+          if (bounded(pt, fr.bytes.data(), uint32_t(fr.bytes.size()), from)) allowed_names.push_back({from, uint32_t(m.to)});
+        }
         for (auto& m : ms) {
           auto& pt = pats[m.id];
           uint32_t from = uint32_t(m.to - pt.len);
@@ -812,6 +839,10 @@ struct Auditor {
           v.found = true;
           if (allowed.count(pt.value)) {
             ++r.allowed;
+            continue;
+          }
+          if (v.kind == Kind::Name && inside(allowed_names, from, uint32_t(m.to))) {
+            ++r.allowed, ++r.inside_allowed;
             continue;
           }
           Hit h{oi + 1, from, v.cls, printable(v.kind, v.bytes), pt.enc, context(fr, from), v.rule};
@@ -916,9 +947,9 @@ std::string render_text(const Options& o, const Report& r) {
   }
   std::snprintf(b, sizeof b,
                 "%llu leaks; %llu possible (binary addresses or MACs in opaque bytes; %llu such bytes, %.2f 4-byte matches expected by chance); "
-                "%llu matches allowed by the policy\n",
+                "%llu matches allowed by the policy (%llu of them protected names inside an allowed name)\n",
                 (unsigned long long)r.leaks, (unsigned long long)r.possible, (unsigned long long)r.opaque_bytes,
-                r.possible_expected, (unsigned long long)r.allowed);
+                r.possible_expected, (unsigned long long)r.allowed, (unsigned long long)r.inside_allowed);
   s += b;
   return s;
 }
@@ -935,7 +966,7 @@ std::string render_json(const Options& o, const Report& r) {
                   std::to_string(r.unmatched_frames) + ",\"leaks\":" + std::to_string(r.leaks) + ",\"possible\":" +
                   std::to_string(r.possible) + ",\"possible_expected\":" + std::to_string(r.possible_expected) +
                   ",\"opaque_bytes\":" + std::to_string(r.opaque_bytes) + ",\"allowed\":" + std::to_string(r.allowed) +
-                  ",\"classes\":[";
+                  ",\"inside_allowed\":" + std::to_string(r.inside_allowed) + ",\"classes\":[";
   for (size_t i = 0; i < r.classes.size(); ++i) {
     auto& c = r.classes[i];
     s += (i ? "," : "") + std::string("{\"class\":") + jstr(c.cls) + ",\"protected\":" +

@@ -42,6 +42,7 @@ struct ClassSummary {
 struct Report {
   uint64_t original_frames = 0, anonymized_frames = 0, unmatched_frames = 0;
   uint64_t leaks = 0, possible = 0, allowed = 0;
+  uint64_t inside_allowed = 0;    // of `allowed`: protected names found only inside an allowed name
   double possible_expected = 0;   // 4-byte matches expected by chance over the opaque bytes searched
   uint64_t opaque_bytes = 0;
   std::vector<ClassSummary> classes;

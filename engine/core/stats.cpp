@@ -16,6 +16,7 @@ void accumulate(ConsumerCounters& a, const ConsumerCounters& c) {
   a.zanon_hidden += c.zanon_hidden, a.zanon_released += c.zanon_released, a.l7_cut += c.l7_cut;
   a.tls_server_cut += c.tls_server_cut;
   a.reverse_hidden += c.reverse_hidden, a.nd_zeroed += c.nd_zeroed;
+  a.addr_text += c.addr_text, a.addr_text_zeroed += c.addr_text_zeroed;
   if (a.rule_hits.size() < c.rule_hits.size()) a.rule_hits.resize(c.rule_hits.size());
   for (size_t i = 0; i < c.rule_hits.size(); ++i) a.rule_hits[i] += c.rule_hits[i];
 }
@@ -46,6 +47,8 @@ std::vector<std::pair<const char*, uint64_t>> reasons(const ConsumerCounters& c)
           {"tls_server_cut", c.tls_server_cut},
           {"reverse_hidden", c.reverse_hidden},
           {"nd_zeroed", c.nd_zeroed},
+          {"addr_text", c.addr_text},
+          {"addr_text_zeroed", c.addr_text_zeroed},
           {"zanon_hidden", c.zanon_hidden},
           {"zanon_released", c.zanon_released}};
 }

@@ -31,6 +31,11 @@ static void register_settings(Registry& r) {
                  "drop | keep | cut", {"drop", "keep", "cut"}});
   r.add_setting({"payload_default", "action for payload when no rule names it (default keep())",
                  "keep() | cut() | zero() | ...", {}});
+  r.add_setting({"addr_text",
+                 "a packet's own addresses written as text in payload the policy keeps (an HTTP Host, an FTP "
+                 "PORT, a log line): map them as the packet's addresses are mapped, at the same length (default), "
+                 "or keep them (no payload scan: faster, and the addresses stay in clear there)",
+                 "map | keep", {"map", "keep"}});
 }
 
 void register_l7_fields(Registry& r);

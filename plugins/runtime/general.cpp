@@ -620,6 +620,21 @@ Verdict ProgramInstance::general_path(uint8_t* buf, uint32_t& cap, uint32_t& wir
     else if (actions_[prule]->modifies && plen) payload_changed = true;
     if (actions_[prule]->snaps) snap_at_ = std::min(snap_at_, d.payload_off);
   }
+  // The packet's addresses the policy mapped, written as text in the
+  // payload it keeps (addr_text.h).
+  if (addr_changed && P.addr_text_ && cut_at == UINT32_MAX && d.status == DecodeStatus::Ok && plen >= 2) {
+    auto before = [](void* t) { (*static_cast<decltype(take_sum)*>(t))(); };
+    const uint8_t* olds[2];
+    const uint8_t* news[2];
+    unsigned k = 0;
+    for (int i = 0; i < 2; ++i) {
+      const uint8_t* old_a = i ? old_dst : old_src;
+      const uint8_t* new_a = buf + (i ? dof : so);
+      if (std::memcmp(old_a, new_a, alen) != 0) olds[k] = old_a, news[k++] = new_a;
+    }
+    const AddrTextCount n = map_addrs_text(pl, plen, olds, news, k, alen, before, &take_sum);
+    if (n.mapped | n.zeroed) payload_changed = true, c.addr_text += n.mapped, c.addr_text_zeroed += n.zeroed;
+  }
   uint16_t pay_new_sum = payload_changed && sum_taken ? csum_sum({pl, plen}) : pay_old_sum;
   payload_changed = payload_changed && sum_taken && pay_new_sum != pay_old_sum;
 

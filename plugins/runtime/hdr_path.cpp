@@ -17,6 +17,35 @@ namespace {
 // checked that the IPv4 header is at least 20 bytes and the TCP header at
 // least 20 (UDP and ICMP 8), and both are captured, since the payload
 // starts within what was captured.
+// The general path's step for mapped addresses written as text in the
+// kept payload (addr_text.h), for the header paths: `old_sum`/`new_sum`
+// and `payload_changed` as finish_hdr takes them (old_sum is already the
+// original payload's when payload_changed is set).
+[[gnu::always_inline]] inline void hdr_addr_text(const uint8_t* buf, const Decoded& d, const uint8_t* old, uint8_t* pl,
+                                                 uint32_t plen, bool& payload_changed, uint16_t& old_sum,
+                                                 uint16_t& new_sum, ConsumerCounters& c) {
+  if (plen < 2) return;
+  const uint32_t alen = d.ip_version == 4 ? 4 : 16;
+  struct Sum { uint8_t* pl; uint32_t plen; bool taken; uint16_t* old_sum; } s{pl, plen, payload_changed, &old_sum};
+  auto before = [](void* t) {
+    auto& x = *static_cast<Sum*>(t);
+    if (!x.taken) *x.old_sum = csum_sum({x.pl, x.plen}), x.taken = true;
+  };
+  const uint8_t* olds[2];
+  const uint8_t* news[2];
+  unsigned k = 0;
+  for (int i = 0; i < 2; ++i) {
+    const uint8_t* new_a = buf + (i ? d.dst_off() : d.src_off());
+    if (std::memcmp(old + i * alen, new_a, alen) != 0) olds[k] = old + i * alen, news[k++] = new_a;
+  }
+  const AddrTextCount n = map_addrs_text(pl, plen, olds, news, k, alen, before, &s);
+  if (!(n.mapped | n.zeroed)) return;
+  c.addr_text += n.mapped, c.addr_text_zeroed += n.zeroed;
+  if (!s.taken) return;  // unreachable: a change takes the sum first
+  new_sum = csum_sum({pl, plen});
+  payload_changed = new_sum != old_sum;
+}
+
 [[gnu::always_inline]] inline Verdict finish_hdr(uint8_t* buf, uint32_t& cap, uint32_t& wire, const Decoded& d,
                                                  const uint8_t* old, bool addr_changed, bool cut_wanted,
                                                  bool payload_changed, uint16_t old_sum, uint16_t new_sum) {
@@ -161,6 +190,7 @@ Verdict ProgramInstance::process_hdr(uint8_t* buf, uint32_t& cap, uint32_t& wire
     }
   }
 
+  if (addr_changed && P.addr_text_ && !cut) hdr_addr_text(buf, d, old, pl, plen, payload_changed, old_sum, new_sum, c);
   return finish_hdr(buf, cap, wire, d, old, addr_changed, cut, payload_changed, old_sum, new_sum);
 }
 
@@ -209,6 +239,7 @@ void ProgramInstance::choose_hdr_kernel() {
     k.addr_mod = true;
     op[i] = a->kind == RtKind::CryptoPan ? kACryptoPan : a->kind == RtKind::Prefix ? kAPrefix : kAVirtual;
   }
+  k.text = k.addr_mod && P.addr_text_;
   uint8_t pop = kPNone;
   if (P.pay_rule_ >= 0) {
     if (P.pay_counts_) k.hits[k.nhits++] = uint16_t(P.pay_rule_);
@@ -232,7 +263,7 @@ void ProgramInstance::choose_hdr_kernel() {
   // are updated, not recomputed, so such a kernel reads and writes headers
   // only; a cut recomputes the L4 checksum over what is left, the headers.
   if (op[0] != kAVirtual && op[1] != kAVirtual)
-    k.payload = pop == kPNone ? kKeepsPayload : pop == kPCut ? kCutsPayload : 0;
+    k.payload = pop == kPNone && !k.text ? kKeepsPayload : pop == kPCut ? kCutsPayload : 0;
   hk_ = k;
   static const auto table = []<size_t... I>(std::index_sequence<I...>) {
     return std::array<HdrFn, sizeof...(I)>{
@@ -392,6 +423,13 @@ template <uint8_t X, uint8_t Y, uint8_t PO>
     if (plen) {
       new_sum = csum_sum({pl, plen});
       payload_changed = new_sum != old_sum;
+    }
+    if (k.text) hdr_addr_text(buf, d, old, pl, plen, payload_changed, old_sum, new_sum, c);
+  } else if constexpr (PO == kPNone) {
+    if (k.text) {
+      const uint32_t pend = uint32_t(std::min<uint64_t>(uint64_t(d.payload_off) + d.payload_len, cap));
+      if (pend > d.payload_off)
+        hdr_addr_text(buf, d, old, buf + d.payload_off, pend - d.payload_off, payload_changed, old_sum, new_sum, c);
     }
   }
 

@@ -134,6 +134,8 @@ struct ConsumerCounters {
   uint64_t tls_server_cut = 0;           // server TLS handshake cut: it names a server whose SNI was hidden
   uint64_t reverse_hidden = 0;           // reverse-DNS names whose address labels were masked (a protected address)
   uint64_t nd_zeroed = 0;                // neighbour discovery addresses/MACs zeroed: no rule could map them
+  uint64_t addr_text = 0;                // mapped addresses written as text in kept payload, rewritten to their mapping
+  uint64_t addr_text_zeroed = 0;         // the same, where the mapping's text is longer: zero address at that length
   std::vector<uint64_t> rule_hits;       // by Rule::index
 };
 

@@ -94,6 +94,7 @@ Program::Program(std::shared_ptr<const dsl::Policy> policy, int consumer_index, 
   }
   using OU = dsl::Policy::OnUnknown;
   if (policy_->on_unknown == OU::Drop || policy_->on_unknown == OU::Cut) identity_ = false;
+  addr_text_ = policy_->addr_text == dsl::Policy::AddrText::Map;
   if (!policy_->select_bpf.empty()) {
     bpf_ = std::make_unique<Bpf>(policy_->select_bpf);
     identity_ = false;

@@ -80,6 +80,7 @@ class Program {
   SharedServices* services_;
   bool identity_ = true;
   bool protects_addresses_ = false;
+  bool addr_text_ = true;  // `addr_text = map`: the packet's mapped addresses are mapped where kept payload writes them
   bool protects_client_addr_ = false, protects_server_addr_ = false;  // a protecting rule on ip.client/src/dst, ip.server/src/dst
   bool protects_anything_ = false;
   std::vector<std::unique_ptr<ActionPlan>> plans_;  // one per rule (index = Rule::index), plus payload_default
@@ -298,6 +299,7 @@ class ProgramInstance {
     bool by_role = true;        // slots: client, server (else source, destination)
     bool mac_ts = false;        // every MAC rule is timestamp()
     bool addr_mod = false;      // some address action changes the address
+    bool text = false;          // addr_mod and `addr_text = map`: the payload is scanned for the addresses as text
     RtAction* act[2] = {};      // slot actions
     RtAction* pay = nullptr;
     uint8_t nhits = 0;

@@ -17,6 +17,7 @@
 #include <openssl/rand.h>
 
 #include "actions_rt.h"
+#include "addr_text.h"
 #include "l7.h"
 #include "checksum.h"
 #include "keyed_hash.h"

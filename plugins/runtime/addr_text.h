@@ -1,0 +1,44 @@
+// Addresses written as text in payload a policy keeps: FTP's PORT and
+// PASV replies, SIP and SDP, an HTTP `Host:` naming its server by address,
+// a syslog line, a fuzzed or unknown protocol. Where the policy maps a
+// packet's own address, its text forms in the kept payload are the same
+// address in clear; they take the same mapping, at the same length, so no
+// length or sequence number moves.
+#pragma once
+
+#include <cstdint>
+
+namespace amon {
+
+struct AddrTextCount {
+  unsigned mapped = 0;  // rewritten to the mapped address's text
+  unsigned zeroed = 0;  // the mapped text did not fit in the original's length: the zero address
+};
+
+// Rewrites in p[0, n) every text form of the address `old_a` (4 or 16
+// bytes, `alen`) into a text form of `new_a` of exactly the same length:
+// IPv4 as a dotted quad (no leading zeros in what it looks for; octets of
+// the replacement are padded with leading zeros where it is shorter);
+// IPv6 in its RFC 5952 form (either case) and fully expanded. A
+// replacement that cannot be that short is the zero address at that length.
+// A match must stand alone (no digit, dot, hex digit or colon that would
+// make it part of a longer number or address).
+// `before_write(ctx)`, when given, runs once before the first byte changes
+// (a caller that updates checksums takes the old sum there).
+AddrTextCount map_addr_text(uint8_t* p, uint32_t n, const uint8_t* old_a, const uint8_t* new_a, unsigned alen,
+                            void (*before_write)(void*) = nullptr, void* ctx = nullptr);
+
+// map_addr_text for up to two addresses (a packet's source and
+// destination) in one pass over the payload.
+AddrTextCount map_addrs_text(uint8_t* p, uint32_t n, const uint8_t* const* olds, const uint8_t* const* news,
+                             unsigned count, unsigned alen, void (*before_write)(void*) = nullptr,
+                             void* ctx = nullptr);
+
+// The same length of text for an IPv4 address `a` in `out[0, len)`, octets
+// padded with leading zeros: false when its shortest form is longer.
+bool fit_ipv4_text(const uint8_t* a, char* out, unsigned len);
+// An IPv6 text form of `a` of exactly `len` characters (2..39): false when
+// there is none.
+bool fit_ipv6_text(const uint8_t* a, char* out, unsigned len);
+
+}  // namespace amon

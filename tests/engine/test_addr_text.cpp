@@ -1,0 +1,131 @@
+// Addresses written as text (addr_text.h), against inet_ntop/inet_pton as
+// the reference: what is found, what it becomes, that lengths never move.
+#include <arpa/inet.h>
+
+#include <catch2/catch.hpp>
+#include <cstring>
+#include <random>
+#include <string>
+
+#include "addr_text.h"
+
+using namespace amon;
+
+namespace {
+
+std::string ntop(const uint8_t* a, unsigned alen) {
+  char t[INET6_ADDRSTRLEN];
+  REQUIRE(inet_ntop(alen == 4 ? AF_INET : AF_INET6, a, t, sizeof t));
+  return t;
+}
+
+// Random addresses with runs of zero groups (where "::" and its choices are).
+void random_addr(std::mt19937& rng, uint8_t* a, unsigned alen) {
+  for (unsigned i = 0; i < alen; ++i) a[i] = uint8_t(rng());
+  if (alen == 16) {
+    for (int g = 0; g < 8; ++g) {
+      if (rng() % 3 == 0) a[2 * g] = a[2 * g + 1] = 0;
+      else if (rng() % 4 == 0) a[2 * g] = 0;  // short groups
+    }
+  } else {
+    for (unsigned i = 0; i < 4; ++i)
+      if (rng() % 3 == 0) a[i] = uint8_t(a[i] % 10);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("a fitted text reads back as the address, at exactly the length asked") {
+  std::mt19937 rng(7);
+  for (int n = 0; n < 2000; ++n) {
+    uint8_t a[16];
+    random_addr(rng, a, 16);
+    bool some = false;
+    for (unsigned len = 2; len <= 39; ++len) {
+      char t[48];
+      if (!fit_ipv6_text(a, t, len)) continue;
+      some = true;
+      t[len] = 0;
+      uint8_t back[16];
+      INFO(ntop(a, 16) << " at " << len << ": " << t);
+      REQUIRE(std::strlen(t) == len);
+      REQUIRE(inet_pton(AF_INET6, t, back) == 1);
+      REQUIRE(std::memcmp(back, a, 16) == 0);
+    }
+    REQUIRE(some);  // its canonical length at least
+    random_addr(rng, a, 4);
+    for (unsigned len = 7; len <= 15; ++len) {
+      char t[16];
+      if (!fit_ipv4_text(a, t, len)) {
+        REQUIRE(len < ntop(a, 4).size());
+        continue;
+      }
+      unsigned o[4];
+      char tail;
+      t[len] = 0;
+      REQUIRE(std::sscanf(t, "%u.%u.%u.%u%c", &o[0], &o[1], &o[2], &o[3], &tail) == 4);  // read as decimal
+      for (int i = 0; i < 4; ++i) REQUIRE(o[i] == a[i]);
+    }
+  }
+  // The zero address, the fallback, fits every length an address text has.
+  const uint8_t zero[16] = {};
+  for (unsigned len = 2; len <= 39; ++len) {
+    char t[48];
+    REQUIRE(fit_ipv6_text(zero, t, len));
+  }
+  for (unsigned len = 7; len <= 15; ++len) {
+    char t[16];
+    REQUIRE(fit_ipv4_text(zero, t, len));
+  }
+}
+
+TEST_CASE("every text form of the address is found and mapped; nothing else moves") {
+  std::mt19937 rng(11);
+  for (int n = 0; n < 3000; ++n) {
+    const unsigned alen = n % 2 ? 16 : 4;
+    uint8_t olda[16], newa[16];
+    random_addr(rng, olda, alen);
+    random_addr(rng, newa, alen);
+    if (std::memcmp(olda, newa, alen) == 0) continue;
+    std::string text = ntop(olda, alen);
+    if (alen == 16 && text.find('.') != std::string::npos) continue;  // mixed notation: not looked for
+    std::string up = text;
+    for (auto& ch : up) ch = char(std::toupper(uint8_t(ch)));
+    std::string full;
+    if (alen == 16) {
+      char b[48];
+      for (int g = 0; g < 8; ++g)
+        std::snprintf(b + 5 * g, 6, g < 7 ? "%04x:" : "%04x", unsigned(olda[2 * g]) << 8 | olda[2 * g + 1]);
+      full = b;
+    }
+    std::string pl = "GET http://" + text + "/ x=" + text + "1 " + "Host: " + text + "\r\n";
+    unsigned want = 2;
+    if (alen == 16) {
+      pl += "A " + up + " B [" + full + "]\n";
+      want += 2;  // each found, by its own form or by the canonical one where they are the same
+    }
+    std::string before = pl;
+    AddrTextCount c = map_addr_text(reinterpret_cast<uint8_t*>(pl.data()), uint32_t(pl.size()), olda, newa, alen);
+    INFO(before << " -> " << pl);
+    REQUIRE(pl.size() == before.size());
+    REQUIRE(c.mapped + c.zeroed == want);
+    // " x=<addr>1": a longer number, left alone.
+    REQUIRE(pl.find(" x=" + text + "1 ") != std::string::npos);
+    // Each mapped place reads back as the new address or the zero one.
+    size_t at = std::string("GET http://").size();
+    char t[48];
+    std::memcpy(t, pl.data() + at, text.size());
+    t[text.size()] = 0;
+    if (alen == 16) {
+      uint8_t back[16];
+      REQUIRE(inet_pton(AF_INET6, t, back) == 1);
+      const uint8_t zero[16] = {};
+      REQUIRE((std::memcmp(back, newa, 16) == 0 || std::memcmp(back, zero, 16) == 0));
+    } else {
+      unsigned o[4];
+      REQUIRE(std::sscanf(t, "%u.%u.%u.%u", &o[0], &o[1], &o[2], &o[3]) == 4);
+      const bool is_new = o[0] == newa[0] && o[1] == newa[1] && o[2] == newa[2] && o[3] == newa[3];
+      REQUIRE((is_new || (o[0] | o[1] | o[2] | o[3]) == 0));
+    }
+  }
+}
