@@ -616,14 +616,39 @@ Verdict ProgramInstance::general_path(uint8_t* buf, uint32_t& cap, uint32_t& wir
     if (actions_[prule]->modifies && !actions_[prule]->cuts && plen) take_sum();
     ActResult r = actions_[prule]->bytes(pl, plen, ctx);
     if (r == ActResult::Drop) return drop();
-    if (r == ActResult::Cut) cut_at = d.payload_off;
+    if (r == ActResult::Cut) {
+      cut_at = d.payload_off;
+      // Neighbour discovery's fixed part (an NS/NA target, a Redirect's
+      // target and destination, an RA's limits and timers) is its header:
+      // without it the message is malformed. nd_body has mapped its
+      // addresses as the policy maps the packet's; the options go.
+      if ((d.flags & kFlagAddrBody) && d.l4_proto == kProtoIcmpv6) {
+        const uint8_t type = uint8_t(d.sport >> 8);
+        const uint32_t fixed = type == 134 ? 8 : type == 135 || type == 136 ? 16 : type == 137 ? 32 : 0;
+        if (fixed <= plen) cut_at += fixed;
+      }
+      // An ICMP error's quote is the header of the datagram it is about:
+      // its IP header and 8 bytes of its transport header (RFC 792), mapped
+      // above as the packet's own. Without them the error says nothing and
+      // is malformed; what follows them is the datagram's payload.
+      if ((d.flags & kFlagIcmpError) && plen) {
+        const uint8_t iv = pl[0] >> 4;
+        const uint32_t ihl = iv == 4 ? (pl[0] & 0xf) * 4u : iv == 6 ? 40u : 0;
+        if (ihl >= 20 && plen >= ihl) cut_at += std::min(plen, ihl + 8);
+      }
+    }
     else if (actions_[prule]->modifies && plen) payload_changed = true;
     if (actions_[prule]->snaps) snap_at_ = std::min(snap_at_, d.payload_off);
   }
   // The packet's addresses the policy mapped, written as text in the
   // payload it keeps (addr_text.h).
-  if (addr_changed && P.addr_text_ && cut_at == UINT32_MAX && d.status == DecodeStatus::Ok && plen >= 2) {
-    auto before = [](void* t) { (*static_cast<decltype(take_sum)*>(t))(); };
+  // To the end of what was captured: bytes past the transport's length
+  // (a short UDP length, a trailer) are delivered too, and so is what
+  // follows the last header a malformed packet decoded to, when no rule
+  // needed it cut.
+  const uint32_t text_from = d.status == DecodeStatus::Ok ? d.payload_off : std::min(d.good_until, cap);
+  if (addr_changed && P.addr_text_ && cut_at == UINT32_MAX && ip_ok && cap > text_from + 1) {
+    void (*before)(void*) = [](void* t) { (*static_cast<decltype(take_sum)*>(t))(); };
     const uint8_t* olds[2];
     const uint8_t* news[2];
     unsigned k = 0;
@@ -632,8 +657,10 @@ Verdict ProgramInstance::general_path(uint8_t* buf, uint32_t& cap, uint32_t& wir
       const uint8_t* new_a = buf + (i ? dof : so);
       if (std::memcmp(old_a, new_a, alen) != 0) olds[k] = old_a, news[k++] = new_a;
     }
-    const AddrTextCount n = map_addrs_text(pl, plen, olds, news, k, alen, before, &take_sum);
-    if (n.mapped | n.zeroed) payload_changed = true, c.addr_text += n.mapped, c.addr_text_zeroed += n.zeroed;
+    const bool ok = d.status == DecodeStatus::Ok;  // else no checksum covers these bytes in a way kept
+    const AddrTextCount n =
+        map_addrs_text(buf + text_from, cap - text_from, olds, news, k, alen, ok ? before : nullptr, &take_sum);
+    if (n.mapped | n.zeroed) payload_changed = payload_changed || ok, c.addr_text += n.mapped, c.addr_text_zeroed += n.zeroed;
   }
   uint16_t pay_new_sum = payload_changed && sum_taken ? csum_sum({pl, plen}) : pay_old_sum;
   payload_changed = payload_changed && sum_taken && pay_new_sum != pay_old_sum;

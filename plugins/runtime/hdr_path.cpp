@@ -21,10 +21,13 @@ namespace {
 // kept payload (addr_text.h), for the header paths: `old_sum`/`new_sum`
 // and `payload_changed` as finish_hdr takes them (old_sum is already the
 // original payload's when payload_changed is set).
-[[gnu::always_inline]] inline void hdr_addr_text(const uint8_t* buf, const Decoded& d, const uint8_t* old, uint8_t* pl,
-                                                 uint32_t plen, bool& payload_changed, uint16_t& old_sum,
+[[gnu::always_inline]] inline void hdr_addr_text(const uint8_t* buf, uint32_t cap, const Decoded& d, const uint8_t* old,
+                                                 uint8_t* pl, uint32_t plen, bool& payload_changed, uint16_t& old_sum,
                                                  uint16_t& new_sum, ConsumerCounters& c) {
-  if (plen < 2) return;
+  // To the end of what was captured: bytes past the transport's length
+  // (a short UDP length, a trailer) are delivered too.
+  const uint32_t scan = cap > d.payload_off ? cap - d.payload_off : 0;
+  if (scan < 2) return;
   const uint32_t alen = d.ip_version == 4 ? 4 : 16;
   struct Sum { uint8_t* pl; uint32_t plen; bool taken; uint16_t* old_sum; } s{pl, plen, payload_changed, &old_sum};
   auto before = [](void* t) {
@@ -38,11 +41,11 @@ namespace {
     const uint8_t* new_a = buf + (i ? d.dst_off() : d.src_off());
     if (std::memcmp(old + i * alen, new_a, alen) != 0) olds[k] = old + i * alen, news[k++] = new_a;
   }
-  const AddrTextCount n = map_addrs_text(pl, plen, olds, news, k, alen, before, &s);
+  const AddrTextCount n = map_addrs_text(pl, scan, olds, news, k, alen, before, &s);
   if (!(n.mapped | n.zeroed)) return;
   c.addr_text += n.mapped, c.addr_text_zeroed += n.zeroed;
   if (!s.taken) return;  // unreachable: a change takes the sum first
-  new_sum = csum_sum({pl, plen});
+  new_sum = plen ? csum_sum({pl, plen}) : old_sum;
   payload_changed = new_sum != old_sum;
 }
 
@@ -190,7 +193,7 @@ Verdict ProgramInstance::process_hdr(uint8_t* buf, uint32_t& cap, uint32_t& wire
     }
   }
 
-  if (addr_changed && P.addr_text_ && !cut) hdr_addr_text(buf, d, old, pl, plen, payload_changed, old_sum, new_sum, c);
+  if (addr_changed && P.addr_text_ && !cut) hdr_addr_text(buf, cap, d, old, pl, plen, payload_changed, old_sum, new_sum, c);
   return finish_hdr(buf, cap, wire, d, old, addr_changed, cut, payload_changed, old_sum, new_sum);
 }
 
@@ -424,12 +427,12 @@ template <uint8_t X, uint8_t Y, uint8_t PO>
       new_sum = csum_sum({pl, plen});
       payload_changed = new_sum != old_sum;
     }
-    if (k.text) hdr_addr_text(buf, d, old, pl, plen, payload_changed, old_sum, new_sum, c);
+    if (k.text) hdr_addr_text(buf, cap, d, old, pl, plen, payload_changed, old_sum, new_sum, c);
   } else if constexpr (PO == kPNone) {
     if (k.text) {
       const uint32_t pend = uint32_t(std::min<uint64_t>(uint64_t(d.payload_off) + d.payload_len, cap));
-      if (pend > d.payload_off)
-        hdr_addr_text(buf, d, old, buf + d.payload_off, pend - d.payload_off, payload_changed, old_sum, new_sum, c);
+      hdr_addr_text(buf, cap, d, old, buf + d.payload_off, pend > d.payload_off ? pend - d.payload_off : 0,
+                    payload_changed, old_sum, new_sum, c);
     }
   }
 

@@ -391,6 +391,37 @@ def csum(b):
     return s
 
 
+def addr_text_spans(d, a):
+    """[start, end) of every place d spells address a (bytes, 4 or 16) as
+    text standing alone: what `addr_text = map` rewrites."""
+    import ipaddress
+    if len(a) == 4:
+        forms = [".".join(str(x) for x in a).encode()]
+    else:
+        ip = ipaddress.IPv6Address(a)
+        c = ip.compressed
+        if "." in c:
+            return []
+        forms = {c.encode(), c.upper().encode(), ip.exploded.encode()}
+    spans = []
+    for f in forms:
+        at = d.find(f)
+        while at >= 0:
+            end = at + len(f)
+            prev = d[at - 1:at]
+            nxt = d[end:end + 1]
+            if len(a) == 4:
+                ok = not (prev.isdigit() or prev == b".") and not nxt.isdigit() and \
+                    not (nxt == b"." and d[end + 1:end + 2].isdigit())
+            else:
+                hexd = b"0123456789abcdefABCDEF:"
+                ok = not (prev and prev in hexd) and not (nxt and nxt in hexd)
+            if ok:
+                spans.append((at, end))
+            at = d.find(f, at + 1)
+    return spans
+
+
 def fmt_addr(a):
     if len(a) == 4:
         return ".".join(str(x) for x in a)
@@ -843,6 +874,29 @@ def check_capture(args, ck, cap, policies, have_tshark):
                     allowed |= allowed_diff_positions(a.data, rj) | extra
                 if not la:
                     allowed = allowed_diff_positions(a.data, ra)
+                # The packet's own addresses spelled as text in its payload
+                # (addr_text = map): the text of the mapped address there.
+                if la:
+                    rj = la[-1][0]
+                    ad_in, ad_out = addrs(a.data, rj), addrs(b.data, rj)
+                    for x, y in zip(ad_in or (), ad_out or ()):
+                        if x == y:
+                            continue
+                        for s0, s1 in addr_text_spans(a.data, x):
+                            if s0 < rj.dst + rj.alen:
+                                continue
+                            allowed |= set(range(s0, s1))
+                            txt = b.data[s0:s1].decode("ascii", "replace")
+                            try:
+                                import ipaddress
+                                if len(x) == 4:
+                                    got = bytes(int(o) for o in txt.split("."))
+                                else:
+                                    got = ipaddress.IPv6Address(txt).packed
+                            except ValueError:
+                                got = None
+                            ck.check(got in (y, bytes(len(y))), w, "%s: %s as text at %d became %r, not %s"
+                                     % (fr, fmt_addr(x), s0, txt, fmt_addr(y)))
                 diff = [x for x in range(a.caplen) if a.data[x] != b.data[x] and x not in allowed]
                 ck.check(not diff, w, "%s: bytes changed outside MACs/addresses/checksums at offsets %s"
                          % (fr, diff[:8]))
