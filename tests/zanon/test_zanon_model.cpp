@@ -307,7 +307,7 @@ TEST_CASE("store decisions equal the brute-force reference on random streams") {
 // on a window edge. Decisions must still be the reference's, with one lane
 // and with several.
 TEST_CASE("values already holding z recent users: every decision equals the reference") {
-  const uint64_t events = std::max<uint64_t>(env_u64("AMON_ZANON_EVENTS", 1000000) / 8, 1000);
+  const uint64_t events = std::max<uint64_t>(env_u64("AMON_ZANON_EVENTS", 1000000) / 16, 1000);
   const uint64_t seed = env_u64("AMON_ZANON_SEED", 1);
   for (uint32_t lanes : {1u, 2u, 4u}) {
     Totals tot;
