@@ -90,7 +90,8 @@ void decode_l4(const uint8_t* p, uint32_t cap, Decoded& d) {
       if (is_udp_tunnel_port(d.sport) || is_udp_tunnel_port(d.dport) ||
           (!frag && ulen >= 48 && teredo_by_content(p, off + 8, std::min(cap, off + ulen), off + ulen)))
         d.flags |= kFlagTunnel;
-      if (d.sport == 521 && d.dport == 521) d.flags |= kFlagAddrBody;  // RIPng route entries
+      if ((d.sport == 521 && d.dport == 521) || (d.sport == 520 && d.dport == 520))
+        d.flags |= kFlagAddrBody;  // RIPng, RIP route entries
       break;
     }
     case kProtoIcmp:
@@ -556,7 +557,8 @@ inline bool decode_fast_inner(const uint8_t* p, uint32_t cap, uint32_t lim, uint
     if (is_udp_tunnel_port(rd16(p + l4)) || is_udp_tunnel_port(rd16(p + l4 + 2))) return false;
     // Peer-to-peer Teredo nests too (decode_l4).
     if (ulen >= 48 && teredo_by_content(p, l4 + 8, std::min(cap, l4 + ulen), l4 + ulen)) return false;
-    if (rd16(p + l4) == 521 && rd16(p + l4 + 2) == 521) flags |= kFlagAddrBody;  // RIPng route entries
+    if ((rd16(p + l4) == 521 && rd16(p + l4 + 2) == 521) || (rd16(p + l4) == 520 && rd16(p + l4 + 2) == 520))
+      flags |= kFlagAddrBody;  // RIPng, RIP route entries
   } else if (proto == kProtoIcmp || proto == kProtoIcmpv6) {
     if (l4 + 8 > ip_end || l4 + 8 > cap) return false;
     const uint8_t type = p[l4];
@@ -722,7 +724,7 @@ inline int decode_fast(const uint8_t* p, uint32_t cap, uint32_t wire, Decoded& d
     if (is_udp_tunnel_port(sport) || is_udp_tunnel_port(dport)) return 2;  // decoded through
     // Peer-to-peer Teredo: the full way.
     if (ulen >= 48 && teredo_by_content(p, l4 + 8, std::min(cap, l4 + ulen), l4 + ulen)) return false;
-    if (sport == 521 && dport == 521) flags = kFlagAddrBody;  // RIPng route entries
+    if ((sport == 521 && dport == 521) || (sport == 520 && dport == 520)) flags = kFlagAddrBody;  // RIPng, RIP
   } else if (proto == kProtoIcmp || proto == kProtoIcmpv6) {
     if (l4 + 8 > ip_end || l4 + 8 > cap) return false;
     const uint8_t type = p[l4];

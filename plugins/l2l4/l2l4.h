@@ -46,7 +46,7 @@ enum : uint8_t {  // Decoded::flags
   kFlagV6Routing = 8,     // IPv6 routing header carrying addresses (type 0 or segment routing)
   kFlagIcmpError = 16,    // ICMP/ICMPv6 error quoting an earlier packet's IP header
   kFlagEncap = 32,        // the L3/L4 fields are of a packet carried in the encapsulations listed in encap
-  kFlagAddrBody = 64,     // addresses in a body the header rules map: ICMPv6 neighbour discovery (133-137), RIPng (UDP 521)
+  kFlagAddrBody = 64,     // addresses in a body the header rules map: ICMPv6 neighbour discovery (133-137), RIPng (UDP 521), RIP (UDP 520)
 };
 
 // Encapsulations decoded, at most (deeper nesting stops with kFlagTunnel).

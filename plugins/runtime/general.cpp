@@ -88,10 +88,10 @@ Verdict ProgramInstance::process_encap(uint8_t* buf, uint32_t& cap, uint32_t& wi
 // one; mapped when that rule maps any address alone (Crypto-PAn, prefix,
 // keyed hash), kept when it keeps, else zeroed. `bits`: a prefix's length,
 // past which the mapped bits are zeroed again.
-bool ProgramInstance::nd_addr(uint8_t* a, unsigned bits, const NdMap& nm, Eval& e, ApplyCtx& ctx) {
+bool ProgramInstance::nd_addr(uint8_t* a, unsigned bits, const NdMap& nm, Eval& e, ApplyCtx& ctx, unsigned alen) {
   const auto& F = l2l4::g_fields;
-  if (bits >= 128 && std::memcmp(a, nm.old_src, 16) == 0) return std::memcpy(a, nm.new_src, 16), true;
-  if (bits >= 128 && std::memcmp(a, nm.old_dst, 16) == 0) return std::memcpy(a, nm.new_dst, 16), true;
+  if (bits >= alen * 8 && std::memcmp(a, nm.old_src, alen) == 0) return std::memcpy(a, nm.new_src, alen), true;
+  if (bits >= alen * 8 && std::memcmp(a, nm.old_dst, alen) == 0) return std::memcpy(a, nm.new_dst, alen), true;
   if (!nm.protects_addr) return true;
   const dsl::Policy& pol = *prog_.policy_;
   const bool user = true;
@@ -106,15 +106,15 @@ bool ProgramInstance::nd_addr(uint8_t* a, unsigned bits, const NdMap& nm, Eval& 
     const uint8_t fam = ctx.family;
     const FieldId fld = ctx.field;
     const bool srv = ctx.is_server;
-    ctx.family = 6, ctx.field = user ? F.ip_client : F.ip_server, ctx.is_server = !user;
+    ctx.family = alen == 4 ? 4 : 6, ctx.field = user ? F.ip_client : F.ip_server, ctx.is_server = !user;
     mapped = actions_[r]->addr(a, ctx) != ActResult::Drop;
     ctx.family = fam, ctx.field = fld, ctx.is_server = srv;
   }
   if (!mapped) {
-    std::memset(a, 0, 16);
+    std::memset(a, 0, alen);
     ++e.c->nd_zeroed;
   }
-  for (unsigned i = 0; i < 16; ++i) {
+  for (unsigned i = 0; i < alen; ++i) {
     const int keep = std::clamp(int(bits) - int(i * 8), 0, 8);
     a[i] &= uint8_t(0xff00 >> keep);
   }
@@ -506,9 +506,14 @@ Verdict ProgramInstance::general_path(uint8_t* buf, uint32_t& cap, uint32_t& wir
 
   // RIPng (RFC 2080) lists routes: each entry's prefix (and a next hop's
   // address) maps as an address of the link's hosts does in neighbour
-  // discovery; a message that is not whole entries is cut after its last.
+  // discovery. RIP (RFC 2453, and version 1) over IPv4 the same: each
+  // entry's address (a prefix of its mask's length; version 1 has none: the
+  // whole address) and next hop; an authentication entry (address family
+  // 0xffff) carries a password or digest, zeroed. A message that is not
+  // whole entries is cut after its last.
+  const bool ripng = d.ip_version == 6 && d.sport == 521, rip = d.ip_version == 4 && d.sport == 520;
   if (!kL7Only && protects_addr && (d.flags & kFlagAddrBody) && d.l4_proto == kProtoUdp &&
-      d.status == DecodeStatus::Ok && !(d.flags & kFlagLaterFragment) && d.ip_version == 6) {
+      d.status == DecodeStatus::Ok && !(d.flags & kFlagLaterFragment) && (ripng || rip)) {
     const uint32_t pend = std::min<uint64_t>(uint64_t(d.payload_off) + d.payload_len, cap);
     const uint32_t plen = pend > d.payload_off ? pend - d.payload_off : 0;
     uint8_t* const rp = buf + d.payload_off;
@@ -517,8 +522,18 @@ Verdict ProgramInstance::general_path(uint8_t* buf, uint32_t& cap, uint32_t& wir
     NdMap nm{old_src, old_dst, buf + so, buf + dof, pos_rule, both, client_is_src, protects_addr};
     uint32_t o = 4;
     for (; o + 20 <= plen; o += 20) {
-      const bool next_hop = rp[o + 19] == 0xff;
-      nd_addr(rp + o, next_hop ? 128u : std::min<unsigned>(rp[o + 18], 128), nm, e, ctx);
+      uint8_t* const en = rp + o;
+      if (ripng) {
+        const bool next_hop = en[19] == 0xff;
+        nd_addr(en, next_hop ? 128u : std::min<unsigned>(en[18], 128), nm, e, ctx);
+      } else if (rd16(en) == 0xffff) {
+        std::memset(en + 4, 0, 16);
+        ++c.nd_zeroed;
+      } else {
+        const uint32_t mask = uint32_t(rd16(en + 8)) << 16 | rd16(en + 10);
+        nd_addr(en + 4, mask ? unsigned(std::popcount(mask)) : 32u, nm, e, ctx, 4);
+        if (rd16(en + 12) | rd16(en + 14)) nd_addr(en + 12, 32, nm, e, ctx, 4);
+      }
     }
     if (o < plen && error_exit(d.payload_off + o, c.err_cut)) return Verdict::Drop;
   }

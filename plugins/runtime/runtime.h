@@ -236,7 +236,7 @@ class ProgramInstance {
     const int* pos_rule;  // the rule each address position took, -1 none
     bool both, client_is_src, protects_addr;
   };
-  bool nd_addr(uint8_t* a, unsigned bits, const NdMap& nm, Eval& e, ApplyCtx& ctx);
+  bool nd_addr(uint8_t* a, unsigned bits, const NdMap& nm, Eval& e, ApplyCtx& ctx, unsigned alen = 16);
   uint32_t nd_body(uint8_t* buf, const Decoded& d, uint32_t plen, const NdMap& nm, Eval& e, ApplyCtx& ctx);
   bool l7_rewrite(uint8_t* buf, const Decoded& d, Eval& e);  // false: drop
   // Applies the http.body rule to the body bytes of `avail` payload bytes:

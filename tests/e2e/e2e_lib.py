@@ -240,3 +240,12 @@ def checksum_status(path):
     """frame -> tuple of (ip, tcp, udp) checksum status strings."""
     rows = tshark_fields(path, ["ip.checksum.status", "tcp.checksum.status", "udp.checksum.status"], None, CHECKS)
     return {r[0]: (tuple(r[1]), tuple(r[2]), tuple(r[3])) for r in rows}
+
+
+def report(fails, ok):
+    """Prints each failure (or `ok` when there is none); the exit code."""
+    for f in fails:
+        print("FAIL: " + f)
+    if not fails:
+        print(ok)
+    return 1 if fails else 0

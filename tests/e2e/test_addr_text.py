@@ -27,6 +27,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import e2e_lib as L  # noqa: E402
+import test_payload_addrs as P  # noqa: E402
 
 S = 1_000_000_000
 C4, SRV4 = "192.168.7.7", "198.51.100.9"
@@ -35,29 +36,11 @@ C6_UP = "FD00::17"
 C6_FULL = "fd00:0000:0000:0000:0000:0000:0000:0017"
 
 
-def a6(s):
-    return ipaddress.IPv6Address(s).packed
-
-
 def eth(et):
     return bytes.fromhex("00005e000101") + bytes.fromhex("001b213a4f5d") + struct.pack("!H", et)
 
 
-def udp4(src, dst, sport, dport, payload):
-    s, d = L.ip4(src), L.ip4(dst)
-    u = struct.pack("!HHHH", sport, dport, 8 + len(payload), 0) + payload
-    ck = L._csum(s + d + struct.pack("!BBH", 0, 17, len(u)) + u) or 0xFFFF
-    u = u[:6] + struct.pack("!H", ck) + u[8:]
-    iph = struct.pack("!BBHHHBBH4s4s", 0x45, 0, 20 + len(u), 1, 0x4000, 64, 17, 0, s, d)
-    return iph[:10] + struct.pack("!H", L._csum(iph)) + iph[12:] + u
-
-
-def udp6(src, dst, sport, dport, payload):
-    u = struct.pack("!HHHH", sport, dport, 8 + len(payload), 0) + payload
-    ph = a6(src) + a6(dst) + struct.pack("!IxxxB", len(u), 17)
-    ck = L._csum(ph + u) or 0xFFFF
-    u = u[:6] + struct.pack("!H", ck) + u[8:]
-    return struct.pack("!IHBB", 0x60000000, len(u), 17, 64) + a6(src) + a6(dst) + u
+udp4, udp6 = P.udp4, P.udp6
 
 
 SYSLOG = (b"<13>Nov 24 10:00:00 gw sshd: login from " + C4.encode() + b" port 4022; peer " + SRV4.encode() +
@@ -200,11 +183,7 @@ def main():
     fails += check("general", d, amon, inp, general, True)
     fails += check("keep", d, amon, inp, keep, False)
     fails += check("text-keep", d, amon, inp, text_keep, "headers only")
-    for f in fails:
-        print("FAIL: " + f)
-    if not fails:
-        print("addresses as text: mapped at the same length on both paths")
-    return 1 if fails else 0
+    return L.report(fails, "addresses as text: mapped at the same length on both paths")
 
 
 if __name__ == "__main__":

@@ -13,6 +13,7 @@ tshark reading the output.
   OWNER an mDNS EDNS0 Owner option's MAC equals the frame's rewritten source
         MAC, the wake-up MAC is mapped, the password zeroed.
   RIPNG route prefixes map as addresses, their lengths kept.
+  RIP   (v2 over IPv4) the same, and a plain-text password entry is zeroed.
 
 usage: test_payload_addrs.py AMON"""
 
@@ -128,9 +129,25 @@ def build(d):
     # 11 RIPng response from the router: a /64 of the users and a /128 host route.
     rip = bytes([2, 1, 0, 0]) + a6("fd00::") + struct.pack("!HBB", 0, 64, 1) + a6(C6) + struct.pack("!HBB", 0, 128, 2)
     f.append((t + 10000, eth(bytes.fromhex("333300000009"), MAC_R, 0x86DD) + udp6(R6, "ff02::9", 521, 521, rip)))
+    # 12 RIPv2 response from the user's host (a router): a simple-password
+    # authentication entry, the users' /24, a host route to the user's
+    # address via a neighbour, and a server's network.
+    rip2 = bytes([2, 2, 0, 0]) + struct.pack("!HH", 0xFFFF, 2) + b"hunter2-password"
+    rip2 += struct.pack("!HH4s4s4sI", 2, 0, L.ip4("192.168.7.0"), L.ip4("255.255.255.0"), bytes(4), 1)
+    rip2 += struct.pack("!HH4s4s4sI", 2, 0, L.ip4(C4), L.ip4("255.255.255.255"), L.ip4("192.168.7.9"), 2)
+    f.append((t + 11000, eth(bytes.fromhex("01005e000009"), MAC_C, 0x0800) + udp4(C4, "224.0.0.9", 520, 520, rip2)))
     path = os.path.join(d, "in.pcap")
     L.write_pcap(path, f)
     return path
+
+
+# The users' addresses and MACs mapped, the servers' kept (test_payload_cut
+# adds its own payload rule to the same).
+POLICY = ('key k = file("keys/k.hex")\n'
+          "clients = { 192.168.0.0/16, fd00::/8, fe80::/10 }\n"
+          "eth.src, eth.dst : hash(key=k)\n"
+          "ip.client : cryptopan(key=k)\n"
+          "ip.server : keep()\n")
 
 
 def main():
@@ -138,13 +155,7 @@ def main():
     L.need_tshark()
     d = L.tmpdir("payload-addrs-")
     L.make_key(d, "k")
-    pol = L.write_policy(d, "p.amon", 'key k = file("keys/k.hex")\n'
-                         "clients = { 192.168.0.0/16, fd00::/8, fe80::/10 }\n"
-                         "eth.src, eth.dst : hash(key=k)\n"
-                         "ip.client : cryptopan(key=k)\n"
-                         "ip.server : keep()\n"
-                         "dns.qname : keep()\n"
-                         "payload : keep()\n")
+    pol = L.write_policy(d, "p.amon", POLICY + "dns.qname : keep()\npayload : keep()\n")
     inp = build(d)
     out = os.path.join(d, "out.pcap")
     sj = os.path.join(d, "stats.json")
@@ -162,14 +173,15 @@ def main():
         "ipv6.src", "ipv6.dst", "eth.src", "icmpv6.nd.ns.target_address", "icmpv6.nd.na.target_address",
         "icmpv6.nd.rd.target_address", "icmpv6.rd.na.destination_address", "icmpv6.opt.linkaddr",
         "icmpv6.checksum.status", "dns.qry.name", "dns.ptr.domain_name", "udp.checksum.status",
-        "ripng.rte.ipv6_prefix", "ripng.rte.prefix_length"], None, L.CHECKS)}
+        "ripng.rte.ipv6_prefix", "ripng.rte.prefix_length", "ip.src", "rip.ip", "rip.next_hop",
+        "rip.auth.passwd"], None, L.CHECKS)}
 
     def col(frame, i):
-        return rows.get(frame, [[]] * 14)[i]
+        return rows.get(frame, [[]] * 18)[i]
 
     # Nothing of the users' addresses or MACs in any ND or RIPng frame.
     secrets = {"fd00::17": a6(C6), "fd00::99": a6(N6), "mac C": MAC_C, "mac N": MAC_N, "wake mac": MAC_W}
-    for n in (1, 2, 3, 4, 10, 11):
+    for n in (1, 2, 3, 4, 10, 11, 12):
         for what, b in secrets.items():
             if b in fr[n]:
                 fails.append(f"frame {n}: {what} in clear")
@@ -222,13 +234,26 @@ def main():
     elif ipaddress.IPv6Address(pre[0]).packed[8:] != bytes(8) or ipaddress.IPv6Address(c_ps).packed[:8] != \
             ipaddress.IPv6Address(pre[0]).packed[:8]:
         fails.append(f"RIPng /64 {pre[0]} is not the prefix of the user's pseudonym {c_ps}")
+    # RIPv2: the /24 is the prefix of the user's pseudonym, the host route is
+    # the pseudonym, the neighbour next hop mapped, the password zeroed.
+    ps4 = col(12, 14)[0] if col(12, 14) else None
+    routes, hops = col(12, 15), col(12, 16)
+    if not ps4 or ps4 == C4 or len(routes) != 2:
+        fails.append(f"RIPv2: source {ps4}, routes {routes}")
+    else:
+        if routes[1] != ps4:
+            fails.append(f"RIPv2 host route {routes[1]}, the user's pseudonym is {ps4}")
+        if routes[0] != ".".join(ps4.split(".")[:3] + ["0"]):
+            fails.append(f"RIPv2 /24 {routes[0]} is not the prefix of {ps4}")
+        if len(hops) != 2 or hops[1] in ("192.168.7.9", "0.0.0.0") or hops[0] != "0.0.0.0":
+            fails.append(f"RIPv2 next hops {hops}: a neighbour's mapped, none kept as 0.0.0.0")
+    if b"hunter2" in fr[12]:
+        fails.append("RIPv2 password in clear")
+    if col(12, 11) != ["1"]:
+        fails.append(f"RIPv2 UDP checksum status {col(12, 11)}")
     if st.get("nd_zeroed", 0) < 1:
         fails.append(f"nd_zeroed {st.get('nd_zeroed')}: the redirected header was zeroed")
-    for f in fails:
-        print("FAIL: " + f)
-    if not fails:
-        print("payload addresses: ND, PTR, Owner, RIPng as the packet's own")
-    return 1 if fails else 0
+    return L.report(fails, "payload addresses: ND, PTR, Owner, RIPng, RIP as the packet's own")
 
 
 if __name__ == "__main__":

@@ -679,11 +679,12 @@ def allowed_diff_positions(d, r):
                     if d[q + 6] in (6, 17):
                         co = 6 if d[q + 6] == 17 else 16
                         pos.update((q + 40 + co, q + 40 + co + 1))
-            # Neighbour discovery and RIPng bodies name addresses and MACs
-            # (targets, link-layer options, prefixes, routes): they take the
-            # packet's mapping, unknown options are zeroed.
+            # Neighbour discovery, RIPng and RIP bodies name addresses and
+            # MACs (targets, link-layer options, prefixes, routes): they take
+            # the packet's mapping; unknown options and RIP passwords are zeroed.
             nd = r.proto == 58 and 133 <= t <= 137
-            rip = r.proto == 17 and d[r.l4:r.l4 + 2] == b"\x02\x09" and d[r.l4 + 2:r.l4 + 4] == b"\x02\x09"
+            rip = r.proto == 17 and d[r.l4:r.l4 + 2] in (b"\x02\x09", b"\x02\x08") and \
+                d[r.l4 + 2:r.l4 + 4] == d[r.l4:r.l4 + 2]
             if nd or rip:
                 pos.update(range(r.l4 + 8, len(d)))
     return pos
