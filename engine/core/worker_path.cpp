@@ -26,7 +26,6 @@ void WorkerPath::configure() {
   sharers_ = modifiers_ = 0;
   hold_apps_ = 0;
   use_l7_ = wants_flows_ = false;
-  bool probe_dns = false;
   uint32_t probe_apps = 0;
   for (auto& inst : progs_) {
     const Program& p = inst->program();
@@ -34,15 +33,14 @@ void WorkerPath::configure() {
     (p.identity() ? sharers_ : modifiers_)++;
     use_l7_ = use_l7_ || p.wants_l7();
     wants_flows_ = wants_flows_ || p.wants_flows();
-    probe_dns = probe_dns || p.protects_dns();
     // Protocol plugins' content probes run for the applications protected.
     probe_apps |= p.protected_apps() & ~((1u << kFirstPluginApp) - 1);
     hold_apps_ |= p.held_apps();
   }
-  // Once made, the parse state stays (it numbers the worker's DNS flows,
+  // Once made, the parse state stays (it numbers the worker's flows for plugins,
   // and held streams are parsed with it), even when a reload stops using it.
   if (use_l7_ && !l7_) l7_ = std::make_unique<L7Parse>();
-  if (l7_) l7_->probe_dns = probe_dns, l7_->probe_apps = probe_apps;
+  if (l7_) l7_->probe_apps = probe_apps;
   single_modifier_ = progs_.size() == 1 && modifiers_ == 1;
   // A consumer that forwards every packet as it came needs no datagram whole.
   ofr_on_ = modifiers_ > 0;

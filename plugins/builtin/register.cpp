@@ -3,6 +3,7 @@
 
 #include "actions.h"
 #include "amon_dhcp.hpp"
+#include "amon_dns.hpp"
 #include "amon_http.hpp"
 #include "amon_quic.hpp"
 #include "amon_tls.hpp"
@@ -46,6 +47,8 @@ void register_builtin_plugins() {
     Registry& r = Registry::instance();
     register_settings(r);
     l2l4::register_fields(r);
+    r.add_protocol(dns::protocol_plugin());
+    r.add_protocol(dns::tcp_protocol_plugin());
     register_l7_fields(r);
     r.add_protocol(tls::protocol_plugin());
     r.add_protocol(quic::protocol_plugin());

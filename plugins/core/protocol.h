@@ -133,6 +133,81 @@ struct ProtoPacket {
   // flow's start; null when the packet has no flow. A plugin stores what
   // it needs across packets here, never pointers.
   uint8_t* flow_state;
+  // ProtocolPlugin::numbered: the flow's number in this worker (distinct
+  // per flow, never 0); 0 when the packet has no flow.
+  uint32_t flow_no = 0;
+};
+
+// What a plugin that rewrites its messages itself (ProtocolPlugin::rewrite)
+// asks of the consumer whose copy it rewrites: the consumer's rule for each
+// value, applied by the runtime. A value of a field without a rule is left
+// as it came.
+class RewriteHost {
+ public:
+  // The rule's decision on a name of field f. The same name again within
+  // one message (next_message() starts one) gets the same decision, not a
+  // second z-anonymity observation. `exchange`: the name is the one
+  // open_exchange named, decided as the exchange's first message had it.
+  virtual names::Decision decide_name(FieldId f, std::string_view text, bool exchange) = 0;
+  // A message of an exchange (a query and its response, one occurrence
+  // with one decision): `flow` (ProtoPacket::flow_no), the query's
+  // direction (0: from the flow's initiator), the exchange's id and its
+  // name. A query's decision on the name is remembered, a response's
+  // recalled. False when this consumer keeps no exchanges
+  // (ConsumerSetup::exchanges) or the response's query is unknown;
+  // `recalled`: the response found its query.
+  virtual bool open_exchange(uint32_t flow, unsigned query_dir, uint16_t id, std::string_view name, bool response,
+                             bool& recalled) = 0;
+  // The rule's action on an address (family 4 or 6) or a MAC of field f;
+  // false: the rule drops the packet.
+  virtual bool addr(FieldId f, uint8_t* a, uint8_t family) = 0;
+  virtual bool mac(FieldId f, uint8_t* a) = 0;
+  // The rule for f in this packet changes values (its hit is counted).
+  virtual bool modifies(FieldId f) = 0;
+  // The policy protects this address (a user's inside `clients`, or any
+  // address without `clients`, when a rule protects ip.client; another's
+  // when a rule protects ip.server): for addresses written where no
+  // action can map them (masked instead).
+  virtual bool protects_addr(uint8_t family, const uint8_t* a) const = 0;
+  // Counts a name whose address labels were masked (reverse_hidden).
+  virtual void count_reverse_hidden() = 0;
+  // The next message of the same payload: a new one-decision-per-name scope.
+  virtual void next_message() = 0;
+  virtual void drop() = 0;
+
+ protected:
+  ~RewriteHost() = default;
+};
+
+// What a consumer's policy says to a plugin making its per-consumer state
+// (ProtocolPlugin::make_consumer), once per policy and worker.
+class ConsumerSetup {
+ public:
+  virtual bool has_rules(FieldId f) const = 0;
+  // A rule on f decides by the z-anonymity store.
+  virtual bool zanon(FieldId f) const = 0;
+  // Some rule protects an address field (ip.*): see RewriteHost::protects_addr.
+  virtual bool protects_addresses() const = 0;
+  // Set by the plugin: keep this consumer's exchanges (RewriteHost::open_exchange).
+  bool exchanges = false;
+
+ protected:
+  ~ConsumerSetup() = default;
+};
+
+// What ProtocolPlugin::rewrite knows of the packet besides its bytes.
+struct ProtoRewrite {
+  uint32_t flow_no;     // ProtoPacket::flow_no of the packet (0: no flow)
+  bool from_initiator;  // the packet travels from the flow's client
+  // The consumer protects the protocol's fields: a message that cannot be
+  // rewritten ends the rewrite (the caller fails closed); without, the
+  // payload's other messages still get their rules.
+  bool protects;
+  // Set for a datagram's payload (ProtocolPlugin::shortcut): add the sums
+  // of the bytes the rewrite changes, before ([0]) and after ([1]), as
+  // 16-bit words at their offsets in the payload (a byte at an even offset
+  // the high half), so the caller updates the checksum by their difference.
+  uint64_t* sums;
 };
 
 struct ProtocolPlugin {
@@ -183,6 +258,31 @@ struct ProtocolPlugin {
   // changed). False when the message could not be rewritten: the runtime
   // fails closed as for fields it could not locate. May be null.
   bool (*finish)(void* state, uint8_t* payload, uint32_t len);
+
+  // A plugin whose fields the occurrence model cannot carry (one decision
+  // per name across compression pointers, values whose rule depends on
+  // other values) rewrites its messages itself: `rewrite`, instead of
+  // occurrences, applies a consumer's rules to every message of the last
+  // parse, through the host; false when the payload could not be rewritten
+  // (fail closed). `consumer` is its make_consumer state for that consumer.
+  bool (*rewrite)(void* state, void* consumer, RewriteHost& host, uint8_t* payload, const uint8_t* orig,
+                  uint32_t len, const ProtoRewrite& at);
+  // Per-consumer state (what its policy has rules for, caches of its
+  // decisions), made once per policy and worker; null: none.
+  void* (*make_consumer)(ConsumerSetup& setup);
+  void (*free_consumer)(void* consumer);
+  // For conditions, with `rewrite`: the first value of field f in the last
+  // parse (a name as its text), false when it holds none.
+  bool (*value)(void* state, FieldId f, std::string_view& out);
+  // The runtime numbers the plugin's flows (ProtoPacket::flow_no) at their
+  // first message: keys of exchanges.
+  bool numbered;
+  // UDP, with `rewrite`: a datagram on one of `ports` is the protocol's
+  // whatever it holds, one message, and `rewrite` keeps checksum sums
+  // (ProtoRewrite::sums): the runtime takes a shortcut for it (recognised
+  // before anything else, rewritten without the general path's questions).
+  // One plugin at most.
+  bool shortcut;
 };
 
 }  // namespace amon

@@ -8,6 +8,10 @@
 
 #include "amon_names.hpp"
 
+namespace amon {
+struct ProtocolPlugin;
+}
+
 namespace amon::dns {
 
 enum class Status : uint8_t { Ok, Truncated, Malformed };
@@ -253,5 +257,10 @@ bool ecs_zero(uint8_t* msg, size_t len, const ParseResult& pr);
 // caller fixes IP/UDP lengths). Refused (returns 0) when any parsed label lies
 // after the option, since pointers to it would move. Returns the new length.
 size_t ecs_strip(uint8_t* msg, size_t len, const ParseResult& pr);
+
+// DNS as protocol plugins (plugin.cpp): over UDP ("dns", the runtime's
+// datagram shortcut) and over TCP ("dns-tcp", carrying dns's fields).
+const ProtocolPlugin& protocol_plugin();
+const ProtocolPlugin& tcp_protocol_plugin();
 
 }  // namespace amon::dns

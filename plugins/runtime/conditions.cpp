@@ -79,10 +79,11 @@ bool ProgramInstance::eval(const dsl::Cond& c, Eval& e) {
       val = std::string_view(reinterpret_cast<const char*>(o + d.payload_off), end - d.payload_off), found = true;
   } else if (P && (e.m->l7 == L7State::Parsed || e.m->l7 == L7State::Stream)) {
     const uint8_t* base = e.m->l7_base ? e.m->l7_base : o + d.payload_off;
-    if ((f == L.dns_qname) && P->dns_msg >= 0 && P->dns->n_names) {
-      for (unsigned i = 0; i < P->dns->n_names && !found; ++i)
-        if (P->dns->names[i].role == dns::NameRole::Qname) val = P->dns->name_text(i), found = true;
-    } else if (e.m->app >= kFirstPluginApp) {
+    const ProtocolPlugin* pp = plugin_of(e.m->app);
+    if (pp && pp->value) {
+      // A plugin that rewrites its messages itself says which value it holds.
+      found = pp->value(P->state_of(e.m->app), f, val);
+    } else if (pp) {
       // A protocol plugin's parse: the first occurrence of the field, a
       // name as its text, any other value as its bytes. A message parsed
       // from its first part only (rest_clear) located all its fields there,

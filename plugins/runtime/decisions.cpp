@@ -8,8 +8,8 @@ namespace amon {
 // Not a PRF, but keyed by a per-instance secret and never published: an
 // accidental collision needs the same flow, direction and transaction id
 // too, and a deliberate one needs the secret.
-uint64_t ProgramInstance::dns_memo_key(uint32_t flow, unsigned qdir, uint16_t id, std::string_view qname) const {
-  uint64_t h = dns_memo_secret_ ^ (uint64_t(flow) << 32 | uint64_t(id) << 8 | qdir << 1 | 1) ^ (qname.size() * 0x9e3779b97f4a7c15ULL);
+uint64_t ProgramInstance::exch_key(uint32_t flow, unsigned qdir, uint16_t id, std::string_view qname) const {
+  uint64_t h = exch_secret_ ^ (uint64_t(flow) << 32 | uint64_t(id) << 8 | qdir << 1 | 1) ^ (qname.size() * 0x9e3779b97f4a7c15ULL);
   size_t i = 0;
   for (; i + 8 <= qname.size(); i += 8) {
     uint64_t w;
@@ -21,7 +21,7 @@ uint64_t ProgramInstance::dns_memo_key(uint32_t flow, unsigned qdir, uint16_t id
   return h | 1;  // 0 marks a free entry
 }
 
-names::Decision ProgramInstance::decide_name(FieldId f, std::string_view text, Eval& e, DnsRecall* recall,
+names::Decision ProgramInstance::decide_name(FieldId f, std::string_view text, Eval& e, ExchangeRecall* recall,
                                              MsgNames* seen) {
   int ri = pick(f, e);
   if (ri < 0) return names::Decision::keep();
@@ -46,15 +46,15 @@ names::Decision ProgramInstance::decide_name(FieldId f, std::string_view text, E
 }
 
 names::Decision ProgramInstance::decide_zanon(FieldId f, int ri, const NamePlan& np, std::string_view text, Eval& e,
-                                              DnsRecall* recall) {
-  DnsOutcome out;
+                                              ExchangeRecall* recall) {
+  ZOutcome out;
   uint8_t keep = 0;
   uint64_t seed;
   if (recall && recall->hit && recall->hit->rule == uint16_t(ri)) {
     // The query's decision, not a new observation: the exchange is one
     // occurrence, and the response must not release what the query hid
     // (nor hide what it released).
-    out = DnsOutcome(recall->hit->outcome);
+    out = ZOutcome(recall->hit->outcome);
     keep = recall->hit->sld_keep;
     seed = recall->seed;
   } else {
@@ -67,12 +67,12 @@ names::Decision ProgramInstance::decide_zanon(FieldId f, int ri, const NamePlan&
     if (!e.have_user) e.user = user_of(e.client, e.alen), e.have_user = true;
     const zanon::ZParams zp = np.zp;
     zanon::Scope sc{field_class_[f], zscope_.kind};
-    out = DnsOutcome::Hidden;
+    out = ZOutcome::Hidden;
     NameKeys* nk = name_keys_.empty() ? nullptr : name_keys(sc, text, *st);
     const zanon::Key key = nk ? zanon::Key{sc, {reinterpret_cast<const uint8_t*>(text.data()), text.size()}, nk->h}
                               : st->key(sc, text);
     if (st->observe(key, e.user, e.m->ts_ns, zp)) {
-      out = DnsOutcome::Released;
+      out = ZOutcome::Released;
     } else if (np.fb == NamePlan::FbSld) {
       SldInfo si;
       if (!nk) {
@@ -91,26 +91,26 @@ names::Decision ProgramInstance::decide_zanon(FieldId f, int ri, const NamePlan&
           if (!nk->have_sld_h) nk->sld_h = st->key(sc, sld).h, nk->have_sld_h = true;
           sk = zanon::Key{sc, {reinterpret_cast<const uint8_t*>(sld.data()), sld.size()}, nk->sld_h};
         }
-        if (st->observe(sk, e.user, e.m->ts_ns, zp)) out = DnsOutcome::Sld, keep = si.keep;
+        if (st->observe(sk, e.user, e.m->ts_ns, zp)) out = ZOutcome::Sld, keep = si.keep;
       }
     }
     if (recall && recall->record) {
-      DnsMemo& slot = dns_memo_slot(recall->key);
-      slot = DnsMemo{recall->key, recall->t, uint16_t(ri), uint8_t(out), keep};
+      ExchangeMemo& slot = exch_slot(recall->key);
+      slot = ExchangeMemo{recall->key, recall->t, uint16_t(ri), uint8_t(out), keep};
     }
   }
-  if (out == DnsOutcome::Released) return ++e.c->zanon_released, names::Decision::keep();
+  if (out == ZOutcome::Released) return ++e.c->zanon_released, names::Decision::keep();
   ++e.c->zanon_hidden;
-  if (out == DnsOutcome::Sld) return names::Decision::mask_left_of(keep, seed);
+  if (out == ZOutcome::Sld) return names::Decision::mask_left_of(keep, seed);
   if (np.fb == NamePlan::FbHash) return names::Decision::mask(name_key_[ri] ? name_key_[ri] : 1);
   if (np.fb == NamePlan::FbRedact) return names::Decision::redact(np.flat);
   return names::Decision::mask(seed);
 }
 
-ProgramInstance::DnsMemo& ProgramInstance::dns_memo_slot(uint64_t key) {
-  DnsMemo* set = &dns_memo_[(key >> 20) % kDnsMemoSets * kDnsMemoWays];
-  DnsMemo* victim = set;
-  for (unsigned i = 0; i < kDnsMemoWays; ++i) {
+ProgramInstance::ExchangeMemo& ProgramInstance::exch_slot(uint64_t key) {
+  ExchangeMemo* set = &exch_[(key >> 20) % kExchSets * kExchWays];
+  ExchangeMemo* victim = set;
+  for (unsigned i = 0; i < kExchWays; ++i) {
     if (set[i].key == key || set[i].key == 0) return set[i];
     // Oldest by wrap-around age relative to the newest entry's time.
     if (int32_t(set[i].t - victim->t) < 0) victim = &set[i];
@@ -118,10 +118,10 @@ ProgramInstance::DnsMemo& ProgramInstance::dns_memo_slot(uint64_t key) {
   return *victim;
 }
 
-const ProgramInstance::DnsMemo* ProgramInstance::dns_memo_find(uint64_t key, uint32_t now) const {
-  const DnsMemo* set = &dns_memo_[(key >> 20) % kDnsMemoSets * kDnsMemoWays];
-  for (unsigned i = 0; i < kDnsMemoWays; ++i)
-    if (set[i].key == key) return uint32_t(now - set[i].t) <= kDnsMemoMaxAge ? &set[i] : nullptr;
+const ProgramInstance::ExchangeMemo* ProgramInstance::exch_find(uint64_t key, uint32_t now) const {
+  const ExchangeMemo* set = &exch_[(key >> 20) % kExchSets * kExchWays];
+  for (unsigned i = 0; i < kExchWays; ++i)
+    if (set[i].key == key) return uint32_t(now - set[i].t) <= kExchMaxAge ? &set[i] : nullptr;
   return nullptr;
 }
 

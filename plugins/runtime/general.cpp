@@ -348,20 +348,22 @@ Verdict ProgramInstance::general_path(uint8_t* buf, uint32_t& cap, uint32_t& wir
   ctx.family = d.ip_version;
   ctx.client_addr = client_clear;
   if constexpr (kL7Only) {
-    // A whole, parsed UDP DNS message (a resolver link's every packet): the
-    // steps below reduce to the message's rewrite and the checksum update
-    // by its spans, without the questions whose answers are known here (no
-    // tunnel, ICMP quote, later fragment, stream slice, payload rule or
-    // cut). test_dns_fast compares this with those steps.
-    if (dns_fast_ && m.l7 == L7State::Parsed && m.app == uint8_t(App::Dns) && d.l4_proto == kProtoUdp &&
+    // A whole, parsed datagram of the plugin with the shortcut (UDP DNS: a
+    // resolver link's every packet): the steps below reduce to the
+    // message's rewrite and the checksum update by its spans, without the
+    // questions whose answers are known here (no tunnel, ICMP quote, later
+    // fragment, stream slice, payload rule or cut). test_dns_fast compares
+    // this with those steps.
+    if (m.app == shortcut_app_ && shortcut_app_ && m.l7 == L7State::Parsed && d.l4_proto == kProtoUdp &&
         d.status == DecodeStatus::Ok && !(d.flags & (kFlagTunnel | kFlagIcmpError | kFlagLaterFragment))) {
       const uint32_t avail = std::min<uint32_t>(d.cap_len, d.payload_off + d.payload_len) - d.payload_off;
       uint64_t sums[2] = {0, 0};
       e.l7_sums = sums;
-      const bool ok = l7_dns(buf + d.payload_off, avail, e, 0);
+      const bool ok =
+          l7_by_plugin(*shortcut_pp_, shortcut_app_, buf + d.payload_off, avail, e, P.l7_protect_ & (1u << shortcut_app_));
       e.l7_sums = nullptr;
-      // Not parsed after all (l7_dns then changed nothing): the general
-      // steps apply on_error.
+      // Not parsed after all (the rewrite then changed nothing): the
+      // general steps apply on_error.
       if (ok) {
         if (e.drop) return drop();
         if (sums[0] != sums[1] && d.l4_off + 8 <= cap) {
@@ -588,11 +590,12 @@ Verdict ProgramInstance::general_path(uint8_t* buf, uint32_t& cap, uint32_t& wir
       default: break;
     }
   } else if (P.has_l7_ && d.status == DecodeStatus::Ok && cut_at == UINT32_MAX && m.l7 != L7State::None) {
-    // A UDP DNS message is rewritten in label spans (and addresses, ECS):
-    // the checksum follows the sums of those spans only. UDP only: its
-    // checksum is the same whichever representation of zero a sum takes
-    // (0 is sent as 0xffff), so the result is the full update's bytes.
-    const bool by_spans = !sum_taken && d.l4_proto == kProtoUdp && m.app == uint8_t(App::Dns);
+    // A datagram of the plugin with the shortcut (UDP DNS: label spans,
+    // addresses, ECS) is rewritten in spans: the checksum follows the sums
+    // of those spans only. UDP only: its checksum is the same whichever
+    // representation of zero a sum takes (0 is sent as 0xffff), so the
+    // result is the full update's bytes.
+    const bool by_spans = !sum_taken && d.l4_proto == kProtoUdp && m.app == span_app_ && m.app;
     if (by_spans) e.l7_sums = l7_sums;
     else take_sum();
     if (!l7_rewrite(buf, d, e)) {

@@ -2,6 +2,7 @@
 
 #include <hs/hs.h>
 
+#include <algorithm>
 #include <cstring>
 #include <stdexcept>
 #include <string>
@@ -13,18 +14,21 @@ const L7Fields& L7Fields::get() {
     L7Fields x;
     auto& r = Registry::instance();
     auto id = [&](const char* n) { return r.field(n)->id; };
-    x.dns_qname = id("dns.qname");
-    x.dns_answer_name = id("dns.answer.name");
-    x.dns_rdata_name = id("dns.rdata.name");
-    x.dns_answer_addr = id("dns.answer.addr");
-    x.dns_ecs = id("dns.ecs");
     x.http_body = id("http.body");
     for (unsigned k = 0; k < http::kFieldKinds; ++k) {
       const char* n = http::registry_field(http::Field(k));
       x.http_kind[k] = n ? id(n) : kNoField;
       x.http_name[k] = n && r.field(n)->type == ValueType::Name;
     }
-    x.first = x.dns_qname;
+    // Registered after the L2-L4 fields: from the first application's
+    // field on (a plugin's, or HTTP's), every one is parsed out of the payload.
+    x.first = x.http_body;
+    for (FieldId k : x.http_kind) x.first = std::min(x.first, k);
+    for (const FieldDesc& f : r.fields())
+      if (f.id < x.first && plugin_apps(f.protocol)) {
+        x.first = f.id;
+        break;
+      }
     x.last = FieldId(r.fields().size() - 1);
     return x;
   }();
@@ -36,15 +40,35 @@ const http::Matcher& http_matcher() {
   return m;
 }
 
+Shortcut Shortcut::make() {
+  Shortcut x;
+  {
+    const auto& v = Registry::instance().protocols();
+    for (size_t i = 0; i < v.size(); ++i) {
+      if (!v[i]->shortcut) continue;
+      x.pp = v[i], x.app = uint8_t(kFirstPluginApp + i);
+      for (uint16_t p : v[i]->ports)
+        if (p) x.ports[x.n_ports++] = p;
+        else break;
+      break;
+    }
+  }
+  return x;
+}
+
 L7Parse::L7Parse()
-    : dns(std::make_unique<dns::ParseResult>()),
-      split(std::make_unique<dns::TcpSplit>()),
-      http(std::make_unique<http::Result>()),
+    : http(std::make_unique<http::Result>()),
       hscratch(std::make_unique<http::Scratch>(http_matcher())) {
   if (hs_alloc_scratch(content_probes().db(), &probe_scratch) != HS_SUCCESS)
     throw std::runtime_error("content probes: hs_alloc_scratch failed");
   for (const ProtocolPlugin* pp : Registry::instance().protocols()) proto_state.push_back(pp->make_state());
 }
+void* L7Parse::grow_states(size_t i) {
+  const auto& v = Registry::instance().protocols();
+  while (proto_state.size() < v.size()) proto_state.push_back(v[proto_state.size()]->make_state());
+  return proto_state[i];
+}
+
 L7Parse::~L7Parse() {
   hs_free_scratch(probe_scratch);
   const auto& v = Registry::instance().protocols();
@@ -156,14 +180,12 @@ App detect_app(const uint8_t* p, const Decoded& d, bool from_client, hs_scratch_
   const uint32_t avail = d.payload_off < d.cap_len ? std::min(d.cap_len, d.payload_off + d.payload_len) - d.payload_off : 0;
   const uint8_t* pl = p + d.payload_off;
   if (d.l4_proto == kProtoUdp) {
-    if (is_dns_port(d.sport) || is_dns_port(d.dport)) return App::Dns;
     // SSDP is HTTP over UDP.
     if (d.sport == 1900 || d.dport == 1900) return App::Http;
     if (App a = plugin_by_probe_always(pl, avail, d); a != App::Unknown) return a;
     return App::Other;
   }
   if (d.l4_proto != kProtoTcp) return App::Other;
-  if (is_dns_port(d.sport) || is_dns_port(d.dport)) return App::DnsTcp;
   if (App a = plugin_by_probe_always(pl, avail, d); a != App::Unknown) return a;
   App by_content = content_probes().classify(pl, avail, probe_scratch);
   if (by_content != App::Unknown) return by_content;

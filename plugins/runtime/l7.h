@@ -1,15 +1,13 @@
 // Application-layer fields for the per-consumer programs: protocol
 // detection, one parse per packet shared by all consumers, and the rewrite
-// of each consumer's copy by offset. DNS and HTTP still have their parse
-// here; every other protocol is a plugin (protocol.h) reached through the
-// registry.
+// of each consumer's copy by offset. HTTP still has its parse here; every
+// other protocol is a plugin (protocol.h) reached through the registry.
 #pragma once
 
 #include <cstdint>
 #include <memory>
 #include <vector>
 
-#include "amon_dns.hpp"
 #include "amon_http.hpp"
 #include "l2l4.h"
 #include "protocol.h"
@@ -21,9 +19,9 @@ typedef struct hs_scratch hs_scratch_t;
 
 namespace amon {
 
-// The applications the runtime parses itself (DNS, HTTP); values 3 and 5
+// The application the runtime parses itself (HTTP); values 1, 2, 3 and 5
 // belonged to protocols now plugins and stay unused.
-enum class App : uint8_t { Unknown = 0, Dns = 1, DnsTcp = 2, Http = 4, Other = 6 };
+enum class App : uint8_t { Unknown = 0, Http = 4, Other = 6 };
 // Protocol plugins (Registry::protocols(), protocol.h) are applications
 // kFirstPluginApp + their index: App values past the enumerators, so a
 // policy's 32-bit mask of protected applications covers them.
@@ -58,9 +56,28 @@ inline uint32_t plugin_apps(std::string_view protocol) {
   return a;
 }
 
+// The plugin that declares ProtocolPlugin::shortcut (a datagram on its
+// ports is its message), resolved once the plugins are registered.
+struct Shortcut {
+  const ProtocolPlugin* pp = nullptr;
+  uint8_t app = 0;  // 0: no plugin declares one
+  uint8_t n_ports = 0;
+  uint16_t ports[8] = {};
+  bool port(uint16_t sport, uint16_t dport) const {
+    for (unsigned i = 0; i < n_ports; ++i)
+      if (ports[i] == sport || ports[i] == dport) return true;
+    return false;
+  }
+  // Inline: the packet path asks for it per packet.
+  static const Shortcut& get() {
+    static const Shortcut s = make();
+    return s;
+  }
+  static Shortcut make();
+};
+
 // Registry ids of the application fields, resolved once.
 struct L7Fields {
-  FieldId dns_qname, dns_answer_name, dns_rdata_name, dns_answer_addr, dns_ecs;
   FieldId http_body;  // located by http::body_spans
   // By HTTP occurrence kind: the field whose value it holds (kNoField: none).
   FieldId http_kind[http::kFieldKinds];
@@ -91,9 +108,6 @@ class ContentProbes {
 };
 const ContentProbes& content_probes();
 
-// DNS, mDNS, LLMNR.
-inline bool is_dns_port(uint16_t p) { return p == 53 || p == 5353 || p == 5355; }
-
 // Guesses the application protocol of a packet from ports and the first
 // payload bytes. `from_client`: the packet travels client -> server.
 App detect_app(const uint8_t* p, const Decoded& d, bool from_client, hs_scratch_t* probe_scratch);
@@ -105,16 +119,10 @@ struct L7Parse {
   ~L7Parse();
   void reset(uint64_t packet_id) {
     if (packet_id != packet)
-      packet = packet_id, dns_msg = -1, http_state = 0, hold_hint = http_udp = false;
+      packet = packet_id, http_state = 0, hold_hint = http_udp = false;
   }
   uint64_t packet = ~0ULL;
-  // Some consumer protects DNS fields: UDP on other ports is probed for DNS
-  // content (DNS runs on any port a resolver or a tunnel chooses).
-  bool probe_dns = false;
-  std::unique_ptr<dns::ParseResult> dns;
-  std::unique_ptr<dns::TcpSplit> split;
-  int dns_msg = -1;  // which message of the packet `dns` holds (-1: none)
-  uint32_t dns_flows = 0;  // FlowState::dns_flow numbers handed out by this worker
+  uint32_t flow_numbers = 0;  // FlowState::flow_no numbers handed out by this worker (ProtocolPlugin::numbered)
   std::unique_ptr<http::Result> http;
   std::unique_ptr<http::Scratch> hscratch;
   int http_state = 0;
@@ -129,11 +137,13 @@ struct L7Parse {
   std::vector<void*> proto_state;
   // Makes the states of plugins registered after this parse state was
   // (once each: tests build one before registering the plugins).
-  void* state_of(uint8_t app) {
-    const auto& v = Registry::instance().protocols();
-    while (proto_state.size() < v.size()) proto_state.push_back(v[proto_state.size()]->make_state());
-    return proto_state[app - kFirstPluginApp];
+  __attribute__((always_inline)) void* state_of(uint8_t app) {
+    const size_t i = app - kFirstPluginApp;
+    if (i < proto_state.size()) [[likely]]
+      return proto_state[i];
+    return grow_states(i);
   }
+  void* grow_states(size_t i);
   std::unique_ptr<ProtoOccs> occs = std::make_unique<ProtoOccs>();
   uint32_t probe_apps = 0;
 };

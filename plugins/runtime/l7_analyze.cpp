@@ -13,22 +13,6 @@ namespace {
 L7State parse_app(const uint8_t* pl, uint32_t avail, bool cut_short, App app, bool from_init, FlowState* fs, int dir,
                   L7Parse& P) {
   switch (app) {
-    case App::Dns:
-      if (cut_short) return L7State::Incomplete;
-      dns::parse(pl, avail, *P.dns);
-      P.dns_msg = 0;
-      return P.dns->status == dns::Status::Ok ? L7State::Parsed : L7State::Malformed;
-    case App::DnsTcp: {
-      dns::Status st = dns::split_tcp(pl, avail, *P.split);
-      P.dns_msg = -1;
-      if (st == dns::Status::Malformed || cut_short) return L7State::Malformed;
-      if (st == dns::Status::Truncated) {
-        if (fs && P.split->need) fs->pending[dir] = P.split->need - (avail - P.split->partial_off);
-        P.hold_hint = true;
-        return L7State::Incomplete;
-      }
-      return L7State::Parsed;
-    }
     case App::Http: {
       http::Direction hd = P.http_udp ? http::Direction::Auto  // SSDP: either, either way
                            : from_init ? http::Direction::Request : http::Direction::Response;
@@ -72,8 +56,10 @@ App plugin_by_probe(const uint8_t* pl, uint32_t avail, const Decoded& d, uint32_
 // the flow's stream state, as the runtime's own TCP parses do: bytes still
 // to come (pending), those of them that carry no field (names_done), and
 // whether holding the segment would complete it (hold_hint).
-L7State parse_plugin(const ProtocolPlugin& pp, uint8_t app, const ProtoPacket& pkt, FlowState* fs, int dir,
-                     L7Parse& P) {
+// Inlined: the datagram shortcut takes it for every packet.
+inline __attribute__((always_inline)) L7State parse_plugin(const ProtocolPlugin& pp, uint8_t app,
+                                                           const ProtoPacket& pkt, FlowState* fs, int dir,
+                                                           L7Parse& P) {
   ProtoOccs& O = *P.occs;
   O.clear();
   const ProtoStatus st = pp.parse(P.state_of(app), pkt, O);
@@ -90,6 +76,22 @@ L7State parse_plugin(const ProtocolPlugin& pp, uint8_t app, const ProtoPacket& p
     case ProtoStatus::Malformed: break;
   }
   return L7State::Malformed;
+}
+
+// A packet's payload as a plugin's parse sees it. A flow of a plugin that
+// numbers its flows gets its number at its first message.
+inline __attribute__((always_inline)) ProtoPacket plugin_packet(const uint8_t* p, const Decoded& d, uint32_t avail,
+                                                                bool from_init, FlowState* fs,
+                                                                const ProtocolPlugin& pp, L7Parse& P) {
+  ProtoPacket pkt{p + d.payload_off, avail, d.sport, d.dport, nullptr, nullptr, 0, from_init,
+                  d.payload_off + d.payload_len > d.cap_len, fs ? fs->app_state : nullptr};
+  if (d.has_ip() && d.dst_off() + d.addr_len() <= d.cap_len)
+    pkt.src = p + d.src_off(), pkt.dst = p + d.dst_off(), pkt.addr_len = uint8_t(d.addr_len());
+  if (fs && pp.numbered) {
+    if (!fs->flow_no && !(fs->flow_no = ++P.flow_numbers)) fs->flow_no = ++P.flow_numbers;  // 0 means "none"
+    pkt.flow_no = fs->flow_no;
+  }
+  return pkt;
 }
 
 uint32_t tcp_seq(const uint8_t* p, const Decoded& d) {
@@ -169,32 +171,19 @@ void analyze_l7(const uint8_t* p, const Decoded& d, PacketMeta& m, L7Parse& P) {
   const int dir = from_init ? 0 : 1;
   const uint32_t end = std::min<uint32_t>(d.cap_len, d.payload_off + d.payload_len);
   const uint32_t avail = end > d.payload_off ? end - d.payload_off : 0;
-  // DNS over UDP on its ports (the bulk of a resolver link): what the steps
-  // below conclude for it, without their questions. UDP flows never set the
-  // stream fields (pending, body, released, stream_failed: TCP only), so only
-  // the flow's DNS number and the parse remain.
-  if (d.l4_proto == kProtoUdp && (is_dns_port(d.sport) || is_dns_port(d.dport))) {
-    m.app = uint8_t(App::Dns);
+  // A datagram on the ports of the plugin with the shortcut (DNS over UDP:
+  // the bulk of a resolver link): what the steps below conclude for it,
+  // without their questions. UDP flows never set the stream fields
+  // (pending, body, released, stream_failed: TCP only), so only the flow's
+  // number and the parse remain.
+  const Shortcut& S = Shortcut::get();
+  if (d.l4_proto == kProtoUdp && S.port(d.sport, d.dport)) {
+    m.app = S.app;
     if (avail == 0) return;
-    if (fs && !fs->dns_flow)
-      if (!(fs->dns_flow = ++P.dns_flows)) fs->dns_flow = ++P.dns_flows;  // 0 means "none"
-    if (d.payload_off + d.payload_len > d.cap_len) {
-      m.l7 = L7State::Incomplete;  // cut short by the capture: cannot be parsed to its end
-      return;
-    }
-    dns::parse(p + d.payload_off, avail, *P.dns);
-    P.dns_msg = 0;
-    m.l7 = P.dns->status == dns::Status::Ok ? L7State::Parsed : L7State::Malformed;
+    m.l7 = parse_plugin(*S.pp, S.app, plugin_packet(p, d, avail, from_init, fs, *S.pp, P), fs, dir, P);
     return;
   }
   App app = fs && fs->app ? App(fs->app) : detect_app(p, d, from_init, P.probe_scratch);
-  if (app == App::Other && P.probe_dns && d.l4_proto == kProtoUdp && avail >= 17) {
-    const uint8_t* q = p + d.payload_off;
-    uint16_t qd = uint16_t(q[4] << 8 | q[5]);
-    // Standard query/response with a question or two, and a full parse.
-    if (((q[2] >> 3) & 0xf) == 0 && qd >= 1 && qd <= 2 && dns::parse(q, avail, *P.dns) == dns::Status::Ok)
-      app = App::Dns;
-  }
   if (app == App::Other && P.probe_apps && avail)
     app = plugin_by_probe(p + d.payload_off, avail, d, P.probe_apps);
   if (fs && !fs->app && avail && d.l4_proto == kProtoTcp && app != App::Other) fs->app = uint8_t(app);
@@ -258,15 +247,10 @@ void analyze_l7(const uint8_t* p, const Decoded& d, PacketMeta& m, L7Parse& P) {
   }
   if (const ProtocolPlugin* pp = plugin_of(uint8_t(app))) {
     if (fs && (fs->app_done >> dir & 1)) return;  // nothing more of its own in this direction
-    ProtoPacket pkt{pl, avail, d.sport, d.dport, nullptr, nullptr, 0, from_init, cut_short, fs ? fs->app_state : nullptr};
-    if (d.has_ip() && d.dst_off() + d.addr_len() <= d.cap_len)
-      pkt.src = p + d.src_off(), pkt.dst = p + d.dst_off(), pkt.addr_len = uint8_t(d.addr_len());
-    m.l7 = parse_plugin(*pp, uint8_t(app), pkt, fs, dir, P);
+    m.l7 = parse_plugin(*pp, uint8_t(app), plugin_packet(p, d, avail, from_init, fs, *pp, P), fs, dir, P);
     m.names_echo = P.occs->echo;
     return;
   }
-  if (fs && !fs->dns_flow && (app == App::Dns || app == App::DnsTcp))
-    if (!(fs->dns_flow = ++P.dns_flows)) fs->dns_flow = ++P.dns_flows;  // 0 means "none"
   if (app == App::Http && fs && fs->unbounded[dir]) {
     // Inside a body of unknown length: only a new message start ends it.
     bool starts = avail >= 8 && (std::memcmp(pl, "HTTP/1.", 7) == 0 || detect_app(p, d, from_init, P.probe_scratch) == App::Http);
@@ -279,14 +263,15 @@ void analyze_l7(const uint8_t* p, const Decoded& d, PacketMeta& m, L7Parse& P) {
 
 L7State analyze_stream(const uint8_t* b, uint32_t len, uint8_t app, bool from_initiator, FlowState* fs, L7Parse& P) {
   P.packet = ~0ULL;  // the next packet parses anew
-  P.dns_msg = -1;
   P.http_state = 0;
   P.hold_hint = P.http_udp = false;
   const int dir = from_initiator ? 0 : 1;
   if (fs) fs->pending[dir] = 0, fs->names_done &= uint8_t(~(1u << dir));
   if (const ProtocolPlugin* pp = plugin_of(app))
-    return parse_plugin(*pp, app, {b, len, 0, 0, nullptr, nullptr, 0, from_initiator, false, fs ? fs->app_state : nullptr},
-                        fs, dir, P);
+    return parse_plugin(
+        *pp, app,
+        {b, len, 0, 0, nullptr, nullptr, 0, from_initiator, false, fs ? fs->app_state : nullptr, fs ? fs->flow_no : 0},
+        fs, dir, P);
   return parse_app(b, len, false, App(app), from_initiator, fs, dir, P);
 }
 

@@ -1,5 +1,5 @@
 // The application-field rewrite: each located occurrence gets its rule's
-// action (l7_rewrite, l7_dns), also for headers reassembled from held
+// action (l7_rewrite, l7_plugin, l7_by_plugin), also for headers reassembled from held
 // segments (rewrite_stream).
 #include "runtime_impl.h"
 
@@ -155,183 +155,73 @@ bool ProgramInstance::apply_addr_occ(FieldId f, uint8_t* a, uint8_t family, Eval
   return ok;
 }
 
-bool ProgramInstance::l7_dns(uint8_t* msg, uint32_t len, Eval& e, int msg_index) {
-  const L7Fields& L = L7Fields::get();
-  L7Parse& P = *e.m->parse;
-  if (P.dns_msg != msg_index) {
-    // Parse from the original bytes (the copy is identical in this span:
-    // nothing before the application layer rewrites payload bytes).
-    const uint8_t* orig = e.m->orig + (msg - e.buf);
-    dns::parse(orig, len, *P.dns);
-    P.dns_msg = msg_index;
+// The consumer's rules as a plugin that rewrites its messages itself sees
+// them (protocol.h): each value gets its field's rule, as an occurrence
+// would; names are decided once per message, and an exchange's names as its
+// query had them.
+class ProgramInstance::PluginHost final : public RewriteHost {
+ public:
+  PluginHost(ProgramInstance& self, Eval& e) : self_(self), e_(e) {}
+  names::Decision decide_name(FieldId f, std::string_view text, bool exchange) override {
+    return self_.decide_name(f, text, e_, exchange && open_ ? &rc_ : nullptr, &seen_);
   }
-  const dns::ParseResult& pr = *P.dns;
-  if (pr.status != dns::Status::Ok) return false;
-  struct Ctx {
-    ProgramInstance* self;
-    Eval* e;
-    const L7Fields* L;
-    DnsRecall* rc = nullptr;
-    std::string_view qname;
-    MsgNames seen;  // default-initialised: its slots are not zeroed per message
-  } cx;
-  cx.self = this;
-  cx.e = &e;
-  cx.L = &L;
-  // The exchange this message belongs to: a query records its first
-  // question's decision, a response recalls it for that question and for the
-  // owner names equal to it. Other names (CNAME targets, rdata) are decided
-  // at their own time.
-  DnsRecall rc;
-  if (!dns_memo_.empty() && e.m->flow && e.m->flow->dns_flow && pr.hdr.qdcount && pr.n_names &&
-      pr.names[0].role == dns::NameRole::Qname) {
-    cx.qname = pr.name_text(0);
-    const bool response = pr.hdr.qr();
-    const unsigned qdir = (e.m->initiator_is_src ? 0u : 1u) ^ (response ? 1u : 0u);
-    rc.key = dns_memo_key(e.m->flow->dns_flow, qdir, pr.hdr.id, cx.qname);
-    const uint32_t now = uint32_t(e.m->ts_ns >> 20);
+  bool open_exchange(uint32_t flow, unsigned query_dir, uint16_t id, std::string_view name, bool response,
+                     bool& recalled) override {
+    recalled = open_ = false;
+    if (self_.exch_.empty()) return false;
+    rc_ = ExchangeRecall{};
+    rc_.key = self_.exch_key(flow, query_dir, id, name);
+    const uint32_t now = uint32_t(e_.m->ts_ns >> 20);
     if (!response) {
-      rc.record = true;
-      rc.t = now;
-    } else if (const DnsMemo* h = dns_memo_find(rc.key, now)) {
-      rc.hit = h;
-      rc.t = h->t;
+      rc_.record = true;
+      rc_.t = now;
+    } else if (const ExchangeMemo* h = self_.exch_find(rc_.key, now)) {
+      rc_.hit = h;
+      rc_.t = h->t;
     }
-    if (rc.record || rc.hit) {
-      rc.seed = splitmix_of(dns_memo_secret_ ^ rc.key ^ (uint64_t(rc.t) << 17));
-      cx.rc = &rc;
-    }
+    if (!rc_.record && !rc_.hit) return false;
+    rc_.seed = splitmix_of(self_.exch_secret_ ^ rc_.key ^ (uint64_t(rc_.t) << 17));
+    recalled = rc_.hit != nullptr;
+    return open_ = true;
   }
-  auto fn = [](void* vctx, const dns::NameView& nv) -> names::Decision {
-    auto* c = static_cast<Ctx*>(vctx);
-    const L7Fields& L = *c->L;
-    FieldId f;
-    bool owner = false;
-    switch (nv.role) {
-      case dns::NameRole::Qname: f = L.dns_qname; break;
-      case dns::NameRole::AnswerOwner:
-      case dns::NameRole::AuthorityOwner:
-      case dns::NameRole::AdditionalOwner: f = L.dns_answer_name, owner = true; break;
-      default: f = L.dns_rdata_name; break;
-    }
-    DnsRecall* rc = nullptr;
-    if (c->rc && (nv.index == 0 || (owner && c->rc->hit && nv.text == c->qname))) rc = c->rc;
-    return c->self->decide_name(f, nv.text, *c->e, rc, &c->seen);
-  };
-  uint64_t* const sums = e.l7_sums;  // msg is the payload's start when set
-  const uint32_t roles = dns_roles_;
-  // Only an exchange's seed can come back (a fresh random one cannot): a
-  // query stores its question's masks, its response takes them.
-  if (cx.rc) first_masks_->reuse = cx.rc->hit != nullptr;
-  RevLabel rev[64];
-  const unsigned n_rev = prog_.protects_addresses_ ? reverse_collect(msg, pr, rev, 64) : 0;
-  if (roles) dns::rewrite_names(msg, len, pr, fn, &cx, sums, roles, cx.rc ? first_masks_.get() : nullptr);
-  if (n_rev) reverse_apply(msg, rev, n_rev, e, sums);
-  auto span_sum = [&](unsigned off, unsigned n) -> uint64_t {
-    const uint16_t s = csum_sum({msg + off, n});
-    return (off & 1) ? uint16_t(s << 8 | s >> 8) : s;
-  };
-  if (dns_addr_rules_)
-    for (unsigned i = 0; i < pr.n_addrs; ++i) {
-      const unsigned off = pr.addrs[i].off, n = pr.addrs[i].family == 4 ? 4 : 16;
-      if (sums) sums[0] += span_sum(off, n);
-      if (!apply_addr_occ(L.dns_answer_addr, msg + off, pr.addrs[i].family, e)) e.drop = true;
-      if (sums) sums[1] += span_sum(off, n);
-    }
-  if (pr.ecs.present && pr.ecs.addr_len && !prog_.field_rules_[L.dns_ecs].empty()) {
-    // The subnet (the client's own network) carries only the bytes its
-    // source prefix needs: the rule's action runs on it as on a whole
-    // address, the rest zero, and its bytes go back. Each action keeps its
-    // meaning: zero() zeroes it, prefix(n) keeps n bits, cryptopan() maps it
-    // prefix-preservingly (the leading bytes of the mapped address depend on
-    // the leading bytes of the subnet only), hash() hashes it. The bits past
-    // the source prefix are zeroed again, as RFC 7871 requires of them; the
-    // prefix lengths stay, so the option still parses.
-    const unsigned off = pr.ecs.addr_off, n = pr.ecs.addr_len;
-    const uint8_t family = pr.ecs.family == 1 ? 4 : 6;
-    uint8_t a[16] = {}, before[16];
-    std::memcpy(a, msg + off, n);
-    std::memcpy(before, a, sizeof a);
-    if (!apply_addr_occ(L.dns_ecs, a, family, e)) {
-      e.drop = true;
-    } else if (std::memcmp(a, before, sizeof a) != 0) {
-      const unsigned src = pr.ecs.source_prefix;
-      if (src % 8) a[n - 1] &= uint8_t(0xff00 >> (src % 8));
-      if (sums) sums[0] += span_sum(off, n);
-      std::memcpy(msg + off, a, n);
-      if (sums) sums[1] += span_sum(off, n);
-    }
+  bool addr(FieldId f, uint8_t* a, uint8_t family) override { return self_.apply_addr_occ(f, a, family, e_); }
+  bool mac(FieldId f, uint8_t* a) override { return self_.apply_mac_occ(f, a, e_); }
+  bool modifies(FieldId f) override {
+    const int ri = self_.pick(f, e_);
+    return ri >= 0 && self_.actions_[ri]->modifies;
   }
-  const auto& F = l2l4::g_fields;
-  if (pr.owner.present && pr.owner.data_len && !prog_.field_rules_[F.eth_src].empty()) {
-    // The Owner option names the sending device by its MAC (and the MAC to
-    // wake it with): the MACs take the rule of the packet's source MAC, so
-    // they leave as the Ethernet header's does. The wake-up password goes
-    // with them; an option of unknown layout is zeroed whole, as nothing in
-    // it can be told apart from a MAC.
-    const int ri = pick(F.eth_src, e);
-    const dns::Owner& o = pr.owner;
-    if (ri >= 0 && actions_[ri]->modifies) {
-      if (sums) sums[0] += span_sum(o.data_off, o.data_len);
-      if (!o.n_macs) std::memset(msg + o.data_off, 0, o.data_len);
-      for (unsigned i = 0; i < o.n_macs; ++i)
-        if (!apply_mac_occ(F.eth_src, msg + o.mac_off[i], e)) e.drop = true;
-      if (o.pw_len) std::memset(msg + o.pw_off, 0, o.pw_len);
-      if (sums) sums[1] += span_sum(o.data_off, o.data_len);
-    }
-  }
-  return true;
-}
-
-// A reverse-DNS name (in-addr.arpa, ip6.arpa) is an address written as
-// labels. Its address labels are masked with 'x' when the policy protects
-// that address: a user's (inside `clients`, or any address when there is no
-// `clients` set, as the name's role in its flow is unknown) when a rule
-// protects ip.client, another's when a rule protects ip.server. Masked, not
-// mapped: a mapped IPv4 address rarely has the digit counts of the original,
-// and the labels cannot change length without moving every compression
-// pointer after them; mapping only where the lengths happen to fit would
-// tell which names those are. Taken before the name rules rewrite (the
-// labels as they came: at most 3 bytes each), applied after them, so a
-// label they already changed stays as they left it.
-unsigned ProgramInstance::reverse_collect(const uint8_t* msg, const dns::ParseResult& pr, RevLabel* out,
-                                          unsigned cap) {
-  const dsl::Policy& pol = *prog_.policy_;
-  unsigned n_out = 0;
-  for (unsigned i = 0; i < pr.n_names && n_out < cap; ++i) {
-    const dns::NameRef& nr = pr.names[i];
-    if (nr.n_labels < 3) continue;
-    uint8_t family, a[16];
-    const unsigned n = dns::reverse_address(pr.name_text(i), family, a);
-    if (!n) continue;
+  bool protects_addr(uint8_t family, const uint8_t* a) const override {
+    const dsl::Policy& pol = *self_.prog_.policy_;
     bool user = pol.clients.empty();
     for (const auto& cidr : pol.clients) user = user || cidr.contains(family, a);
-    if (!(user ? prog_.protects_client_addr_ : prog_.protects_server_addr_)) continue;
-    // The address labels are the n right before the two suffix labels.
-    for (unsigned k = nr.n_labels - 2 - n; k < nr.n_labels - 2u && n_out < cap; ++k) {
-      const dns::LabelSpan& l = pr.name_label(i, k);
-      RevLabel& r = out[n_out++];
-      r.name = uint16_t(i), r.off = l.off, r.len = uint8_t(std::min<unsigned>(l.len, sizeof r.b));
-      std::memcpy(r.b, msg + l.off, r.len);
-    }
+    return user ? self_.prog_.protects_client_addr_ : self_.prog_.protects_server_addr_;
   }
-  return n_out;
-}
+  void count_reverse_hidden() override { ++e_.c->reverse_hidden; }
+  void next_message() override {
+    seen_.n = 0;
+    open_ = false;
+  }
+  void drop() override { e_.drop = true; }
 
-void ProgramInstance::reverse_apply(uint8_t* msg, const RevLabel* rl, unsigned n, Eval& e, uint64_t* sums) {
-  int counted = -1;
-  for (unsigned i = 0; i < n; ++i) {
-    uint8_t* p = msg + rl[i].off;
-    if (std::memcmp(p, rl[i].b, rl[i].len) != 0) continue;  // changed already (a name rule, or a shared label)
-    auto span_sum = [&]() -> uint64_t {
-      const uint16_t s = csum_sum({p, rl[i].len});
-      return (rl[i].off & 1) ? uint16_t(s << 8 | s >> 8) : s;
-    };
-    if (sums) sums[0] += span_sum();
-    std::memset(p, 'x', rl[i].len);
-    if (sums) sums[1] += span_sum();
-    if (counted != rl[i].name) ++e.c->reverse_hidden, counted = rl[i].name;
-  }
+ private:
+  ProgramInstance& self_;
+  Eval& e_;
+  ExchangeRecall rc_;
+  bool open_ = false;
+  MsgNames seen_;  // default-initialised: its slots are not zeroed per message
+};
+
+bool ProgramInstance::l7_by_plugin(const ProtocolPlugin& pp, uint8_t app, uint8_t* pl, uint32_t avail, Eval& e,
+                                   bool protects) {
+  PluginHost host(*this, e);
+  const PacketMeta& m = *e.m;
+  // The original bytes at the same offset (the copy is identical there:
+  // nothing before the application layer rewrites payload bytes).
+  const uint8_t* orig = m.orig + (pl - e.buf);
+  const ProtoRewrite at{m.flow ? m.flow->flow_no : 0, m.initiator_is_src, protects, e.l7_sums};
+  const size_t k = app - kFirstPluginApp;  // a plugin registered after this instance was made has no consumer state
+  return pp.rewrite(m.parse->state_of(app), k < plugin_consumer_.state.size() ? plugin_consumer_.state[k] : nullptr, host, pl,
+                    orig, avail, at);
 }
 
 void ProgramInstance::http_body(uint8_t* pl, uint32_t avail, const ByteSpan* sp, unsigned n, Eval& e) {
@@ -372,14 +262,6 @@ bool ProgramInstance::l7_rewrite(uint8_t* buf, const Decoded& d, Eval& e) {
   uint8_t* pl = buf + d.payload_off;
   const uint32_t avail = std::min<uint32_t>(d.cap_len, d.payload_off + d.payload_len) - d.payload_off;
   switch (App(m.app)) {
-    case App::Dns:
-      return l7_dns(pl, avail, e, 0) || !protects;
-    case App::DnsTcp: {
-      const dns::TcpSplit& sp = *P.split;
-      for (unsigned i = 0; i < sp.n; ++i)
-        if (!l7_dns(pl + sp.msgs[i].off, sp.msgs[i].len, e, int(i)) && protects) return false;
-      return true;
-    }
     case App::Http: {
       const http::Result& H = *P.http;
       for (unsigned i = 0; i < H.n_occ; ++i) {
@@ -408,7 +290,10 @@ bool ProgramInstance::l7_rewrite(uint8_t* buf, const Decoded& d, Eval& e) {
       return true;
     }
     default:
-      if (const ProtocolPlugin* pp = plugin_of(m.app)) return l7_plugin(*pp, P.state_of(m.app), pl, avail, e) || !protects;
+      if (const ProtocolPlugin* pp = plugin_of(m.app))
+        return (pp->rewrite ? l7_by_plugin(*pp, m.app, pl, avail, e, protects)
+                            : l7_plugin(*pp, P.state_of(m.app), pl, avail, e)) ||
+               !protects;
       // An application the rewrite does not know: its fields cannot be
       // located, so a policy protecting it fails closed (on_error).
       return !protects;

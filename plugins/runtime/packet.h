@@ -48,11 +48,12 @@ struct FlowState {
   // TCP sequence number after the last header rewritten from a held stream;
   // for HTTP, after the last segment seen in order (l7_analyze.cpp).
   uint32_t released_end[2] = {};
-  // DNS: this flow's number in its worker (0 until its first DNS message).
-  // The query memory of each ProgramInstance keys on it rather than on the
-  // entry's address, so a flow that reuses an evicted flow's entry never
-  // picks up that flow's query decisions.
-  uint32_t dns_flow = 0;
+  // This flow's number in its worker, for a plugin that numbers its flows
+  // (ProtocolPlugin::numbered; 0 until its first message). The exchange
+  // memory of each ProgramInstance keys on it rather than on the entry's
+  // address, so a flow that reuses an evicted flow's entry never picks up
+  // that flow's exchanges.
+  uint32_t flow_no = 0;
   uint16_t hold[2] = {};        // 1 + index of the worker's held stream for this direction, 0 when none
   // A later packet may repeat what the flow's names hid (PacketMeta::
   // names_echo: the server's TLS handshake names the server too, in a TLS

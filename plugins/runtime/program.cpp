@@ -6,7 +6,7 @@
 namespace amon {
 
 uint32_t Program::held_apps() const {
-  uint32_t h = 1u << unsigned(App::DnsTcp) | 1u << unsigned(App::Http);
+  uint32_t h = 1u << unsigned(App::Http);
   const auto& v = Registry::instance().protocols();
   for (size_t i = 0; i < v.size(); ++i)
     if (v[i]->holds) h |= 1u << (kFirstPluginApp + i);
@@ -268,25 +268,25 @@ ProgramInstance::ProgramInstance(const Program& p) : prog_(p), uhash_(p.services
   }
   if (RAND_bytes(reinterpret_cast<unsigned char*>(&rng_), sizeof rng_) != 1) throw std::runtime_error("RAND_bytes failed");
   {
-    const L7Fields& L = L7Fields::get();
-    bool dns_zanon = false;
-    for (FieldId f : {L.dns_qname, L.dns_answer_name})
-      for (uint32_t ri : p.field_rules_[f]) dns_zanon = dns_zanon || p.policy_->rules[ri].action.desc->uses_zstore;
-    // Only the roles this policy has rules for are decided: a name of a
-    // field without rules is kept (pick() finds nothing, and counts nothing).
-    constexpr uint32_t kOwners = 1u << unsigned(dns::NameRole::AnswerOwner) |
-                                 1u << unsigned(dns::NameRole::AuthorityOwner) |
-                                 1u << unsigned(dns::NameRole::AdditionalOwner);
-    constexpr uint32_t kQname = 1u << unsigned(dns::NameRole::Qname);
-    static_assert(unsigned(dns::NameRole::RdataOther) < 32);
-    if (!p.field_rules_[L.dns_qname].empty()) dns_roles_ |= kQname;
-    if (!p.field_rules_[L.dns_answer_name].empty()) dns_roles_ |= kOwners;
-    if (!p.field_rules_[L.dns_rdata_name].empty()) dns_roles_ |= ~(kQname | kOwners);
-    dns_addr_rules_ = !p.field_rules_[L.dns_answer_addr].empty();
-    if (dns_zanon) {
-      dns_memo_.resize(kDnsMemoSets * kDnsMemoWays);
-      first_masks_ = std::make_unique<dns::FirstNameMasks>();
-      if (RAND_bytes(reinterpret_cast<unsigned char*>(&dns_memo_secret_), sizeof dns_memo_secret_) != 1)
+    // The plugins' per-consumer states; the exchange memory when one asks.
+    struct Setup final : ConsumerSetup {
+      const Program& p;
+      explicit Setup(const Program& prog) : p(prog) {}
+      bool has_rules(FieldId f) const override { return !p.field_rules_[f].empty(); }
+      bool zanon(FieldId f) const override {
+        for (uint32_t ri : p.field_rules_[f])
+          if (p.policy_->rules[ri].action.desc->uses_zstore) return true;
+        return false;
+      }
+      bool protects_addresses() const override { return p.protects_addresses_; }
+    } setup(p);
+    for (const ProtocolPlugin* pp : Registry::instance().protocols())
+      plugin_consumer_.state.push_back(pp->make_consumer ? pp->make_consumer(setup) : nullptr);
+    const Shortcut& sc = Shortcut::get();
+    shortcut_pp_ = sc.pp, shortcut_app_ = span_app_ = sc.app;
+    if (setup.exchanges) {
+      exch_.resize(kExchSets * kExchWays);
+      if (RAND_bytes(reinterpret_cast<unsigned char*>(&exch_secret_), sizeof exch_secret_) != 1)
         throw std::runtime_error("RAND_bytes failed");
     }
   }
@@ -313,7 +313,13 @@ ProgramInstance::ProgramInstance(const Program& p) : prog_(p), uhash_(p.services
   choose_hdr_kernel();
 }
 
-void ProgramInstance::set_dns_fast_path(bool on) { dns_fast_ = on; }
+void ProgramInstance::set_shortcut_path(bool on) { shortcut_app_ = on ? span_app_ : 0; }
+
+ProgramInstance::PluginConsumers::~PluginConsumers() {
+  const auto& v = Registry::instance().protocols();
+  for (size_t i = 0; i < state.size(); ++i)
+    if (state[i]) v[i]->free_consumer(state[i]);
+}
 
 void ProgramInstance::set_header_fast_path(bool on, bool kernel) {
   hdr_fast_ = on && prog_.hdr_only_;

@@ -63,12 +63,11 @@ class Program {
   // conditions that may test them).
   bool wants_l7() const { return wants_l7_; }
   bool wants_flows() const { return wants_flows_; }
-  bool protects_dns() const { return l7_protect_ & (1u << 1); }  // App::Dns
   // This policy rewrites (or must fail closed on) fields of application `app` (App, l7.h).
   bool protects_app(uint8_t app) const { return app < 32 && (l7_protect_ & (1u << app)); }
   uint32_t protected_apps() const { return l7_protect_; }  // bit per App (l7.h)
   // Of those, the applications whose headers split over TCP segments the
-  // engine may hold until whole (DNS over TCP, HTTP, plugins that hold).
+  // engine may hold until whole (HTTP, plugins that hold: DNS over TCP, TLS).
   uint32_t held_apps() const;
 
   std::unique_ptr<ProgramInstance> instantiate() const;
@@ -125,10 +124,7 @@ class Program {
 class RtAction;
 struct ApplyCtx;
 struct ProtocolPlugin;
-namespace dns {
-class FirstNameMasks;
-struct ParseResult;
-}
+struct ProtoRewrite;
 
 class ProgramInstance {
  public:
@@ -173,9 +169,10 @@ class ProgramInstance {
   // nothing else turns it off.
   void set_header_fast_path(bool on, bool kernel = true);
   bool header_fast_path() const { return hdr_fast_; }
-  // Off: a UDP DNS message takes every step of the general path (the
-  // shortcut's equivalence test).
-  void set_dns_fast_path(bool on);
+  // Off: a datagram of the plugin with the shortcut (ProtocolPlugin::
+  // shortcut: DNS over UDP) takes every step of the general path (the
+  // shortcut's equivalence test, test_dns_fast).
+  void set_shortcut_path(bool on);
   // The packets process_encap takes a shortcut for: one UDP tunnel layer
   // (GTP-U, VXLAN...) over IPv4 without options or PPPoE, its UDP checksum
   // 0. Off: they take every step of process_encap (its equivalence test).
@@ -215,22 +212,28 @@ class ProgramInstance {
   bool eval(const dsl::Cond& c, Eval& e);
   int pick(FieldId f, Eval& e);       // the rule for field f in this packet, -1 none (counts the hit)
   int pick_cond(FieldId f, Eval& e);  // pick() for policies with conditions
-  struct DnsRecall;
+  struct ExchangeRecall;
   struct MsgNames;
-  names::Decision decide_name(FieldId f, std::string_view text, Eval& e, DnsRecall* recall = nullptr,
+  names::Decision decide_name(FieldId f, std::string_view text, Eval& e, ExchangeRecall* recall = nullptr,
                               MsgNames* seen = nullptr);
   bool apply_text(FieldId f, uint8_t* p, uint32_t len, Eval& e);  // false: drop
   bool apply_addr_occ(FieldId f, uint8_t* a, uint8_t family, Eval& e);
   bool apply_mac_occ(FieldId f, uint8_t* a, Eval& e);  // false: drop
   bool apply_role_addr(uint8_t* a, uint8_t family, Eval& e);  // ProtoOcc::role; false: drop
   bool l7_plugin(const ProtocolPlugin& pp, void* state, uint8_t* payload, uint32_t len, Eval& e);  // false: not rewritten
-  bool l7_dns(uint8_t* msg, uint32_t len, Eval& e, int msg_index);
-  struct RevLabel {  // an address label of a reverse-DNS name, as it came
-    uint16_t name, off;
-    uint8_t len, b[3];
-  };
-  unsigned reverse_collect(const uint8_t* msg, const dns::ParseResult& pr, RevLabel* out, unsigned cap);
-  void reverse_apply(uint8_t* msg, const RevLabel* rl, unsigned n, Eval& e, uint64_t* sums);
+  // A plugin that rewrites its messages itself (ProtocolPlugin::rewrite),
+  // through a PluginHost on this consumer's rules: false, not rewritten.
+  class PluginHost;
+  bool l7_by_plugin(const ProtocolPlugin& pp, uint8_t app, uint8_t* payload, uint32_t len, Eval& e, bool protects);
+  // Each plugin's per-consumer state (ProtocolPlugin::make_consumer), by
+  // plugin index; freed with the instance (also when its constructor throws).
+  struct PluginConsumers {
+    std::vector<void*> state;
+    PluginConsumers() = default;
+    PluginConsumers(const PluginConsumers&) = delete;
+    PluginConsumers& operator=(const PluginConsumers&) = delete;
+    ~PluginConsumers();
+  } plugin_consumer_;
   struct NdMap {
     const uint8_t *old_src, *old_dst, *new_src, *new_dst;
     const int* pos_rule;  // the rule each address position took, -1 none
@@ -270,7 +273,11 @@ class ProgramInstance {
   Verdict process_hdr(uint8_t* buf, uint32_t& cap, uint32_t& wire, const Decoded& d, const PacketMeta& m,
                       ConsumerCounters& c);
   bool hdr_fast_ = false;
-  bool dns_fast_ = true;
+  // The plugin with the datagram shortcut (ProtocolPlugin::shortcut) and
+  // its application (0: none): span_app_ always, shortcut_app_ while the
+  // shortcut is on.
+  const ProtocolPlugin* shortcut_pp_ = nullptr;
+  uint8_t shortcut_app_ = 0, span_app_ = 0;
   bool encap_fast_ = true;
   // The header path compiled for this policy's shape: the address actions
   // of the two slots (client/server, or source/destination when the rules
@@ -343,38 +350,31 @@ class ProgramInstance {
   std::vector<NamePlan> name_plan_;
   std::vector<uint16_t> field_class_;                 // by FieldId: z-anonymity value class
   uint64_t rng_;                                      // unlinkable masks for hidden values
-  // DNS query memory: a response's question name (and the owner names equal
-  // to it) take the z-anonymity decision its query got, so one exchange is
-  // one occurrence with one decision, whatever the store says by the time the
-  // response passes. Keyed by (flow number, query direction, transaction id,
-  // qname); 4-way sets, the oldest entry of a set is replaced. A response
-  // whose query is not here (capture started later, replaced, older than
-  // kDnsMemoMaxAge) is decided at its own time. Empty unless the policy has
-  // zanon on a DNS name field.
-  struct DnsMemo {
+  // Exchange memory (RewriteHost::open_exchange; a DNS query and its
+  // response): a response's name takes the z-anonymity decision its query
+  // got, so one exchange is one occurrence with one decision, whatever the
+  // store says by the time the response passes. Keyed by (flow number,
+  // query direction, exchange id, name); 4-way sets, the oldest entry of a
+  // set is replaced. A response whose query is not here (capture started
+  // later, replaced, older than kExchMaxAge) is decided at its own time.
+  // Empty unless a plugin asks for it (ConsumerSetup::exchanges).
+  struct ExchangeMemo {
     uint64_t key = 0;     // 0: free
     uint32_t t = 0;       // query time, ns >> 20 (~1 ms units, wraps after ~52 days)
     uint16_t rule = 0;    // the rule that decided (a response picking another rule decides anew)
-    uint8_t outcome = 0;  // DnsOutcome
+    uint8_t outcome = 0;  // ZOutcome
     uint8_t sld_keep = 0; // labels kept by fallback=sld
   };
-  enum class DnsOutcome : uint8_t { Released = 1, Hidden = 2, Sld = 3 };
+  enum class ZOutcome : uint8_t { Released = 1, Hidden = 2, Sld = 3 };
   names::Decision decide_zanon(FieldId f, int ri, const NamePlan& np, std::string_view text, Eval& e,
-                               DnsRecall* recall);  // Sld: fallback=sld released the registrable domain
-  static constexpr unsigned kDnsMemoSets = 1024, kDnsMemoWays = 4;
-  static constexpr uint32_t kDnsMemoMaxAge = uint32_t(60ULL * 1000000000ULL >> 20);  // the UDP flow timeout
-  std::vector<DnsMemo> dns_memo_;
-  uint64_t dns_memo_secret_ = 0;
-  DnsMemo& dns_memo_slot(uint64_t key);
-  const DnsMemo* dns_memo_find(uint64_t key, uint32_t now) const;
-  uint64_t dns_memo_key(uint32_t flow, unsigned qdir, uint16_t id, std::string_view qname) const;
-  // The query's masks of its question, for the response (same seed, same
-  // bytes: the same masks without the SipHash chain). With dns_memo_.
-  std::unique_ptr<dns::FirstNameMasks> first_masks_;
-  // The DNS name roles this policy decides (bit 1 << dns::NameRole; see
-  // l7_dns), and whether it has rules on dns.answer.addr: fixed by the policy.
-  uint32_t dns_roles_ = 0;
-  bool dns_addr_rules_ = false;
+                               ExchangeRecall* recall);  // Sld: fallback=sld released the registrable domain
+  static constexpr unsigned kExchSets = 1024, kExchWays = 4;
+  static constexpr uint32_t kExchMaxAge = uint32_t(60ULL * 1000000000ULL >> 20);  // the UDP flow timeout
+  std::vector<ExchangeMemo> exch_;
+  uint64_t exch_secret_ = 0;
+  ExchangeMemo& exch_slot(uint64_t key);
+  const ExchangeMemo* exch_find(uint64_t key, uint32_t now) const;
+  uint64_t exch_key(uint32_t flow, unsigned qdir, uint16_t id, std::string_view qname) const;
   // libpsl answers in ~1 us; names repeat, so each worker remembers the
   // registrable-domain label count of recent names: 2-way sets (a
   // direct-mapped table thrashed on a few hundred names), tagged by the

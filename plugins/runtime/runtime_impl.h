@@ -1,6 +1,6 @@
 // Definitions the runtime's translation units share (not part of its
 // interface): the per-packet evaluation context, action plans, the
-// condition regex and BPF compilations, the DNS recall structures, and the
+// condition regex and BPF compilations, the exchange recall structures, and the
 // small helpers of the packet path, inline so that each path keeps them
 // inlined as when they were one file.
 #pragma once
@@ -43,8 +43,9 @@ struct ProgramInstance::Eval {
   uint32_t protos = 0;  // packet_protos(), computed on first use (top bit: computed)
   bool have_user = false;
   uint64_t user = 0;
-  // Set for a UDP DNS message (the whole payload): l7_dns adds the sums of
-  // the bytes it rewrites, before ([0]) and after ([1]), as 16-bit words at
+  // Set for a datagram of the plugin with the shortcut (ProtocolPlugin::
+  // shortcut; the whole payload): its rewrite adds the sums of the bytes it
+  // rewrites, before ([0]) and after ([1]), as 16-bit words at
   // their offsets in the payload; process() updates the checksum by their
   // difference instead of summing the payload before and after.
   uint64_t* l7_sums = nullptr;
@@ -69,7 +70,7 @@ inline bool is_addr_field(FieldId f) {
 // Protocols a condition can name, as bits (1 << Registry::proto_id), so a
 // test per packet is a mask. Resolved once from the registry.
 struct ProtoBits {
-  uint32_t eth, vlan, ip, ipv4, ipv6, tcp, udp, icmp, icmpv6, sctp, tunnel, gtp, addr_carrier, dns, http;
+  uint32_t eth, vlan, ip, ipv4, ipv6, tcp, udp, icmp, icmpv6, sctp, tunnel, gtp, addr_carrier, http;
   uint32_t plugin[16];  // by plugin index: the protocol its packets go by (its own, or the one it carries)
   static const ProtoBits& get() {
     static const ProtoBits b = [] {
@@ -81,7 +82,7 @@ struct ProtoBits {
       };
       ProtoBits x{bit("eth"),  bit("vlan"), bit("ip"),   bit("ipv4"),   bit("ipv6"),   bit("tcp"), bit("udp"),
                   bit("icmp"), bit("icmpv6"), bit("sctp"), bit("tunnel"), bit("gtp"),
-                  bit("addr_carrier"), bit("dns"), bit("http"), {}};
+                  bit("addr_carrier"), bit("http"), {}};
       const auto& v = r.protocols();
       for (unsigned i = 0; i < v.size() && i < 16; ++i) x.plugin[i] = bit(v[plugin_proto(i)]->name);
       return x;
@@ -101,7 +102,6 @@ inline uint32_t proto_bit(const std::string& p) {
 inline uint32_t apps_of(uint32_t proto_bits) {
   const ProtoBits& B = ProtoBits::get();
   uint32_t a = 0;
-  if (proto_bits & B.dns) a |= 1u << int(App::Dns) | 1u << int(App::DnsTcp);
   if (proto_bits & B.http) a |= 1u << int(App::Http);
   // Protocol plugin i is application kFirstPluginApp + i.
   const size_t n = Registry::instance().protocols().size();
@@ -131,7 +131,6 @@ inline uint32_t packet_protos(const Decoded& d, uint8_t app) {
   }
   if ((m & (B.tcp | B.udp)) && d.l4_hdr_len && (addr_carrier_port(d.sport) || addr_carrier_port(d.dport)))
     m |= B.addr_carrier;
-  if (app == uint8_t(App::Dns) || app == uint8_t(App::DnsTcp)) m |= B.dns;
   if (app == uint8_t(App::Http)) m |= B.http;
   if (app >= kFirstPluginApp && app < kFirstPluginApp + 16) m |= B.plugin[app - kFirstPluginApp];
   return m;
@@ -272,15 +271,15 @@ struct Program::Bpf {
   }
 };
 
-struct ProgramInstance::DnsRecall {
+struct ProgramInstance::ExchangeRecall {
   uint64_t key = 0;
   uint32_t t = 0;             // the query's time (memory units)
   bool record = false;        // a query: remember the decision
-  const DnsMemo* hit = nullptr;  // a response: its query's decision
+  const ExchangeMemo* hit = nullptr;  // a response: its query's decision
   uint64_t seed = 0;          // masks of this exchange (the same in query and response)
 };
 
-// Names of one DNS message already decided by a zanon rule: the same name
+// Names of one message (RewriteHost) already decided by a zanon rule: the same name
 // again (an owner repeating the question, a CNAME target and the owner
 // after it) gets that decision, not a second observation and other masks:
 // one decision per name per message.

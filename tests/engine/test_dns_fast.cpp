@@ -71,8 +71,8 @@ struct Pair {
       s->inst = s->prog->instantiate();
       s->c.rule_hits.resize(policy->rules.size() + 1);
     }
-    general.inst->set_dns_fast_path(false);
-    l7.probe_dns = true;
+    general.inst->set_shortcut_path(false);
+    l7.probe_apps = plugin_apps("dns");
   }
 
   void run(const uint8_t* pkt, uint32_t cap, uint32_t wire, uint64_t ts) {
@@ -85,7 +85,7 @@ struct Pair {
     m.orig = pkt;
     l7.reset(++packet);
     analyze_l7(pkt, d, m, l7);
-    eligible += m.l7 == L7State::Parsed && m.app == uint8_t(App::Dns) && d.l4_proto == kProtoUdp &&
+    eligible += m.l7 == L7State::Parsed && m.app == plugin_app("dns") && d.l4_proto == kProtoUdp &&
                 d.status == DecodeStatus::Ok && !(d.flags & (kFlagTunnel | kFlagIcmpError | kFlagLaterFragment));
     std::vector<uint8_t> a(pkt, pkt + cap), b(pkt, pkt + cap);
     uint32_t ca = cap, wa = wire, cb = cap, wb = wire;

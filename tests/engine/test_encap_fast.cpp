@@ -93,7 +93,7 @@ struct Pair {
     for (Way* w : {&fast, &full}) {
       w->side.inst = fast.side.prog->instantiate();
       w->side.c.rule_hits.resize(policy->rules.size() + 1);
-      w->l7.probe_dns = true;
+      w->l7.probe_apps = plugin_apps("dns");
     }
     full.side.inst->set_encap_fast_path(false);
   }

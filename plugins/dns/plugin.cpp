@@ -1,0 +1,354 @@
+// DNS as a protocol plugin (plugins/core/protocol.h): DNS, mDNS and LLMNR
+// over UDP on their ports (the runtime's datagram shortcut) or found by a
+// content probe on other ports, and DNS over TCP (length-prefixed messages,
+// held while a message is split over segments). Its names cannot be
+// rewritten one occurrence at a time (a label shared through compression
+// pointers takes one decision for every name using it), so the plugin
+// rewrites each message itself and asks the consumer's rules through the
+// runtime (RewriteHost).
+#include <algorithm>
+#include <cstring>
+#include <memory>
+
+#include "amon_dns.hpp"
+#include "checksum.h"
+#include "protocol.h"
+
+namespace amon::dns {
+
+namespace {
+
+void register_dns_fields(Registry& r) {
+  using VT = ValueType;
+  using R = FieldRole;
+  r.add_field({"dns.qname", VT::Name, "dns", R::QuasiIdentifier, "domain", "DNS question name",
+               {"dns.answer.name", "dns.rdata.name", "dns.answer.addr"}, kNoField, kCondAll});
+  r.add_field({"dns.answer.name", VT::Name, "dns", R::QuasiIdentifier, "domain",
+               "owner names of answer, authority and additional records", {"dns.qname"}});
+  r.add_field({"dns.rdata.name", VT::Name, "dns", R::QuasiIdentifier, "domain",
+               "names inside record data (CNAME, NS, PTR, MX, SRV, SOA, DNAME)", {"dns.qname"}});
+  r.add_field({"dns.answer.addr", VT::Addr, "dns", R::QuasiIdentifier, "server-addr",
+               "addresses in A/AAAA record data", {"dns.qname"}});
+  r.add_field({"dns.ecs", VT::Addr, "dns", R::Identifier, "",
+               "EDNS Client Subnet address (the client's own network)", {}});
+}
+
+struct Fields {
+  FieldId qname, answer_name, rdata_name, answer_addr, ecs, eth_src;
+  static const Fields& get() {
+    static const Fields f = [] {
+      const Registry& r = Registry::instance();
+      auto id = [&](const char* n) { return r.field(n)->id; };
+      return Fields{id("dns.qname"), id("dns.answer.name"), id("dns.rdata.name"), id("dns.answer.addr"),
+                    id("dns.ecs"), id("eth.src")};
+    }();
+    return f;
+  }
+};
+
+// A worker's parse: one message (UDP), or a TCP payload's messages, each
+// parsed when a consumer's rewrite (or a condition) reaches it.
+struct State {
+  const Fields F = Fields::get();
+  ParseResult pr;
+  TcpSplit split;
+  int msg = -1;  // which message of the payload pr holds (-1: none)
+};
+
+// What one consumer's policy asks of DNS, fixed when it is loaded.
+struct Consumer {
+  // The name roles it decides (bit 1 << NameRole): a name of a field
+  // without rules is kept without asking.
+  uint32_t roles = 0;
+  bool addr_rules = false, ecs_rules = false, owner_rules = false, protects_addresses = false;
+  // The query's masks of its question, for the response (same seed, same
+  // bytes: the same masks without the SipHash chain). With exchanges.
+  std::unique_ptr<FirstNameMasks> first;
+};
+
+void* make_state() { return new State; }
+void free_state(void* s) { delete static_cast<State*>(s); }
+
+void* make_consumer(ConsumerSetup& setup) {
+  const Fields& F = Fields::get();
+  auto* c = new Consumer;
+  constexpr uint32_t kOwners = 1u << unsigned(NameRole::AnswerOwner) | 1u << unsigned(NameRole::AuthorityOwner) |
+                               1u << unsigned(NameRole::AdditionalOwner);
+  constexpr uint32_t kQname = 1u << unsigned(NameRole::Qname);
+  static_assert(unsigned(NameRole::RdataOther) < 32);
+  if (setup.has_rules(F.qname)) c->roles |= kQname;
+  if (setup.has_rules(F.answer_name)) c->roles |= kOwners;
+  if (setup.has_rules(F.rdata_name)) c->roles |= ~(kQname | kOwners);
+  c->addr_rules = setup.has_rules(F.answer_addr);
+  c->ecs_rules = setup.has_rules(F.ecs);
+  c->owner_rules = setup.has_rules(F.eth_src);
+  c->protects_addresses = setup.protects_addresses();
+  // A response's names are decided as its query's were only where the
+  // store decides them (a plain rule decides the same each time).
+  if (setup.zanon(F.qname) || setup.zanon(F.answer_name)) {
+    setup.exchanges = true;
+    c->first = std::make_unique<FirstNameMasks>();
+  }
+  return c;
+}
+void free_consumer(void* c) { delete static_cast<Consumer*>(c); }
+
+// DNS on another UDP port: a standard query or response with a question or
+// two that parses whole.
+bool probe_udp(const uint8_t* q, uint32_t avail, uint16_t, uint16_t) {
+  if (avail < 17) return false;
+  const uint16_t qd = uint16_t(q[4] << 8 | q[5]);
+  if (((q[2] >> 3) & 0xf) != 0 || qd < 1 || qd > 2) return false;
+  static thread_local std::unique_ptr<ParseResult> scratch;
+  if (!scratch) scratch = std::make_unique<ParseResult>();
+  return parse(q, avail, *scratch) == Status::Ok;
+}
+
+ProtoStatus parse_udp(void* vs, const ProtoPacket& pkt, ProtoOccs&) {
+  State& s = *static_cast<State*>(vs);
+  if (pkt.cut_short) return ProtoStatus::Incomplete;  // cannot be parsed to its end
+  parse(pkt.payload, pkt.len, s.pr);
+  s.msg = 0;
+  return s.pr.status == Status::Ok ? ProtoStatus::Parsed : ProtoStatus::Malformed;
+}
+
+ProtoStatus parse_tcp(void* vs, const ProtoPacket& pkt, ProtoOccs& out) {
+  State& s = *static_cast<State*>(vs);
+  const Status st = split_tcp(pkt.payload, pkt.len, s.split);
+  s.msg = -1;
+  if (st == Status::Malformed || pkt.cut_short) return ProtoStatus::Malformed;
+  if (st == Status::Truncated) {
+    if (pkt.flow_state && s.split.need) out.need = s.split.need - (pkt.len - s.split.partial_off);
+    out.hold = true;
+    return ProtoStatus::Incomplete;
+  }
+  return ProtoStatus::Parsed;
+}
+
+// Conditions test the question name of the message parsed last.
+bool value(void* vs, FieldId f, std::string_view& out) {
+  const State& s = *static_cast<const State*>(vs);
+  if (f != s.F.qname || s.msg < 0) return false;
+  for (unsigned i = 0; i < s.pr.n_names; ++i)
+    if (s.pr.names[i].role == NameRole::Qname) return out = s.pr.name_text(i), true;
+  return false;
+}
+
+uint64_t span_sum(const uint8_t* msg, unsigned off, unsigned n) {
+  const uint16_t s = csum_sum({msg + off, n});
+  return (off & 1) ? uint16_t(s << 8 | s >> 8) : s;
+}
+
+// A reverse-DNS name (in-addr.arpa, ip6.arpa) is an address written as
+// labels. Its address labels are masked with 'x' when the policy protects
+// that address (RewriteHost::protects_addr; inside no `clients` set the
+// name's role in its flow is unknown, so any address counts as a user's).
+// Masked, not mapped: a mapped IPv4 address rarely has the digit counts of
+// the original, and the labels cannot change length without moving every
+// compression pointer after them; mapping only where the lengths happen to
+// fit would tell which names those are. Taken before the name rules rewrite
+// (the labels as they came: at most 3 bytes each), applied after them, so
+// a label they already changed stays as they left it.
+struct RevLabel {
+  uint16_t name, off;
+  uint8_t len, b[3];
+};
+
+unsigned reverse_collect(const uint8_t* msg, const ParseResult& pr, const RewriteHost& host, RevLabel* out,
+                         unsigned cap) {
+  unsigned n_out = 0;
+  for (unsigned i = 0; i < pr.n_names && n_out < cap; ++i) {
+    const NameRef& nr = pr.names[i];
+    if (nr.n_labels < 3) continue;
+    uint8_t family, a[16];
+    const unsigned n = reverse_address(pr.name_text(i), family, a);
+    if (!n || !host.protects_addr(family, a)) continue;
+    // The address labels are the n right before the two suffix labels.
+    for (unsigned k = nr.n_labels - 2 - n; k < nr.n_labels - 2u && n_out < cap; ++k) {
+      const LabelSpan& l = pr.name_label(i, k);
+      RevLabel& r = out[n_out++];
+      r.name = uint16_t(i), r.off = l.off, r.len = uint8_t(std::min<unsigned>(l.len, sizeof r.b));
+      std::memcpy(r.b, msg + l.off, r.len);
+    }
+  }
+  return n_out;
+}
+
+void reverse_apply(uint8_t* msg, const RevLabel* rl, unsigned n, RewriteHost& host, uint64_t* sums) {
+  int counted = -1;
+  for (unsigned i = 0; i < n; ++i) {
+    uint8_t* p = msg + rl[i].off;
+    if (std::memcmp(p, rl[i].b, rl[i].len) != 0) continue;  // changed already (a name rule, or a shared label)
+    if (sums) sums[0] += span_sum(msg, rl[i].off, rl[i].len);
+    std::memset(p, 'x', rl[i].len);
+    if (sums) sums[1] += span_sum(msg, rl[i].off, rl[i].len);
+    if (counted != rl[i].name) host.count_reverse_hidden(), counted = rl[i].name;
+  }
+}
+
+// One message of a consumer's copy: every name by its role's rule (one
+// decision per label span), the reverse names' address labels, the answer
+// addresses, the ECS subnet and the mDNS Owner option's MACs.
+bool rewrite_msg(State& s, const Consumer& c, RewriteHost& host, uint8_t* msg, const uint8_t* orig, uint32_t len,
+                 int index, const ProtoRewrite& at) {
+  const Fields& F = s.F;
+  if (s.msg != index) {
+    // Parsed from the original bytes (the copy is identical in this span:
+    // nothing before the application layer rewrites payload bytes).
+    parse(orig, len, s.pr);
+    s.msg = index;
+  }
+  const ParseResult& pr = s.pr;
+  if (pr.status != Status::Ok) return false;
+  host.next_message();
+  struct Ctx {
+    RewriteHost* host;
+    const Fields* F;
+    bool exchange = false, recalled = false;
+    std::string_view qname;
+  } cx;
+  cx.host = &host;
+  cx.F = &F;
+  // The exchange this message belongs to: a query records its first
+  // question's decision, a response recalls it for that question and for the
+  // owner names equal to it. Other names (CNAME targets, rdata) are decided
+  // at their own time.
+  if (c.first && at.flow_no && pr.hdr.qdcount && pr.n_names && pr.names[0].role == NameRole::Qname) {
+    cx.qname = pr.name_text(0);
+    const bool response = pr.hdr.qr();
+    const unsigned qdir = (at.from_initiator ? 0u : 1u) ^ (response ? 1u : 0u);
+    cx.exchange = host.open_exchange(at.flow_no, qdir, pr.hdr.id, cx.qname, response, cx.recalled);
+  }
+  auto fn = [](void* vctx, const NameView& nv) -> names::Decision {
+    auto* x = static_cast<Ctx*>(vctx);
+    const Fields& F = *x->F;
+    FieldId f;
+    bool owner = false;
+    switch (nv.role) {
+      case NameRole::Qname: f = F.qname; break;
+      case NameRole::AnswerOwner:
+      case NameRole::AuthorityOwner:
+      case NameRole::AdditionalOwner: f = F.answer_name, owner = true; break;
+      default: f = F.rdata_name; break;
+    }
+    const bool ex = x->exchange && (nv.index == 0 || (owner && x->recalled && nv.text == x->qname));
+    return x->host->decide_name(f, nv.text, ex);
+  };
+  uint64_t* const sums = at.sums;
+  // Only an exchange's seed can come back (a fresh random one cannot): a
+  // query stores its question's masks, its response takes them.
+  if (cx.exchange) c.first->reuse = cx.recalled;
+  RevLabel rev[64];
+  const unsigned n_rev = c.protects_addresses ? reverse_collect(msg, pr, host, rev, 64) : 0;
+  if (c.roles) rewrite_names(msg, len, pr, fn, &cx, sums, c.roles, cx.exchange ? c.first.get() : nullptr);
+  if (n_rev) reverse_apply(msg, rev, n_rev, host, sums);
+  if (c.addr_rules)
+    for (unsigned i = 0; i < pr.n_addrs; ++i) {
+      const unsigned off = pr.addrs[i].off, n = pr.addrs[i].family == 4 ? 4 : 16;
+      if (sums) sums[0] += span_sum(msg, off, n);
+      if (!host.addr(F.answer_addr, msg + off, pr.addrs[i].family)) host.drop();
+      if (sums) sums[1] += span_sum(msg, off, n);
+    }
+  if (pr.ecs.present && pr.ecs.addr_len && c.ecs_rules) {
+    // The subnet (the client's own network) carries only the bytes its
+    // source prefix needs: the rule's action runs on it as on a whole
+    // address, the rest zero, and its bytes go back. Each action keeps its
+    // meaning: zero() zeroes it, prefix(n) keeps n bits, cryptopan() maps it
+    // prefix-preservingly (the leading bytes of the mapped address depend on
+    // the leading bytes of the subnet only), hash() hashes it. The bits past
+    // the source prefix are zeroed again, as RFC 7871 requires of them; the
+    // prefix lengths stay, so the option still parses.
+    const unsigned off = pr.ecs.addr_off, n = pr.ecs.addr_len;
+    const uint8_t family = pr.ecs.family == 1 ? 4 : 6;
+    uint8_t a[16] = {}, before[16];
+    std::memcpy(a, msg + off, n);
+    std::memcpy(before, a, sizeof a);
+    if (!host.addr(F.ecs, a, family)) {
+      host.drop();
+    } else if (std::memcmp(a, before, sizeof a) != 0) {
+      const unsigned src = pr.ecs.source_prefix;
+      if (src % 8) a[n - 1] &= uint8_t(0xff00 >> (src % 8));
+      if (sums) sums[0] += span_sum(msg, off, n);
+      std::memcpy(msg + off, a, n);
+      if (sums) sums[1] += span_sum(msg, off, n);
+    }
+  }
+  if (pr.owner.present && pr.owner.data_len && c.owner_rules) {
+    // The Owner option names the sending device by its MAC (and the MAC to
+    // wake it with): the MACs take the rule of the packet's source MAC, so
+    // they leave as the Ethernet header's does. The wake-up password goes
+    // with them; an option of unknown layout is zeroed whole, as nothing in
+    // it can be told apart from a MAC.
+    const Owner& o = pr.owner;
+    if (host.modifies(F.eth_src)) {
+      if (sums) sums[0] += span_sum(msg, o.data_off, o.data_len);
+      if (!o.n_macs) std::memset(msg + o.data_off, 0, o.data_len);
+      for (unsigned i = 0; i < o.n_macs; ++i)
+        if (!host.mac(F.eth_src, msg + o.mac_off[i])) host.drop();
+      if (o.pw_len) std::memset(msg + o.pw_off, 0, o.pw_len);
+      if (sums) sums[1] += span_sum(msg, o.data_off, o.data_len);
+    }
+  }
+  return true;
+}
+
+// A consumer without its state (made before the plugin was registered)
+// cannot tell what to rewrite: fail closed.
+bool rewrite_udp(void* vs, void* vc, RewriteHost& host, uint8_t* payload, const uint8_t* orig, uint32_t len,
+                 const ProtoRewrite& at) {
+  if (!vc) return false;
+  return rewrite_msg(*static_cast<State*>(vs), *static_cast<const Consumer*>(vc), host, payload, orig, len, 0, at);
+}
+
+bool rewrite_tcp(void* vs, void* vc, RewriteHost& host, uint8_t* payload, const uint8_t* orig, uint32_t,
+                 const ProtoRewrite& at) {
+  if (!vc) return false;
+  State& s = *static_cast<State*>(vs);
+  const Consumer& c = *static_cast<const Consumer*>(vc);
+  const TcpSplit& sp = s.split;
+  for (unsigned i = 0; i < sp.n; ++i)
+    if (!rewrite_msg(s, c, host, payload + sp.msgs[i].off, orig + sp.msgs[i].off, sp.msgs[i].len, int(i), at) &&
+        at.protects)
+      return false;
+  return true;
+}
+
+const ProtocolPlugin kUdp = {
+    .name = "dns",
+    .l4_proto = 17,
+    .register_fields = register_dns_fields,
+    .ports = {53, 5353, 5355},
+    .probe = probe_udp,
+    .make_state = make_state,
+    .free_state = free_state,
+    .parse = parse_udp,
+    .rewrite = rewrite_udp,
+    .make_consumer = make_consumer,
+    .free_consumer = free_consumer,
+    .value = value,
+    .numbered = true,
+    .shortcut = true,
+};
+
+const ProtocolPlugin kTcp = {
+    .name = "dns-tcp",
+    .l4_proto = 6,
+    .ports = {53, 5353, 5355},
+    .holds = true,
+    .carries = "dns",
+    .make_state = make_state,
+    .free_state = free_state,
+    .parse = parse_tcp,
+    .rewrite = rewrite_tcp,
+    .make_consumer = make_consumer,
+    .free_consumer = free_consumer,
+    .value = value,
+    .numbered = true,
+};
+
+}  // namespace
+
+const ProtocolPlugin& protocol_plugin() { return kUdp; }
+const ProtocolPlugin& tcp_protocol_plugin() { return kTcp; }
+
+}  // namespace amon::dns
