@@ -72,6 +72,8 @@ inline void bump(std::atomic<uint64_t>& c, uint64_t by = 1) {
 // holder writes: a thread observing a value already present takes only its
 // lane's lock. Changes of the table itself (insert, evict, relocate, reclaim)
 // hold every lane's lock of the shard; their counters live in lane 0's.
+// Stored lane-major (all of lane 0's locks, then lane 1's, ...), for the
+// reason the user lists are (Store's constructor).
 struct alignas(64) LaneLock {
   std::atomic<uint32_t> lock{0};
   std::atomic<uint64_t> tracked{0}, observations{0}, released{0}, hidden{0}, inserts{0}, fingerprinted{0},
@@ -79,13 +81,14 @@ struct alignas(64) LaneLock {
 };
 
 // Every lane's lock of a shard, in lane order (the only order anyone takes
-// more than one in).
+// more than one in). Lane i's lock is first[i * step].
 struct AllGuard {
   LaneLock* l;
   unsigned n;
-  AllGuard(LaneLock* first, unsigned lanes) : l(first), n(lanes) {
+  size_t step;
+  AllGuard(LaneLock* first, unsigned lanes, size_t stp) : l(first), n(lanes), step(stp) {
     for (unsigned i = 0; i < n; ++i) {
-      std::atomic<uint32_t>& a = l[i].lock;
+      std::atomic<uint32_t>& a = l[i * step].lock;
       for (;;) {
         if (!a.exchange(1, std::memory_order_acquire)) break;
         while (a.load(std::memory_order_relaxed)) _mm_pause();
@@ -93,7 +96,7 @@ struct AllGuard {
     }
   }
   ~AllGuard() {
-    for (unsigned i = n; i-- > 0;) l[i].lock.store(0, std::memory_order_release);
+    for (unsigned i = n; i-- > 0;) l[i * step].lock.store(0, std::memory_order_release);
   }
 };
 
@@ -146,9 +149,12 @@ inline uint32_t count_after(const uint64_t* times, uint32_t n, uint64_t t, uint6
 struct Store::Impl {
   uint32_t zmax = 0;
   uint32_t lanes = 1;
-  size_t stride = 0;       // bytes per entry body
-  size_t lane_off = 0;     // offset of lane 0 in an entry
-  size_t lane_stride = 0;  // bytes per lane
+  size_t stride = 0;       // bytes per entry body (with one lane: head and list; else the head)
+  size_t lane_off = 0;     // one lane: offset of the list in an entry
+  size_t lane_stride = 0;  // bytes per user list
+  // lane(slot, l) = lane_base + l * lane_plane + slot * lane_slot
+  uint8_t* lane_base = nullptr;
+  size_t lane_plane = 0, lane_slot = 0;
   uint32_t nshards = 0, shard_mask = 0, bps = 0;
   size_t nb = 0;  // buckets
   uint64_t span = 0;  // max_dt + max_reorder, saturated
@@ -166,11 +172,13 @@ struct Store::Impl {
 
   EntryHead* head(size_t slot) const { return reinterpret_cast<EntryHead*>(bodies + slot * stride); }
   LaneHead* lane(size_t slot, unsigned l) const {
-    return reinterpret_cast<LaneHead*>(bodies + slot * stride + lane_off + l * lane_stride);
+    return reinterpret_cast<LaneHead*>(lane_base + l * lane_plane + slot * lane_slot);
   }
   uint64_t* users(size_t slot, unsigned l) const { return reinterpret_cast<uint64_t*>(lane(slot, l) + 1); }
   uint64_t* times(size_t slot, unsigned l) const { return users(slot, l) + zmax; }
-  LaneLock* lock_of(uint32_t shard) const { return &locks[size_t(shard) * lanes]; }
+  // Lane 0's lock of the shard; lane l's is lock_of(shard)[l * nshards].
+  LaneLock* lock_of(uint32_t shard) const { return &locks[shard]; }
+  LaneLock& lock_of(uint32_t shard, unsigned l) const { return locks[size_t(l) * nshards + shard]; }
 
   // The entry's newest user time: its lanes' largest.
   uint64_t newest(size_t slot) const {
@@ -270,6 +278,8 @@ struct Store::Impl {
         const ptrdiff_t dst = first_free(alt);
         if (dst < 0) continue;
         std::memcpy(bodies + size_t(dst) * stride, bodies + slot * stride, stride);
+        if (lanes > 1)
+          for (unsigned l = 0; l < lanes; ++l) std::memcpy(lane(size_t(dst), l), lane(slot, l), lane_stride);
         tags[dst] = tags[slot];
         tags[slot] = 0;
         return ptrdiff_t(slot);
@@ -441,7 +451,7 @@ struct Store::Impl {
   size_t count_locked(uint32_t sh, const Key& k, unsigned l, uint64_t user, uint64_t t) {
     ptrdiff_t slot = find(k, sh, l);
     if (slot < 0) slot = ptrdiff_t(insert(sh, k, t));
-    touch(lock_of(sh)[l], size_t(slot), l, user, t);
+    touch(lock_of(sh, l), size_t(slot), l, user, t);
     return size_t(slot);
   }
 
@@ -455,7 +465,7 @@ struct Store::Impl {
     LaneLock* ll = lock_of(sh);
     const unsigned l = my_lane();
     if (lanes > 1) {
-      LaneLock& s = ll[l];
+      LaneLock& s = lock_of(sh, l);
       SpinGuard g(s.lock);
       const ptrdiff_t slot = find(k, sh, l);
       if (slot >= 0) {
@@ -470,7 +480,7 @@ struct Store::Impl {
         }
       }
     }
-    AllGuard g(ll, lanes);
+    AllGuard g(ll, lanes, nshards);
     const size_t slot = count_locked(sh, k, l, user, t);
     size_t nrel = 0;
     for (size_t i = 0; i < nc; ++i) {
@@ -478,7 +488,7 @@ struct Store::Impl {
       out(i, rel);
       nrel += rel;
     }
-    LaneLock& s = ll[l];
+    LaneLock& s = lock_of(sh, l);
     bump(s.observations);
     bump(s.released, nrel);
     bump(s.hidden, nc - nrel);
@@ -497,17 +507,24 @@ Store::Store(const Config& cfg) : cfg_(cfg), impl_(std::make_unique<Impl>()) {
   m.lanes = cfg.lanes;
   m.id = g_store_ids.fetch_add(1, std::memory_order_relaxed);
   // Whole cache lines: an entry then spans the fewest lines it can (4 at
-  // z=10 with one lane). With several lanes each starts on its own line, so
-  // no two lanes, and no lane and the key, share one.
+  // z=10 with one lane). With several lanes the user lists are not in the
+  // entry but in one plane per lane (lane l's lists of every slot, each on
+  // whole lines), after the heads. In one entry the lanes' lists would be
+  // neighbours, and a core's hardware prefetchers, seeing it read the head
+  // and its own list in ascending order, fetch the next lines too: the next
+  // lane's, which another core writes on every observation. That cost two
+  // threads on a hot shared set most of their second core (doc/zanon.md,
+  // "Concurrency"). In a plane the next lines are the same lane's lists of
+  // other values, written by the same thread.
   const size_t list = sizeof(LaneHead) + 16 * size_t(cfg.zmax);
   if (cfg.lanes == 1) {
     m.lane_off = sizeof(EntryHead);
     m.lane_stride = list;
     m.stride = (sizeof(EntryHead) + list + 63) & ~size_t{63};
   } else {
-    m.lane_off = (sizeof(EntryHead) + 63) & ~size_t{63};
+    m.lane_off = 0;
     m.lane_stride = (list + 63) & ~size_t{63};
-    m.stride = m.lane_off + m.lane_stride * cfg.lanes;
+    m.stride = (sizeof(EntryHead) + 63) & ~size_t{63};
   }
   m.span = cfg.max_dt_ns + cfg.max_reorder_ns;
   if (m.span < cfg.max_dt_ns) m.span = UINT64_MAX;
@@ -535,7 +552,8 @@ Store::Store(const Config& cfg) : cfg_(cfg), impl_(std::make_unique<Impl>()) {
 
   const size_t nslots = m.nb * kSlots;
   const size_t tag_bytes = (nslots * 4 + 63) & ~size_t{63};
-  m.mem_bytes = tag_bytes + nslots * m.stride;
+  const size_t planes = cfg.lanes > 1 ? nslots * m.lane_stride * cfg.lanes : 0;
+  m.mem_bytes = tag_bytes + nslots * m.stride + planes;
   void* p = mmap(nullptr, m.mem_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (p == MAP_FAILED) throw std::bad_alloc();
   // A hint either way. NOHUGEPAGE also keeps the kernel's "always" THP
@@ -544,6 +562,15 @@ Store::Store(const Config& cfg) : cfg_(cfg), impl_(std::make_unique<Impl>()) {
   m.mem = static_cast<uint8_t*>(p);
   m.tags = reinterpret_cast<uint32_t*>(m.mem);
   m.bodies = m.mem + tag_bytes;
+  if (cfg.lanes == 1) {
+    m.lane_base = m.bodies + m.lane_off;
+    m.lane_slot = m.stride;
+    m.lane_plane = 0;
+  } else {
+    m.lane_base = m.bodies + nslots * m.stride;
+    m.lane_slot = m.lane_stride;
+    m.lane_plane = nslots * m.lane_stride;
+  }
   m.locks = std::make_unique<LaneLock[]>(size_t(ns) * m.lanes);
 }
 
@@ -616,7 +643,7 @@ bool Store::observe(const Key& k, uint64_t user, uint64_t t_ns, ZParams consumer
 uint32_t Store::count_recent(const Key& k, uint64_t t_ns, uint64_t dt_ns) const noexcept {
   Impl& m = *impl_;
   const uint32_t sh = m.shard_of(k.h);
-  AllGuard g(m.lock_of(sh), m.lanes);
+  AllGuard g(m.lock_of(sh), m.lanes, m.nshards);
   const ptrdiff_t slot = m.find(k, sh, 0);
   if (slot < 0) return 0;
   return m.count_all(size_t(slot), t_ns, dt_ns);
@@ -631,7 +658,7 @@ size_t Store::sweep(uint64_t now_ns, size_t budget) noexcept {
   for (size_t i = 0; i < budget; ++i) {
     const size_t b = (start + i) % m.nb;
     LaneLock* ll = m.lock_of(uint32_t(b / m.bps));
-    AllGuard g(ll, m.lanes);
+    AllGuard g(ll, m.lanes, m.nshards);
     for (unsigned j = 0; j < kSlots; ++j) {
       const size_t slot = b * kSlots + j;
       if (m.tags[slot] && m.expired(m.newest(slot), now_ns)) {

@@ -39,7 +39,6 @@ static void register_settings(Registry& r) {
                  "map | keep", {"map", "keep"}});
 }
 
-void register_l7_fields(Registry& r);
 
 void register_builtin_plugins() {
   static std::once_flag once;
@@ -49,11 +48,11 @@ void register_builtin_plugins() {
     l2l4::register_fields(r);
     r.add_protocol(dns::protocol_plugin());
     r.add_protocol(dns::tcp_protocol_plugin());
-    register_l7_fields(r);
     r.add_protocol(tls::protocol_plugin());
     r.add_protocol(quic::protocol_plugin());
-    http::register_fields(r);
+    r.add_protocol(http::protocol_plugin());
     r.add_protocol(dhcp::protocol_plugin());
+    r.add_protocol(http::ssdp_plugin());
     actions::register_actions(r);
   });
 }

@@ -28,6 +28,12 @@ enum class OccKind : uint8_t {
   Addr6,  // 16 address bytes: the rule's address action
   Mac,    // 6 bytes: the rule's MAC action
   Bytes,  // an opaque identifier or text: the rule's byte action, length kept
+  // Bytes of a message's payload (an HTTP body, chunk framing included):
+  // the rule of the plugin's payload_field, taken once per packet for all
+  // of them, applied as a payload rule: cut() zero-fills them and, for the
+  // span that runs to the payload's end, ends the record there as snap()
+  // does, every length kept. Listed after the packet's other occurrences.
+  Payload,
 };
 
 // `addr_carrier` (a protocol name in conditions): TCP/UDP ports of
@@ -79,7 +85,8 @@ struct ProtoOcc {
 // Occurrences of one parse, in the order the plugin found them. Made once
 // per worker (L7Parse), reused for every packet.
 struct ProtoOccs {
-  static constexpr unsigned kMax = 256;
+  // Room for every value an HTTP parse locates (2048) and its body spans.
+  static constexpr unsigned kMax = 2048 + 64;
   uint32_t n = 0;
   ProtoOcc occ[kMax];
   // What a parse of a TCP stream says about the bytes after these (all
@@ -97,9 +104,15 @@ struct ProtoOccs {
   //  done: this direction of the flow carries nothing more of the
   //    protocol's (TLS after encryption starts): its later packets are
   //    not parsed, as if the parse said None.
-  uint32_t need = 0;
-  bool hold = false, rest_clear = false, echo = false, done = false;
-  void clear() { n = 0, need = 0, hold = rest_clear = echo = done = false; }
+  //  payload_left: Parsed although the last message's payload (a body of
+  //    a known length) continues: bytes of it still to come. They carry
+  //    no field but the payload_field and are not parsed.
+  //  payload_open: the last message's payload runs on until a segment
+  //    starts a new message (ProtocolPlugin::payload_ends): the segments
+  //    between are payload.
+  uint32_t need = 0, payload_left = 0;
+  bool hold = false, rest_clear = false, echo = false, done = false, payload_open = false;
+  void clear() { n = 0, need = payload_left = 0, hold = rest_clear = echo = done = payload_open = false; }
   // False when the table is full: the parse must report Malformed (a value
   // left out would leave in clear).
   bool add(const ProtoOcc& o) {
@@ -241,6 +254,11 @@ struct ProtocolPlugin {
   // `proto in` matches its packets by (QUIC carries TLS's tls.sni); null:
   // its own.
   const char* carries;
+  // Whether its parse locates the field named `field` of its protocol
+  // (check_completeness asks; a field registered for the protocol that the
+  // parse never finds would pass in clear). Null: every field of its
+  // protocol.
+  bool (*locates)(std::string_view field);
   // Per-worker parse state (the parser's own result tables), made when a
   // worker's application parse state is, freed with it.
   void* (*make_state)();
@@ -258,6 +276,27 @@ struct ProtocolPlugin {
   // changed). False when the message could not be rewritten: the runtime
   // fails closed as for fields it could not locate. May be null.
   bool (*finish)(void* state, uint8_t* payload, uint32_t len);
+  // The field of the protocol's message payloads (a Bytes field, as
+  // http.body), or null: its rule applies to the Payload occurrences, to
+  // the payload bytes that follow a message (payload_left, payload_open),
+  // and to a whole payload whose messages the parse could not place
+  // (lengths kept, instead of the cut a protected field's failure takes).
+  const char* payload_field;
+  // TCP, messages framed by counting bytes (bodies of a known length,
+  // chunks): the count is right only while segments come in order. The
+  // runtime follows the stream's sequence numbers; after a gap that may
+  // have held a message's start, or new bytes in a retransmission, the
+  // direction fails closed until a segment for which message_start (a
+  // strict test: the message's whole first line) holds, where the parse
+  // starts afresh. A repeated segment is parsed only when it starts a
+  // message, without touching the stream's counts.
+  bool ordered;
+  bool (*message_start)(const uint8_t* payload, uint32_t len, bool from_initiator);
+  // Inside a payload_open payload: whether this segment starts a new
+  // message (the payload ends before it). `recognised`: the runtime's
+  // detection (ports, content probes) names this protocol for the segment.
+  // Required with payload_open.
+  bool (*payload_ends)(const uint8_t* payload, uint32_t len, bool recognised);
 
   // A plugin whose fields the occurrence model cannot carry (one decision
   // per name across compression pointers, values whose rule depends on

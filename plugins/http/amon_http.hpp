@@ -11,11 +11,19 @@ struct hs_scratch;
 
 namespace amon {
 class Registry;
+struct ProtocolPlugin;
 }
 
 namespace amon::http {
 
 void register_fields(Registry& r);
+// Whether `field` is one of the fields register_fields declares (each is
+// located: by its occurrence kinds, http.body by body_spans).
+bool locates(std::string_view field);
+// HTTP as a protocol plugin (plugin.cpp), over TCP; and SSDP, HTTP over
+// UDP 1900, whose packets carry the same fields.
+const ProtocolPlugin& protocol_plugin();
+const ProtocolPlugin& ssdp_plugin();
 
 enum class Status : uint8_t { Ok, Truncated, Malformed };
 
@@ -48,6 +56,7 @@ enum class Field : uint8_t {
   Server,
   ContentLength, TransferEncoding,
   Origin, ProxyAuthorization, XRealIp,
+  From,
   OtherHeader,  // the value of a header none of the kinds above names, framing headers aside
 };
 const char* field_name(Field f);  // "http.host", "http.referer.domain", ...

@@ -59,6 +59,9 @@ const std::vector<Spec>& specs() {
        "HTTP message bodies, chunk framing included: every byte of an HTTP flow's payload outside a parsed "
        "message head (zero, redact, hash keep them in place; snap removes them from the record, lengths kept)",
        {}, {Field::Other, Field::Other}},
+      {"http.from", VT::Text, R::Identifier, "",
+       "HTTP From header (the e-mail address of the user making the request, RFC 9110 10.1.2)",
+       {"http.authorization"}, {Field::From, Field::Other}},
   };
   return s;
 }
@@ -72,6 +75,12 @@ void register_fields(Registry& r) {
     d.cond_ops = s.type == ValueType::Bytes ? 0 : kCondAll;
     r.add_field(std::move(d));
   }
+}
+
+bool locates(std::string_view field) {
+  for (const Spec& s : specs())
+    if (field == s.name) return true;
+  return false;
 }
 
 const char* registry_field(Field k) {

@@ -34,6 +34,7 @@ const char* field_name(Field f) {
     case Field::Origin: return "http.origin";
     case Field::ProxyAuthorization: return "http.proxy_authorization";
     case Field::XRealIp: return "http.x_real_ip";
+    case Field::From: return "http.from";
     case Field::OtherHeader: return "http.other_headers";
   }
   return "?";
@@ -61,6 +62,7 @@ constexpr Pattern kPatterns[] = {
     {"origin", Field::Origin},
     {"proxy-authorization", Field::ProxyAuthorization},
     {"x-real-ip", Field::XRealIp},
+    {"from", Field::From},
 };
 constexpr unsigned kNumPatterns = sizeof kPatterns / sizeof kPatterns[0];
 

@@ -14,29 +14,32 @@ namespace amon {
 
 namespace {
 
+// A protocol plugin's fields are located by its parse (protocol.h), those
+// it says it finds (ProtocolPlugin::locates).
+bool plugin_locates(const FieldDesc& f) {
+  const auto& v = Registry::instance().protocols();
+  for (unsigned i = 0; i < v.size(); ++i)
+    if (f.protocol == v[plugin_proto(i)]->name && (!v[i]->locates || v[i]->locates(f.name))) return true;
+  return false;
+}
+
 bool located(const FieldDesc& f) {
   const auto& F = l2l4::g_fields;
-  const L7Fields& L = L7Fields::get();
   for (FieldId x : {F.eth_src, F.eth_dst, F.ip_src, F.ip_dst, F.ip_client, F.ip_server, F.payload, F.tunnel_addr,
-                    F.tunnel_vni, F.gre_key, F.gtp_teid, L.http_body})
+                    F.tunnel_vni, F.gre_key, F.gtp_teid})
     if (f.id == x) return true;
-  // A protocol plugin's fields are located by its parse (protocol.h).
-  if (plugin_apps(f.protocol)) return true;
-  return std::find(std::begin(L.http_kind), std::end(L.http_kind), f.id) != std::end(L.http_kind);
+  return plugin_locates(f);
 }
 
 // What ProgramInstance::eval reads for each field (conditions.cpp).
 bool evaluable(const FieldDesc& f) {
   const auto& F = l2l4::g_fields;
-  const L7Fields& L = L7Fields::get();
   if (f.id == F.eth_src || f.id == F.eth_dst) return f.type == ValueType::Mac && !(f.cond_ops & kCondMatch);
   if (is_addr_field(f.id)) return f.type == ValueType::Addr && !(f.cond_ops & kCondMatch);
   if (f.id == F.payload) return f.cond_ops == kCondMatch;
   // A protocol plugin's names, texts and bytes, from its occurrences (or
   // its ProtocolPlugin::value).
-  if (plugin_apps(f.protocol)) return f.type == ValueType::Name || f.type == ValueType::Text || f.type == ValueType::Bytes;
-  return f.type != ValueType::Addr &&
-         std::find(std::begin(L.http_kind), std::end(L.http_kind), f.id) != std::end(L.http_kind);
+  return plugin_locates(f) && (f.type == ValueType::Name || f.type == ValueType::Text || f.type == ValueType::Bytes);
 }
 
 }  // namespace

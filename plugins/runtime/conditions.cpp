@@ -70,7 +70,6 @@ bool ProgramInstance::eval(const dsl::Cond& c, Eval& e) {
   // Application fields: the first occurrence in the packet, when parsed.
   std::string_view val;
   bool found = false;
-  const L7Fields& L = L7Fields::get();
   L7Parse* P = e.m->parse;
   if (f == F.payload) {
     // `payload ~ /re/`: the original payload bytes as captured.
@@ -95,12 +94,6 @@ bool ProgramInstance::eval(const dsl::Cond& c, Eval& e) {
           val = O.occ[i].kind == OccKind::Name
                     ? O.occ[i].text
                     : std::string_view(reinterpret_cast<const char*>(base + O.occ[i].off), O.occ[i].len),
-          found = true;
-    } else if (P->http_state == 1) {
-      const http::Result& H = *P->http;
-      for (unsigned i = 0; i < H.n_occ && !found; ++i)
-        if (L.http_kind[uint8_t(H.occ[i].kind)] == f && http::is_field_value(H, i))
-          val = std::string_view(reinterpret_cast<const char*>(base + H.occ[i].span.off), H.occ[i].span.len),
           found = true;
     }
   }

@@ -556,14 +556,15 @@ Verdict ProgramInstance::general_path(uint8_t* buf, uint32_t& cap, uint32_t& wir
   auto take_sum = [&] {
     if (!sum_taken && plen) pay_old_sum = csum_sum({pl, plen}), sum_taken = true;
   };
-  // An HTTP payload whose heads were not located is body as a whole: a
-  // policy with an http.body rule hides it that way, keeping its lengths,
+  // A payload whose messages were not located is the protocol's payload
+  // field as a whole (ProtocolPlugin::payload_field, as http.body): a
+  // policy with a rule for it hides it that way, keeping its lengths,
   // rather than cutting it.
-  const bool body_rule = P.has_l7_ && m.app == uint8_t(App::Http) && d.status == DecodeStatus::Ok && plen &&
-                         !P.field_rules_[L7Fields::get().http_body].empty();
+  const bool body_rule = m.app < 32 && (P.payload_apps_ >> m.app & 1) && d.status == DecodeStatus::Ok && plen;
+  const FieldId body_f = body_rule ? L7Fields::get().payload_of(m.app) : kNoField;
   auto all_body = [&] {
     take_sum();
-    http_body(pl, plen, nullptr, 0, e);
+    apply_payload(body_f, pl, plen, nullptr, 0, e);
     payload_changed = true;
   };
   if (P.has_l7_ && d.status == DecodeStatus::Ok && cut_at == UINT32_MAX && m.l7 == L7State::Stream) {

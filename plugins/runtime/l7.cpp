@@ -14,18 +14,14 @@ const L7Fields& L7Fields::get() {
     L7Fields x;
     auto& r = Registry::instance();
     auto id = [&](const char* n) { return r.field(n)->id; };
-    x.http_body = id("http.body");
-    for (unsigned k = 0; k < http::kFieldKinds; ++k) {
-      const char* n = http::registry_field(http::Field(k));
-      x.http_kind[k] = n ? id(n) : kNoField;
-      x.http_name[k] = n && r.field(n)->type == ValueType::Name;
-    }
-    // Registered after the L2-L4 fields: from the first application's
-    // field on (a plugin's, or HTTP's), every one is parsed out of the payload.
-    x.first = x.http_body;
-    for (FieldId k : x.http_kind) x.first = std::min(x.first, k);
+    const auto& v = r.protocols();
+    for (unsigned i = 0; i < 16; ++i)
+      x.payload[i] = i < v.size() && v[i]->payload_field ? id(v[i]->payload_field) : kNoField;
+    // Registered after the L2-L4 fields: from the first plugin's field on,
+    // every one is parsed out of the payload.
+    x.first = FieldId(r.fields().size());
     for (const FieldDesc& f : r.fields())
-      if (f.id < x.first && plugin_apps(f.protocol)) {
+      if (plugin_apps(f.protocol)) {
         x.first = f.id;
         break;
       }
@@ -33,11 +29,6 @@ const L7Fields& L7Fields::get() {
     return x;
   }();
   return f;
-}
-
-const http::Matcher& http_matcher() {
-  static const http::Matcher m;
-  return m;
 }
 
 Shortcut Shortcut::make() {
@@ -56,9 +47,7 @@ Shortcut Shortcut::make() {
   return x;
 }
 
-L7Parse::L7Parse()
-    : http(std::make_unique<http::Result>()),
-      hscratch(std::make_unique<http::Scratch>(http_matcher())) {
+L7Parse::L7Parse() {
   if (hs_alloc_scratch(content_probes().db(), &probe_scratch) != HS_SUCCESS)
     throw std::runtime_error("content probes: hs_alloc_scratch failed");
   for (const ProtocolPlugin* pp : Registry::instance().protocols()) proto_state.push_back(pp->make_state());
@@ -78,19 +67,12 @@ L7Parse::~L7Parse() {
 namespace {
 
 // What the first payload bytes of a TCP stream say, anchored at its start.
-// Any request line "TOKEN SP target SP HTTP/1.x" counts (UPnP's SUBSCRIBE
-// and NOTIFY, WebDAV, ...) on any port: a Host header is a Host header
-// wherever it travels. A well-known method alone is enough when the line
-// continues in the next segment. The protocol plugins add their own
-// (ProtocolPlugin::patterns).
+// The protocol plugins add their own (ProtocolPlugin::patterns).
 struct Probe {
   const char* re;
   App app;
 };
 const Probe kProbes[] = {
-    {"^(GET|POST|HEAD|PUT|DELETE|OPTIONS|PATCH|CONNECT|TRACE) ", App::Http},
-    {"^[A-Z][A-Z_\\-]{2,23} [^\\r\\n]+ HTTP/1\\.[0-9]\\r?\\n", App::Http},
-    {"^HTTP/1\\.[0-9] ", App::Http},
     // Recognised, and carrying no field of ours: later segments skip probing.
     {"^SSH-[12]\\.[0-9]", App::Other},
 };
@@ -180,8 +162,6 @@ App detect_app(const uint8_t* p, const Decoded& d, bool from_client, hs_scratch_
   const uint32_t avail = d.payload_off < d.cap_len ? std::min(d.cap_len, d.payload_off + d.payload_len) - d.payload_off : 0;
   const uint8_t* pl = p + d.payload_off;
   if (d.l4_proto == kProtoUdp) {
-    // SSDP is HTTP over UDP.
-    if (d.sport == 1900 || d.dport == 1900) return App::Http;
     if (App a = plugin_by_probe_always(pl, avail, d); a != App::Unknown) return a;
     return App::Other;
   }
@@ -191,7 +171,6 @@ App detect_app(const uint8_t* p, const Decoded& d, bool from_client, hs_scratch_
   if (by_content != App::Unknown) return by_content;
   uint16_t sp = from_client ? d.dport : d.sport;
   if (App a = plugin_by_server_port(sp, kProtoTcp); a != App::Unknown) return a;
-  if (sp == 80 || sp == 8080 || sp == 8000) return App::Http;
   return App::Other;
 }
 

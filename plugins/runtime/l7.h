@@ -1,14 +1,13 @@
 // Application-layer fields for the per-consumer programs: protocol
 // detection, one parse per packet shared by all consumers, and the rewrite
-// of each consumer's copy by offset. HTTP still has its parse here; every
-// other protocol is a plugin (protocol.h) reached through the registry.
+// of each consumer's copy by offset. Every protocol is a plugin
+// (protocol.h) reached through the registry.
 #pragma once
 
 #include <cstdint>
 #include <memory>
 #include <vector>
 
-#include "amon_http.hpp"
 #include "l2l4.h"
 #include "protocol.h"
 
@@ -19,9 +18,9 @@ typedef struct hs_scratch hs_scratch_t;
 
 namespace amon {
 
-// The application the runtime parses itself (HTTP); values 1, 2, 3 and 5
-// belonged to protocols now plugins and stay unused.
-enum class App : uint8_t { Unknown = 0, Http = 4, Other = 6 };
+// No application is parsed by the runtime itself; values 1 to 5 belonged to
+// protocols now plugins and stay unused.
+enum class App : uint8_t { Unknown = 0, Other = 6 };
 // Protocol plugins (Registry::protocols(), protocol.h) are applications
 // kFirstPluginApp + their index: App values past the enumerators, so a
 // policy's 32-bit mask of protected applications covers them.
@@ -78,19 +77,21 @@ struct Shortcut {
 
 // Registry ids of the application fields, resolved once.
 struct L7Fields {
-  FieldId http_body;  // located by http::body_spans
-  // By HTTP occurrence kind: the field whose value it holds (kNoField: none).
-  FieldId http_kind[http::kFieldKinds];
-  bool http_name[http::kFieldKinds];  // that field holds a domain name (decided as a name)
+  // By plugin index: its ProtocolPlugin::payload_field (kNoField: none).
+  FieldId payload[16];
   static const L7Fields& get();
+  // The payload field of application `app` (kNoField: none).
+  FieldId payload_of(uint8_t app) const {
+    const unsigned i = unsigned(app) - kFirstPluginApp;
+    return i < 16 ? payload[i] : kNoField;
+  }
   // Fields are registered L2-L4 first: every later one is parsed out of the payload.
   bool is_l7(FieldId f) const { return f >= first && f <= last; }
   FieldId first, last;
 };
 
 // Content probes for TCP payloads: one Hyperscan block-mode database of
-// anchored patterns (HTTP request/status lines, SSH, and those the
-// protocol plugins contribute), built once and shared; each worker scans
+// anchored patterns (SSH, and those the protocol plugins contribute), built once and shared; each worker scans
 // with its own scratch.
 class ContentProbes {
  public:
@@ -119,14 +120,10 @@ struct L7Parse {
   ~L7Parse();
   void reset(uint64_t packet_id) {
     if (packet_id != packet)
-      packet = packet_id, http_state = 0, hold_hint = http_udp = false;
+      packet = packet_id, hold_hint = false;
   }
   uint64_t packet = ~0ULL;
   uint32_t flow_numbers = 0;  // FlowState::flow_no numbers handed out by this worker (ProtocolPlugin::numbered)
-  std::unique_ptr<http::Result> http;
-  std::unique_ptr<http::Scratch> hscratch;
-  int http_state = 0;
-  bool http_udp = false;  // HTTP over UDP (SSDP): messages in either direction
   // The payload ends inside a header that more bytes of this direction
   // would complete (the engine may hold the segment until they come).
   bool hold_hint = false;
@@ -147,7 +144,5 @@ struct L7Parse {
   std::unique_ptr<ProtoOccs> occs = std::make_unique<ProtoOccs>();
   uint32_t probe_apps = 0;
 };
-
-const http::Matcher& http_matcher();
 
 }  // namespace amon

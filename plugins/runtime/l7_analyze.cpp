@@ -6,39 +6,6 @@ namespace amon {
 
 namespace {
 
-// The application parse of `avail` payload bytes, for one packet or for a
-// stream reassembled from held segments. Keeps the flow's stream state and
-// sets P.hold_hint when the bytes end inside a header that more bytes of
-// this direction would complete.
-L7State parse_app(const uint8_t* pl, uint32_t avail, bool cut_short, App app, bool from_init, FlowState* fs, int dir,
-                  L7Parse& P) {
-  switch (app) {
-    case App::Http: {
-      http::Direction hd = P.http_udp ? http::Direction::Auto  // SSDP: either, either way
-                           : from_init ? http::Direction::Request : http::Direction::Response;
-      http::Status st = http::parse(pl, avail, hd, http_matcher(), *P.hscratch, *P.http);
-      P.http_state = 1;
-      const http::Result& H = *P.http;
-      L7State r;
-      if (st == http::Status::Ok) {
-        r = L7State::Parsed;
-      } else if (st == http::Status::Truncated && H.body_missing && !cut_short) {
-        r = L7State::Parsed;  // heads complete; the body goes on in later segments
-        if (fs) fs->body[dir] = uint32_t(std::min<uint64_t>(H.body_missing, UINT32_MAX));
-      } else if (st == http::Status::Truncated) {
-        r = L7State::Incomplete;
-        P.hold_hint = !cut_short && !P.http_udp;
-      } else {
-        r = L7State::Malformed;
-      }
-      if (fs && H.n_msgs && H.msgs[H.n_msgs - 1].body_unbounded) fs->unbounded[dir] = 1;
-      return r;
-    }
-    default:
-      return L7State::None;
-  }
-}
-
 // A protocol plugin whose content probe recognises this payload, among
 // those some consumer protects (`apps`) and not already probed by
 // detect_app (probe_always): its application, or Other.
@@ -54,8 +21,9 @@ App plugin_by_probe(const uint8_t* pl, uint32_t avail, const Decoded& d, uint32_
 // A protocol plugin's parse of one packet (or of a stream reassembled from
 // held segments) into P.occs. What it says of the bytes that follow drives
 // the flow's stream state, as the runtime's own TCP parses do: bytes still
-// to come (pending), those of them that carry no field (names_done), and
-// whether holding the segment would complete it (hold_hint).
+// to come (pending), those of them that carry no field (names_done), the
+// payload that follows the message (body, unbounded), and whether holding
+// the segment would complete it (hold_hint).
 // Inlined: the datagram shortcut takes it for every packet.
 inline __attribute__((always_inline)) L7State parse_plugin(const ProtocolPlugin& pp, uint8_t app,
                                                            const ProtoPacket& pkt, FlowState* fs, int dir,
@@ -68,6 +36,8 @@ inline __attribute__((always_inline)) L7State parse_plugin(const ProtocolPlugin&
     if (st == ProtoStatus::Parsed && O.rest_clear && fs->pending[dir]) fs->names_done |= uint8_t(1u << dir);
   }
   if (fs && O.done) fs->app_done |= 1u << dir;
+  if (fs && O.payload_left) fs->body[dir] = O.payload_left;
+  if (fs && O.payload_open) fs->unbounded[dir] = 1;
   P.hold_hint = O.hold && st == ProtoStatus::Incomplete && pp.holds;
   switch (st) {
     case ProtoStatus::None: return L7State::None;
@@ -99,33 +69,17 @@ uint32_t tcp_seq(const uint8_t* p, const Decoded& d) {
          p[d.l4_off + 7];
 }
 
-// A segment that begins with an HTTP/1 message's first line, whole: a
-// status line from the server, a request line (method token, target,
-// version) from the client. Strict on purpose: after a gap it is the only
-// thing that puts the stream's parse back on a message boundary.
-bool http_message_start(const uint8_t* pl, uint32_t avail, bool from_init) {
-  if (!from_init)
-    return avail >= 13 && std::memcmp(pl, "HTTP/1.", 7) == 0 && pl[8] == ' ' && pl[9] >= '1' && pl[9] <= '5';
-  uint32_t i = 0;
-  while (i < avail && i < 24 && pl[i] >= 'A' && pl[i] <= 'Z') ++i;
-  if (i == 0 || i >= avail || pl[i] != ' ') return false;
-  const uint32_t target = ++i;
-  while (i < avail && pl[i] > ' ' && pl[i] < 0x7f) ++i;
-  if (i == target || avail - i < 11 || std::memcmp(pl + i, " HTTP/1.", 8) != 0) return false;
-  return pl[i + 9] == '\r' && pl[i + 10] == '\n';
-}
-
-// HTTP over TCP follows its messages by counting bytes (bodies of a known
-// length, chunks, heads held until complete), which is only right while the
-// segments come in order. released_end is the sequence number the direction
+// A plugin whose messages are framed by counting bytes (ProtocolPlugin::
+// ordered: bodies of a known length, chunks, heads held until complete)
+// follows them rightly only while the segments come in order. released_end is the sequence number the direction
 // expects next. A repeated segment (a retransmission, or a capture that saw
 // a packet twice) is outside the count (Repeat). A gap (a lost or unseen segment) that may have held the
 // start of a head loses the message boundaries: the direction fails closed
-// (stream_failed) until a segment begins with a message's first line, where
-// the parse starts afresh.
-enum class HttpOrder : uint8_t { InOrder, Closed, Repeat };
-HttpOrder http_in_order(const uint8_t* pl, uint32_t avail, const Decoded& d, const uint8_t* p, bool from_init,
-                   FlowState* fs, int dir) {
+// (stream_failed) until a segment begins with a message's first line
+// (ProtocolPlugin::message_start), where the parse starts afresh.
+enum class Order : uint8_t { InOrder, Closed, Repeat };
+Order in_order(const ProtocolPlugin& pp, const uint8_t* pl, uint32_t avail, const Decoded& d, const uint8_t* p,
+               bool from_init, FlowState* fs, int dir) {
   const uint8_t bit = uint8_t(1u << dir);
   const uint32_t seq = tcp_seq(p, d);
   if (fs->released & bit) {
@@ -135,9 +89,9 @@ HttpOrder http_in_order(const uint8_t* pl, uint32_t avail, const Decoded& d, con
       if (int32_t(seq + d.payload_len - fs->released_end[dir]) > 0) {
         fs->stream_failed |= bit;
         fs->released_end[dir] = seq + d.payload_len;
-        return HttpOrder::Closed;
+        return Order::Closed;
       }
-      return HttpOrder::Repeat;
+      return Order::Repeat;
     }
     if (delta > 0) {
       // Lost bytes inside a body of known length are body bytes: the count
@@ -152,12 +106,12 @@ HttpOrder http_in_order(const uint8_t* pl, uint32_t avail, const Decoded& d, con
   }
   fs->released |= bit;
   fs->released_end[dir] = seq + d.payload_len;
-  if (!(fs->stream_failed & bit)) return HttpOrder::InOrder;
-  if (!http_message_start(pl, avail, from_init)) return HttpOrder::Closed;
+  if (!(fs->stream_failed & bit)) return Order::InOrder;
+  if (!pp.message_start(pl, avail, from_init)) return Order::Closed;
   fs->stream_failed &= uint8_t(~bit);
   fs->pending[dir] = fs->body[dir] = 0;
   fs->unbounded[dir] = 0;
-  return HttpOrder::InOrder;
+  return Order::InOrder;
 }
 
 }  // namespace
@@ -204,24 +158,22 @@ void analyze_l7(const uint8_t* p, const Decoded& d, PacketMeta& m, L7Parse& P) {
   m.app = uint8_t(app);
   if (avail == 0 || app == App::Other || app == App::Unknown) return;
   const uint8_t* pl = p + d.payload_off;
-  // A payload the capture cut short cannot be parsed to its end.
-  const bool cut_short = d.payload_off + d.payload_len > d.cap_len;
-  if (fs && d.l4_proto == kProtoTcp && app == App::Http) {
-    switch (http_in_order(pl, avail, d, p, from_init, fs, dir)) {
-      case HttpOrder::InOrder: break;
-      case HttpOrder::Closed: m.l7 = L7State::Incomplete; return;
-      case HttpOrder::Repeat: {
+  const ProtocolPlugin* pp = plugin_of(uint8_t(app));
+  if (fs && d.l4_proto == kProtoTcp && pp && pp->ordered) {
+    switch (in_order(*pp, pl, avail, d, p, from_init, fs, dir)) {
+      case Order::InOrder: break;
+      case Order::Closed: m.l7 = L7State::Incomplete; return;
+      case Order::Repeat: {
         // A repeated segment that starts with a message is parsed as one,
         // whole within the segment, and leaves the stream's counts as they
         // were; any other repeat fails closed.
         m.l7 = L7State::Incomplete;
-        if (!http_message_start(pl, avail, from_init)) return;
+        if (!pp->message_start(pl, avail, from_init)) return;
         const uint32_t pend = fs->pending[dir], body = fs->body[dir];
         const uint8_t unb = fs->unbounded[dir];
         fs->pending[dir] = fs->body[dir] = 0;
         fs->unbounded[dir] = 0;
-        P.http_udp = false;
-        if (parse_app(pl, avail, cut_short, app, from_init, fs, dir, P) == L7State::Parsed) m.l7 = L7State::Parsed;
+        if (parse_plugin(*pp, uint8_t(app), plugin_packet(p, d, avail, from_init, fs, *pp, P), fs, dir, P) == L7State::Parsed) m.l7 = L7State::Parsed;
         P.hold_hint = false;
         fs->pending[dir] = pend, fs->body[dir] = body, fs->unbounded[dir] = unb;
         return;
@@ -259,26 +211,22 @@ void analyze_l7(const uint8_t* p, const Decoded& d, PacketMeta& m, L7Parse& P) {
     m.l7 = L7State::Incomplete;  // a new head starts inside this segment: not located
     return;
   }
-  if (const ProtocolPlugin* pp = plugin_of(uint8_t(app))) {
+  if (pp) {
     if (fs && (fs->app_done >> dir & 1)) return;  // nothing more of its own in this direction
+    if (fs && fs->unbounded[dir]) {
+      // Inside a payload of unknown length: only a new message ends it.
+      if (!pp->payload_ends(pl, avail, detect_app(p, d, from_init, P.probe_scratch) == app)) return;
+      fs->unbounded[dir] = 0;
+    }
     m.l7 = parse_plugin(*pp, uint8_t(app), plugin_packet(p, d, avail, from_init, fs, *pp, P), fs, dir, P);
     m.names_echo = P.occs->echo;
     return;
   }
-  if (app == App::Http && fs && fs->unbounded[dir]) {
-    // Inside a body of unknown length: only a new message start ends it.
-    bool starts = avail >= 8 && (std::memcmp(pl, "HTTP/1.", 7) == 0 || detect_app(p, d, from_init, P.probe_scratch) == App::Http);
-    if (!starts || (std::memcmp(pl, "HTTP/1.", 7) != 0 && pl[0] < 'A')) return;
-    fs->unbounded[dir] = 0;
-  }
-  P.http_udp = d.l4_proto == kProtoUdp;
-  m.l7 = parse_app(pl, avail, cut_short, app, from_init, fs, dir, P);
 }
 
 L7State analyze_stream(const uint8_t* b, uint32_t len, uint8_t app, bool from_initiator, FlowState* fs, L7Parse& P) {
   P.packet = ~0ULL;  // the next packet parses anew
-  P.http_state = 0;
-  P.hold_hint = P.http_udp = false;
+  P.hold_hint = false;
   const int dir = from_initiator ? 0 : 1;
   if (fs) fs->pending[dir] = 0, fs->names_done &= uint8_t(~(1u << dir));
   if (const ProtocolPlugin* pp = plugin_of(app))
@@ -286,7 +234,7 @@ L7State analyze_stream(const uint8_t* b, uint32_t len, uint8_t app, bool from_in
         *pp, app,
         {b, len, 0, 0, nullptr, nullptr, 0, from_initiator, false, fs ? fs->app_state : nullptr, fs ? fs->flow_no : 0},
         fs, dir, P);
-  return parse_app(b, len, false, App(app), from_initiator, fs, dir, P);
+  return L7State::None;
 }
 
 }  // namespace amon

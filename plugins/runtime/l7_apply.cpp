@@ -61,10 +61,19 @@ bool ProgramInstance::apply_mac_occ(FieldId f, uint8_t* a, Eval& e) {
 // be rewritten.
 bool ProgramInstance::l7_plugin(const ProtocolPlugin& pp, void* state, uint8_t* pl, uint32_t avail, Eval& e) {
   const ProtoOccs& O = *e.m->parse->occs;
-  unsigned names = 0, hidden = 0;
+  unsigned names = 0, hidden = 0, n_pay = 0;
+  ByteSpan pay[16];
+  FieldId pay_field = kNoField;
   for (uint32_t i = 0; i < O.n; ++i) {
     const ProtoOcc& o = O.occ[i];
     uint8_t* v = pl + o.off;
+    if (o.kind == OccKind::Payload) {
+      // Taken together after the values: one rule for the packet's payload.
+      if (n_pay < 16) pay[n_pay++] = {o.off, o.len};
+      else pay[15].len = o.off + o.len - pay[15].off;  // more payload, never less
+      pay_field = o.field;
+      continue;
+    }
     // A fix-up runs only where the action changed the value (a kept value
     // stays as it came); longer values than this buffer are taken as changed.
     uint8_t before[16];
@@ -82,6 +91,7 @@ bool ProgramInstance::l7_plugin(const ProtocolPlugin& pp, void* state, uint8_t* 
       case OccKind::Addr6: ok = o.role ? apply_role_addr(v, 6, e) : apply_addr_occ(o.field, v, 6, e); break;
       case OccKind::Mac: ok = apply_mac_occ(o.field, v, e); break;
       case OccKind::Bytes: ok = apply_text(o.field, v, o.len, e); break;
+      case OccKind::Payload: break;
     }
     if (!ok) e.drop = true;
     if (o.fixup && pp.after_action && (!whole || std::memcmp(before, v, o.len) != 0))
@@ -94,6 +104,7 @@ bool ProgramInstance::l7_plugin(const ProtocolPlugin& pp, void* state, uint8_t* 
     const uint16_t bit = uint16_t(1u << prog_.consumer_);
     fs->sni_clear = names && !hidden ? uint16_t(fs->sni_clear | bit) : uint16_t(fs->sni_clear & ~bit);
   }
+  if (n_pay && !prog_.field_rules_[pay_field].empty()) apply_payload(pay_field, pl, avail, pay, n_pay, e);
   return !pp.finish || pp.finish(state, pl, avail);
 }
 
@@ -236,8 +247,7 @@ bool ProgramInstance::l7_by_plugin(const ProtocolPlugin& pp, uint8_t app, uint8_
                     orig, avail, at);
 }
 
-void ProgramInstance::http_body(uint8_t* pl, uint32_t avail, const ByteSpan* sp, unsigned n, Eval& e) {
-  const FieldId f = L7Fields::get().http_body;
+void ProgramInstance::apply_payload(FieldId f, uint8_t* pl, uint32_t avail, const ByteSpan* sp, unsigned n, Eval& e) {
   const int ri = pick(f, e);
   if (ri < 0 || !actions_[ri]->modifies || !avail) return;
   RtAction& a = *actions_[ri];
@@ -253,7 +263,7 @@ void ProgramInstance::http_body(uint8_t* pl, uint32_t avail, const ByteSpan* sp,
       return;
     }
     // Bytes cannot leave the middle of a TCP stream (sequence numbers,
-    // chunk sizes, Content-Length count them): cut() zero-fills them and,
+    // chunk sizes, a message's length fields count them): cut() zero-fills them and,
     // for a body that runs to the end of the payload, ends the record
     // there as snap() does; every length stays.
     if (r == ActResult::Cut) std::memset(p, 0, s.len);
@@ -269,47 +279,16 @@ bool ProgramInstance::l7_rewrite(uint8_t* buf, const Decoded& d, Eval& e) {
   if (m.l7 == L7State::None) return true;
   bool protects = prog_.l7_protect_ & (1u << m.app);
   if (m.l7 != L7State::Parsed) return !protects;
-  const L7Fields& L = L7Fields::get();
   L7Parse& P = *m.parse;
   uint8_t* pl = buf + d.payload_off;
   const uint32_t avail = std::min<uint32_t>(d.cap_len, d.payload_off + d.payload_len) - d.payload_off;
-  switch (App(m.app)) {
-    case App::Http: {
-      const http::Result& H = *P.http;
-      for (unsigned i = 0; i < H.n_occ; ++i) {
-        const http::Occurrence& oc = H.occ[i];
-        uint8_t* p = pl + oc.span.off;
-        uint32_t n = oc.span.len;
-        bool ok = true;
-        const FieldId f = L.http_kind[uint8_t(oc.kind)];
-        if (f == kNoField || !http::is_field_value(H, i)) continue;
-        if (L.http_name[uint8_t(oc.kind)]) {
-          names::Decision dec =
-              decide_name(f, std::string_view(reinterpret_cast<const char*>(m.orig + d.payload_off + oc.span.off), n), e);
-          if (dec.action != names::Action::Keep) names::apply_to_text(reinterpret_cast<char*>(p), n, dec);
-        } else {
-          ok = apply_text(f, p, n, e);
-        }
-        if (!ok) e.drop = true;
-      }
-      if (!prog_.field_rules_[L.http_body].empty()) {
-        http::Span hs[16];
-        ByteSpan spans[16];
-        const unsigned n = http::body_spans(H, 0, avail, hs, 16);
-        for (unsigned k = 0; k < n; ++k) spans[k] = {hs[k].off, hs[k].len};
-        http_body(pl, avail, spans, n, e);
-      }
-      return true;
-    }
-    default:
-      if (const ProtocolPlugin* pp = plugin_of(m.app))
-        return (pp->rewrite ? l7_by_plugin(*pp, m.app, pl, avail, e, protects)
-                            : l7_plugin(*pp, P.state_of(m.app), pl, avail, e)) ||
-               !protects;
-      // An application the rewrite does not know: its fields cannot be
-      // located, so a policy protecting it fails closed (on_error).
-      return !protects;
-  }
+  if (const ProtocolPlugin* pp = plugin_of(m.app))
+    return (pp->rewrite ? l7_by_plugin(*pp, m.app, pl, avail, e, protects)
+                        : l7_plugin(*pp, P.state_of(m.app), pl, avail, e)) ||
+           !protects;
+  // An application the rewrite does not know: its fields cannot be
+  // located, so a policy protecting it fails closed (on_error).
+  return !protects;
 }
 
 }  // namespace amon

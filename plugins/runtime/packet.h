@@ -32,9 +32,10 @@ struct FlowState {
   uint8_t app = 0;              // App, once known from a payload
   uint8_t names_done = 0;       // bit per direction: the pending bytes hold no name (SNI already handled)
   uint8_t frag_tunnel : 1 = 0;    // fragments of this address pair carried a tunnel
-  // Bit per direction: a header could not be completed, or (HTTP) a gap lost
-  // the message boundaries; the rest stays closed (HTTP: until a segment
-  // starts with a message's first line).
+  // Bit per direction: a header could not be completed, or (a plugin whose
+  // messages are framed by counting bytes: ProtocolPlugin::ordered) a gap
+  // lost the message boundaries; the rest stays closed (ordered: until a
+  // segment starts with a message's first line).
   uint8_t stream_failed : 2 = 0;
   uint8_t released : 2 = 0;       // bit per direction: released_end is valid
   uint8_t app_done : 2 = 0;       // bit per direction: the plugin said nothing more comes (ProtoOccs::done)
@@ -42,11 +43,11 @@ struct FlowState {
   uint64_t zreleased = 0; // bit set when the value was released (not z-private)
   // Application-layer stream state, per direction (0: from the initiator).
   uint32_t pending[2] = {};     // bytes still belonging to an incomplete header/message
-  uint32_t body[2] = {};        // bytes of a known-length body still to come (not parsed; capped at 4 GiB)
+  uint32_t body[2] = {};        // bytes of a known-length payload still to come (ProtoOccs::payload_left; not parsed; capped at 4 GiB)
   // TCP stream holding (engine/core/worker_path.cpp): a header split over
   // segments is held until complete, then rewritten as one.
   // TCP sequence number after the last header rewritten from a held stream;
-  // for HTTP, after the last segment seen in order (l7_analyze.cpp).
+  // for an ordered plugin, after the last segment seen in order (l7_analyze.cpp).
   uint32_t released_end[2] = {};
   // This flow's number in its worker, for a plugin that numbers its flows
   // (ProtocolPlugin::numbered; 0 until its first message). The exchange
@@ -65,7 +66,7 @@ struct FlowState {
   // ClientHello spread over several Initials, TLS where the server's
   // records stand. Zero at the flow's start.
   uint8_t app_state[kAppStateBytes] = {};
-  uint8_t unbounded[2] = {};    // inside a body of unknown length (HTTP chunked / until close)
+  uint8_t unbounded[2] = {};    // inside a payload of unknown length (ProtoOccs::payload_open: HTTP chunked / until close)
 };
 static_assert(sizeof(FlowState) == 72, "FlowState: keep it without padding (it is in every flow entry)");
 

@@ -6,7 +6,7 @@
 namespace amon {
 
 uint32_t Program::held_apps() const {
-  uint32_t h = 1u << unsigned(App::Http);
+  uint32_t h = 0;
   const auto& v = Registry::instance().protocols();
   for (size_t i = 0; i < v.size(); ++i)
     if (v[i]->holds) h |= 1u << (kFirstPluginApp + i);
@@ -103,6 +103,8 @@ Program::Program(std::shared_ptr<const dsl::Policy> policy, int consumer_index, 
     regexes_->collect(*policy_->select_cond);
     identity_ = false;
   }
+  for (unsigned app = kFirstPluginApp; app < 32; ++app)
+    if (const FieldId f = L.payload_of(uint8_t(app)); f != kNoField && !field_rules_[f].empty()) payload_apps_ |= 1u << app;
   regexes_->compile();
   // `proto in { ... }` sets, as bit masks, once.
   std::function<void(const dsl::Cond&)> masks = [&](const dsl::Cond& c) {

@@ -111,6 +111,7 @@ class Program {
   int pay_rule_ = -1;           // payload: the rule naming it, else payload_default_plan_
   bool pay_counts_ = false;     // pay_rule_ is a rule (counted), not the default
   uint32_t l7_protect_ = 0;  // bit per App whose fields this policy rewrites
+  uint32_t payload_apps_ = 0;  // bit per App whose plugin's payload field has a rule here
   bool has_l7_ = false;
   bool wants_l7_ = false;
   bool wants_flows_ = false;
@@ -246,12 +247,13 @@ class ProgramInstance {
   bool nd_addr(uint8_t* a, unsigned bits, const NdMap& nm, Eval& e, ApplyCtx& ctx, unsigned alen = 16);
   uint32_t nd_body(uint8_t* buf, const Decoded& d, uint32_t plen, const NdMap& nm, Eval& e, ApplyCtx& ctx);
   bool l7_rewrite(uint8_t* buf, const Decoded& d, Eval& e);  // false: drop
-  // Applies the http.body rule to the body bytes of `avail` payload bytes:
-  // the n spans, or all of them when spans is null. Sets e.body_snap, e.drop.
+  // Applies the rule of a plugin's payload field f (ProtocolPlugin::
+  // payload_field) to the payload bytes of `avail` payload bytes: the n
+  // spans, or all of them when spans is null. Sets e.body_snap, e.drop.
   struct ByteSpan {
     uint32_t off, len;
   };
-  void http_body(uint8_t* pl, uint32_t avail, const ByteSpan* spans, unsigned n, Eval& e);
+  void apply_payload(FieldId f, uint8_t* pl, uint32_t avail, const ByteSpan* spans, unsigned n, Eval& e);
   // general_path's snap point: the record ends there once the outer
   // layers are fixed (UINT32_MAX: none).
   uint32_t snap_at_ = UINT32_MAX;

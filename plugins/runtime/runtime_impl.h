@@ -49,7 +49,8 @@ struct ProgramInstance::Eval {
   // their offsets in the payload; process() updates the checksum by their
   // difference instead of summing the payload before and after.
   uint64_t* l7_sums = nullptr;
-  // http.body removed from here on (payload offset; UINT32_MAX: none):
+  // A payload field's bytes removed from here on (payload offset;
+  // UINT32_MAX: none):
   // the record ends there, its lengths stay (snap).
   uint32_t body_snap = UINT32_MAX;
 };
@@ -70,7 +71,7 @@ inline bool is_addr_field(FieldId f) {
 // Protocols a condition can name, as bits (1 << Registry::proto_id), so a
 // test per packet is a mask. Resolved once from the registry.
 struct ProtoBits {
-  uint32_t eth, vlan, ip, ipv4, ipv6, tcp, udp, icmp, icmpv6, sctp, tunnel, gtp, addr_carrier, http;
+  uint32_t eth, vlan, ip, ipv4, ipv6, tcp, udp, icmp, icmpv6, sctp, tunnel, gtp, addr_carrier;
   uint32_t plugin[16];  // by plugin index: the protocol its packets go by (its own, or the one it carries)
   static const ProtoBits& get() {
     static const ProtoBits b = [] {
@@ -82,7 +83,7 @@ struct ProtoBits {
       };
       ProtoBits x{bit("eth"),  bit("vlan"), bit("ip"),   bit("ipv4"),   bit("ipv6"),   bit("tcp"), bit("udp"),
                   bit("icmp"), bit("icmpv6"), bit("sctp"), bit("tunnel"), bit("gtp"),
-                  bit("addr_carrier"), bit("http"), {}};
+                  bit("addr_carrier"), {}};
       const auto& v = r.protocols();
       for (unsigned i = 0; i < v.size() && i < 16; ++i) x.plugin[i] = bit(v[plugin_proto(i)]->name);
       return x;
@@ -102,7 +103,6 @@ inline uint32_t proto_bit(const std::string& p) {
 inline uint32_t apps_of(uint32_t proto_bits) {
   const ProtoBits& B = ProtoBits::get();
   uint32_t a = 0;
-  if (proto_bits & B.http) a |= 1u << int(App::Http);
   // Protocol plugin i is application kFirstPluginApp + i.
   const size_t n = Registry::instance().protocols().size();
   for (unsigned i = 0; i < n && i < 16; ++i)
@@ -131,7 +131,6 @@ inline uint32_t packet_protos(const Decoded& d, uint8_t app) {
   }
   if ((m & (B.tcp | B.udp)) && d.l4_hdr_len && (addr_carrier_port(d.sport) || addr_carrier_port(d.dport)))
     m |= B.addr_carrier;
-  if (app == uint8_t(App::Http)) m |= B.http;
   if (app >= kFirstPluginApp && app < kFirstPluginApp + 16) m |= B.plugin[app - kFirstPluginApp];
   return m;
 }

@@ -56,7 +56,7 @@ const std::string kRequest =
     "GET /path/x?q=1 HTTP/1.1\r\nHost: www.example.com\r\nUser-Agent: Agent/1.0\r\n"
     "Referer: http://ref.example.net/a\r\nCookie: session=abc\r\nAuthorization: Basic dXNlcg==\r\n"
     "X-Forwarded-For: 203.0.113.9\r\nOrigin: http://o.example.com\r\n"
-    "Proxy-Authorization: Basic cHJveHk=\r\nX-Real-IP: 198.51.100.77\r\n\r\n";
+    "Proxy-Authorization: Basic cHJveHk=\r\nX-Real-IP: 198.51.100.77\r\nFrom: user@mail.example\r\n\r\n";
 const std::string kResponse =
     "HTTP/1.1 302 Found\r\nServer: srv/2\r\nSet-Cookie: id=42\r\nLocation: http://loc.example.org/b\r\n"
     "Content-Location: /c.html\r\nContent-Length: 0\r\n\r\n";
@@ -100,6 +100,7 @@ std::map<std::string, Sample> samples() {
       {"http.origin", {req, "http://o.example.com"}},
       {"http.proxy_authorization", {req, "Basic cHJveHk="}},
       {"http.x_real_ip", {req, "198.51.100.77"}},
+      {"http.from", {req, "user@mail.example"}},
       {"http.server", {rsp, "srv/2", false}},
       {"http.set_cookie", {rsp, "id=42", false}},
       {"http.location", {rsp, "http://loc.example.org/b", false}},
@@ -253,6 +254,41 @@ TEST_CASE("http.cookie in a condition selects the rule (it used to be silently f
   CHECK(s.find("GET xxxxxxxxxxx HTTP/1.1") != std::string::npos);
   CHECK(r.c.rule_hits.size() >= 1);
   CHECK(r.c.rule_hits[0] == 1);
+}
+
+TEST_CASE("http.from, declared in plugins/http only, is rewritten by its rule and nothing else is",
+          "[fields][http]") {
+  register_builtin_plugins();
+  const Bytes req = tcp4(text(kRequest), 40000, 80);
+  Run r("http.from : redact()\n");
+  REQUIRE(r.inst);
+  const Bytes out = r.run(req);
+  const std::string s(out.begin() + 14 + 20 + 20, out.end());
+  CHECK(s.find("user@mail.example") == std::string::npos);
+  CHECK(s.find("From: xxxxxxxxxxxxxxxxx\r\n") != std::string::npos);
+  CHECK(s.find("X-Real-IP: 198.51.100.77\r\n") != std::string::npos);
+  CHECK(s.size() == kRequest.size());
+}
+
+TEST_CASE("SSDP (HTTP over UDP 1900) carries HTTP's fields: its rules and proto in { http } apply",
+          "[fields][http]") {
+  register_builtin_plugins();
+  const std::string notify =
+      "NOTIFY * HTTP/1.1\r\nHOST: 239.255.255.250:1900\r\nLOCATION: http://192.168.1.5:80/desc.xml\r\n"
+      "NT: upnp:rootdevice\r\nUSN: uuid:abcd-1234::upnp:rootdevice\r\nNTS: ssdp:alive\r\n\r\n";
+  const Bytes in = udp4(text(notify), 40000, 1900);
+  Run r("http.location : redact()\nhttp.other_headers : redact() when proto in { http }\n");
+  REQUIRE(r.inst);
+  const Bytes out = r.run(in);
+  const std::string s(out.begin() + 14 + 20 + 8, out.end());
+  CHECK(s.size() == notify.size());
+  CHECK(s.find("desc.xml") == std::string::npos);
+  CHECK(s.find("uuid:abcd") == std::string::npos);
+  CHECK(s.find("NOTIFY * HTTP/1.1\r\nHOST: 239.255.255.250:1900\r\nLOCATION: xxxx") == 0);
+  // Another port: not SSDP, nothing of HTTP's applies to a datagram.
+  const Bytes other = udp4(text(notify), 40000, 1901);
+  const Bytes out2 = r.run(other);
+  CHECK(out2 == other);
 }
 
 TEST_CASE("payload ~ /re/ in a condition reads the original payload", "[fields][conditions]") {

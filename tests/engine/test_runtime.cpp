@@ -703,10 +703,10 @@ TEST_CASE("content probes name the application from a stream's first bytes, on a
   CHECK(classify(std::string("\x16\x03\x01\x02\x00\x01", 6)) == App(plugin_app("tls")));
   CHECK(classify(std::string("\x14\x03\x03\x00\x01\x01\x16\x03\x03\x00\x10", 11)) == App(plugin_app("tls")));
   CHECK(classify(std::string("\x17\x03\x03\x00\x10", 5)) == App::Unknown);  // application data: no hello here
-  CHECK(classify("GET ") == App::Http);                                      // the line continues later
-  CHECK(classify("SUBSCRIBE /upnp/event HTTP/1.1\r\nHOST: x\r\n") == App::Http);
-  CHECK(classify("PROPFIND /dav/ HTTP/1.1\nHost: x\n") == App::Http);
-  CHECK(classify("HTTP/1.1 200 OK\r\n") == App::Http);
+  CHECK(classify("GET ") == App(plugin_app("http")));                                      // the line continues later
+  CHECK(classify("SUBSCRIBE /upnp/event HTTP/1.1\r\nHOST: x\r\n") == App(plugin_app("http")));
+  CHECK(classify("PROPFIND /dav/ HTTP/1.1\nHost: x\n") == App(plugin_app("http")));
+  CHECK(classify("HTTP/1.1 200 OK\r\n") == App(plugin_app("http")));
   CHECK(classify("SSH-2.0-OpenSSH_9.2\r\n") == App::Other);
   CHECK(classify("get / http/1.1\r\n") == App::Unknown);     // methods are case-sensitive (RFC 9110 9.1)
   CHECK(classify("XGET / HTTP/1.1") == App::Unknown);        // no line end yet, not a known method

@@ -186,6 +186,22 @@ TEST_CASE("http: Origin, Proxy-Authorization and X-Real-IP are located, and are 
     if (f.r->occ[i].kind == Field::Origin) CHECK(is_field_value(*f.r, i));
 }
 
+TEST_CASE("http: From is located as http.from, and is no longer among the other headers") {
+  Fx f;
+  const std::string b =
+      "GET /robots.txt HTTP/1.1\r\n"
+      "Host: a.example\r\n"
+      "FROM: crawler-admin@mail.example\r\n"
+      "X-From: not-it\r\n"
+      "\r\n";
+  REQUIRE(f.parse(b) == Status::Ok);
+  CHECK(f.find(b, Field::From) == V{"crawler-admin@mail.example"});
+  CHECK(f.find(b, Field::OtherHeader) == V{"not-it"});
+  CHECK(std::string(registry_field(Field::From)) == "http.from");
+  CHECK(locates("http.from"));
+  CHECK_FALSE(locates("http.accept_language"));
+}
+
 TEST_CASE("http: every header no other field names is http.other_headers, framing headers aside") {
   Fx f;
   const std::string b =
