@@ -184,7 +184,8 @@ class RewriteHost {
   virtual bool protects_addr(uint8_t family, const uint8_t* a) const = 0;
   // Counts a name whose address labels were masked (reverse_hidden).
   virtual void count_reverse_hidden() = 0;
-  // The next message of the same payload: a new one-decision-per-name scope.
+  // The next message of the same payload: a new one-decision-per-name scope
+  // (a payload's first message starts one without it).
   virtual void next_message() = 0;
   virtual void drop() = 0;
 

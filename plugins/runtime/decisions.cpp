@@ -21,8 +21,9 @@ uint64_t ProgramInstance::exch_key(uint32_t flow, unsigned qdir, uint16_t id, st
   return h | 1;  // 0 marks a free entry
 }
 
-names::Decision ProgramInstance::decide_name(FieldId f, std::string_view text, Eval& e, ExchangeRecall* recall,
-                                             MsgNames* seen) {
+[[gnu::always_inline]] inline names::Decision ProgramInstance::decide_name_in(FieldId f, std::string_view text,
+                                                                           Eval& e, ExchangeRecall* recall,
+                                                                           MsgNames* seen) {
   int ri = pick(f, e);
   if (ri < 0) return names::Decision::keep();
   const NamePlan& np = name_plan_[ri];
@@ -43,6 +44,32 @@ names::Decision ProgramInstance::decide_name(FieldId f, std::string_view text, E
   const names::Decision d = decide_zanon(f, ri, np, text, e, recall);
   if (seen && seen->n < MsgNames::kMax) seen->seen[seen->n++] = {text, ri, field_class_[f], d};
   return d;
+}
+
+names::Decision ProgramInstance::decide_name(FieldId f, std::string_view text, Eval& e, ExchangeRecall* recall,
+                                             MsgNames* seen) {
+  return decide_name_in(f, text, e, recall, seen);
+}
+
+names::Decision ProgramInstance::PluginHost::decide_name(FieldId f, std::string_view text, bool exchange) {
+  return self_.decide_name_in(f, text, *e_, exchange && open_ ? &rc_ : nullptr, &seen_);
+}
+
+bool ProgramInstance::PluginHost::open_exchange(uint32_t flow, unsigned query_dir, uint16_t id, std::string_view name,
+                                                bool response, bool& recalled) {
+  recalled = open_ = false;
+  if (self_.exch_.empty()) return false;
+  const uint64_t key = self_.exch_key(flow, query_dir, id, name);
+  uint32_t t = uint32_t(e_->m->ts_ns >> 20);
+  const ExchangeMemo* hit = nullptr;
+  if (response) {
+    if (!(hit = self_.exch_find(key, t))) return false;
+    t = hit->t;
+  }
+  rc_.key = key, rc_.t = t, rc_.record = !response, rc_.hit = hit;
+  rc_.seed = splitmix_of(self_.exch_secret_ ^ key ^ (uint64_t(t) << 17));
+  recalled = hit != nullptr;
+  return open_ = true;
 }
 
 names::Decision ProgramInstance::decide_zanon(FieldId f, int ri, const NamePlan& np, std::string_view text, Eval& e,

@@ -166,86 +166,7 @@ bool ProgramInstance::apply_addr_occ(FieldId f, uint8_t* a, uint8_t family, Eval
   return ok;
 }
 
-// The consumer's rules as a plugin that rewrites its messages itself sees
-// them (protocol.h): each value gets its field's rule, as an occurrence
-// would; names are decided once per message, and an exchange's names as its
-// query had them. One per instance, made at its first message and pointed
-// at each packet's Eval: setting a host up per packet cost as much as the
-// rest of the call.
-class ProgramInstance::PluginHost final : public RewriteHost {
- public:
-  explicit PluginHost(ProgramInstance& self) : self_(self) {}
-  // What a host fresh for this packet would hold: no exchange, no names.
-  void begin(Eval& e) {
-    e_ = &e;
-    seen_.n = 0;
-    open_ = false;
-  }
-  names::Decision decide_name(FieldId f, std::string_view text, bool exchange) override {
-    return self_.decide_name(f, text, *e_, exchange && open_ ? &rc_ : nullptr, &seen_);
-  }
-  bool open_exchange(uint32_t flow, unsigned query_dir, uint16_t id, std::string_view name, bool response,
-                     bool& recalled) override {
-    recalled = open_ = false;
-    if (self_.exch_.empty()) return false;
-    rc_ = ExchangeRecall{};
-    rc_.key = self_.exch_key(flow, query_dir, id, name);
-    const uint32_t now = uint32_t(e_->m->ts_ns >> 20);
-    if (!response) {
-      rc_.record = true;
-      rc_.t = now;
-    } else if (const ExchangeMemo* h = self_.exch_find(rc_.key, now)) {
-      rc_.hit = h;
-      rc_.t = h->t;
-    }
-    if (!rc_.record && !rc_.hit) return false;
-    rc_.seed = splitmix_of(self_.exch_secret_ ^ rc_.key ^ (uint64_t(rc_.t) << 17));
-    recalled = rc_.hit != nullptr;
-    return open_ = true;
-  }
-  bool addr(FieldId f, uint8_t* a, uint8_t family) override { return self_.apply_addr_occ(f, a, family, *e_); }
-  bool mac(FieldId f, uint8_t* a) override { return self_.apply_mac_occ(f, a, *e_); }
-  bool modifies(FieldId f) override {
-    const int ri = self_.pick(f, *e_);
-    return ri >= 0 && self_.actions_[ri]->modifies;
-  }
-  bool protects_addr(uint8_t family, const uint8_t* a) const override {
-    const dsl::Policy& pol = *self_.prog_.policy_;
-    bool user = pol.clients.empty();
-    for (const auto& cidr : pol.clients) user = user || cidr.contains(family, a);
-    return user ? self_.prog_.protects_client_addr_ : self_.prog_.protects_server_addr_;
-  }
-  void count_reverse_hidden() override { ++e_->c->reverse_hidden; }
-  void next_message() override {
-    seen_.n = 0;
-    open_ = false;
-  }
-  void drop() override { e_->drop = true; }
-
- private:
-  ProgramInstance& self_;
-  Eval* e_ = nullptr;
-  ExchangeRecall rc_;
-  bool open_ = false;
-  MsgNames seen_;  // default-initialised: its slots are not zeroed per message
-};
-
 void ProgramInstance::HostDelete::operator()(PluginHost* h) const { delete h; }
-
-bool ProgramInstance::l7_by_plugin(const ProtocolPlugin& pp, uint8_t app, uint8_t* pl, uint32_t avail, Eval& e,
-                                   bool protects) {
-  if (__builtin_expect(!host_, 0)) host_.reset(new PluginHost(*this));
-  PluginHost& host = *host_;
-  host.begin(e);
-  const PacketMeta& m = *e.m;
-  // The original bytes at the same offset (the copy is identical there:
-  // nothing before the application layer rewrites payload bytes).
-  const uint8_t* orig = m.orig + (pl - e.buf);
-  const ProtoRewrite at{m.flow ? m.flow->flow_no : 0, m.initiator_is_src, protects, e.l7_sums};
-  const size_t k = app - kFirstPluginApp;  // a plugin registered after this instance was made has no consumer state
-  return pp.rewrite(m.parse->state_of(app), k < plugin_consumer_.state.size() ? plugin_consumer_.state[k] : nullptr, host, pl,
-                    orig, avail, at);
-}
 
 void ProgramInstance::apply_payload(FieldId f, uint8_t* pl, uint32_t avail, const ByteSpan* sp, unsigned n, Eval& e) {
   const int ri = pick(f, e);
@@ -283,7 +204,7 @@ bool ProgramInstance::l7_rewrite(uint8_t* buf, const Decoded& d, Eval& e) {
   uint8_t* pl = buf + d.payload_off;
   const uint32_t avail = std::min<uint32_t>(d.cap_len, d.payload_off + d.payload_len) - d.payload_off;
   if (const ProtocolPlugin* pp = plugin_of(m.app))
-    return (pp->rewrite ? l7_by_plugin(*pp, m.app, pl, avail, e, protects)
+    return (pp->rewrite ? l7_by_plugin(*pp, m.app, consumer_of(m.app), pl, avail, e, protects)
                         : l7_plugin(*pp, P.state_of(m.app), pl, avail, e)) ||
            !protects;
   // An application the rewrite does not know: its fields cannot be

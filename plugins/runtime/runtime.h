@@ -217,6 +217,7 @@ class ProgramInstance {
   struct MsgNames;
   names::Decision decide_name(FieldId f, std::string_view text, Eval& e, ExchangeRecall* recall = nullptr,
                               MsgNames* seen = nullptr);
+  names::Decision decide_name_in(FieldId f, std::string_view text, Eval& e, ExchangeRecall* recall, MsgNames* seen);
   bool apply_text(FieldId f, uint8_t* p, uint32_t len, Eval& e);  // false: drop
   bool apply_addr_occ(FieldId f, uint8_t* a, uint8_t family, Eval& e);
   bool apply_mac_occ(FieldId f, uint8_t* a, Eval& e);  // false: drop
@@ -229,7 +230,10 @@ class ProgramInstance {
     void operator()(PluginHost* h) const;
   };
   std::unique_ptr<PluginHost, HostDelete> host_;
-  bool l7_by_plugin(const ProtocolPlugin& pp, uint8_t app, uint8_t* payload, uint32_t len, Eval& e, bool protects);
+  // `consumer`: the plugin's make_consumer state for this instance.
+  bool l7_by_plugin(const ProtocolPlugin& pp, uint8_t app, void* consumer, uint8_t* payload, uint32_t len, Eval& e,
+                    bool protects);
+  void* consumer_of(uint8_t app) const;
   // Each plugin's per-consumer state (ProtocolPlugin::make_consumer), by
   // plugin index; freed with the instance (also when its constructor throws).
   struct PluginConsumers {
@@ -283,6 +287,7 @@ class ProgramInstance {
   // its application (0: none): span_app_ always, shortcut_app_ while the
   // shortcut is on.
   const ProtocolPlugin* shortcut_pp_ = nullptr;
+  void* shortcut_consumer_ = nullptr;  // its consumer_of(), looked up once
   uint8_t shortcut_app_ = 0, span_app_ = 0;
   bool encap_fast_ = true;
   // The header path compiled for this policy's shape: the address actions

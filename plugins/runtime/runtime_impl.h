@@ -300,6 +300,77 @@ struct ProgramInstance::MsgNames {
   unsigned n = 0;
 };
 
+// The consumer's rules as a plugin that rewrites its messages itself sees
+// them (protocol.h): each value gets its field's rule, as an occurrence
+// would; names are decided once per message, and an exchange's names as its
+// query had them. One per instance, made at its first message and pointed
+// at each packet's Eval: setting a host up per packet cost as much as the
+// rest of the call.
+class ProgramInstance::PluginHost final : public RewriteHost {
+ public:
+  explicit PluginHost(ProgramInstance& self) : self_(self) {}
+  // What a host fresh for this packet would hold: no exchange, no names.
+  void begin(Eval& e) {
+    e_ = &e;
+    seen_.n = 0;
+    open_ = false;
+  }
+  // Defined with ProgramInstance::decide_name (decisions.cpp), which they
+  // inline: a second call level per name and per message cost as much as
+  // the exchange's own look-up.
+  names::Decision decide_name(FieldId f, std::string_view text, bool exchange) override;
+  bool open_exchange(uint32_t flow, unsigned query_dir, uint16_t id, std::string_view name, bool response,
+                     bool& recalled) override;
+  bool addr(FieldId f, uint8_t* a, uint8_t family) override { return self_.apply_addr_occ(f, a, family, *e_); }
+  bool mac(FieldId f, uint8_t* a) override { return self_.apply_mac_occ(f, a, *e_); }
+  bool modifies(FieldId f) override {
+    const int ri = self_.pick(f, *e_);
+    return ri >= 0 && self_.actions_[ri]->modifies;
+  }
+  bool protects_addr(uint8_t family, const uint8_t* a) const override {
+    const dsl::Policy& pol = *self_.prog_.policy_;
+    bool user = pol.clients.empty();
+    for (const auto& cidr : pol.clients) user = user || cidr.contains(family, a);
+    return user ? self_.prog_.protects_client_addr_ : self_.prog_.protects_server_addr_;
+  }
+  void count_reverse_hidden() override { ++e_->c->reverse_hidden; }
+  void next_message() override {
+    seen_.n = 0;
+    open_ = false;
+  }
+  void drop() override { e_->drop = true; }
+
+ private:
+  friend class ProgramInstance;
+  ProgramInstance& self_;
+  Eval* e_ = nullptr;
+  ExchangeRecall rc_;
+  bool open_ = false;
+  MsgNames seen_;  // default-initialised: its slots are not zeroed per message
+};
+
+inline void* ProgramInstance::consumer_of(uint8_t app) const {
+  const size_t k = app - kFirstPluginApp;  // a plugin registered after this instance was made has no consumer state
+  return k < plugin_consumer_.state.size() ? plugin_consumer_.state[k] : nullptr;
+}
+
+// Inline: the datagram shortcut takes it for every datagram, and a call
+// level there (seven arguments passed on) cost a fifth of the exchange's
+// whole set-up.
+[[gnu::always_inline]] inline bool ProgramInstance::l7_by_plugin(const ProtocolPlugin& pp, uint8_t app, void* consumer,
+                                                                    uint8_t* pl, uint32_t avail, Eval& e,
+                                                                    bool protects) {
+  PluginHost& host = *host_;
+  host.begin(e);
+  const PacketMeta& m = *e.m;
+  // The original bytes at the same offset (the copy is identical there:
+  // nothing before the application layer rewrites payload bytes).
+  const uint8_t* orig = m.orig + (pl - e.buf);
+  const ProtoRewrite at{m.flow ? m.flow->flow_no : 0, m.initiator_is_src, protects, e.l7_sums};
+  return pp.rewrite(m.parse->state_of(app), consumer, host, pl, orig, avail, at);
+}
+
+
 // Defined ahead of process() so that the common, unconditional case inlines
 // there; the search through conditions stays out of line.
 inline int ProgramInstance::pick(FieldId f, Eval& e) {
