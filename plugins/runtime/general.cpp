@@ -360,8 +360,8 @@ Verdict ProgramInstance::general_path(uint8_t* buf, uint32_t& cap, uint32_t& wir
       uint64_t sums[2] = {0, 0};
       e.l7_sums = sums;
       const bool ok =
-          l7_by_plugin(*shortcut_pp_, shortcut_app_, shortcut_consumer_, buf + d.payload_off, avail, e,
-                       P.l7_protect_ & (1u << shortcut_app_));
+          l7_by_plugin(*shortcut_pp_, m.parse->shortcut_state, shortcut_consumer_, buf + d.payload_off, avail, e,
+                       shortcut_protects_);
       e.l7_sums = nullptr;
       // Not parsed after all (the rewrite then changed nothing): the
       // general steps apply on_error.

@@ -38,6 +38,7 @@ Shortcut Shortcut::make() {
     for (size_t i = 0; i < v.size(); ++i) {
       if (!v[i]->shortcut) continue;
       x.pp = v[i], x.app = uint8_t(kFirstPluginApp + i);
+      x.parse_datagram = v[i]->parse_datagram, x.numbered = v[i]->numbered, x.clear_occs = !v[i]->value;
       for (uint16_t p : v[i]->ports)
         if (p) x.ports[x.n_ports++] = p;
         else break;
@@ -51,6 +52,7 @@ L7Parse::L7Parse() {
   if (hs_alloc_scratch(content_probes().db(), &probe_scratch) != HS_SUCCESS)
     throw std::runtime_error("content probes: hs_alloc_scratch failed");
   for (const ProtocolPlugin* pp : Registry::instance().protocols()) proto_state.push_back(pp->make_state());
+  if (shortcut.app) shortcut_state = state_of(shortcut.app);
 }
 void* L7Parse::grow_states(size_t i) {
   const auto& v = Registry::instance().protocols();

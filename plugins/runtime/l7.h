@@ -59,6 +59,11 @@ inline uint32_t plugin_apps(std::string_view protocol) {
 // ports is its message), resolved once the plugins are registered.
 struct Shortcut {
   const ProtocolPlugin* pp = nullptr;
+  // Copied from pp, read per datagram: its parse_datagram and numbered, and
+  // whether a parse must empty the occurrence table (a plugin without
+  // `value` has conditions read it; with `value` nothing reads it).
+  ProtoStatus (*parse_datagram)(void* state, const uint8_t* payload, uint32_t len, bool cut_short) = nullptr;
+  bool numbered = false, clear_occs = false;
   uint8_t app = 0;  // 0: no plugin declares one
   uint8_t n_ports = 0;
   uint16_t ports[8] = {};
@@ -143,6 +148,10 @@ struct L7Parse {
   void* grow_states(size_t i);
   std::unique_ptr<ProtoOccs> occs = std::make_unique<ProtoOccs>();
   uint32_t probe_apps = 0;
+  // Shortcut::get() and its plugin's state, taken at construction: the
+  // datagram shortcut reads them per packet.
+  const Shortcut shortcut = Shortcut::get();
+  void* shortcut_state = nullptr;
 };
 
 }  // namespace amon

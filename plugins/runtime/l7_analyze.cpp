@@ -121,8 +121,6 @@ void analyze_l7(const uint8_t* p, const Decoded& d, PacketMeta& m, L7Parse& P) {
   m.l7 = L7State::None;
   if (d.status != DecodeStatus::Ok || !d.l4_hdr_len || (d.flags & kFlagLaterFragment)) return;
   FlowState* fs = m.flow;
-  const bool from_init = m.initiator_is_src;
-  const int dir = from_init ? 0 : 1;
   const uint32_t end = std::min<uint32_t>(d.cap_len, d.payload_off + d.payload_len);
   const uint32_t avail = end > d.payload_off ? end - d.payload_off : 0;
   // A datagram on the ports of the plugin with the shortcut (DNS over UDP:
@@ -130,16 +128,16 @@ void analyze_l7(const uint8_t* p, const Decoded& d, PacketMeta& m, L7Parse& P) {
   // without their questions. UDP flows never set the stream fields
   // (pending, body, released, stream_failed: TCP only), so only the flow's
   // number and the parse remain.
-  const Shortcut& S = Shortcut::get();
+  const Shortcut& S = P.shortcut;
   if (d.l4_proto == kProtoUdp && S.port(d.sport, d.dport)) {
     m.app = S.app;
     if (avail == 0) return;
-    if (const auto pd = S.pp->parse_datagram) {
-      // parse_plugin's steps that a datagram without occurrences reaches.
-      if (fs && S.pp->numbered && !fs->flow_no && !(fs->flow_no = ++P.flow_numbers)) fs->flow_no = ++P.flow_numbers;
-      P.occs->clear();
-      P.hold_hint = false;
-      switch (pd(P.state_of(S.app), p + d.payload_off, avail, d.payload_off + d.payload_len > d.cap_len)) {
+    if (const auto pd = S.parse_datagram) {
+      // parse_plugin's steps that a datagram without occurrences reaches
+      // (hold_hint is false already: the packet's L7Parse::reset).
+      if (fs && S.numbered && !fs->flow_no && !(fs->flow_no = ++P.flow_numbers)) fs->flow_no = ++P.flow_numbers;
+      if (S.clear_occs) P.occs->clear();
+      switch (pd(P.shortcut_state, p + d.payload_off, avail, d.payload_off + d.payload_len > d.cap_len)) {
         case ProtoStatus::None: return;
         case ProtoStatus::Parsed: m.l7 = L7State::Parsed; return;
         case ProtoStatus::Incomplete: m.l7 = L7State::Incomplete; return;
@@ -148,9 +146,12 @@ void analyze_l7(const uint8_t* p, const Decoded& d, PacketMeta& m, L7Parse& P) {
       m.l7 = L7State::Malformed;
       return;
     }
-    m.l7 = parse_plugin(*S.pp, S.app, plugin_packet(p, d, avail, from_init, fs, *S.pp, P), fs, dir, P);
+    const bool from_init = m.initiator_is_src;
+    m.l7 = parse_plugin(*S.pp, S.app, plugin_packet(p, d, avail, from_init, fs, *S.pp, P), fs, from_init ? 0 : 1, P);
     return;
   }
+  const bool from_init = m.initiator_is_src;
+  const int dir = from_init ? 0 : 1;
   App app = fs && fs->app ? App(fs->app) : detect_app(p, d, from_init, P.probe_scratch);
   if (app == App::Other && P.probe_apps && avail)
     app = plugin_by_probe(p + d.payload_off, avail, d, P.probe_apps);

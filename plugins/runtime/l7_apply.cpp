@@ -204,7 +204,7 @@ bool ProgramInstance::l7_rewrite(uint8_t* buf, const Decoded& d, Eval& e) {
   uint8_t* pl = buf + d.payload_off;
   const uint32_t avail = std::min<uint32_t>(d.cap_len, d.payload_off + d.payload_len) - d.payload_off;
   if (const ProtocolPlugin* pp = plugin_of(m.app))
-    return (pp->rewrite ? l7_by_plugin(*pp, m.app, consumer_of(m.app), pl, avail, e, protects)
+    return (pp->rewrite ? l7_by_plugin(*pp, P.state_of(m.app), consumer_of(m.app), pl, avail, e, protects)
                         : l7_plugin(*pp, P.state_of(m.app), pl, avail, e)) ||
            !protects;
   // An application the rewrite does not know: its fields cannot be

@@ -230,8 +230,9 @@ class ProgramInstance {
     void operator()(PluginHost* h) const;
   };
   std::unique_ptr<PluginHost, HostDelete> host_;
-  // `consumer`: the plugin's make_consumer state for this instance.
-  bool l7_by_plugin(const ProtocolPlugin& pp, uint8_t app, void* consumer, uint8_t* payload, uint32_t len, Eval& e,
+  // `state`: the worker's parse state of the plugin (L7Parse::state_of);
+  // `consumer`: its make_consumer state for this instance.
+  bool l7_by_plugin(const ProtocolPlugin& pp, void* state, void* consumer, uint8_t* payload, uint32_t len, Eval& e,
                     bool protects);
   void* consumer_of(uint8_t app) const;
   // Each plugin's per-consumer state (ProtocolPlugin::make_consumer), by
@@ -288,6 +289,7 @@ class ProgramInstance {
   // shortcut is on.
   const ProtocolPlugin* shortcut_pp_ = nullptr;
   void* shortcut_consumer_ = nullptr;  // its consumer_of(), looked up once
+  bool shortcut_protects_ = false;     // the policy protects its fields
   uint8_t shortcut_app_ = 0, span_app_ = 0;
   bool encap_fast_ = true;
   // The header path compiled for this policy's shape: the address actions

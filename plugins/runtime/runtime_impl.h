@@ -357,7 +357,7 @@ inline void* ProgramInstance::consumer_of(uint8_t app) const {
 // Inline: the datagram shortcut takes it for every datagram, and a call
 // level there (seven arguments passed on) cost a fifth of the exchange's
 // whole set-up.
-[[gnu::always_inline]] inline bool ProgramInstance::l7_by_plugin(const ProtocolPlugin& pp, uint8_t app, void* consumer,
+[[gnu::always_inline]] inline bool ProgramInstance::l7_by_plugin(const ProtocolPlugin& pp, void* state, void* consumer,
                                                                     uint8_t* pl, uint32_t avail, Eval& e,
                                                                     bool protects) {
   PluginHost& host = *host_;
@@ -367,7 +367,7 @@ inline void* ProgramInstance::consumer_of(uint8_t app) const {
   // nothing before the application layer rewrites payload bytes).
   const uint8_t* orig = m.orig + (pl - e.buf);
   const ProtoRewrite at{m.flow ? m.flow->flow_no : 0, m.initiator_is_src, protects, e.l7_sums};
-  return pp.rewrite(m.parse->state_of(app), consumer, host, pl, orig, avail, at);
+  return pp.rewrite(state, consumer, host, pl, orig, avail, at);
 }
 
 
