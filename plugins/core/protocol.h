@@ -326,8 +326,10 @@ struct ProtocolPlugin {
   // With `shortcut`, may be null: `parse` of a shortcut datagram from its
   // bytes alone, for a plugin whose datagram parse needs nothing else of
   // ProtoPacket and adds no occurrence (building a ProtoPacket cost a
-  // shortcut datagram as much as its parse's call).
-  ProtoStatus (*parse_datagram)(void* state, const uint8_t* payload, uint32_t len, bool cut_short);
+  // shortcut datagram as much as its parse's call). True: Parsed; false:
+  // Malformed. Not called for a datagram the capture cut short (the
+  // runtime takes it as Incomplete: it cannot be parsed to its end).
+  bool (*parse_datagram)(void* state, const uint8_t* payload, uint32_t len);
 };
 
 }  // namespace amon

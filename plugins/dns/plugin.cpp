@@ -104,16 +104,15 @@ bool probe_udp(const uint8_t* q, uint32_t avail, uint16_t, uint16_t) {
   return parse(q, avail, *scratch) == Status::Ok;
 }
 
-ProtoStatus parse_datagram(void* vs, const uint8_t* payload, uint32_t len, bool cut_short) {
+bool parse_datagram(void* vs, const uint8_t* payload, uint32_t len) {
   State& s = *static_cast<State*>(vs);
-  if (cut_short) return ProtoStatus::Incomplete;  // cannot be parsed to its end
-  parse(payload, len, s.pr);
   s.msg = 0;
-  return s.pr.status == Status::Ok ? ProtoStatus::Parsed : ProtoStatus::Malformed;
+  return parse(payload, len, s.pr) == Status::Ok;
 }
 
 ProtoStatus parse_udp(void* vs, const ProtoPacket& pkt, ProtoOccs&) {
-  return parse_datagram(vs, pkt.payload, pkt.len, pkt.cut_short);
+  if (pkt.cut_short) return ProtoStatus::Incomplete;  // cannot be parsed to its end
+  return parse_datagram(vs, pkt.payload, pkt.len) ? ProtoStatus::Parsed : ProtoStatus::Malformed;
 }
 
 ProtoStatus parse_tcp(void* vs, const ProtoPacket& pkt, ProtoOccs& out) {

@@ -7,8 +7,9 @@ namespace amon {
 
 // Not a PRF, but keyed by a per-instance secret and never published: an
 // accidental collision needs the same flow, direction and transaction id
-// too, and a deliberate one needs the secret.
-uint64_t ProgramInstance::exch_key(uint32_t flow, unsigned qdir, uint16_t id, std::string_view qname) const {
+// too, and a deliberate one needs the secret. Inlined into open_exchange,
+// its one caller.
+[[gnu::always_inline]] inline uint64_t ProgramInstance::exch_key(uint32_t flow, unsigned qdir, uint16_t id, std::string_view qname) const {
   uint64_t h = exch_secret_ ^ (uint64_t(flow) << 32 | uint64_t(id) << 8 | qdir << 1 | 1) ^ (qname.size() * 0x9e3779b97f4a7c15ULL);
   size_t i = 0;
   for (; i + 8 <= qname.size(); i += 8) {

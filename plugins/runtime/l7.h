@@ -62,7 +62,7 @@ struct Shortcut {
   // Copied from pp, read per datagram: its parse_datagram and numbered, and
   // whether a parse must empty the occurrence table (a plugin without
   // `value` has conditions read it; with `value` nothing reads it).
-  ProtoStatus (*parse_datagram)(void* state, const uint8_t* payload, uint32_t len, bool cut_short) = nullptr;
+  bool (*parse_datagram)(void* state, const uint8_t* payload, uint32_t len) = nullptr;
   bool numbered = false, clear_occs = false;
   uint8_t app = 0;  // 0: no plugin declares one
   uint8_t n_ports = 0;

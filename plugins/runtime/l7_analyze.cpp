@@ -137,13 +137,8 @@ void analyze_l7(const uint8_t* p, const Decoded& d, PacketMeta& m, L7Parse& P) {
       // (hold_hint is false already: the packet's L7Parse::reset).
       if (fs && S.numbered && !fs->flow_no && !(fs->flow_no = ++P.flow_numbers)) fs->flow_no = ++P.flow_numbers;
       if (S.clear_occs) P.occs->clear();
-      switch (pd(P.shortcut_state, p + d.payload_off, avail, d.payload_off + d.payload_len > d.cap_len)) {
-        case ProtoStatus::None: return;
-        case ProtoStatus::Parsed: m.l7 = L7State::Parsed; return;
-        case ProtoStatus::Incomplete: m.l7 = L7State::Incomplete; return;
-        case ProtoStatus::Malformed: break;
-      }
-      m.l7 = L7State::Malformed;
+      if (d.payload_off + d.payload_len > d.cap_len) m.l7 = L7State::Incomplete;  // cut short by the capture
+      else m.l7 = pd(P.shortcut_state, p + d.payload_off, avail) ? L7State::Parsed : L7State::Malformed;
       return;
     }
     const bool from_init = m.initiator_is_src;
