@@ -357,11 +357,12 @@ Verdict ProgramInstance::general_path(uint8_t* buf, uint32_t& cap, uint32_t& wir
     if (m.app == shortcut_app_ && shortcut_app_ && m.l7 == L7State::Parsed && d.l4_proto == kProtoUdp &&
         d.status == DecodeStatus::Ok && !(d.flags & (kFlagTunnel | kFlagIcmpError | kFlagLaterFragment))) {
       const uint32_t avail = std::min<uint32_t>(d.cap_len, d.payload_off + d.payload_len) - d.payload_off;
-      uint64_t sums[2] = {0, 0};
+      uint64_t* const sums = shortcut_sums_;
+      sums[0] = sums[1] = 0;
       e.l7_sums = sums;
       const bool ok =
           l7_by_plugin(*shortcut_pp_, m.parse->shortcut_state, shortcut_consumer_, buf + d.payload_off, avail, e,
-                       shortcut_protects_);
+                       shortcut_at_);
       e.l7_sums = nullptr;
       // Not parsed after all (the rewrite then changed nothing): the
       // general steps apply on_error.

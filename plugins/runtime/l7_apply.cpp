@@ -203,10 +203,12 @@ bool ProgramInstance::l7_rewrite(uint8_t* buf, const Decoded& d, Eval& e) {
   L7Parse& P = *m.parse;
   uint8_t* pl = buf + d.payload_off;
   const uint32_t avail = std::min<uint32_t>(d.cap_len, d.payload_off + d.payload_len) - d.payload_off;
-  if (const ProtocolPlugin* pp = plugin_of(m.app))
-    return (pp->rewrite ? l7_by_plugin(*pp, P.state_of(m.app), consumer_of(m.app), pl, avail, e, protects)
+  if (const ProtocolPlugin* pp = plugin_of(m.app)) {
+    ProtoRewrite at{0, false, protects, e.l7_sums};
+    return (pp->rewrite ? l7_by_plugin(*pp, P.state_of(m.app), consumer_of(m.app), pl, avail, e, at)
                         : l7_plugin(*pp, P.state_of(m.app), pl, avail, e)) ||
            !protects;
+  }
   // An application the rewrite does not know: its fields cannot be
   // located, so a policy protecting it fails closed (on_error).
   return !protects;

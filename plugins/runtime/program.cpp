@@ -286,7 +286,9 @@ ProgramInstance::ProgramInstance(const Program& p) : prog_(p), uhash_(p.services
       plugin_consumer_.state.push_back(pp->make_consumer ? pp->make_consumer(setup) : nullptr);
     const Shortcut& sc = Shortcut::get();
     shortcut_pp_ = sc.pp, shortcut_app_ = span_app_ = sc.app;
-    if (sc.pp) shortcut_consumer_ = consumer_of(sc.app), shortcut_protects_ = p.l7_protect_ & (1u << sc.app);
+    if (sc.pp) shortcut_consumer_ = consumer_of(sc.app);
+    shortcut_at_.protects = sc.pp && (p.l7_protect_ & (1u << sc.app));
+    shortcut_at_.sums = shortcut_sums_;
     // Made here, not at the first message: the packet path asks nothing.
     host_.reset(new PluginHost(*this));
     if (setup.exchanges) {

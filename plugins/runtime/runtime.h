@@ -232,8 +232,9 @@ class ProgramInstance {
   std::unique_ptr<PluginHost, HostDelete> host_;
   // `state`: the worker's parse state of the plugin (L7Parse::state_of);
   // `consumer`: its make_consumer state for this instance.
+  // `at`: its protects and sums set, the rest set here.
   bool l7_by_plugin(const ProtocolPlugin& pp, void* state, void* consumer, uint8_t* payload, uint32_t len, Eval& e,
-                    bool protects);
+                    ProtoRewrite& at);
   void* consumer_of(uint8_t app) const;
   // Each plugin's per-consumer state (ProtocolPlugin::make_consumer), by
   // plugin index; freed with the instance (also when its constructor throws).
@@ -289,7 +290,10 @@ class ProgramInstance {
   // shortcut is on.
   const ProtocolPlugin* shortcut_pp_ = nullptr;
   void* shortcut_consumer_ = nullptr;  // its consumer_of(), looked up once
-  bool shortcut_protects_ = false;     // the policy protects its fields
+  // Its rewrite's ProtoRewrite (protects fixed, sums into shortcut_sums_):
+  // filling a fresh one per datagram cost more than its two changing fields.
+  ProtoRewrite shortcut_at_{};
+  uint64_t shortcut_sums_[2] = {};
   uint8_t shortcut_app_ = 0, span_app_ = 0;
   bool encap_fast_ = true;
   // The header path compiled for this policy's shape: the address actions

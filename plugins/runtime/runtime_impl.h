@@ -359,14 +359,15 @@ inline void* ProgramInstance::consumer_of(uint8_t app) const {
 // whole set-up.
 [[gnu::always_inline]] inline bool ProgramInstance::l7_by_plugin(const ProtocolPlugin& pp, void* state, void* consumer,
                                                                     uint8_t* pl, uint32_t avail, Eval& e,
-                                                                    bool protects) {
+                                                                    ProtoRewrite& at) {
   PluginHost& host = *host_;
   host.begin(e);
   const PacketMeta& m = *e.m;
   // The original bytes at the same offset (the copy is identical there:
   // nothing before the application layer rewrites payload bytes).
   const uint8_t* orig = m.orig + (pl - e.buf);
-  const ProtoRewrite at{m.flow ? m.flow->flow_no : 0, m.initiator_is_src, protects, e.l7_sums};
+  at.flow_no = m.flow ? m.flow->flow_no : 0;
+  at.from_initiator = m.initiator_is_src;
   return pp.rewrite(state, consumer, host, pl, orig, avail, at);
 }
 
