@@ -23,12 +23,14 @@
 #include <pcap/pcap.h>
 #include <sys/random.h>
 
-#include "amon_dns.hpp"
-#include "amon_http.hpp"
-#include "amon_tls.hpp"
+#include <arpa/inet.h>
+
 #include "config.h"
 #include "l2l4.h"
+#include "protocol.h"
+#include "registry.h"
 #include "sld.h"
+#include "values.h"
 #include "zanon.h"
 
 namespace amon {
@@ -39,14 +41,17 @@ const char* kUsage =
     "usage: amon whatif --read IN.pcap --out DIR [options]\n"
     "  Replays the capture's names through the z-anonymity store for every z and dt\n"
     "  given and reports what each setting would hide. Writes nothing but the report.\n"
-    "  --field LIST     dns.qname,tls.sni,http.host (default: all three)\n"
+    "  --field LIST     name fields a zanon rule may decide (default dns.qname,tls.sni,\n"
+    "                   http.host; any field `amon fields` lists as a domain name)\n"
     "  --z LIST         values of z, 1..64 (default 2,5,10,20,50)\n"
     "  --dt LIST        windows, e.g. 10m,1h,1d (default 10m,1h,1d)\n"
     "  --fallback F     sld (default): a hidden name may show its registrable domain\n"
     "                   when that passes its own test; none: hidden is hidden\n"
     "  --quiet          no progress line\n"
-    "  Occurrences: DNS queries over UDP, TLS ClientHello SNIs in one TCP segment,\n"
-    "  HTTP request Hosts; one user = the address that sent the name.\n"
+    "  Occurrences: the names the protocol plugins read in what a client sends\n"
+    "  (DNS queries, TLS ClientHello SNIs, HTTP request Hosts), one packet at a time\n"
+    "  (a name split over TCP segments is not read); one user = the address that\n"
+    "  sent the name.\n"
     "  DIR gets whatif.csv, hidden.png, flows.png (gnuplot) and summary.txt.\n";
 
 int usage(const std::string& msg) {
@@ -65,8 +70,6 @@ std::vector<std::string> split(const std::string& s) {
   }
   return out;
 }
-
-enum FieldBit : unsigned { kDns = 1, kSni = 2, kHost = 4 };
 
 // One name as the policy would meet it: who sent it, when, in which flow.
 struct Occurrence {
@@ -115,19 +118,20 @@ class Progress {
   double t0_, last_ = 0;
 };
 
-// Host header value -> the name it carries: lowercased, port and trailing
-// dot dropped; empty for address literals, which are not names.
-std::string host_name(std::string_view v) {
-  if (v.empty() || v.front() == '[') return {};
-  std::string h(v.substr(0, v.find(':')));
+// A name as the store meets it: lowercased, without a trailing dot; empty
+// for an address literal (a Host header's [v6] or dotted quad), no name.
+std::string name_of(std::string_view v) {
+  std::string h(v);
   while (!h.empty() && h.back() == '.') h.pop_back();
   for (char& c : h) c = char(std::tolower(static_cast<unsigned char>(c)));
-  if (!h.empty() && std::all_of(h.begin(), h.end(), [](char c) { return (c >= '0' && c <= '9') || c == '.'; }))
-    return {};
+  if (h.empty() || h.front() == '[') return {};
+  uint8_t a[16];
+  if (inet_pton(AF_INET, h.c_str(), a) == 1 || inet_pton(AF_INET6, h.c_str(), a) == 1) return {};
   return h;
 }
 
-int read_capture(const std::string& path, unsigned fields, bool progress, Capture& cap, std::string& err) {
+int read_capture(const std::string& path, const std::vector<bool>& fields, bool progress, Capture& cap,
+                 std::string& err) {
   char errbuf[PCAP_ERRBUF_SIZE];
   pcap_t* p = pcap_open_offline_with_tstamp_precision(path.c_str(), PCAP_TSTAMP_PRECISION_NANO, errbuf);
   if (!p) {
@@ -153,11 +157,9 @@ int read_capture(const std::string& path, unsigned fields, bool progress, Captur
   std::unordered_map<std::string, uint32_t> name_ix;
   std::unordered_map<std::string, uint32_t> flow_ix;
   std::unordered_map<uint64_t, uint32_t> users;
-  http::Matcher matcher;
-  http::Scratch scratch(matcher);
-  auto dns = std::make_unique<dns::ParseResult>();
-  auto hello = std::make_unique<tls::ClientHello>();
-  auto req = std::make_unique<http::Result>();
+  // A datagram is read by the plugins that recognise it (ports, probes),
+  // as the engine's detection would have it.
+  PayloadValues reader(PayloadValues::Datagrams::Recognised);
   char sld_buf[256];
 
   auto intern = [&](std::string_view n) {
@@ -182,32 +184,15 @@ int read_capture(const std::string& path, unsigned fields, bool progress, Captur
     const uint8_t* pl = data + d.payload_off;
     const size_t plen = end - d.payload_off;
 
+    // The sender is the client: what it sends, read as a flow's
+    // initiator does; a value repeating its exchange's first (a DNS
+    // response's question) is no observation of its own.
     std::vector<std::string> found;
-    if (d.l4_proto == kProtoUdp && d.dport == 53 && (fields & kDns)) {
-      if (dns::parse(pl, plen, *dns) == dns::Status::Ok && !dns->hdr.qr())
-        for (unsigned i = 0; i < dns->n_names; ++i)
-          if (dns->names[i].role == dns::NameRole::Qname && dns->names[i].text_len)
-            found.emplace_back(dns->name_text(i));
-    } else if (d.l4_proto == kProtoTcp) {
-      if ((fields & kSni) && plen > 5 && pl[0] == 22) {
-        const tls::Status s = tls::parse_client_hello(pl, plen, *hello);
-        if (s == tls::Status::Ok) {
-          for (unsigned i = 0; i < hello->n_sni; ++i) found.emplace_back(hello->sni_text(i));
-        } else if (s == tls::Status::Truncated) {
-          tls::PrefixSni pre;
-          if (tls::find_sni_in_prefix(pl, plen, pre))
-            for (unsigned i = 0; i < pre.n; ++i) found.emplace_back(pre.text[i], pre.text_len[i]);
-        }
-      } else if ((fields & kHost) && plen > 4 && pl[0] >= 'A' && pl[0] <= 'Z') {
-        if (http::parse(pl, plen, http::Direction::Request, matcher, scratch, *req) != http::Status::Malformed)
-          for (unsigned i = 0; i < req->n_occ; ++i)
-            if (req->occ[i].kind == http::Field::Host) {
-              std::string n = host_name({reinterpret_cast<const char*>(pl) + req->occ[i].span.off,
-                                         req->occ[i].span.len});
-              if (!n.empty()) found.push_back(std::move(n));
-            }
-      }
-    }
+    reader.read(d.l4_proto, pl, uint32_t(plen), d.sport, d.dport, true, [&](const ProtocolPlugin&, const ProtoOcc& o) {
+      if (o.kind != OccKind::Name || o.repeat || o.role || o.field >= fields.size() || !fields[o.field]) return;
+      std::string n = name_of(o.text);
+      if (!n.empty()) found.push_back(std::move(n));
+    });
     if (found.empty()) continue;
 
     // The sender of the name is the client; the flow is its 5-tuple.
@@ -420,14 +405,21 @@ int whatif_main(int argc, char** argv) {
   }
   if (read.empty()) return usage("--read IN.pcap is required");
   if (out.empty()) return usage("--out DIR is required");
-  unsigned fields = 0;
+  // Name fields with a z-anonymity value class: what a zanon rule decides.
+  const Registry& reg = Registry::instance();
+  std::vector<bool> fields(reg.fields().size());
+  bool any = false;
   for (const std::string& f : split(field_list)) {
-    if (f == "dns.qname") fields |= kDns;
-    else if (f == "tls.sni") fields |= kSni;
-    else if (f == "http.host") fields |= kHost;
-    else return usage("--field: '" + f + "' is not one of dns.qname, tls.sni, http.host");
+    const FieldDesc* fd = reg.field(f);
+    if (!fd || fd->type != ValueType::Name || fd->value_class.empty()) {
+      std::string names;
+      for (const FieldDesc& d : reg.fields())
+        if (d.type == ValueType::Name && !d.value_class.empty()) names += (names.empty() ? "" : ", ") + d.name;
+      return usage("--field: '" + f + "' is not a name field (" + names + ")");
+    }
+    fields[fd->id] = any = true;
   }
-  if (!fields) return usage("--field: no field");
+  if (!any) return usage("--field: no field");
   if (fallback != "sld" && fallback != "none") return usage("--fallback takes sld or none");
   std::vector<Setting> set;
   std::vector<uint32_t> zs;

@@ -15,12 +15,11 @@
 #include <unordered_map>
 #include <unordered_set>
 
-#include "amon_dns.hpp"
-#include "amon_http.hpp"
-#include "amon_tls.hpp"
 #include "l2l4.h"
 #include "policy.h"
+#include "protocol.h"
 #include "registry.h"
+#include "values.h"
 
 namespace amon::audit {
 namespace {
@@ -180,14 +179,12 @@ struct Auditor {
   std::set<Ep> servers;                    // endpoints seen accepting a connection
   std::map<std::pair<std::string, std::string>, int> pair_role;  // addresses only, for later fragments
 
-  http::Matcher hm;
-  http::Scratch hs{hm};
-  std::unique_ptr<dns::ParseResult> dpr = std::make_unique<dns::ParseResult>();
-  std::unique_ptr<dns::TcpSplit> split = std::make_unique<dns::TcpSplit>();
-  std::unique_ptr<tls::ClientHello> ch = std::make_unique<tls::ClientHello>();
-  std::unique_ptr<http::Result> hr = std::make_unique<http::Result>();
+  // The application values of a payload, read by every protocol plugin
+  // of its transport (the plugins' parsers; the rewrite path is not
+  // involved).
+  std::unique_ptr<PayloadValues> pv;
 
-  Auditor(const Options& o_, Report& r_) : o(o_), r(r_) {}
+  Auditor(const Options& o_, Report& r_) : o(o_), r(r_), pv(std::make_unique<PayloadValues>()) {}
   ~Auditor() {
     if (psl) psl_free(psl);
   }
@@ -337,8 +334,13 @@ struct Auditor {
 
   void text_value(size_t fi, const std::string& field, const std::string& v, const std::string& user, uint64_t t) {
     // Shorter values ("/", "gzip") say nothing about a person and would
-    // match everywhere by chance.
+    // match everywhere by chance; so does a word of letters and hyphens
+    // alone, the protocol's own vocabulary (a Connection header's
+    // "keep-alive", a Vary header's "Accept-Encoding", both header names
+    // too).
     if (v.size() < 8) return;
+    if (std::all_of(v.begin(), v.end(), [](char c) { return std::isalpha(static_cast<unsigned char>(c)) || c == '-'; }))
+      return;
     FieldRule fr = rule_for(field);
     if (fr.keep()) return allow(fi, Kind::Text, v);
     auto& fd = *Registry::instance().field(field);
@@ -355,69 +357,80 @@ struct Auditor {
     if (!names_no_host(k, a)) protect(k, a, field, fr);
   }
 
-  void dns_message(size_t fi, const uint8_t* m, size_t n, const std::string& user, uint64_t t) {
-    if (dns::parse(m, n, *dpr) != dns::Status::Ok) return;
-    auto& pr = *dpr;
-    for (unsigned i = 0; i < pr.n_names; ++i) {
-      auto role = pr.names[i].role;
-      const char* field = role == dns::NameRole::Qname ? "dns.qname"
-                          : (role == dns::NameRole::AnswerOwner || role == dns::NameRole::AuthorityOwner ||
-                             role == dns::NameRole::AdditionalOwner)
-                              ? "dns.answer.name"
-                              : "dns.rdata.name";
-      name_value(fi, field, std::string(pr.name_text(i)), user, t);
-    }
-    for (unsigned i = 0; i < pr.n_addrs; ++i) {
-      auto& a = pr.addrs[i];
-      addr_value(fi, "dns.answer.addr", a.family == 4 ? Kind::Addr4 : Kind::Addr6,
-                 std::string(reinterpret_cast<const char*>(m + a.off), a.family == 4 ? 4 : 16), user, t);
-    }
-    if (pr.ecs.present && (pr.ecs.addr_len == 4 || pr.ecs.addr_len == 16))
-      addr_value(fi, "dns.ecs", pr.ecs.addr_len == 4 ? Kind::Addr4 : Kind::Addr6,
-                 std::string(reinterpret_cast<const char*>(m + pr.ecs.addr_off), pr.ecs.addr_len), user, t);
+  void mac_value(size_t fi, const std::string& field, const std::string& m) {
+    FieldRule fr = rule_for(field);
+    if (fr.keep()) allow(fi, Kind::Mac, m);
+    else protect(Kind::Mac, m, field, fr);
   }
 
-  void app_values(size_t fi, const uint8_t* f, const Decoded& d, const std::string& user, uint64_t t) {
+  // An address a plugin found where no field names it (ProtoOcc::role): it
+  // takes the rule of its role, as the runtime gives it. One of the
+  // packet's own addresses is decided with the header; another inside
+  // `clients` takes ip.client's rule, anything else ip.server's.
+  void role_value(size_t fi, const uint8_t* f, const Decoded& d, Kind k, const std::string& a,
+                  const std::string& user, uint64_t t) {
+    const uint32_t al = d.addr_len();
+    if (a.size() == al && (std::memcmp(a.data(), f + d.src_off(), al) == 0 ||
+                           std::memcmp(a.data(), f + d.dst_off(), al) == 0))
+      return;
+    const auto& F = l2l4::g_fields;
+    const bool client = in_cidrs(pol->clients, k == Kind::Addr4 ? 4 : 6, reinterpret_cast<const uint8_t*>(a.data()));
+    const dsl::Rule* hit = nullptr;
+    for (auto* rr : addr_rules) {
+      for (auto* fd : rr->fields)
+        if (fd->id == (client ? F.ip_client : F.ip_server)) hit = rr;
+      if (hit) break;
+    }
+    FieldRule fr{hit};
+    if (fr.keep()) return allow(fi, k, a);
+    if (fr.zanon() && counts.observe("server-addr", a, user, t, fr.z(), fr.dt())) return allow(fi, k, a);
+    allow_derived(fi, k, a, hit->action);
+    if (!names_no_host(k, a)) protect(k, a, client ? "ip.client" : "ip.server", fr);
+  }
+
+  // One value a plugin found in the original, by the kind of value it is.
+  void occ_value(size_t fi, const uint8_t* f, const Decoded& d, const uint8_t* p, const ProtoOcc& o,
+                 const std::string& user, uint64_t t) {
+    const std::string v(reinterpret_cast<const char*>(p + o.off), o.len);
+    const bool addr4 = o.kind == OccKind::Addr4 && o.len == 4, addr6 = o.kind == OccKind::Addr6 && o.len == 16;
+    if (o.role) {
+      if (addr4 || addr6) role_value(fi, f, d, addr4 ? Kind::Addr4 : Kind::Addr6, v, user, t);
+      return;
+    }
+    const std::string& field = Registry::instance().field(o.field).name;
+    switch (o.kind) {
+      case OccKind::Name: name_value(fi, field, std::string(o.text), user, t); break;
+      case OccKind::Addr4:
+      case OccKind::Addr6:
+        // An ECS prefix shorter than the address is no whole address.
+        if (addr4 || addr6) addr_value(fi, field, addr4 ? Kind::Addr4 : Kind::Addr6, v, user, t);
+        break;
+      case OccKind::Mac:
+        if (o.len == 6) mac_value(fi, field, v);
+        break;
+      case OccKind::Bytes: text_value(fi, field, v, user, t); break;
+      case OccKind::Payload: break;
+    }
+  }
+
+  // Reads a payload with every plugin of its transport: as sent by the
+  // flow's client, by its server, or both ways when the roles are unknown
+  // (side as client_side() gives it).
+  template <class Fn>
+  void each_value(const uint8_t* f, const Decoded& d, uint32_t cap, int side, Fn&& fn) {
     if (!d.has_l4_header() || (d.flags & kFlagLaterFragment)) return;
-    uint32_t end = std::min<uint32_t>(uint32_t(in[fi].bytes.size()), d.payload_off + d.payload_len);
+    if (d.l4_proto != kProtoTcp && d.l4_proto != kProtoUdp) return;
+    const uint32_t end = std::min<uint32_t>(cap, d.payload_off + d.payload_len);
     if (end <= d.payload_off) return;
     const uint8_t* p = f + d.payload_off;
-    size_t n = end - d.payload_off;
-    if (d.l4_proto == kProtoUdp) {
-      dns_message(fi, p, n, user, t);
-    } else if (d.l4_proto == kProtoTcp) {
-      if (dns::split_tcp(p, n, *split) != dns::Status::Malformed)
-        for (unsigned i = 0; i < split->n; ++i) dns_message(fi, p + split->msgs[i].off, split->msgs[i].len, user, t);
-      if (n > 5 && p[0] == 0x16 && p[1] == 3 && tls::parse_client_hello(p, n, *ch) == tls::Status::Ok)
-        for (unsigned i = 0; i < ch->n_sni; ++i) name_value(fi, "tls.sni", std::string(ch->sni_text(i)), user, t);
-    }
-    if (d.l4_proto == kProtoTcp || d.l4_proto == kProtoUdp) {
-      auto st = http::parse(p, n, http::Direction::Auto, hm, hs, *hr);
-      if (st == http::Status::Malformed) return;
-      for (unsigned i = 0; i < hr->n_occ; ++i) {
-        auto& oc = hr->occ[i];
-        std::string v(reinterpret_cast<const char*>(p + oc.span.off), oc.span.len);
-        using F = http::Field;
-        switch (oc.kind) {
-          case F::Host: {
-            auto c = v.rfind(':');
-            if (c != std::string::npos && v.find(']') == std::string::npos) v.resize(c);
-            name_value(fi, "http.host", v, user, t);
-            break;
-          }
-          case F::UserAgent: text_value(fi, "http.user_agent", v, user, t); break;
-          case F::Uri: text_value(fi, "http.uri", v, user, t); break;
-          case F::Referer: text_value(fi, "http.referer", v, user, t); break;
-          case F::Cookie: text_value(fi, "http.cookie", v, user, t); break;
-          case F::SetCookie: text_value(fi, "http.set_cookie", v, user, t); break;
-          case F::Authorization: text_value(fi, "http.authorization", v, user, t); break;
-          case F::Xff:
-          case F::Forwarded: text_value(fi, "http.xff", v, user, t); break;
-          case F::Location: text_value(fi, "http.location", v, user, t); break;
-          default: break;
-        }
-      }
-    }
+    auto one = [&](const ProtocolPlugin&, const ProtoOcc& o) { fn(p, o); };
+    if (side != 1) pv->read(d.l4_proto, p, end - d.payload_off, d.sport, d.dport, true, one);
+    if (side != 0) pv->read(d.l4_proto, p, end - d.payload_off, d.sport, d.dport, false, one);
+  }
+
+  void app_values(size_t fi, const uint8_t* f, const Decoded& d, int side, const std::string& user, uint64_t t) {
+    each_value(f, d, uint32_t(in[fi].bytes.size()), side,
+               [&](const uint8_t* p, const ProtoOcc& o) { occ_value(fi, f, d, p, o, user, t); });
   }
 
   // The encapsulations' own addresses (tunnel endpoints) are tunnel.addr,
@@ -576,7 +589,7 @@ struct Auditor {
           if (!names_no_host(ak, a)) protect(ak, a, cls, fr);
         }
       }
-      app_values(fi, f, d, user, t);
+      app_values(fi, f, d, side, user, t);
     }
     // Each fragment's output may carry what its datagram's whole may.
     for (size_t fi = 0; fi < in.size(); ++fi)
@@ -731,11 +744,13 @@ struct Auditor {
     if (d.l4_proto != kProtoUdp || end <= d.payload_off) return;
     auto dhcp = [](uint16_t p) { return p == 67 || p == 68 || p == 546 || p == 547; };
     if (dhcp(d.sport) || dhcp(d.dport)) sl.regions.push_back({d.payload_off, end});
-    if (dns::parse(f + d.payload_off, end - d.payload_off, *dpr) == dns::Status::Ok) {
-      // An A record's 4 bytes, an AAAA's 16, an ECS prefix's up to 16.
-      for (unsigned i = 0; i < dpr->n_addrs; ++i) sl.add(d.payload_off + dpr->addrs[i].off, 16);
-      if (dpr->ecs.present) sl.add(d.payload_off + dpr->ecs.addr_off, 16);
-    }
+    // Where a plugin finds an address or a MAC (an A record's 4 bytes, an
+    // AAAA's 16, an ECS prefix): a slot as wide as the widest address, so a
+    // shorter prefix still holds the match that starts there.
+    each_value(f, d, cap, 2, [&](const uint8_t* p, const ProtoOcc& o) {
+      if (o.kind == OccKind::Addr4 || o.kind == OccKind::Addr6 || o.kind == OccKind::Mac)
+        sl.add(uint32_t(p - f) + o.off, 16);
+    });
   }
 
   std::string context(const Frame& fr, uint32_t off) {

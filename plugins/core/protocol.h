@@ -77,6 +77,11 @@ struct ProtoOcc {
   // rewrite; inside `clients`: ip.client's rule; else ip.server's). field
   // is unused.
   bool role = false;
+  // ProtocolPlugin::values only: the value repeats one that an earlier
+  // message of the same exchange carried (a DNS response's question). A
+  // z-anonymity rule decides it as that message had it, without an
+  // observation of its own.
+  bool repeat = false;
   uint16_t index = 0;      // the plugin's own number for it (its fix-ups get the occurrence back)
   uint32_t off = 0, len = 0;
   std::string_view text;   // Name: the name as dotted lowercase text (decided on this, not on the bytes)
@@ -330,6 +335,16 @@ struct ProtocolPlugin {
   // Malformed. Not called for a datagram the capture cut short (the
   // runtime takes it as Incomplete: it cannot be parsed to its end).
   bool (*parse_datagram)(void* state, const uint8_t* payload, uint32_t len);
+
+  // Off the packet path, for tools that read a capture's values with the
+  // plugins' own parsers (amon audit, amon whatif; PayloadValues in
+  // values.h): every value of the last parse that said Parsed, handed to
+  // `emit` one at a time as occurrences (offsets from the payload's first
+  // byte; a Name with its text, valid during the call). Required with
+  // `rewrite`, whose parse adds no occurrence; without `rewrite` a parse's
+  // occurrences are its values.
+  void (*values)(void* state, const uint8_t* payload, uint32_t len, void (*emit)(void* ctx, const ProtoOcc& o),
+                 void* ctx);
 };
 
 }  // namespace amon

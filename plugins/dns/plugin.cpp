@@ -128,6 +128,60 @@ ProtoStatus parse_tcp(void* vs, const ProtoPacket& pkt, ProtoOccs& out) {
   return ProtoStatus::Parsed;
 }
 
+// One message's values, for tools off the packet path (ProtocolPlugin::
+// values). A response's question repeats its query's name.
+void emit_message(const State& s, uint32_t base, void (*emit)(void*, const ProtoOcc&), void* ctx) {
+  const ParseResult& pr = s.pr;
+  const Fields& F = s.F;
+  for (unsigned i = 0; i < pr.n_names; ++i) {
+    const NameRef& n = pr.names[i];
+    ProtoOcc o;
+    o.kind = OccKind::Name;
+    o.field = n.role == NameRole::Qname ? F.qname
+              : n.role == NameRole::AnswerOwner || n.role == NameRole::AuthorityOwner ||
+                      n.role == NameRole::AdditionalOwner
+                  ? F.answer_name
+                  : F.rdata_name;
+    o.repeat = n.role == NameRole::Qname && pr.hdr.qr();
+    o.index = uint16_t(i), o.off = base + n.off, o.len = n.wire_len, o.text = pr.name_text(i);
+    emit(ctx, o);
+  }
+  for (unsigned i = 0; i < pr.n_addrs; ++i) {
+    ProtoOcc o;
+    o.field = F.answer_addr, o.kind = pr.addrs[i].family == 4 ? OccKind::Addr4 : OccKind::Addr6;
+    o.index = uint16_t(i), o.off = base + pr.addrs[i].off, o.len = pr.addrs[i].family == 4 ? 4 : 16;
+    emit(ctx, o);
+  }
+  if (pr.ecs.present && pr.ecs.addr_len) {
+    // The prefix's bytes only (a /24 sends 3): the rest of the address is not on the wire.
+    ProtoOcc o;
+    o.field = F.ecs, o.kind = pr.ecs.family == 1 ? OccKind::Addr4 : OccKind::Addr6;
+    o.off = base + pr.ecs.addr_off, o.len = pr.ecs.addr_len;
+    emit(ctx, o);
+  }
+  if (pr.owner.present)
+    for (unsigned k = 0; k < pr.owner.n_macs; ++k) {
+      ProtoOcc o;
+      o.field = F.eth_src, o.kind = OccKind::Mac, o.index = uint16_t(k);
+      o.off = base + pr.owner.mac_off[k], o.len = 6;
+      emit(ctx, o);
+    }
+}
+
+void values_udp(void* vs, const uint8_t*, uint32_t, void (*emit)(void*, const ProtoOcc&), void* ctx) {
+  const State& s = *static_cast<const State*>(vs);
+  if (s.msg == 0 && s.pr.status == Status::Ok) emit_message(s, 0, emit, ctx);
+}
+
+void values_tcp(void* vs, const uint8_t* payload, uint32_t, void (*emit)(void*, const ProtoOcc&), void* ctx) {
+  State& s = *static_cast<State*>(vs);
+  for (unsigned i = 0; i < s.split.n; ++i) {
+    const TcpMessage& m = s.split.msgs[i];
+    s.msg = int(i);
+    if (parse(payload + m.off, m.len, s.pr) == Status::Ok) emit_message(s, m.off, emit, ctx);
+  }
+}
+
 // Conditions test the question name of the message parsed last.
 bool value(void* vs, FieldId f, std::string_view& out) {
   const State& s = *static_cast<const State*>(vs);
@@ -333,6 +387,7 @@ const ProtocolPlugin kUdp = {
     .numbered = true,
     .shortcut = true,
     .parse_datagram = parse_datagram,
+    .values = values_udp,
 };
 
 const ProtocolPlugin kTcp = {
@@ -349,6 +404,7 @@ const ProtocolPlugin kTcp = {
     .free_consumer = free_consumer,
     .value = value,
     .numbered = true,
+    .values = values_tcp,
 };
 
 }  // namespace

@@ -5,8 +5,9 @@
     audit_suite.py --amon BIN --rules DIR --pcaps DIR --work DIR shipped [--jobs N]
 
 planted: leaks planted into otherwise correct outputs are found (a name
-copied back in, an address left in a DHCP option, a name released with z-1
-users, a client address left in clear on a capture that starts mid-flow), and
+copied back in, an address left in a DHCP option, a DHCP host name copied
+back in, a name released with z-1 users, a client address left in clear on
+a capture that starts mid-flow), and
 the engine's own outputs of the same inputs pass.
 
 shipped: every shipped policy on every capture of --pcaps, one `amon pcap`
@@ -301,7 +302,38 @@ def planted(args):
     if js and not any(h["value"] == "192.168.7.77" and "port 67" in h["context"] for h in js["leak_list"]):
         fail("planted DHCP: the client address left in option 50 was not reported: %s" % js["leak_list"][:3])
 
-    # 4. Roles: a capture that starts mid-flow keeps its client protected.
+    # 4. A host name copied back into a DHCP option: a value only the DHCP
+    # plugin locates, collected through the plugins' interface like any
+    # other field (nothing in the audit names DHCP).
+    host = b"alice-laptop-7"
+    m = bytes([1, 1, 6, 0]) + struct.pack("!IHH", 0x4321, 0, 0) + bytes(16) + mac + bytes(10) + bytes(192)
+    m += b"\x63\x82\x53\x63" + bytes([53, 1, 1, 12, len(host)]) + host + bytes([255])
+    hin = os.path.join(work, "dhcp-host-in.pcap")
+    hout = os.path.join(work, "dhcp-host-ids.pcap")
+    write_pcap(hin, hdr, end, [[t, 0, 0, udp4("0.0.0.0", "255.255.255.255", 68, 67, m, smac=mac,
+                                              dmac=b"\xff" * 6)]])
+    _, _, hrec = read_pcap(hin)
+    hrec[0][2] = len(hrec[0][3])
+    write_pcap(hin, hdr, end, hrec)
+    if amon_pcap(args, hin, [("i", "ids.amon", hout)], work):
+        js = audit(args, "ids.amon", hin, hout, work)
+        if js and js["leaks"]:
+            fail("planted DHCP host name: the engine's IDS output should pass, %d leaks: %s" % (js["leaks"], js["leak_list"][:3]))
+        if js and not any(c.get("class") == "dhcp.hostname" and c.get("protected", 0) > 0 for c in js["classes"]):
+            fail("planted DHCP host name: the audit did not collect option 12: %s" % js["classes"])
+        ho, eo, hanon = read_pcap(hout)
+        off = bytes(hrec[0][3]).find(host)
+        if len(hanon) != 1 or off < 0 or bytes(hanon[0][3][off:off + len(host)]) == host:
+            fail("planted DHCP host name: the IDS output should carry option 12 rewritten in place")
+        else:
+            hanon[0][3][off:off + len(host)] = host
+            planted_out = os.path.join(work, "dhcp-host-planted.pcap")
+            write_pcap(planted_out, ho, eo, hanon)
+            js = audit(args, "ids.amon", hin, planted_out, work)
+            if js and not any(h["class"] == "dhcp.hostname" and h["frame"] == 1 for h in js["leak_list"]):
+                fail("planted DHCP host name: the name copied back was not reported: %s" % js["leak_list"][:3])
+
+    # 5. Roles: a capture that starts mid-flow keeps its client protected.
     cap = os.path.join(args.pcaps, "tls-clienthello-many-sni.pcap")
     if os.path.exists(cap):
         h, e, recs = read_pcap(cap)

@@ -1,0 +1,65 @@
+// A capture's application values read with the protocol plugins' own
+// parsers, off the packet path: `amon audit` collects what a policy
+// protects from the original capture, `amon whatif` the names a z-anonymity
+// rule would observe. Neither names a protocol: every registered plugin of
+// the packet's transport is asked, through its parse and, for a plugin
+// that rewrites its messages itself, its `values` hook (protocol.h).
+//
+// Each payload is read on its own, as the first of its flow: nothing is
+// held across segments, so a value split over two segments is not read.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <type_traits>
+#include <vector>
+
+#include "protocol.h"
+
+namespace amon {
+
+class PayloadValues {
+ public:
+  // Which plugins read a datagram: every one of its transport, or only
+  // those that recognise it (its ports at either end, or its content
+  // probe). TCP segments go to every TCP plugin either way: a stream is
+  // recognised by its first bytes, which one segment may not show.
+  enum class Datagrams : uint8_t { Every, Recognised };
+
+  explicit PayloadValues(Datagrams d = Datagrams::Every);
+  ~PayloadValues();
+  PayloadValues(const PayloadValues&) = delete;
+  PayloadValues& operator=(const PayloadValues&) = delete;
+
+  // Hands fn(plugin, occurrence) every value found in `payload` by each
+  // plugin of transport l4 (6 TCP, 17 UDP) whose parse says Parsed, in
+  // plugin registration order. Payload occurrences (message bodies) are
+  // not values and are left out. `from_initiator` says which side sent it
+  // (a plugin reads a client's messages and a server's differently).
+  template <class F>
+  void read(uint8_t l4, const uint8_t* payload, uint32_t len, uint16_t sport, uint16_t dport, bool from_initiator,
+            F&& fn) {
+    for (Reader& r : readers_) {
+      if (!wants(r, l4, payload, len, sport, dport)) continue;
+      using Fn = std::remove_reference_t<F>;
+      parse(r, payload, len, sport, dport, from_initiator, const_cast<void*>(static_cast<const void*>(&fn)),
+            [](void* ctx, const ProtocolPlugin& p, const ProtoOcc& o) { (*static_cast<Fn*>(ctx))(p, o); });
+    }
+  }
+
+ private:
+  struct Reader {
+    const ProtocolPlugin* plugin;
+    void* state;
+    std::unique_ptr<ProtoOccs> occs;
+  };
+  using Sink = void (*)(void* ctx, const ProtocolPlugin& p, const ProtoOcc& o);
+  bool wants(const Reader& r, uint8_t l4, const uint8_t* payload, uint32_t len, uint16_t sport, uint16_t dport) const;
+  void parse(Reader& r, const uint8_t* payload, uint32_t len, uint16_t sport, uint16_t dport, bool from_initiator,
+             void* ctx, Sink sink);
+
+  Datagrams datagrams_;
+  std::vector<Reader> readers_;
+};
+
+}  // namespace amon
