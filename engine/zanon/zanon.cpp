@@ -9,6 +9,7 @@
 #include <sys/random.h>
 
 #include <algorithm>
+#include <cmath>
 #include <bit>
 #include <cstring>
 #include <new>
@@ -20,6 +21,7 @@ namespace amon::zanon {
 namespace {
 
 constexpr unsigned kSlots = 8;  // entries per bucket: one 32-byte tag row
+constexpr size_t kMinShardBuckets = 16;  // see the shard count in Store::Store
 constexpr uint8_t kFingerprint = 0xFF;
 
 // Fixed part of an entry, written only when the value enters: the lanes'
@@ -544,10 +546,20 @@ Store::Store(const Config& cfg) : cfg_(cfg), impl_(std::make_unique<Impl>()) {
     unsigned hw = std::max(1u, std::thread::hardware_concurrency());
     ns = std::bit_ceil(std::max(64u, 64u * hw));
   }
-  while (ns > 1 && size_t(ns) * 2 > nb0) ns /= 2;
+  // A value can only go to its own shard's buckets, and the shards' shares
+  // of max_values vary (binomially) around the mean. A small table split 64
+  // ways (2-3 buckets a shard) evicted at two-thirds full: its fullest
+  // shards overflowed. So small tables get fewer shards (at least 16
+  // buckets each, where two-choice placement and relocation work), and each
+  // shard room for its mean share plus four standard deviations. From about
+  // 1,024 values a shard, the 1/8 slack covers that already and nothing
+  // changes.
+  while (ns > 1 && size_t(ns) * kMinShardBuckets > nb0) ns /= 2;
+  const double share = double(cfg.max_values) / ns;
+  const size_t room = std::max<size_t>((nb0 + ns - 1) / ns * kSlots, size_t(std::ceil(share + 4 * std::sqrt(share))));
   m.nshards = ns;
   m.shard_mask = ns - 1;
-  m.bps = uint32_t((nb0 + ns - 1) / ns);
+  m.bps = uint32_t(std::max<size_t>(2, (room + kSlots - 1) / kSlots));
   m.nb = size_t(m.bps) * ns;
 
   const size_t nslots = m.nb * kSlots;
