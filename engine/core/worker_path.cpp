@@ -37,6 +37,8 @@ void WorkerPath::configure() {
     probe_apps |= p.protected_apps() & ~((1u << kFirstPluginApp) - 1);
     hold_apps_ |= p.held_apps();
   }
+  // Kept once made: a reload between bursts may go back to one consumer.
+  if (modifiers_ > 1 && !text_memos_) text_memos_.reset(new AddrTextMemo[FlowTable::kBurstMax]);
   // Once made, the parse state stays (it numbers the worker's flows for plugins,
   // and held streams are parsed with it), even when a reload stops using it.
   if (use_l7_ && !l7_) l7_ = std::make_unique<L7Parse>();
@@ -150,6 +152,7 @@ void WorkerPath::process_burst(rte_mbuf** pkts, unsigned n, Sink sink, void* ctx
       ++st_.decode_status[int(ds[k].status) & 3];
       metas[k] = PacketMeta{};
       metas[k].ts_ns = mbuf_ts(m);
+      if (text_memos_) metas[k].text = &text_memos_[k], text_memos_[k].scanned = UINT32_MAX;
       const Decoded& d = ds[k];
       // Both addresses captured: the destination ends the fixed header's
       // addresses (IPv4 at 20 bytes, IPv6 at 40), the source lies before it.

@@ -10,6 +10,7 @@
 #include <memory>
 #include <vector>
 
+#include "addr_text.h"
 #include "flow_table.h"
 #include "l7.h"
 #include "outer_frag.h"
@@ -195,6 +196,9 @@ class WorkerPath {
   // Burst scratch, kept here so a burst does not construct them anew.
   Decoded ds_[FlowTable::kBurstMax];
   PacketMeta metas_[FlowTable::kBurstMax];
+  // With more than one consumer: the burst's shared scans for address text
+  // (PacketMeta::text); null with one, which would only pay for the memo.
+  std::unique_ptr<AddrTextMemo[]> text_memos_;
   const uint8_t* datas_[FlowTable::kBurstMax];
   bool want_[FlowTable::kBurstMax];
   // The burst route (process_burst): one consumer that rewrites, no

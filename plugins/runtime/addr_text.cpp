@@ -201,8 +201,24 @@ AddrTextCount map_addr_text(uint8_t* p, uint32_t n, const uint8_t* old_a, const 
   return map_addrs_text(p, n, olds, news, 1, alen, before_write, ctx);
 }
 
-AddrTextCount map_addrs_text(uint8_t* p, uint32_t n, const uint8_t* const* olds, const uint8_t* const* news,
-                             unsigned count, unsigned alen, void (*before_write)(void*), void* ctx) {
+namespace {
+
+// The one text form written in place of a `len`-character form of an
+// address now `new_a`.
+bool fitted_text(const uint8_t* new_a, unsigned alen, unsigned len, char* text) {
+  static const uint8_t zero[16] = {};
+  if (alen == 4 ? fit_ipv4_text(new_a, text, len) : fit_ipv6_text(new_a, text, len)) return true;
+  // Always possible: "0.0.0.0" with its octets padded, "::" and
+  // "0:...:0" forms cover every length an address text can have.
+  if (alen == 4) fit_ipv4_text(zero, text, len);
+  else if (!fit_ipv6_text(zero, text, len)) std::memset(text, '0', len);
+  return false;
+}
+
+// The scan behind map_addrs_text (`news` given: each match rewritten) and
+// find_addrs_text (`memo` given: each match recorded, nothing written).
+AddrTextCount scan(uint8_t* p, uint32_t n, const uint8_t* const* olds, const uint8_t* const* news, unsigned count,
+                   unsigned alen, void (*before_write)(void*), void* ctx, AddrTextMemo* memo) {
   AddrTextCount r;
   if (n < 2) return r;
   // Most payloads hold no address text: a separator must sit between two
@@ -210,9 +226,8 @@ AddrTextCount map_addrs_text(uint8_t* p, uint32_t n, const uint8_t* const* olds,
   // forms are even written.
   Forms F;
   bool built = false;
-  static const uint8_t zero[16] = {};
   const char sep = alen == 4 ? '.' : ':';
-  uint32_t i = 0, done = 0;  // done: the end of the last rewrite
+  uint32_t i = 0, done = 0;  // done: the end of the last match
   while (i < n) {
     const uint8_t* h = static_cast<const uint8_t*>(std::memchr(p + i, sep, n - i));
     if (!h) break;
@@ -231,21 +246,56 @@ AddrTextCount map_addrs_text(uint8_t* p, uint32_t n, const uint8_t* const* olds,
       const uint32_t from = at - F.anchor[f], to = from + L;
       if (to > n || p[from] != uint8_t(F.forms[f][0]) || std::memcmp(p + from, F.forms[f], L) != 0) continue;
       if (!(alen == 4 ? alone4(p, n, from, to) : alone6(p, n, from, to))) continue;
-      char text[48];
-      if ((alen == 4 ? fit_ipv4_text(news[F.which[f]], text, L) : fit_ipv6_text(news[F.which[f]], text, L))) {
-        ++r.mapped;
+      if (memo) {
+        if (memo->count == AddrTextMemo::kMax) {
+          memo->overflow = true;
+          return r;
+        }
+        // Equal addresses: the match is a form of both.
+        const bool both = count == 2 && std::memcmp(olds[0], olds[1], alen) == 0;
+        memo->m[memo->count++] = {from, uint8_t(L), uint8_t(both ? 3u : 1u << F.which[f])};
       } else {
-        // Always possible: "0.0.0.0" with its octets padded, "::" and
-        // "0:...:0" forms cover every length an address text can have.
-        if (alen == 4) fit_ipv4_text(zero, text, L);
-        else if (!fit_ipv6_text(zero, text, L)) std::memset(text, '0', L);
-        ++r.zeroed;
+        char text[48];
+        if (fitted_text(news[F.which[f]], alen, L, text)) ++r.mapped;
+        else ++r.zeroed;
+        if (before_write) before_write(ctx), before_write = nullptr;
+        std::memcpy(p + from, text, L);
       }
-      if (before_write) before_write(ctx), before_write = nullptr;
-      std::memcpy(p + from, text, L);
       i = done = to;
       break;
     }
+  }
+  return r;
+}
+
+}  // namespace
+
+AddrTextCount map_addrs_text(uint8_t* p, uint32_t n, const uint8_t* const* olds, const uint8_t* const* news,
+                             unsigned count, unsigned alen, void (*before_write)(void*), void* ctx) {
+  return scan(p, n, olds, news, count, alen, before_write, ctx, nullptr);
+}
+
+void find_addrs_text(const uint8_t* p, uint32_t n, const uint8_t* src, const uint8_t* dst, unsigned alen,
+                     AddrTextMemo& out) {
+  out.scanned = n, out.count = 0, out.overflow = false;
+  const uint8_t* olds[2] = {src, dst};
+  // Nothing is written with a memo: the bytes stay as given.
+  scan(const_cast<uint8_t*>(p), n, olds, nullptr, 2, alen, nullptr, nullptr, &out);
+}
+
+AddrTextCount apply_addrs_text(uint8_t* p, const AddrTextMemo& memo, const uint8_t* new_src, const uint8_t* new_dst,
+                               unsigned alen, void (*before_write)(void*), void* ctx) {
+  AddrTextCount r;
+  for (unsigned i = 0; i < memo.count; ++i) {
+    const AddrTextMatch& x = memo.m[i];
+    // The source's mapping first, as a scan with both changed takes it.
+    const uint8_t* new_a = (x.who & 1) && new_src ? new_src : (x.who & 2) && new_dst ? new_dst : nullptr;
+    if (!new_a) continue;
+    char text[48];
+    if (fitted_text(new_a, alen, x.len, text)) ++r.mapped;
+    else ++r.zeroed;
+    if (before_write) before_write(ctx), before_write = nullptr;
+    std::memcpy(p + x.from, text, x.len);
   }
   return r;
 }

@@ -34,6 +34,35 @@ AddrTextCount map_addrs_text(uint8_t* p, uint32_t n, const uint8_t* const* olds,
                              unsigned count, unsigned alen, void (*before_write)(void*) = nullptr,
                              void* ctx = nullptr);
 
+// What one scan of a packet's payload found, for every consumer that maps
+// its addresses: each consumer's rewrite is then a few copies instead of a
+// scan (the scan is as costly as a copy of the payload, per consumer).
+// Separate standalone texts of two different addresses never overlap (each
+// ends where no digit, dot, hex digit or colon continues it), so what a scan
+// for both addresses finds, restricted to the addresses one consumer
+// changed, is what a scan for those alone finds.
+struct AddrTextMatch {
+  uint32_t from;  // offset in the scanned bytes
+  uint8_t len;
+  uint8_t who;  // bit 0: a form of the source address; bit 1: of the destination (both when they are equal)
+};
+struct AddrTextMemo {
+  static constexpr unsigned kMax = 8;
+  uint32_t scanned = UINT32_MAX;  // the length scanned; UINT32_MAX: not yet
+  uint8_t count = 0;
+  bool overflow = false;  // more than kMax: each consumer scans for itself
+  AddrTextMatch m[kMax];
+};
+
+// Finds every text form of `src` and of `dst` in p[0, n) (p unchanged).
+void find_addrs_text(const uint8_t* p, uint32_t n, const uint8_t* src, const uint8_t* dst, unsigned alen,
+                     AddrTextMemo& out);
+// map_addrs_text from what find_addrs_text found in these same bytes:
+// `new_src`/`new_dst` are the mapped addresses, null for one the consumer
+// left as it was. Needs !memo.overflow.
+AddrTextCount apply_addrs_text(uint8_t* p, const AddrTextMemo& memo, const uint8_t* new_src, const uint8_t* new_dst,
+                               unsigned alen, void (*before_write)(void*) = nullptr, void* ctx = nullptr);
+
 // The same length of text for an IPv4 address `a` in `out[0, len)`, octets
 // padded with leading zeros: false when its shortest form is longer.
 bool fit_ipv4_text(const uint8_t* a, char* out, unsigned len);

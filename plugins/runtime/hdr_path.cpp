@@ -20,10 +20,12 @@ namespace {
 // The general path's step for mapped addresses written as text in the
 // kept payload (addr_text.h), for the header paths: `old_sum`/`new_sum`
 // and `payload_changed` as finish_hdr takes them (old_sum is already the
-// original payload's when payload_changed is set).
+// original payload's when payload_changed is set). `memo`: the packet's
+// shared scan, for a payload still as it arrived; the first consumer to get
+// here fills it, the others only write.
 [[gnu::always_inline]] inline void hdr_addr_text(const uint8_t* buf, uint32_t cap, const Decoded& d, const uint8_t* old,
                                                  uint8_t* pl, uint32_t plen, bool& payload_changed, uint16_t& old_sum,
-                                                 uint16_t& new_sum, ConsumerCounters& c) {
+                                                 uint16_t& new_sum, ConsumerCounters& c, AddrTextMemo* memo) {
   // To the end of what was captured: bytes past the transport's length
   // (a short UDP length, a trailer) are delivered too.
   const uint32_t scan = cap > d.payload_off ? cap - d.payload_off : 0;
@@ -34,14 +36,25 @@ namespace {
     auto& x = *static_cast<Sum*>(t);
     if (!x.taken) *x.old_sum = csum_sum({x.pl, x.plen}), x.taken = true;
   };
-  const uint8_t* olds[2];
-  const uint8_t* news[2];
-  unsigned k = 0;
-  for (int i = 0; i < 2; ++i) {
-    const uint8_t* new_a = buf + (i ? d.dst_off() : d.src_off());
-    if (std::memcmp(old + i * alen, new_a, alen) != 0) olds[k] = old + i * alen, news[k++] = new_a;
+  AddrTextCount n;
+  if (memo && memo->scanned != scan) find_addrs_text(pl, scan, old, old + alen, alen, *memo);
+  if (memo && !memo->overflow) {
+    const uint8_t* mapped[2];
+    for (int i = 0; i < 2; ++i) {
+      const uint8_t* new_a = buf + (i ? d.dst_off() : d.src_off());
+      mapped[i] = std::memcmp(old + i * alen, new_a, alen) != 0 ? new_a : nullptr;
+    }
+    n = apply_addrs_text(pl, *memo, mapped[0], mapped[1], alen, before, &s);
+  } else {
+    const uint8_t* olds[2];
+    const uint8_t* news[2];
+    unsigned k = 0;
+    for (int i = 0; i < 2; ++i) {
+      const uint8_t* new_a = buf + (i ? d.dst_off() : d.src_off());
+      if (std::memcmp(old + i * alen, new_a, alen) != 0) olds[k] = old + i * alen, news[k++] = new_a;
+    }
+    n = map_addrs_text(pl, scan, olds, news, k, alen, before, &s);
   }
-  const AddrTextCount n = map_addrs_text(pl, scan, olds, news, k, alen, before, &s);
   if (!(n.mapped | n.zeroed)) return;
   c.addr_text += n.mapped, c.addr_text_zeroed += n.zeroed;
   if (!s.taken) return;  // unreachable: a change takes the sum first
@@ -193,7 +206,9 @@ Verdict ProgramInstance::process_hdr(uint8_t* buf, uint32_t& cap, uint32_t& wire
     }
   }
 
-  if (addr_changed && P.addr_text_ && !cut) hdr_addr_text(buf, cap, d, old, pl, plen, payload_changed, old_sum, new_sum, c);
+  // A payload rule may have changed the bytes: the shared scan only without one.
+  if (addr_changed && P.addr_text_ && !cut)
+    hdr_addr_text(buf, cap, d, old, pl, plen, payload_changed, old_sum, new_sum, c, P.pay_rule_ < 0 ? m.text : nullptr);
   return finish_hdr(buf, cap, wire, d, old, addr_changed, cut, payload_changed, old_sum, new_sum);
 }
 
@@ -427,12 +442,13 @@ template <uint8_t X, uint8_t Y, uint8_t PO>
       new_sum = csum_sum({pl, plen});
       payload_changed = new_sum != old_sum;
     }
-    if (k.text) hdr_addr_text(buf, cap, d, old, pl, plen, payload_changed, old_sum, new_sum, c);
+    // The payload action may have changed the bytes: no shared scan.
+    if (k.text) hdr_addr_text(buf, cap, d, old, pl, plen, payload_changed, old_sum, new_sum, c, nullptr);
   } else if constexpr (PO == kPNone) {
     if (k.text) {
       const uint32_t pend = uint32_t(std::min<uint64_t>(uint64_t(d.payload_off) + d.payload_len, cap));
       hdr_addr_text(buf, cap, d, old, buf + d.payload_off, pend > d.payload_off ? pend - d.payload_off : 0,
-                    payload_changed, old_sum, new_sum, c);
+                    payload_changed, old_sum, new_sum, c, m.text);
     }
   }
 

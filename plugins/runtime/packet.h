@@ -112,6 +112,10 @@ struct PacketMeta {
   // Application-field offsets of `parse` are relative to this (null: the
   // packet's own payload in orig).
   const uint8_t* l7_base = nullptr;
+  // Where the consumers' header paths share one scan of the payload for the
+  // addresses' text forms (addr_text.h), reset per packet by the worker;
+  // null: each consumer scans for itself.
+  struct AddrTextMemo* text = nullptr;
 };
 
 struct L7Parse;

@@ -15,7 +15,9 @@ and the same with an application rule (the general path). In both:
     address as a substring are left alone;
   - lengths are unchanged and every checksum is good;
   - a policy that keeps the users' addresses changes nothing;
-  - `addr_text = keep` maps the headers and leaves every payload byte.
+  - `addr_text = keep` maps the headers and leaves every payload byte;
+  - consumers run together (client, server, both or neither mapped) each
+    write what their policy writes alone.
 
 usage: test_addr_text.py AMON"""
 
@@ -158,6 +160,24 @@ def check(name, d, amon, inp, policy, want_mapped):
     return fails
 
 
+def together(d, amon, inp, policies):
+    """Every consumer of one run writes what its policy writes alone. The
+    consumers' header paths share one scan of each payload for the
+    addresses' text (each only writes its own mapping), so this runs
+    consumers that map the client, the server, both, neither, and one on
+    the general path, side by side."""
+    fails = []
+    outs = [(name, pol, os.path.join(d, f"together-{name}.pcap")) for name, pol in policies]
+    L.run_amon(amon, inp, outs)
+    for name, pol, out in outs:
+        alone = os.path.join(d, f"alone-{name}.pcap")
+        L.run_amon(amon, inp, [(name, pol, alone)])
+        with open(out, "rb") as a, open(alone, "rb") as b:
+            if a.read() != b.read():
+                fails.append(f"together: consumer {name} wrote other bytes than its policy alone")
+    return fails
+
+
 def main():
     amon = L.tool_paths(sys.argv)
     L.need_tshark()
@@ -177,12 +197,17 @@ def main():
     general = L.write_policy(d, "general.amon", head + "ip.client : cryptopan(key=k)\ndns.qname : redact()\n")
     keep = L.write_policy(d, "keep.amon", head + "ip.client : keep()\n")
     text_keep = L.write_policy(d, "text-keep.amon", head + "addr_text = keep\nip.client : cryptopan(key=k)\n")
+    server = L.write_policy(d, "server.amon", head.replace("ip.server : keep()", "ip.server : cryptopan(key=k2)") +
+                            'key k2 = file("keys/k.hex")\nip.client : keep()\n')
+    both = L.write_policy(d, "both.amon", 'key k = file("keys/k.hex")\nip.src, ip.dst : cryptopan(key=k)\n')
     inp = build(d)
     fails = []
     fails += check("kernel", d, amon, inp, kernel, True)
     fails += check("general", d, amon, inp, general, True)
     fails += check("keep", d, amon, inp, keep, False)
     fails += check("text-keep", d, amon, inp, text_keep, "headers only")
+    fails += together(d, amon, inp, [("client", kernel), ("server", server), ("both", both), ("keep", keep),
+                                     ("general", general), ("text-keep", text_keep)])
     return L.report(fails, "addresses as text: mapped at the same length on both paths")
 
 
