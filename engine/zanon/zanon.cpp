@@ -457,6 +457,16 @@ struct Store::Impl {
     return size_t(slot);
   }
 
+  // The lanes' fast path's lookup and count, with lane l's lock held: the
+  // value's slot, or -1 when it is not there. Out of line, as count_locked
+  // is: inlined into observe, the user search ran with fewer registers.
+  [[gnu::noinline]] ptrdiff_t lane_count(LaneLock& s, uint32_t sh, const Key& k, unsigned l, uint64_t user,
+                                         uint64_t t) {
+    const ptrdiff_t slot = find(k, sh, l);
+    if (slot >= 0) touch(s, size_t(slot), l, user, t);
+    return slot;
+  }
+
   // observe() for n consumers. Fast path: the value is there and the
   // thread's own lane releases it for every consumer; only that lane's lock
   // and lines are written. Otherwise every lane's lock is taken and the
@@ -469,9 +479,8 @@ struct Store::Impl {
     if (lanes > 1) {
       LaneLock& s = lock_of(sh, l);
       SpinGuard g(s.lock);
-      const ptrdiff_t slot = find(k, sh, l);
+      const ptrdiff_t slot = lane_count(s, sh, k, l, user, t);
       if (slot >= 0) {
-        touch(s, size_t(slot), l, user, t);
         size_t i = 0;
         while (i < nc && lane_releases(size_t(slot), l, t, cs[i])) ++i;
         if (i == nc) {
