@@ -373,19 +373,36 @@ struct Auditor {
     if (a.size() == al && (std::memcmp(a.data(), f + d.src_off(), al) == 0 ||
                            std::memcmp(a.data(), f + d.dst_off(), al) == 0))
       return;
-    const auto& F = l2l4::g_fields;
     const bool client = in_cidrs(pol->clients, k == Kind::Addr4 ? 4 : 6, reinterpret_cast<const uint8_t*>(a.data()));
-    const dsl::Rule* hit = nullptr;
-    for (auto* rr : addr_rules) {
-      for (auto* fd : rr->fields)
-        if (fd->id == (client ? F.ip_client : F.ip_server)) hit = rr;
-      if (hit) break;
-    }
+    address_by_rule(fi, k, a, addr_rule(-1, client), client ? "ip.client" : "ip.server", user, t);
+  }
+
+  // The first address rule that applies to an address at position `pos`
+  // (0 source, 1 destination; -1 for one that is neither) on the side
+  // `is_client` says, as the runtime picks it; null: none, it travels as it
+  // is.
+  const dsl::Rule* addr_rule(int pos, bool is_client) const {
+    const auto& F = l2l4::g_fields;
+    for (auto* rr : addr_rules)
+      for (auto* fd : rr->fields) {
+        const FieldId n = fd->id;
+        if ((n == F.ip_src && pos == 0) || (n == F.ip_dst && pos == 1) || (n == F.ip_client && is_client) ||
+            (n == F.ip_server && !is_client))
+          return rr;
+      }
+    return nullptr;
+  }
+
+  // An address under its rule `hit`: kept, released by z-anonymity (the
+  // brute-force count), or protected as `cls`, less what the action itself
+  // writes back.
+  void address_by_rule(size_t fi, Kind k, const std::string& a, const dsl::Rule* hit, const std::string& cls,
+                       const std::string& user, uint64_t t) {
     FieldRule fr{hit};
     if (fr.keep()) return allow(fi, k, a);
     if (fr.zanon() && counts.observe("server-addr", a, user, t, fr.z(), fr.dt())) return allow(fi, k, a);
     allow_derived(fi, k, a, hit->action);
-    if (!names_no_host(k, a)) protect(k, a, client ? "ip.client" : "ip.server", fr);
+    if (!names_no_host(k, a)) protect(k, a, cls, fr);
   }
 
   // One value a plugin found in the original, by the kind of value it is.
@@ -563,31 +580,13 @@ struct Auditor {
       for (int pos = 0; pos < 2; ++pos) {
         std::string a(reinterpret_cast<const char*>(f + (pos ? d.dst_off() : d.src_off())), d.addr_len());
         bool is_client = side == 2 || side == pos;
-        const dsl::Rule* hit = nullptr;
-        for (auto* rr : addr_rules) {
-          for (auto* fd : rr->fields) {
-            const auto& F = l2l4::g_fields;
-            const FieldId n = fd->id;
-            if ((n == F.ip_src && pos == 0) || (n == F.ip_dst && pos == 1) || (n == F.ip_client && is_client) ||
-                (n == F.ip_server && !is_client)) {
-              hit = rr;
-              break;
-            }
-          }
-          if (hit) break;
-        }
-        FieldRule fr{hit};
+        const dsl::Rule* hit = addr_rule(pos, is_client);
         std::string cls = hit ? hit->fields[0]->name : "ip";
         if (hit)
           for (auto* fd : hit->fields)
             if (fd->name == (pos ? "ip.dst" : "ip.src") || fd->name == (is_client ? "ip.client" : "ip.server"))
               cls = fd->name;
-        if (fr.keep()) allow(fi, ak, a);
-        else if (fr.zanon() && counts.observe("server-addr", a, user, t, fr.z(), fr.dt())) allow(fi, ak, a);
-        else {
-          allow_derived(fi, ak, a, hit->action);
-          if (!names_no_host(ak, a)) protect(ak, a, cls, fr);
-        }
+        address_by_rule(fi, ak, a, hit, cls, user, t);
       }
       app_values(fi, f, d, side, user, t);
     }

@@ -196,8 +196,9 @@ class WorkerPath {
   // Burst scratch, kept here so a burst does not construct them anew.
   Decoded ds_[FlowTable::kBurstMax];
   PacketMeta metas_[FlowTable::kBurstMax];
-  // With more than one consumer: the burst's shared scans for address text
-  // (PacketMeta::text); null with one, which would only pay for the memo.
+  // The burst's shared scans for address text (PacketMeta::text), made the
+  // first time more than one consumer rewrites; null until then (one
+  // consumer would only pay for the memo).
   std::unique_ptr<AddrTextMemo[]> text_memos_;
   const uint8_t* datas_[FlowTable::kBurstMax];
   bool want_[FlowTable::kBurstMax];

@@ -44,6 +44,17 @@ struct Fields {
     }();
     return f;
   }
+  // The field a name's role makes it: the question, an owner name of a
+  // record, or a name inside a record's data.
+  FieldId of(NameRole r) const {
+    switch (r) {
+      case NameRole::Qname: return qname;
+      case NameRole::AnswerOwner:
+      case NameRole::AuthorityOwner:
+      case NameRole::AdditionalOwner: return answer_name;
+      default: return rdata_name;
+    }
+  }
 };
 
 // A worker's parse: one message (UDP), or a TCP payload's messages, each
@@ -137,11 +148,7 @@ void emit_message(const State& s, uint32_t base, void (*emit)(void*, const Proto
     const NameRef& n = pr.names[i];
     ProtoOcc o;
     o.kind = OccKind::Name;
-    o.field = n.role == NameRole::Qname ? F.qname
-              : n.role == NameRole::AnswerOwner || n.role == NameRole::AuthorityOwner ||
-                      n.role == NameRole::AdditionalOwner
-                  ? F.answer_name
-                  : F.rdata_name;
+    o.field = F.of(n.role);
     o.repeat = n.role == NameRole::Qname && pr.hdr.qr();
     o.index = uint16_t(i), o.off = base + n.off, o.len = n.wire_len, o.text = pr.name_text(i);
     emit(ctx, o);
@@ -280,15 +287,8 @@ void reverse_apply(uint8_t* msg, const RevLabel* rl, unsigned n, RewriteHost& ho
   auto fn = [](void* vctx, const NameView& nv) -> names::Decision {
     auto* x = static_cast<Ctx*>(vctx);
     const Fields& F = *x->F;
-    FieldId f;
-    bool owner = false;
-    switch (nv.role) {
-      case NameRole::Qname: f = F.qname; break;
-      case NameRole::AnswerOwner:
-      case NameRole::AuthorityOwner:
-      case NameRole::AdditionalOwner: f = F.answer_name, owner = true; break;
-      default: f = F.rdata_name; break;
-    }
+    const FieldId f = F.of(nv.role);
+    const bool owner = f == F.answer_name;
     const bool ex = x->exchange && (nv.index == 0 || (owner && x->recalled && nv.text == x->qname));
     return x->host->decide_name(f, nv.text, ex);
   };

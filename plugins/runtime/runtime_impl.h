@@ -303,9 +303,9 @@ struct ProgramInstance::MsgNames {
 // The consumer's rules as a plugin that rewrites its messages itself sees
 // them (protocol.h): each value gets its field's rule, as an occurrence
 // would; names are decided once per message, and an exchange's names as its
-// query had them. One per instance, made at its first message and pointed
-// at each packet's Eval: setting a host up per packet cost as much as the
-// rest of the call.
+// query had them. One per instance, made with it and pointed at each
+// packet's Eval: setting a host up per packet cost as much as the rest of
+// the call.
 class ProgramInstance::PluginHost final : public RewriteHost {
  public:
   explicit PluginHost(ProgramInstance& self) : self_(self) {}
@@ -341,7 +341,6 @@ class ProgramInstance::PluginHost final : public RewriteHost {
   void drop() override { e_->drop = true; }
 
  private:
-  friend class ProgramInstance;
   ProgramInstance& self_;
   Eval* e_ = nullptr;
   ExchangeRecall rc_;
