@@ -21,6 +21,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <climits>
 #include <csignal>
 #include <cstdio>
 #include <cstring>
@@ -48,6 +49,8 @@ namespace amon {
 namespace {
 
 constexpr uint16_t kBurst = 32;
+// Records per writev of an output file (IOV_MAX / 2: a header and the bytes).
+constexpr unsigned kWriteBatch = IOV_MAX / 2;
 
 std::atomic<int> g_signal{0};  // a stop (SIGINT, SIGTERM)
 std::atomic<int> g_hup{0};     // a reload asked for (SIGHUP, /amon/reload); one is queued at most
@@ -156,31 +159,49 @@ void file_writer_main(FileWriter* fw) {
   for (long c = 0, n = sysconf(_SC_NPROCESSORS_ONLN); c < n && c < CPU_SETSIZE; ++c) CPU_SET(c, &all);
   pthread_setaffinity_np(pthread_self(), sizeof(all), &all);
   const bool registered = rte_thread_register() == 0;
-  rte_mbuf* pkts[kBurst];
+  // Records leave in batches of up to kWriteBatch (one writev each) but
+  // never more than the ring holds: the pool is sized for a ring's worth in
+  // each writer's hands.
+  const unsigned batch = std::min<unsigned>(kWriteBatch, rte_ring_get_capacity(fw->ring));
+  std::vector<rte_mbuf*> pkts(batch);
+  unsigned have = 0;
+  bool waited = false;
   // A file never needs the latency a NIC does: yield and sleep when idle,
   // live or offline, so a writer never takes a core from a worker.
   Idle idle(true);
   for (;;) {
-    const unsigned n = rte_ring_sc_dequeue_burst(fw->ring, reinterpret_cast<void**>(pkts), kBurst, nullptr);
-    if (n == 0) {
-      // stop is set after the last enqueue; the ring is read again after it.
-      if (fw->stop.load(std::memory_order_acquire) && rte_ring_empty(fw->ring)) break;
-      idle.wait();
+    const unsigned n = rte_ring_sc_dequeue_burst(fw->ring, reinterpret_cast<void**>(pkts.data() + have),
+                                                 batch - have, nullptr);
+    have += n;
+    // stop is set after the last enqueue; the ring is read again after it.
+    const bool last = n == 0 && fw->stop.load(std::memory_order_acquire) && rte_ring_empty(fw->ring);
+    // Write a full batch, or what there is once the ring stayed empty over
+    // a wait (the workers are slower than the file: no reason to hold it).
+    if (have == batch || (have && n == 0 && (waited || last))) {
+      // After a failed write the rest is freed unwritten (workers must not
+      // block on a dead file); the run stops reading and exits non-zero.
+      if (!fw->failed.load(std::memory_order_relaxed)) {
+        fw->pcap->write_burst(pkts.data(), have);
+        if (fw->pcap->failed()) {
+          fw->error = fw->pcap->failure();
+          fw->failed.store(true, std::memory_order_release);
+        } else {
+          fw->written.store(fw->written.load(std::memory_order_relaxed) + have, std::memory_order_relaxed);
+        }
+      }
+      rte_pktmbuf_free_bulk(pkts.data(), have);
+      have = 0;
+      waited = false;
+      idle.reset();
       continue;
     }
-    idle.reset();
-    // After a failed write the rest is freed unwritten (workers must not
-    // block on a dead file); the run stops reading and exits non-zero.
-    if (!fw->failed.load(std::memory_order_relaxed)) {
-      for (unsigned i = 0; i < n; ++i) fw->pcap->write(pkts[i]);
-      if (fw->pcap->failed()) {
-        fw->error = fw->pcap->failure();
-        fw->failed.store(true, std::memory_order_release);
-      } else {
-        fw->written.store(fw->written.load(std::memory_order_relaxed) + n, std::memory_order_relaxed);
-      }
+    if (last) break;
+    if (n == 0) {
+      idle.wait();
+      waited = true;
+    } else {
+      waited = false;
     }
-    rte_pktmbuf_free_bulk(pkts, n);
   }
   std::string e = fw->pcap->close();
   if (fw->error.empty() && !e.empty()) {
@@ -1324,7 +1345,8 @@ EngineResult run_engine(const EngineConfig& cfg_in) {
         }
       }
       const bool wrote = drain_outputs(E) != 0;
-      if (got) progress.update(E.rx_total, pcap_bytes_read(E));
+      // ftell is an lseek: asked for only when the line is redrawn.
+      if (got && progress.due()) progress.update(E.rx_total, pcap_bytes_read(E));
       uint64_t now_tsc = rte_rdtsc();
       if (got) last_rx_tsc = now_tsc;
       if (E.zstore && now_tsc - last_sweep > E.tsc_hz / 10) {

@@ -1,10 +1,11 @@
 #include "pcap_port.h"
 
 #include <cerrno>
+#include <climits>
 #include <cstdio>
 #include <cstring>
-#include <stdio_ext.h>
 #include <stdexcept>
+#include <sys/uio.h>
 
 #include "mbuf_meta.h"
 
@@ -50,6 +51,7 @@ constexpr uint16_t kEtIpv4 = 0x0800, kEtIpv6 = 0x86dd, kEtPpp = 0x880b;
 // LinkHdr::len flag: the bytes are the whole (cut) header, written back as they are.
 constexpr uint8_t kLinkRaw = 0x80;
 constexpr uint32_t kEthLen = 14;
+constexpr size_t kStdioBuffer = size_t(1) << 20;
 
 inline uint16_t rd16(const uint8_t* p) { return uint16_t(p[0] << 8 | p[1]); }
 
@@ -204,7 +206,8 @@ PcapReader::PcapReader(const std::string& path, rte_mempool* pool) : pool_(pool)
   // one read() per 4 KiB of capture.
   FILE* f = std::fopen(path.c_str(), "rb");
   if (!f) throw std::runtime_error(path + ": " + std::strerror(errno));
-  std::setvbuf(f, nullptr, _IOFBF, 1 << 20);
+  buf_.reset(new char[kStdioBuffer]);
+  std::setvbuf(f, buf_.get(), _IOFBF, kStdioBuffer);
   p_ = pcap_fopen_offline_with_tstamp_precision(f, PCAP_TSTAMP_PRECISION_NANO, err);
   if (!p_) {
     std::fclose(f);
@@ -298,11 +301,6 @@ PcapWriter::PcapWriter(const std::string& path, bool nanosecond, int snaplen, in
     pcap_close(dead_);
     throw std::runtime_error(path + ": " + std::strerror(errno));
   }
-  std::setvbuf(f, nullptr, _IOFBF, 1 << 20);
-  // One thread writes a file at a time (its writer; the constructor and
-  // close() around it, ordered by the thread's start and join): the two
-  // fwrite calls pcap_dump makes per record need not lock the stream.
-  __fsetlocking(f, FSETLOCKING_BYCALLER);
   d_ = pcap_dump_fopen(dead_, f);
   if (!d_) {
     std::string e = pcap_geterr(dead_);
@@ -310,6 +308,10 @@ PcapWriter::PcapWriter(const std::string& path, bool nanosecond, int snaplen, in
     pcap_close(dead_);
     throw std::runtime_error(path + ": " + e);
   }
+  // libpcap wrote the file header through stdio; records go straight to the
+  // descriptor after it.
+  fd_ = fileno(f);
+  if (std::fflush(f) != 0) err_ = errno;
 }
 
 PcapWriter::~PcapWriter() {
@@ -317,59 +319,98 @@ PcapWriter::~PcapWriter() {
   if (dead_) pcap_close(dead_);
 }
 
-bool PcapWriter::failed() const { return d_ && std::ferror(pcap_dump_file(d_)); }
+bool PcapWriter::failed() const { return err_ != 0; }
 
-std::string PcapWriter::failure() const { return path_ + ": " + std::strerror(errno); }
+std::string PcapWriter::failure() const { return path_ + ": " + std::strerror(err_ ? err_ : errno); }
 
 std::string PcapWriter::close() {
   if (!d_) return close_error_;
   FILE* f = pcap_dump_file(d_);
-  // pcap_dump_close() reports nothing, so the last buffer is flushed here
-  // where its error can be seen.
-  const bool bad = std::ferror(f) || std::fflush(f) != 0 || std::ferror(f);
-  if (bad) close_error_ = failure();
+  // pcap_dump_close() reports nothing, so the stream is flushed here where
+  // its error can be seen.
+  if (err_ == 0 && (std::ferror(f) || std::fflush(f) != 0)) err_ = errno ? errno : EIO;
+  if (err_) close_error_ = failure();
   pcap_dump_close(d_);
   d_ = nullptr;
   return close_error_;
 }
 
-void PcapWriter::write(const rte_mbuf* m) {
-  pcap_pkthdr h{};
-  uint64_t ts = mbuf_ts(m);
-  h.ts.tv_sec = time_t(ts / 1000000000ULL);
-  h.ts.tv_usec = suseconds_t(nano_ ? ts % 1000000000ULL : ts % 1000000000ULL / 1000);
-  h.caplen = m->pkt_len;
-  h.len = mbuf_wire_len(m);
-  const uint8_t* data;
-  if (linktype_ != DLT_EN10MB && m->pkt_len >= kEthLen) {
-    // The original link header in place of the stand-in Ethernet header.
-    uint8_t eth[kEthLen], hdr[32];
-    const uint8_t* e = static_cast<const uint8_t*>(rte_pktmbuf_read(m, 0, kEthLen, eth));
-    uint32_t hl = ethernet_to_link(linktype_, e, *mbuf_link_hdr(m), hdr);
-    linear_.resize(hl + m->pkt_len - kEthLen);
-    std::memcpy(linear_.data(), hdr, hl);
-    if (m->pkt_len > kEthLen) {
-      uint8_t* dst = linear_.data() + hl;
-      // rte_pktmbuf_read copies only when the bytes span segments.
-      const void* src = rte_pktmbuf_read(m, kEthLen, m->pkt_len - kEthLen, dst);
-      if (src != dst) std::memcpy(dst, src, m->pkt_len - kEthLen);
+void PcapWriter::write_burst(rte_mbuf* const* pkts, unsigned n) {
+  if (err_ || !d_) return;
+  recs_.resize(n);
+  iov_.resize(size_t(2) * n);
+  // Records of another link type, and chained mbufs, are made whole in
+  // linear_: sized first, so the pointers into it stay valid.
+  size_t need = 0;
+  for (unsigned i = 0; i < n; ++i)
+    if (linktype_ != DLT_EN10MB || pkts[i]->nb_segs != 1) need += pkts[i]->pkt_len + 32;
+  linear_.resize(need);
+  size_t used = 0;
+  for (unsigned i = 0; i < n; ++i) {
+    const rte_mbuf* m = pkts[i];
+    const uint64_t ts = mbuf_ts(m);
+    Rec& r = recs_[i];
+    // libpcap's record header: 32-bit seconds and fraction, host order.
+    r.sec = uint32_t(ts / 1000000000ULL);
+    r.frac = uint32_t(nano_ ? ts % 1000000000ULL : ts % 1000000000ULL / 1000);
+    r.caplen = m->pkt_len;
+    r.len = mbuf_wire_len(m);
+    const uint8_t* data;
+    if (linktype_ != DLT_EN10MB && m->pkt_len >= kEthLen) {
+      // The original link header in place of the stand-in Ethernet header.
+      uint8_t eth[kEthLen], hdr[32];
+      const uint8_t* e = static_cast<const uint8_t*>(rte_pktmbuf_read(m, 0, kEthLen, eth));
+      const uint32_t hl = ethernet_to_link(linktype_, e, *mbuf_link_hdr(m), hdr);
+      uint8_t* out = linear_.data() + used;
+      std::memcpy(out, hdr, hl);
+      if (m->pkt_len > kEthLen) {
+        uint8_t* dst = out + hl;
+        // rte_pktmbuf_read copies only when the bytes span segments.
+        const void* src = rte_pktmbuf_read(m, kEthLen, m->pkt_len - kEthLen, dst);
+        if (src != dst) std::memcpy(dst, src, m->pkt_len - kEthLen);
+      }
+      r.caplen = hl + m->pkt_len - kEthLen;
+      r.len = r.len - kEthLen + hl;
+      data = out;
+      used += r.caplen;
+    } else if (m->nb_segs == 1) {
+      data = rte_pktmbuf_mtod(m, const uint8_t*);
+    } else {
+      uint8_t* out = linear_.data() + used;
+      const void* src = rte_pktmbuf_read(m, 0, m->pkt_len, out);
+      if (src != out) std::memcpy(out, src, m->pkt_len);
+      data = out;
+      used += m->pkt_len;
     }
-    h.caplen = uint32_t(linear_.size());
-    h.len = h.len - kEthLen + hl;
-    data = linear_.data();
-  } else if (m->nb_segs == 1) {
-    data = rte_pktmbuf_mtod(m, const uint8_t*);
-  } else {
-    linear_.resize(m->pkt_len);
-    data = static_cast<const uint8_t*>(rte_pktmbuf_read(m, 0, m->pkt_len, linear_.data()));
+    iov_[2 * i] = {&r, sizeof r};
+    iov_[2 * i + 1] = {const_cast<uint8_t*>(data), r.caplen};
+    bytes_ += r.caplen;
   }
-  pcap_dump(reinterpret_cast<u_char*>(d_), &h, data);
-  ++packets_;
-  bytes_ += h.caplen;
-}
-
-void PcapWriter::flush() {
-  if (d_) pcap_dump_flush(d_);
+  packets_ += n;
+  // The records go out from the mbufs themselves: the kernel's copy into
+  // the page cache is the only one (through stdio there were two).
+  iovec* v = iov_.data();
+  size_t left = iov_.size();
+  while (left) {
+    const int cnt = int(std::min<size_t>(left, IOV_MAX));
+    const ssize_t w = ::writev(fd_, v, cnt);
+    if (w < 0) {
+      if (errno == EINTR) continue;
+      err_ = errno;
+      return;
+    }
+    // A short write (a signal, a file size limit): go on after its last byte.
+    size_t done = size_t(w);
+    while (left && done >= v->iov_len) {
+      done -= v->iov_len;
+      ++v;
+      --left;
+    }
+    if (left) {
+      v->iov_base = static_cast<uint8_t*>(v->iov_base) + done;
+      v->iov_len -= done;
+    }
+  }
 }
 
 }  // namespace amon

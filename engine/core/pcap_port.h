@@ -1,13 +1,16 @@
 // amon's own pcap file port. DPDK's pcap PMD stamps output records with the
 // wall clock and drops the original length of truncated records; offline
-// anonymization must keep both, so files are read and written here with
-// libpcap at nanosecond precision.
+// anonymization must keep both, so files are read here with libpcap at
+// nanosecond precision and written in its format (libpcap writes the file
+// header; the records go out with writev straight from the mbufs).
 #pragma once
 
 #include <pcap/pcap.h>
 #include <rte_mbuf.h>
+#include <sys/uio.h>
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -50,6 +53,10 @@ class PcapReader {
 
  private:
   rte_mbuf* to_mbuf(const pcap_pkthdr* h, const u_char* data);
+  // The stdio buffer, ours: glibc ignores setvbuf's size when it allocates
+  // the buffer itself (a 4 KiB read() per 4 KiB of capture). Freed after the
+  // destructor has closed the FILE.
+  std::unique_ptr<char[]> buf_;
   pcap_t* p_ = nullptr;
   rte_mempool* pool_;
   std::string path_, error_;
@@ -71,13 +78,12 @@ class PcapWriter {
   ~PcapWriter();
   PcapWriter(const PcapWriter&) = delete;
   PcapWriter& operator=(const PcapWriter&) = delete;
-  // Writes one record (caplen = pkt_len, len = the wire length) and frees nothing.
-  void write(const rte_mbuf* m);
-  void flush();
-  // A write that failed (disk full, EIO): the stdio stream's error flag,
-  // sticky, so one check after a batch sees any record of it that failed.
-  // The message names the file and errno's text as the failing write(2) left
-  // it, so call it on the thread that writes, right after the batch.
+  // Writes one record per mbuf (caplen = pkt_len, len = the wire length)
+  // with one writev per IOV_MAX/2 records, and frees nothing. Batches of a
+  // few hundred records keep the system calls few.
+  void write_burst(rte_mbuf* const* pkts, unsigned n);
+  // A write that failed (disk full, EIO), sticky: after it nothing more is
+  // written. The message names the file and the failing call's errno.
   bool failed() const;
   std::string failure() const;
   // Flushes and closes the file; "" or why the data did not all reach it.
@@ -87,11 +93,19 @@ class PcapWriter {
   uint64_t bytes() const { return bytes_; }
 
  private:
+  // libpcap's record header (pcap_sf_pkthdr), as pcap_dump writes it.
+  struct Rec {
+    uint32_t sec, frac, caplen, len;
+  };
   pcap_t* dead_ = nullptr;
-  pcap_dumper_t* d_ = nullptr;
+  pcap_dumper_t* d_ = nullptr;  // writes the file header; owns the FILE
+  int fd_ = -1;
+  int err_ = 0;  // errno of the first failed write, 0 while none has
   std::string path_, close_error_;
   bool nano_;
   int linktype_;
+  std::vector<Rec> recs_;
+  std::vector<iovec> iov_;
   std::vector<uint8_t> linear_;
   uint64_t packets_ = 0, bytes_ = 0;
 };

@@ -32,6 +32,8 @@ int Progress::format(char* buf, size_t n, uint64_t packets, uint64_t bytes_read,
                        (unsigned long long)packets, mbs, frac * 100, eta);
 }
 
+bool Progress::due() const { return enabled_ && mono_ns() >= next_ns_; }
+
 void Progress::update(uint64_t packets, uint64_t bytes_read) {
   if (!enabled_) return;
   const uint64_t now = mono_ns();

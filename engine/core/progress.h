@@ -13,7 +13,9 @@ class Progress {
  public:
   // total_bytes: the inputs' size (0: unknown, no percentage or ETA).
   Progress(bool enabled, uint64_t total_bytes, FILE* out = stderr);
-  // Cheap when there is nothing to draw (one clock read).
+  // Whether update would draw now (one clock read), so callers can skip
+  // gathering figures that cost a system call.
+  bool due() const;
   void update(uint64_t packets, uint64_t bytes_read);
   void finish();
   // The line for these figures (what update draws), for tests and benchmarks.

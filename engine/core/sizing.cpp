@@ -16,6 +16,11 @@ namespace {
 constexpr uint32_t kLiveFlows = 1u << 18;
 constexpr size_t kLiveValues = size_t{1} << 20;
 constexpr uint32_t kMaxRing = 4096;
+// Offline a full ring makes its producer wait (nothing is dropped), so a
+// ring need only cover a thread's scheduling delay. Deeper rings held
+// 4 x 4096 copies in flight with four output files: a 118 MiB pool to
+// commit at start for no speed.
+constexpr uint32_t kMaxRingOffline = 1024;
 // The smallest record that can open a flow: a record header and an IPv4
 // header with no link layer (raw IP) and nothing after it.
 constexpr uint64_t kMinFlowRecord = 16 + 20;
@@ -68,8 +73,8 @@ Sizes plan_sizes(const EngineConfig& cfg) {
   s.flows_per_worker = cfg.flows_per_worker ? cfg.flows_per_worker : pow2_clamp(max_flows, 1024, kLiveFlows);
   s.zanon_values = cfg.zanon_max_values ? cfg.zanon_max_values : pow2_clamp(max_values, 4096, kLiveValues);
   // Rings deeper than the file has packets only cost memory.
-  s.ring = pow2_clamp(max_packets, 64, kMaxRing);
-  s.mbuf_cache = s.ring >= kMaxRing || live || !cfg.offline ? 256 : 32;
+  s.ring = pow2_clamp(max_packets, 64, live || !cfg.offline ? kMaxRing : kMaxRingOffline);
+  s.mbuf_cache = s.ring >= kMaxRingOffline || live || !cfg.offline ? 256 : 32;
   const uint64_t hold = cfg.hold.enabled ? std::min<uint64_t>(cfg.hold.segments, max_packets) : 0;
   // What can hold an mbuf at once: each worker's input ring, burst and held
   // segments, each consumer's output ring (and a copy in flight per
