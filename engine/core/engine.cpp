@@ -1265,7 +1265,7 @@ EngineResult run_engine(const EngineConfig& cfg_in) {
       w->path = std::make_unique<WorkerPath>(
           E.programs, E.pool,
           std::make_unique<FlowTable>("flows_" + std::to_string(wi), E.sizes.flows_per_worker, cfg.flow_timeouts,
-                                      int(rte_socket_id())),
+                                      int(rte_socket_id()), /*commit=*/!cfg.offline),
           cfg.hold);
       w->path->set_burst_sink(enqueue_out_burst);
       for (auto& i : E.inputs)

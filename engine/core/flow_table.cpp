@@ -76,7 +76,8 @@ inline uint64_t load64be(const uint8_t* p) {
 
 }  // namespace
 
-FlowTable::FlowTable(const std::string& name, uint32_t capacity, const FlowTimeouts& timeouts, int socket)
+FlowTable::FlowTable(const std::string& name, uint32_t capacity, const FlowTimeouts& timeouts, int socket,
+                     bool commit)
     : cap_(capacity ? capacity : 1), to_(timeouts) {
   // 4 entries per 8-slot bucket on average when full: about 2 % of the
   // buckets then spill into the next one.
@@ -102,15 +103,14 @@ FlowTable::FlowTable(const std::string& name, uint32_t capacity, const FlowTimeo
   }
   buckets_ = reinterpret_cast<Bucket*>(base);
   entries_ = reinterpret_cast<FlowEntry*>(base + bbytes);
-  // Touched now, not on the packet path: the table's memory is committed up
-  // front (bounded, and no page faults while packets wait).
-  for (uint32_t i = 0; i < nb; ++i) new (&buckets_[i]) Bucket{};
-  // Lowest indexes first: a lightly used table stays compact.
-  for (uint32_t i = 0; i < cap_; ++i) {
-    new (&entries_[i]) FlowEntry{};
-    entries_[i].hash = i + 1 < cap_ ? i + 1 : kNone;
+  // Fresh anonymous memory reads as zero: an all-zero bucket is empty and an
+  // all-zero entry unused, so the table is valid before anything is written.
+  if (commit) {
+    // Touched now, not on the packet path: the table's memory is committed
+    // up front (bounded, and no page faults while packets wait).
+    for (uint32_t i = 0; i < nb; ++i) new (&buckets_[i]) Bucket{};
+    for (uint32_t i = 0; i < cap_; ++i) new (&entries_[i]) FlowEntry{};
   }
-  free_head_ = 0;
 }
 
 FlowTable::~FlowTable() {
@@ -287,10 +287,11 @@ void FlowTable::evict_one(uint64_t now_ns) {
 }
 
 void FlowTable::expire(uint64_t now_ns, uint32_t budget) {
-  const uint32_t n = cap_;
+  // Entries never used hold nothing to expire.
+  const uint32_t n = fresh_;
   for (uint32_t k = 0; k < budget && k < n; ++k) {
-    uint32_t i = sweep_pos_;
-    sweep_pos_ = (sweep_pos_ + 1) % n;
+    uint32_t i = sweep_pos_ % n;
+    sweep_pos_ = (i + 1) % n;
     FlowEntry& e = entries_[i];
     if (e.used && now_ns > e.last_ns + timeout_of(e) && !held(e)) {
       st_.closed += (e.fin & 3) == 3 || (e.fin & 4);
@@ -316,8 +317,9 @@ void FlowTable::insert(const uint8_t* pkt, const Decoded& d, const FlowKey& k, u
     expire(ts_ns, 256);
     if (size_ >= cap_) evict_one(ts_ns);
   }
-  bool ok = free_head_ != kNone;
-  if (ok && !place(h, free_head_)) {
+  uint32_t idx = spare();
+  bool ok = idx != kNone;
+  if (ok && !place(h, idx)) {
     // Its buckets are full as far as an entry may spill: the oldest flow of
     // its home bucket makes room.
     uint32_t victim = oldest_in_home(h);
@@ -325,7 +327,8 @@ void FlowTable::insert(const uint8_t* pkt, const Decoded& d, const FlowKey& k, u
       remove(victim);
       ++st_.evicted;
     }
-    ok = place(h, free_head_);
+    idx = spare();
+    ok = place(h, idx);
   }
   if (!ok) {
     meta.flow = nullptr;  // no state: every decision is taken as for a new flow (fail closed)
@@ -334,9 +337,9 @@ void FlowTable::insert(const uint8_t* pkt, const Decoded& d, const FlowKey& k, u
     meta.roles_uncertain = true;
     return;
   }
-  const uint32_t idx = free_head_;
   FlowEntry& e = entries_[idx];
-  free_head_ = e.hash;
+  if (idx == free_head_) free_head_ = e.hash;
+  else ++fresh_;
   e = FlowEntry{};
   e.key = k;
   e.hash = h;

@@ -85,7 +85,12 @@ bool likely_server_port(uint16_t port);
 
 class FlowTable {
  public:
-  FlowTable(const std::string& name, uint32_t capacity, const FlowTimeouts& timeouts, int socket);
+  // commit: write the whole table now, so no page faults while packets wait
+  // (a live link). Otherwise the table grows by use: entries are handed out
+  // lowest index first and only the pages of flows seen are touched (an
+  // offline run of a file with few flows needs no more).
+  FlowTable(const std::string& name, uint32_t capacity, const FlowTimeouts& timeouts, int socket,
+            bool commit = true);
   ~FlowTable();
   FlowTable(const FlowTable&) = delete;
   FlowTable& operator=(const FlowTable&) = delete;
@@ -175,10 +180,14 @@ class FlowTable {
   size_t map_bytes_ = 0;
   void* map_ = nullptr;
   uint32_t nb_ = 0;
-  // Unused entries form a stack linked through their `hash` field.
+  // Freed entries form a stack linked through their `hash` field; entries
+  // at and above fresh_ were never used (zero pages until touched).
   static constexpr uint32_t kNone = UINT32_MAX;
   uint32_t free_head_ = kNone;
+  uint32_t fresh_ = 0;
   uint32_t cap_, size_ = 0, sweep_pos_ = 0;
+  // An entry to use: a freed one, else the next never used; kNone when full.
+  uint32_t spare() const { return free_head_ != kNone ? free_head_ : fresh_ < cap_ ? fresh_ : kNone; }
   FlowTimeouts to_;
   uint64_t timeout_of(const FlowEntry& e) const {
     if ((e.fin & 3) == 3 || (e.fin & 4)) return to_.closed;

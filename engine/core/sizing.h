@@ -4,8 +4,10 @@
 // milliseconds and holds megabytes; live ports keep the sizes a busy link
 // needs. A size set in the YAML configuration or on the command line wins.
 //
-// Memory is committed deliberately: the mbuf pool and the flow tables are
-// written once when created (no page faults while packets wait); the
+// Memory is committed deliberately: the mbuf pool is written once when
+// created, and so are the flow tables of a live run (no page faults while
+// packets wait). Offline, a flow table grows by use: the bound above is for
+// the worst file, and an ordinary one touches a fraction of it. The
 // z-anonymity store maps its table and touches a page when a value first
 // lands there, so it costs what the capture's values use.
 #pragma once

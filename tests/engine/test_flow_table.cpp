@@ -113,7 +113,9 @@ TEST_CASE("flow table: a UDP datagram whose header cannot be read takes no roles
 
 TEST_CASE("flow table: idle flows expire, closed TCP flows sooner", "[flows]") {
   FlowTimeouts to;
-  FlowTable t("t", 1024, to, 0);
+  // Committed up front (live) or grown by use (offline): the same table.
+  const bool commit = GENERATE(true, false);
+  FlowTable t("t", 1024, to, 0, commit);
   look(t, udp4(1, 2, 1000, 53), 0);
   look(t, tcp4("10.0.0.1", "10.0.0.2", 1, 2, 0x02), 0);
   look(t, tcp4("10.0.0.1", "10.0.0.2", 1, 2, 0x11), 1);   // FIN from the client
@@ -133,7 +135,8 @@ TEST_CASE("flow table: idle flows expire, closed TCP flows sooner", "[flows]") {
 
 TEST_CASE("flow table: a full table stays bounded and still gives every packet a flow", "[flows]") {
   const uint32_t cap = 512;
-  FlowTable t("t", cap, FlowTimeouts{}, 0);
+  const bool commit = GENERATE(true, false);
+  FlowTable t("t", cap, FlowTimeouts{}, 0, commit);
   std::mt19937 rng(7);
   for (uint32_t i = 0; i < 20 * cap; ++i) {
     PacketMeta m = look(t, udp4(rng(), rng(), uint16_t(rng()), 53), 1 + i);
@@ -151,7 +154,8 @@ TEST_CASE("flow table: entries stay findable through inserts and removals", "[fl
   // neighbours; every flow must still be found, and removal must not lose
   // the flows that spilled past the removed one.
   const uint32_t cap = 256;
-  FlowTable t("t", cap, FlowTimeouts{}, 0);
+  const bool commit = GENERATE(true, false);
+  FlowTable t("t", cap, FlowTimeouts{}, 0, commit);
   std::vector<Pkt> flows;
   for (uint32_t i = 0; i < cap; ++i) flows.push_back(udp4(0x0a000000 + i, 0xc0000201, uint16_t(1000 + i), 53));
   for (uint32_t i = 0; i < cap; ++i) CHECK(look(t, flows[i], 1).flow_first);
@@ -197,12 +201,13 @@ TEST_CASE("flow table: burst lookups give what single lookups give, through coll
   // many packets of a burst share a home bucket, new flows land in buckets
   // later packets of the burst look at, and (the first size) the table is
   // full, so inserts evict and expire.
+  const bool commit = GENERATE(true, false);
   for (uint32_t cap : {64u, 1024u}) {
     for (uint32_t pool : {cap * 3, cap / 2}) {
       // A third table takes the bursts through stage() and lookup_staged(),
       // as the worker does.
-      FlowTable one("one", cap, FlowTimeouts{}, 0), burst("burst", cap, FlowTimeouts{}, 0),
-          staged("staged", cap, FlowTimeouts{}, 0);
+      FlowTable one("one", cap, FlowTimeouts{}, 0, commit), burst("burst", cap, FlowTimeouts{}, 0, commit),
+          staged("staged", cap, FlowTimeouts{}, 0, commit);
       std::mt19937 rng(cap + pool);
       std::vector<Pkt> flows;
       for (uint32_t i = 0; i < pool; ++i) {
