@@ -399,6 +399,10 @@ void PcapWriter::write_burst(rte_mbuf* const* pkts, unsigned n) {
       err_ = errno;
       return;
     }
+    if (w == 0) {  // nothing taken and no error: it would loop forever
+      err_ = EIO;
+      return;
+    }
     // A short write (a signal, a file size limit): go on after its last byte.
     size_t done = size_t(w);
     while (left && done >= v->iov_len) {
