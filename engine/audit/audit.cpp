@@ -15,6 +15,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "cryptopan.h"
 #include "l2l4.h"
 #include "policy.h"
 #include "protocol.h"
@@ -216,15 +217,53 @@ struct Auditor {
     return b[15] <= 1;  // :: and ::1
   }
 
+  // Crypto-PAn by (call, rotation epoch), for cryptopan_fixed.
+  std::map<std::pair<const ActionCall*, uint64_t>, std::unique_ptr<CryptoPAn>> cpans;
+
+  // Whether cryptopan() with this call's key gives `a` back unchanged at
+  // time t. Crypto-PAn's one-time pad repeats a bit wherever the address
+  // agrees with the pad, so a key maps a small share of addresses onto
+  // themselves (for some keys several per thousand of a /8; doc/cryptopan.md).
+  // Such an address in the output is the policy's own doing. The primitive
+  // is the reference algorithm (its vectors in tests/crypto); the epoch key
+  // is derived as doc/cryptopan.md defines it.
+  bool cryptopan_fixed(const ActionCall& c, Kind k, const std::string& a, uint64_t t) {
+    const ArgValue* kv = c.arg("key");
+    if (!kv || !kv->key || kv->key->bytes.size() != 32) return false;
+    const int64_t rot = c.int_or("rotate", 0);
+    const uint64_t epoch = rot > 0 ? t / uint64_t(rot) : 0;
+    std::unique_ptr<CryptoPAn>& cp = cpans[{&c, epoch}];
+    if (!cp) {
+      CryptoPAnKey base;
+      std::memcpy(base.data(), kv->key->bytes.data(), 32);
+      cp = std::make_unique<CryptoPAn>(rot > 0 ? CryptoPAn::derive_epoch_key(base, epoch) : base);
+    }
+    if (k == Kind::Addr4) {
+      uint32_t v;
+      std::memcpy(&v, a.data(), 4);
+      v = ntohl(v);
+      return cp->anon_v4(v) == v;
+    }
+    uint8_t out[16];
+    cp->anon_v6(reinterpret_cast<const uint8_t*>(a.data()), out);
+    return std::memcmp(out, a.data(), 16) == 0;
+  }
+
   // What a rule's action writes where it leaves part of the value: prefix(n)
   // keeps the first n bits (and may thus give back the address itself),
-  // zero() writes zeros. Those bytes are the policy's to give.
+  // zero() writes zeros, cryptopan() may map an address onto itself. Those
+  // bytes are the policy's to give.
   void allow_derived(size_t fi, Kind k, const std::string& a, const ActionCall& c) {
     const ActionCall* x = &c;
     if (c.desc->uses_zstore) {
       auto* fb = c.arg("fallback");
       if (!fb || !fb->action) return;
       x = fb->action.get();
+    }
+    if (x->desc->kind == ActionKind::CryptoPan) {
+      if ((k == Kind::Addr4 && a.size() == 4) || (k == Kind::Addr6 && a.size() == 16))
+        if (cryptopan_fixed(*x, k, a, in[fi].ts)) allow(fi, k, a);
+      return;
     }
     int bits = -1;
     if (x->desc->kind == ActionKind::Zero) bits = 0;

@@ -7,7 +7,8 @@
 planted: leaks planted into otherwise correct outputs are found (a name
 copied back in, an address left in a DHCP option, a DHCP host name copied
 back in, a name released with z-1 users, a client address left in clear on
-a capture that starts mid-flow), and
+a capture that starts mid-flow, a client restored next to one the key maps
+onto itself), and
 the engine's own outputs of the same inputs pass.
 
 shipped: every shipped policy on every capture of --pcaps, one `amon pcap`
@@ -17,7 +18,7 @@ the most leaks it may have; "possible" hits (short binary values in opaque
 bytes) are allowed where POSSIBLE explains them.
 
 Exit 0 pass, 1 a check failed, 77 skipped (no captures). Python standard
-library only.
+library only, and the openssl tool for AES.
 """
 
 import argparse
@@ -349,6 +350,61 @@ def planted(args):
                 js = audit(args, p + ".amon", mid, outs[p], work)
                 if js and js["leaks"]:
                     fail("roles: mid-flow capture with %s.amon leaks %d: %s" % (p, js["leaks"], js["leak_list"][:3]))
+
+    # 6. Crypto-PAn maps some addresses onto themselves: its one-time pad
+    # repeats a bit wherever the address agrees with the pad, so the address
+    # equal to the pad's first 32 bits gets a pad of one repeated bit, all
+    # zeros (a fixed point) or all ones, by the key. A key with a fixed point
+    # (AES by the openssl tool: standard library only here): the engine
+    # writes that client back as it was, and the audit must call it the
+    # policy's own output; another client restored in the output is a leak.
+    def aes(k16, block):
+        return subprocess.run(["openssl", "enc", "-aes-128-ecb", "-nopad", "-K", k16.hex()], input=block,
+                              capture_output=True, check=True, timeout=60).stdout
+    fixed = None
+    for _ in range(256):
+        key = os.urandom(32)
+        pad = aes(key[:16], key[16:])
+        if aes(key[:16], pad)[0] & 0x80 == 0 and 0 < pad[0] < 224 and pad[0] != 127 and pad[3] != 255:
+            fixed = ".".join(str(b) for b in pad[:4])
+            break
+    if not fixed:
+        fail("planted fixed point: no key with a fixed point in 256 tries")
+    else:
+        kp = os.path.join(work, "keys", "fixed.hex")
+        with open(kp, "w") as f:
+            f.write(key.hex() + "\n")
+        os.chmod(kp, 0o600)
+        other = "198.51.100.7"
+        fpol = os.path.join(work, "fixed.amon")
+        with open(fpol, "w") as f:
+            f.write('key k = file("keys/fixed.hex")\nclients = { %s/32, %s/32 }\nip.client : cryptopan(key=k)\n'
+                    % (fixed, other))
+        fin = os.path.join(work, "fixed-in.pcap")
+        recs = [[t, 0, 0, udp4(fixed, "192.0.2.53", 40001, 53, b"fixed point")],
+                [t + 1, 0, 0, udp4(other, "192.0.2.53", 40002, 53, b"other client")]]
+        for r in recs:
+            r[2] = len(r[3])
+        write_pcap(fin, hdr, end, recs)
+        fout = os.path.join(work, "fixed-out.pcap")
+        if amon_pcap(args, fin, [("f", fpol, fout)], work):
+            ho, eo, frec = read_pcap(fout)
+            src = [".".join(str(b) for b in r[3][26:30]) for r in frec]
+            if len(src) != 2 or src[0] != fixed or src[1] == other:
+                fail("planted fixed point: the engine should write %s back as it was and change %s, wrote %s"
+                     % (fixed, other, src))
+            js = audit(args, fpol, fin, fout, work)
+            if js and js["leaks"]:
+                fail("planted fixed point: %s, which the key maps onto itself, was reported: %s"
+                     % (fixed, js["leak_list"][:3]))
+            if len(frec) == 2:
+                frec[1][3][26:30] = bytes(map(int, other.split(".")))
+                planted_out = os.path.join(work, "fixed-planted.pcap")
+                write_pcap(planted_out, ho, eo, frec)
+                js = audit(args, fpol, fin, planted_out, work)
+                if js and [h["value"] for h in js["leak_list"] if h["class"] == "ip.client"] != [other]:
+                    fail("planted fixed point: only %s restored in frame 2 should leak, got %s"
+                         % (other, js["leak_list"][:3]))
 
 
 # ---------------------------------------------------------------------------
