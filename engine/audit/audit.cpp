@@ -217,8 +217,9 @@ struct Auditor {
     return b[15] <= 1;  // :: and ::1
   }
 
-  // Crypto-PAn by (call, rotation epoch), for cryptopan_fixed.
-  std::map<std::pair<const ActionCall*, uint64_t>, std::unique_ptr<CryptoPAn>> cpans;
+  // Crypto-PAn by (call, rotation epoch), for cryptopan_fixed; cached, as
+  // the same address recurs in frame after frame.
+  std::map<std::pair<const ActionCall*, uint64_t>, std::unique_ptr<CryptoPAnCache>> cpans;
 
   // Whether cryptopan() with this call's key gives `a` back unchanged at
   // time t. Crypto-PAn's one-time pad repeats a bit wherever the address
@@ -232,20 +233,21 @@ struct Auditor {
     if (!kv || !kv->key || kv->key->bytes.size() != 32) return false;
     const int64_t rot = c.int_or("rotate", 0);
     const uint64_t epoch = rot > 0 ? t / uint64_t(rot) : 0;
-    std::unique_ptr<CryptoPAn>& cp = cpans[{&c, epoch}];
+    std::unique_ptr<CryptoPAnCache>& cp = cpans[{&c, epoch}];
     if (!cp) {
       CryptoPAnKey base;
       std::memcpy(base.data(), kv->key->bytes.data(), 32);
-      cp = std::make_unique<CryptoPAn>(rot > 0 ? CryptoPAn::derive_epoch_key(base, epoch) : base);
+      cp = std::make_unique<CryptoPAnCache>(rot > 0 ? CryptoPAn::derive_epoch_key(base, epoch) : base, 1 << 12,
+                                            1 << 10);
     }
     if (k == Kind::Addr4) {
       uint32_t v;
       std::memcpy(&v, a.data(), 4);
       v = ntohl(v);
-      return cp->anon_v4(v) == v;
+      return cp->anon_v4_cached(v) == v;
     }
     uint8_t out[16];
-    cp->anon_v6(reinterpret_cast<const uint8_t*>(a.data()), out);
+    cp->anon_v6_cached(reinterpret_cast<const uint8_t*>(a.data()), out);
     return std::memcmp(out, a.data(), 16) == 0;
   }
 

@@ -36,23 +36,22 @@ namespace {
     auto& x = *static_cast<Sum*>(t);
     if (!x.taken) *x.old_sum = csum_sum({x.pl, x.plen}), x.taken = true;
   };
+  // The consumer's mapping of each address; null where it left it as it was.
+  const uint8_t* mapped[2];
+  for (int i = 0; i < 2; ++i) {
+    const uint8_t* new_a = buf + (i ? d.dst_off() : d.src_off());
+    mapped[i] = std::memcmp(old + i * alen, new_a, alen) != 0 ? new_a : nullptr;
+  }
   AddrTextCount n;
   if (memo && memo->scanned != scan) find_addrs_text(pl, scan, old, old + alen, alen, *memo);
   if (memo && !memo->overflow) {
-    const uint8_t* mapped[2];
-    for (int i = 0; i < 2; ++i) {
-      const uint8_t* new_a = buf + (i ? d.dst_off() : d.src_off());
-      mapped[i] = std::memcmp(old + i * alen, new_a, alen) != 0 ? new_a : nullptr;
-    }
     n = apply_addrs_text(pl, *memo, mapped[0], mapped[1], alen, before, &s);
   } else {
     const uint8_t* olds[2];
     const uint8_t* news[2];
     unsigned k = 0;
-    for (int i = 0; i < 2; ++i) {
-      const uint8_t* new_a = buf + (i ? d.dst_off() : d.src_off());
-      if (std::memcmp(old + i * alen, new_a, alen) != 0) olds[k] = old + i * alen, news[k++] = new_a;
-    }
+    for (int i = 0; i < 2; ++i)
+      if (mapped[i]) olds[k] = old + i * alen, news[k++] = mapped[i];
     n = map_addrs_text(pl, scan, olds, news, k, alen, before, &s);
   }
   if (!(n.mapped | n.zeroed)) return;
