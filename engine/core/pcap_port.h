@@ -101,6 +101,11 @@ class PcapWriter {
   pcap_dumper_t* d_ = nullptr;  // writes the file header; owns the FILE
   int fd_ = -1;
   int err_ = 0;  // errno of the first failed write, 0 while none has
+  // Disk space reserved ahead of the writes (a regular file whose file
+  // system takes fallocate): the file offset written up to and reserved to.
+  bool reserve_ = false;
+  uint64_t end_ = 0, reserved_ = 0;
+  void reserve(size_t batch);
   std::string path_, close_error_;
   bool nano_;
   int linktype_;
