@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "runtime.h"
+#include "scratch.h"
 #include "zanon.h"
 
 namespace amon::testing {
@@ -25,19 +26,10 @@ namespace amon::testing {
 // Key file 0 or 1 (the Crypto-PAn reference key and another), written once
 // per test program into a fresh directory, mode 0600.
 inline std::string key_file(int which = 0) {
-  static std::string dir = [] {
-    char d[] = "/tmp/amon-test-keys-XXXXXX";
-    REQUIRE(mkdtemp(d) != nullptr);
-    const char* keys[] = {"1522178d33a4cf80130a5b1649907d10d8988f837979652762574c2d2a842202",
-                          "0f1e2d3c4b5a69788796a5b4c3d2e1f00112233445566778899aabbccddeeff0"};
-    for (int i = 0; i < 2; ++i) {
-      std::string p = std::string(d) + "/k" + std::to_string(i) + ".hex";
-      std::ofstream(p) << keys[i] << "\n";
-      chmod(p.c_str(), 0600);
-    }
-    return std::string(d);
-  }();
-  return dir + "/k" + std::to_string(which) + ".hex";
+  static const std::string keys[] = {
+      amon_test::scratch_key("k0.hex", "1522178d33a4cf80130a5b1649907d10d8988f837979652762574c2d2a842202"),
+      amon_test::scratch_key("k1.hex", "0f1e2d3c4b5a69788796a5b4c3d2e1f00112233445566778899aabbccddeeff0")};
+  return keys[which];
 }
 
 // One store for the test program: zmax 8, so a rule with z above 8 always hides.

@@ -167,12 +167,11 @@ struct Pair {
 std::vector<std::string> generated() {
   static std::vector<std::string> files = [] {
     std::vector<std::string> out;
-    char dir[] = "/tmp/amon-test-tun-XXXXXX";
-    REQUIRE(mkdtemp(dir) != nullptr);
+    const std::string& dir = amon_test::scratch_dir();
     for (const char* t : {"gtpu", "vxlan", "geneve", "gre", "ipip"})
       for (bool csum : {false, true}) {
         gen::Options o;
-        o.out = std::string(dir) + "/" + t + (csum ? "-csum" : "") + ".pcap";
+        o.out = dir + "/" + t + (csum ? "-csum" : "") + ".pcap";
         o.seed = 7;
         o.packets = 1500;
         o.tunnel = t;

@@ -25,6 +25,7 @@
 #include "policy.h"
 #include "registry.h"
 #include "runtime.h"
+#include "scratch.h"
 
 using namespace amon;
 using namespace amon_test;
@@ -373,14 +374,7 @@ Bytes ecs_query(uint8_t source_bits, const Bytes& subnet) {
 const char* kEcsKey = "1522178d33a4cf80130a5b1649907d10d8988f837979652762574c2d2a842202";
 
 std::string ecs_key_file() {
-  static std::string path = [] {
-    char dir[] = "/tmp/amon-test-fields-XXXXXX";
-    REQUIRE(mkdtemp(dir) != nullptr);
-    std::string p = std::string(dir) + "/ecs.hex";
-    std::ofstream(p) << kEcsKey << "\n";
-    chmod(p.c_str(), 0600);
-    return p;
-  }();
+  static const std::string path = amon_test::scratch_key("ecs.hex", kEcsKey);
   return path;
 }
 

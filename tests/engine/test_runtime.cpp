@@ -20,6 +20,7 @@
 #include "policy.h"
 #include "registry.h"
 #include "runtime.h"
+#include "scratch.h"
 
 using namespace amon;
 using namespace amon_test;
@@ -31,14 +32,7 @@ namespace {
 const char* kSampleKey = "1522178d33a4cf80130a5b1649907d10d8988f837979652762574c2d2a842202";
 
 std::string key_file() {
-  static std::string path = [] {
-    char dir[] = "/tmp/amon-test-runtime-XXXXXX";
-    REQUIRE(mkdtemp(dir) != nullptr);
-    std::string p = std::string(dir) + "/sample.hex";
-    std::ofstream(p) << kSampleKey << "\n";
-    chmod(p.c_str(), 0600);
-    return p;
-  }();
+  static const std::string path = scratch_key("sample.hex", kSampleKey);
   return path;
 }
 
