@@ -159,6 +159,8 @@ void file_writer_main(FileWriter* fw) {
   for (long c = 0, n = sysconf(_SC_NPROCESSORS_ONLN); c < n && c < CPU_SETSIZE; ++c) CPU_SET(c, &all);
   pthread_setaffinity_np(pthread_self(), sizeof(all), &all);
   const bool registered = rte_thread_register() == 0;
+  // Named for top -H and perf, beside DPDK's rte-worker-N.
+  pthread_setname_np(pthread_self(), "amon-write");
   // Records leave in batches of up to kWriteBatch (one writev each) but
   // never more than the ring holds: the pool is sized for a ring's worth in
   // each writer's hands.
