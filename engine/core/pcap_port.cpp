@@ -338,8 +338,9 @@ std::string PcapWriter::close() {
   // pcap_dump_close() reports nothing, so the stream is flushed here where
   // its error can be seen.
   if (err_ == 0 && (std::ferror(f) || std::fflush(f) != 0)) err_ = errno ? errno : EIO;
-  // Space reserved past the last record goes back (ext4 and XFS free blocks
-  // past the end of file on a truncate to the same size).
+  // Space reserved past the last record goes back: a truncate to the same
+  // size frees the blocks past the end of file (ext4 and tmpfs, checked
+  // with du; ext4 ignores a hole punched there).
   if (reserved_ > end_) {
     const off_t at = lseek(fd_, 0, SEEK_CUR);
     if ((at < 0 || ftruncate(fd_, at) != 0) && err_ == 0) err_ = errno;

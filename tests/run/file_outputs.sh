@@ -28,6 +28,14 @@ for c in 0 1 2 3; do args+=(--consumer "c$c=p.amon:c$c.pcap"); done
 for c in 0 1 2 3; do
   cmp -s one.pcap "c$c.pcap" || bad "c$c.pcap differs from the single output's file"
 done
+# Each writer reserves disk space ahead of its writes and must give back
+# what it did not use: no more allocated than the file's bytes, to the
+# block (a few blocks of slack for file systems that keep metadata there).
+for f in one.pcap c0.pcap c3.pcap; do
+  read -r size blocks bsize < <(stat -c '%s %b %B' "$f")
+  (( blocks * bsize <= size + 65536 )) ||
+    bad "$f: $((blocks * bsize)) bytes allocated for $size bytes (reserved space not released)"
+done
 python3 - one.json four.json <<'PY' || fail=1
 import json, sys
 for path in sys.argv[1:]:
