@@ -90,7 +90,9 @@ Sizes plan_sizes(const EngineConfig& cfg) {
   // lcore structures, the heap's bookkeeping), measured under 8 MiB.
   // Offline the pool is packed (engine.cpp, create_pool); a pool a device
   // may DMA into keeps each mbuf inside one page.
-  const uint64_t per_mbuf = cfg.offline ? mbuf_bytes() : 4096;
+  // The offline pool's stack handler keeps a 16-byte node per mbuf
+  // (rte_stack_lf_elem) beside the pool.
+  const uint64_t per_mbuf = cfg.offline ? mbuf_bytes() + 16 : 4096;
   uint64_t bytes = uint64_t(s.mbufs) * per_mbuf + (workers + consumers) * uint64_t(s.ring) * 8 +
                    (uint64_t(16) << 20);
   s.eal_mb = uint32_t((bytes + (1 << 20) - 1) >> 20);
