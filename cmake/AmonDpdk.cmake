@@ -30,8 +30,9 @@ option(AMON_DPDK_STATIC "Link DPDK statically (only the drivers in AMON_DPDK_DRI
 # The virtual devices amon documents (null, ring, pcap, af_packet), the vdev
 # and PCI buses, the mempool handlers (ring for live pools, stack for
 # offline ones), and the NIC drivers that need no library outside DPDK
-# (Intel 1/10/25/40/100G, virtio, VMXNET3, ENA, Broadcom). Mellanox NICs need rdma-core: add net_mlx5 (and link
-# libibverbs/libmlx5) or build with AMON_DPDK_STATIC=OFF.
+# (Intel 1/10/25/40/100G, virtio, VMXNET3, ENA, Broadcom). Mellanox NICs
+# need rdma-core: add net_mlx5 (and link libibverbs/libmlx5) or build with
+# AMON_DPDK_STATIC=OFF.
 set(AMON_DPDK_DRIVERS
     "bus_vdev;bus_pci;mempool_ring;mempool_stack;net_null;net_ring;net_pcap;net_af_packet;net_virtio;net_vmxnet3;net_e1000;net_ixgbe;net_i40e;common_iavf;net_iavf;net_ice;net_ena;net_bnxt"
     CACHE STRING "DPDK drivers linked into a static build (librte_<name>.a)")
