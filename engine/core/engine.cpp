@@ -548,20 +548,6 @@ uint64_t pcap_bytes_read(const Engine& E) {
   return b;
 }
 
-// An offline pool is a stack, last freed first out. The ring every other
-// pool uses hands out the least recently freed mbuf, so a run cycles its
-// whole pool (30 MiB for four output files) through the caches and each
-// copy lands in memory the CPU has long evicted; from a stack the reader
-// and the worker mostly get back mbufs a writer has just emptied. The
-// lock-free stack, where the CPU has the 128-bit compare-and-swap it needs:
-// offline threads outnumber small machines' cores, and a thread preempted
-// inside the spinlocked stack's lock would stall the others.
-#if defined(RTE_ARCH_X86_64) || defined(RTE_ARCH_ARM64)
-constexpr const char* kOfflinePoolOps = "lf_stack";
-#else
-constexpr const char* kOfflinePoolOps = "stack";
-#endif
-
 // rte_pktmbuf_pool_create, but offline (no device that DMAs) with mbufs
 // packed back to back: on 4 KiB pages an IOVA-contiguous pool fits one
 // 2.3 KiB mbuf per page, 1.7 times the memory to commit and fault in.
@@ -576,6 +562,15 @@ rte_mempool* create_pool(const Engine& E) {
   if (!mp) return nullptr;
   rte_pktmbuf_pool_private priv{};
   priv.mbuf_data_room_size = RTE_MBUF_DEFAULT_BUF_SIZE;
+  // An offline pool is a stack (kOfflinePoolOps), last freed first out.
+  // The ring every other pool uses hands out the least recently freed
+  // mbuf, so a run cycles its whole pool (30 MiB for four output files)
+  // through the caches and each copy lands in memory the CPU has long
+  // evicted; from a stack the reader and the worker mostly get back mbufs
+  // a writer has just emptied. Lock-free because offline threads outnumber
+  // a small machine's cores, and a thread preempted inside the spinlocked
+  // stack's lock would stall the others. Without the handler linked, the
+  // ring.
   if (rte_mempool_set_ops_byname(mp, kOfflinePoolOps, nullptr) != 0 &&
       rte_mempool_set_ops_byname(mp, rte_mbuf_best_mempool_ops(), nullptr) != 0) {
     rte_mempool_free(mp);

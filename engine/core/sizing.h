@@ -29,6 +29,15 @@ struct Sizes {
   uint32_t eal_mb = 0;           // EAL memory (-m): the pool, the rings, DPDK's own
 };
 
+// The mempool handler of an offline pool: a stack, last freed first out
+// (engine.cpp, create_pool, says why). The lock-free one where the CPU has
+// the 128-bit compare-and-swap it needs.
+#if defined(__x86_64__) || defined(__aarch64__)
+inline constexpr const char* kOfflinePoolOps = "lf_stack";
+#else
+inline constexpr const char* kOfflinePoolOps = "stack";
+#endif
+
 // Bytes one unit of each table costs (for --help and the sizing notes).
 size_t flow_slot_bytes();
 size_t mbuf_bytes();

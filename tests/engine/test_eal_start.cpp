@@ -1,6 +1,6 @@
 // EAL as amon links it: the TSC frequency EAL adopts at start-up (in a static
 // build, engine/core/dpdk_tsc.c's short measurement) against a slow
-// measurement of our own, and the drivers and mempool handler the engine
+// measurement of our own, and the drivers and mempool handlers the engine
 // finds by name.
 #include <rte_cycles.h>
 #include <rte_eal.h>
@@ -16,6 +16,8 @@
 #include <cstdlib>
 #include <ctime>
 #include <string>
+
+#include "sizing.h"
 
 namespace {
 
@@ -63,12 +65,12 @@ TEST_CASE("EAL's TSC frequency agrees with a 300 ms measurement") {
 #endif
 }
 
-TEST_CASE("the drivers and the mempool handler amon uses are linked in") {
+TEST_CASE("the drivers and the mempool handlers amon uses are linked in") {
   eal();
   const std::string pcap_args = std::string("net_pcap0,rx_pcap=") + AMON_PCAPS_DIR "/dns-tcp-simple.pcap";
   // Each vdev probed, found as a port, and removed again (the driver frees
   // what it opened: the pcap file, the socket).
-  for (const std::string args : {std::string("net_null0"), std::string("net_ring0"), pcap_args,
+  for (const std::string& args : {std::string("net_null0"), std::string("net_ring0"), pcap_args,
                                  std::string("net_af_packet0,iface=lo")}) {
     INFO(args);
     REQUIRE(rte_dev_probe(args.c_str()) == 0);
@@ -84,5 +86,20 @@ TEST_CASE("the drivers and the mempool handler amon uses are linked in") {
   rte_mempool* mp = rte_pktmbuf_pool_create("eal_start", 255, 0, 0, RTE_MBUF_DEFAULT_BUF_SIZE, int(rte_socket_id()));
   REQUIRE(mp != nullptr);
   CHECK(std::string(rte_mempool_get_ops(mp->ops_index)->name) == "ring_mp_mc");
+  rte_mempool_free(mp);
+  // The offline pools' handler hands back the mbuf freed last (a ring would
+  // hand out the oldest free one). No per-lcore cache, so the handler
+  // itself answers.
+  mp = rte_pktmbuf_pool_create_by_ops("eal_start_offline", 63, 0, 0, RTE_MBUF_DEFAULT_BUF_SIZE, int(rte_socket_id()),
+                                      amon::kOfflinePoolOps);
+  REQUIRE(mp != nullptr);
+  CHECK(std::string(rte_mempool_get_ops(mp->ops_index)->name) == amon::kOfflinePoolOps);
+  rte_mbuf* m[3];
+  REQUIRE(rte_pktmbuf_alloc_bulk(mp, m, 3) == 0);
+  rte_pktmbuf_free(m[0]);
+  rte_pktmbuf_free(m[2]);
+  rte_pktmbuf_free(m[1]);
+  CHECK(rte_pktmbuf_alloc(mp) == m[1]);
+  CHECK(rte_pktmbuf_alloc(mp) == m[2]);
   rte_mempool_free(mp);
 }
