@@ -1,8 +1,9 @@
-/* LD_PRELOAD library for benchmarks and output comparisons only: every
- * random secret (hidden names' masks, the store's and the user hash's keys,
- * the DNS query memory's secret) comes out the same in every run, so
- * callgrind counts repeat to the instruction and two builds' `amon pcap`
- * outputs can be compared with cmp. Never link it into amon. */
+/* LD_PRELOAD library for benchmarks, output comparisons and the audit
+ * suite only: every random secret (hidden names' masks, the store's and the
+ * user hash's keys, the DNS query memory's secret) comes out the same in
+ * every run, so callgrind counts repeat to the instruction, two builds'
+ * `amon pcap` outputs can be compared with cmp, and the audit suite audits
+ * the same bytes on every run. Never link it into amon. */
 #include <stddef.h>
 #include <sys/types.h>
 
