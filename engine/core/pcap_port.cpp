@@ -341,10 +341,7 @@ std::string PcapWriter::close() {
   // Space reserved past the last record goes back: a truncate to the same
   // size frees the blocks past the end of file (ext4 and tmpfs, checked
   // with du; ext4 ignores a hole punched there).
-  if (reserved_ > end_) {
-    const off_t at = lseek(fd_, 0, SEEK_CUR);
-    if ((at < 0 || ftruncate(fd_, at) != 0) && err_ == 0) err_ = errno;
-  }
+  if (reserved_ > end_ && ftruncate(fd_, off_t(end_)) != 0 && err_ == 0) err_ = errno;
   if (err_) close_error_ = failure();
   pcap_dump_close(d_);
   d_ = nullptr;
