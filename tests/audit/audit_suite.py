@@ -156,12 +156,17 @@ def pcap_env(args):
     return env
 
 
-def amon_pcap(args, cap, consumers, cwd):
+def run_pcap(args, cap, consumers, cwd):
+    """`amon pcap` on cap for (name, policy, output) consumers."""
     cmd = [args.amon, "pcap", "--read", cap, "--quiet"]
     for name, pol, out in consumers:
         cmd += ["--consumer", "%s=%s:%s" % (name, pol, out)]
-    pr = subprocess.run(cmd, capture_output=True, text=True, errors="replace", timeout=600, cwd=cwd,
-                        env=pcap_env(args))
+    return subprocess.run(cmd, capture_output=True, text=True, errors="replace", timeout=600, cwd=cwd,
+                          env=pcap_env(args))
+
+
+def amon_pcap(args, cap, consumers, cwd):
+    pr = run_pcap(args, cap, consumers, cwd)
     if pr.returncode != 0:
         fail("%s: amon pcap exit %d: %s" % (os.path.basename(cap), pr.returncode, pr.stderr.strip()[:300]))
     return pr.returncode == 0
@@ -432,9 +437,7 @@ def one_capture(args, work, pols, cap):
     os.makedirs(d, exist_ok=True)
     outs = [(p[:-5], os.path.join(work, p), os.path.join(d, p[:-5] + ".pcap")) for p in pols]
     t0 = time.time()
-    pr = subprocess.run([args.amon, "pcap", "--read", cap, "--quiet"] +
-                        sum((["--consumer", "%s=%s:%s" % o] for o in outs), []),
-                        capture_output=True, text=True, errors="replace", timeout=600, cwd=work, env=pcap_env(args))
+    pr = run_pcap(args, cap, outs, work)
     res = []
     # A capture cut short ends amon's input with exit 1 and everything before
     # the break written out; that much is audited like any other output.
