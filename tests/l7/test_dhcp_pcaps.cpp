@@ -13,7 +13,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <filesystem>
 #include <map>
 #include <memory>
 #include <set>
@@ -24,6 +23,7 @@
 #include "dhcp_samples.hpp"
 #include "keyed_hash.h"
 #include "pcap_walk.hpp"
+#include "scratch.h"
 
 using namespace amon;
 using namespace amon::l7test;
@@ -352,22 +352,7 @@ Totals check_file(const std::string& path, const std::string& tmp) {
 }
 
 // A private directory for the pcaps written, removed at exit.
-struct TmpDir {
-  std::string path;
-  TmpDir() {
-    char tpl[] = "/tmp/amon_test_dhcp_XXXXXX";
-    const char* p = mkdtemp(tpl);
-    path = p ? p : "";
-  }
-  ~TmpDir() {
-    if (!path.empty()) std::filesystem::remove_all(path);
-  }
-};
-std::string tmpdir() {
-  static TmpDir d;
-  REQUIRE_FALSE(d.path.empty());
-  return d.path;
-}
+const std::string& tmpdir() { return amon_test::scratch_dir(); }
 
 void report(const std::string& name, const Totals& t) {
   std::printf("%s: %u messages, %u parsed (%u fail closed), %u occurrences, %u matched by tshark, %u inside "
