@@ -1,5 +1,5 @@
 // The protocol-plugin interface: what an application protocol declares so
-// that the runtime (plugins/runtime) can recognise its packets, have them
+// that the runtime (engine/runtime) can recognise its packets, have them
 // parsed into field occurrences, apply each occurrence's rule and call the
 // protocol's fix-ups, without naming the protocol. One ProtocolPlugin per
 // protocol, registered with Registry::add_protocol (plugins/builtin).

@@ -79,7 +79,7 @@ void Registry::add_setting(SettingDesc d) {
 void Registry::add_protocol(const ProtocolPlugin& p) {
   if (protocol(p.name)) throw std::logic_error(std::string("protocol registered twice: ") + p.name);
   // The runtime gives each plugin a bit in 32-bit masks of applications
-  // and of protocols a condition names (plugins/runtime).
+  // and of protocols a condition names (engine/runtime).
   if (protocols_.size() == 16) throw std::logic_error("too many protocol plugins");
   if (p.carries && !protocol(p.carries))
     throw std::logic_error(std::string("protocol ") + p.name + " carries " + p.carries + ", which is not registered");

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Fails when engine/, dsl/ or plugins/runtime/ recognise an action, a field
+# Fails when engine/ (the runtime included) or dsl/ recognise an action, a field
 # or a protocol by comparing its name with a string literal (`== "zanon"`,
 # `"dns" != p`). Behaviour comes from the registry: an action's kind and
 # flags (ActionDesc::kind, uses_zstore, protects), a field's id. A name
@@ -21,7 +21,7 @@ cd "$root"
 names=$( { "$amon" fields | awk 'NR > 1 { print $1; split($1, p, "."); print p[1] }'
            "$amon" actions | awk 'NR > 1 { print $1 }'
            for d in plugins/*/; do
-             case $(basename "$d") in core|builtin|runtime|actions|crypto|l2l4|names) ;; *) basename "$d" ;; esac
+             case $(basename "$d") in core|builtin|actions|crypto|l2l4|names|template) ;; *) basename "$d" ;; esac
            done; } | sort -u | grep -E '^[a-z0-9_.]+$')
 [[ -n $names ]] || { echo "check_names: no names from $amon"; exit 1; }
 alt=$(echo "$names" | sed 's/\./\\./g' | paste -sd'|')
@@ -33,7 +33,7 @@ declare -A allowed=(
   [engine/core/config.cpp]='k == "zanon"'
   # `amon whatif --field`: the option's words, off the packet path (a report
   # on the three domain-name fields it knows how to replay).
-  [engine/whatif.cpp]='f == "(dns\.qname|tls\.sni|http\.host)"'
+  [engine/whatif/whatif.cpp]='f == "(dns\.qname|tls\.sni|http\.host)"'
 )
 
 fail=0
@@ -44,10 +44,10 @@ while IFS= read -r f; do
     echo "$f:$hit"
     fail=1
   done < <(grep -nE "$re" "$f" || true)
-done < <(find engine dsl plugins/runtime -type f \( -name '*.cpp' -o -name '*.h' -o -name '*.hpp' -o -name '*.y' -o -name '*.l' \) | sort)
+done < <(find engine dsl -type f \( -name '*.cpp' -o -name '*.h' -o -name '*.hpp' -o -name '*.y' -o -name '*.l' \) | sort)
 if [[ $fail != 0 ]]; then
   echo "check_names: the lines above recognise an action, field or protocol by its name; use the registry's"
   echo "ids and properties (ActionDesc::kind and flags, FieldDesc::id) instead"
   exit 1
 fi
-echo "check_names: engine/, dsl/ and plugins/runtime/ compare no action, field or protocol name ($(echo "$names" | wc -l) names)"
+echo "check_names: engine/ and dsl/ compare no action, field or protocol name ($(echo "$names" | wc -l) names)"
