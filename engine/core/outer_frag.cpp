@@ -4,12 +4,11 @@
 #include <cstring>
 
 #include "checksum.h"
+#include "bytes.h"
 
 namespace amon {
 
 namespace {
-inline uint16_t rd16(const uint8_t* p) { return uint16_t(p[0] << 8 | p[1]); }
-inline void wr16(uint8_t* p, uint16_t v) { p[0] = uint8_t(v >> 8), p[1] = uint8_t(v); }
 
 }  // namespace
 

@@ -13,6 +13,7 @@
 #include <stdexcept>
 
 #include "mbuf_meta.h"
+#include "bytes.h"
 
 namespace amon {
 
@@ -58,7 +59,6 @@ constexpr uint8_t kLinkRaw = 0x80;
 constexpr uint32_t kEthLen = 14;
 constexpr size_t kStdioBuffer = size_t(1) << 20;
 
-inline uint16_t rd16(const uint8_t* p) { return uint16_t(p[0] << 8 | p[1]); }
 
 uint16_t ethertype_of_version(const uint8_t* p, uint32_t cap) {
   if (cap == 0) return 0;

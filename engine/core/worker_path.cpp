@@ -4,6 +4,7 @@
 
 #include "mbuf_meta.h"
 #include "pcap_port.h"
+#include "bytes.h"
 
 namespace amon {
 
@@ -190,7 +191,6 @@ inline uint32_t tcp_seq(const uint8_t* data, const Decoded& d) {
   return uint32_t(t[0]) << 24 | uint32_t(t[1]) << 16 | uint32_t(t[2]) << 8 | t[3];
 }
 constexpr uint8_t kTcpFin = 0x01, kTcpRst = 0x04;
-inline uint16_t rd16(const uint8_t* p) { return uint16_t(p[0] << 8 | p[1]); }
 }  // namespace
 
 bool WorkerPath::holdable(const rte_mbuf* m, const Decoded& d, const PacketMeta& meta) const {

@@ -22,6 +22,7 @@
 #include "checksum.h"
 #include "keyed_hash.h"
 #include "zanon.h"
+#include "bytes.h"
 
 namespace amon {
 
@@ -162,13 +163,6 @@ inline bool both_clients(const dsl::Policy& pol, uint8_t family, const uint8_t* 
   return s_in == d_in && (s_in || roles_uncertain);
 }
 
-inline uint16_t rd16(const uint8_t* p) { return uint16_t(p[0] << 8 | p[1]); }
-// One 2-byte store: the checksums read these fields back as part of wider
-// words, and two byte stores under one load stall store forwarding.
-inline void wr16(uint8_t* p, uint16_t v) {
-  if constexpr (std::endian::native == std::endian::little) v = __builtin_bswap16(v);
-  std::memcpy(p, &v, 2);
-}
 
 inline ApplyCtx packet_ctx(const Decoded& d, const PacketMeta& m, ConsumerCounters& c) {
   ApplyCtx ctx;

@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "keyed_hash.h"
+#include "bytes.h"
 
 namespace amon::dhcp {
 
@@ -58,7 +59,6 @@ Version probe(const uint8_t* buf, size_t len) {
 
 namespace {
 
-inline uint16_t be16(const uint8_t* p) { return uint16_t(p[0] << 8 | p[1]); }
 inline char lower(char c) { return c >= 'A' && c <= 'Z' ? char(c + 32) : c; }
 
 // One parse: the buffer, the result being filled, and the first error.
@@ -163,10 +163,10 @@ struct Parser {
     if (!o) return false;
     uint32_t tag = 2;
     if (l >= 2) {
-      const uint16_t type = be16(b + v);
+      const uint16_t type = rd16(b + v);
       if (type == 1 || type == 3) tag = 4;
       if (type == 2) tag = 6;
-      if (l >= 4 && be16(b + v + 2) == 1) {
+      if (l >= 4 && rd16(b + v + 2) == 1) {
         if (type == 1 && l == 14) o->mac_off = uint16_t(v + 8);
         if (type == 3 && l == 10) o->mac_off = uint16_t(v + 4);
       }
@@ -279,7 +279,7 @@ struct Parser {
         const uint32_t e = v + l;
         for (uint32_t p = v; p < e;) {
           if (p + 5 > e) return fail(Status::Malformed, Error::SubOption, p);
-          const uint32_t ent = uint32_t(be16(b + p)) << 16 | be16(b + p + 2);
+          const uint32_t ent = uint32_t(rd16(b + p)) << 16 | rd16(b + p + 2);
           const uint32_t dl = b[p + 4], de = p + 5 + dl;
           if (de > e) return fail(Status::Malformed, Error::SubOption, p);
           // Other enterprises' data is theirs to define: not read, not refused.
@@ -367,8 +367,8 @@ struct Parser {
     if (depth > Result::kMaxDepth) return fail(Status::Malformed, Error::Depth, a);
     for (uint32_t p = a; p < e;) {
       if (p + 4 > e) return fail(Status::Malformed, Error::OptionPastEnd, p);
-      const uint16_t code = be16(b + p);
-      const uint32_t l = be16(b + p + 2), v = p + 4;
+      const uint16_t code = rd16(b + p);
+      const uint32_t l = rd16(b + p + 2), v = p + 4;
       if (v + l > e) return fail(Status::Malformed, Error::OptionPastEnd, p);
       if (!option6(code, v, l, depth)) return false;
       p = v + l;
@@ -407,7 +407,7 @@ struct Parser {
         if (!need(4)) return false;
         for (uint32_t p = v + 4; p < e;) {
           if (p + 2 > e) return fail(Status::Malformed, Error::SubOption, p);
-          const uint32_t il = be16(b + p);
+          const uint32_t il = rd16(b + p);
           if (p + 2 + il > e) return fail(Status::Malformed, Error::SubOption, p);
           if (il && !add(Field::VendorClass, Kind::Text, p + 2, il, code, depth, 0)) return false;
           p += 2 + il;
@@ -415,11 +415,11 @@ struct Parser {
         return true;
       case 17: {  // vendor-specific information: enterprise number, sub-options
         if (!need(4)) return false;
-        if (be16(b + v) != 0 || be16(b + v + 2) != 3561) return true;  // other enterprises: theirs to define
+        if (rd16(b + v) != 0 || rd16(b + v + 2) != 3561) return true;  // other enterprises: theirs to define
         for (uint32_t p = v + 4; p < e;) {
           if (p + 4 > e) return fail(Status::Malformed, Error::SubOption, p);
-          const uint16_t sc = be16(b + p);
-          const uint32_t sl = be16(b + p + 2);
+          const uint16_t sc = rd16(b + p);
+          const uint32_t sl = rd16(b + p + 2);
           if (p + 4 + sl > e) return fail(Status::Malformed, Error::SubOption, p);
           // Broadband Forum (enterprise 3561, TR-124): 12 the device's serial
           // number, 13 its product class; 11 (manufacturer OUI) is left.
@@ -449,7 +449,7 @@ struct Parser {
       case 79: {  // client link-layer address (RFC 6939): type, address
         if (!need(2)) return false;
         if (l == 2) return true;
-        if (be16(b + v) == 1 && l == 8) return add(Field::Chaddr, Kind::Mac, v + 2, 6, code, depth, 0) != nullptr;
+        if (rd16(b + v) == 1 && l == 8) return add(Field::Chaddr, Kind::Mac, v + 2, 6, code, depth, 0) != nullptr;
         return add(Field::Chaddr, Kind::Bytes, v + 2, l - 2, code, depth, 0) != nullptr;
       }
       case 87:  // DHCPv4-message (RFC 7341): a whole DHCPv4 message

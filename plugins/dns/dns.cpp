@@ -1,4 +1,5 @@
 #include "amon_dns.hpp"
+#include "bytes.h"
 
 #include <algorithm>
 #include <array>
@@ -31,7 +32,6 @@ const char* role_name(NameRole r) {
 
 namespace {
 
-inline uint16_t rd16(const uint8_t* p) { return uint16_t(p[0] << 8 | p[1]); }
 
 struct Parser {
   const uint8_t* m;

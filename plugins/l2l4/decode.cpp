@@ -3,12 +3,12 @@
 #include <utility>
 
 #include "l2l4.h"
+#include "bytes.h"
 
 namespace amon {
 
 namespace {
 
-inline uint16_t rd16(const uint8_t* p) { return uint16_t(p[0] << 8 | p[1]); }
 
 constexpr uint16_t kEthIpv4 = 0x0800, kEthIpv6 = 0x86dd, kEthVlan = 0x8100, kEthQinq = 0x88a8,
                    kEthQinqOld = 0x9100, kEthMpls = 0x8847, kEthMplsMc = 0x8848, kEthPppoeSess = 0x8864;

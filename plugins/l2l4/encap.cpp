@@ -5,13 +5,12 @@
 
 #include "checksum.h"
 #include "l2l4.h"
+#include "bytes.h"
 
 namespace amon {
 
 namespace {
 
-inline uint16_t rd16(const uint8_t* p) { return uint16_t(p[0] << 8 | p[1]); }
-inline void wr16(uint8_t* p, uint32_t v) { p[0] = uint8_t(v >> 8), p[1] = uint8_t(v); }
 
 // Where the span a layer's UDP or GRE checksum covers starts and ends, and
 // where the checksum field is; false when the layer has none in use or the

@@ -1,4 +1,5 @@
 #include "amon_quic.hpp"
+#include "bytes.h"
 
 #include <algorithm>
 #include <cstring>
@@ -27,8 +28,6 @@ const VersionInfo kV2{kVersion2, kSaltV2, "quicv2 key", "quicv2 iv", "quicv2 hp"
 const VersionInfo kD29{0xff00001d, kSaltD29, "quic key", "quic iv", "quic hp", false};
 const VersionInfo kD23{0xff000017, kSaltD23, "quic key", "quic iv", "quic hp", false};
 
-inline uint32_t rd32(const uint8_t* p) { return uint32_t(p[0]) << 24 | uint32_t(p[1]) << 16 | uint32_t(p[2]) << 8 | p[3]; }
-inline uint16_t rd16(const uint8_t* p) { return uint16_t(p[0] << 8 | p[1]); }
 
 // RFC 9000 16: a variable-length integer at p[*o], p[..end).
 bool varint(const uint8_t* p, size_t end, size_t& o, uint64_t& v) {

@@ -1,12 +1,12 @@
 #include <algorithm>
 #include "amon_tls.hpp"
+#include "bytes.h"
 
 #include <cstring>
 
 namespace amon::tls {
 namespace {
 
-inline uint16_t rd16(const uint8_t* p) { return uint16_t(p[0] << 8 | p[1]); }
 
 struct Parser {
   const uint8_t* buf;
