@@ -40,6 +40,7 @@ FIXRAND_ENV = "AMON_FIXRAND"
 CHECKS = [
     ("mixed-browsing-example.pcap", "flows", "flows-equal"),
     ("mixed-browsing-example.pcap", "meter", "flows-equal"),
+    ("mixed-browsing-example.pcap", "research", "flows-equal"),
     ("mixed-tls-http-nbns.pcap", "flows", "flows-equal"),
     ("mixed-tls-http-nbns.pcap", "meter", "flows-equal"),
     ("http-requests-4k.pcap", "flows", "flows-equal"),
