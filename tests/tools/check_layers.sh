@@ -69,18 +69,19 @@ lib_layer[amon]=top
 
 allowed_in() { [[ " ${may[$1]} " == *" $2 "* ]]; }
 
-while IFS= read -r f; do
+# One grep over every source: "file:header" per quoted include.
+while IFS=: read -r f inc; do
   l=$(layer_of "$f")
   [[ $l == other ]] && continue
-  while IFS= read -r inc; do
-    hl=${hdr_layer[$inc]:-}
-    [[ -z $hl ]] && continue   # generated (parser.hpp) or a system header in quotes
-    if ! allowed_in "$l" "$hl"; then
-      echo "$f includes $inc of the $hl layer: the $l layer may use only: ${may[$l]}"
-      fail=1
-    fi
-  done < <(grep -ohE '^\s*#\s*include\s+"[^"]+"' "$f" | sed -E 's/.*"([^"]+)".*/\1/' | xargs -r -n1 basename)
-done < <(find plugins dsl engine -type f \( -name '*.cpp' -o -name '*.c' -o -name '*.h' -o -name '*.hpp' -o -name '*.y' -o -name '*.l' \) | sort)
+  inc=${inc##*/}
+  hl=${hdr_layer[$inc]:-}
+  [[ -z $hl ]] && continue   # generated (parser.hpp) or a system header in quotes
+  if ! allowed_in "$l" "$hl"; then
+    echo "$f includes $inc of the $hl layer: the $l layer may use only: ${may[$l]}"
+    fail=1
+  fi
+done < <(find plugins dsl engine -type f \( -name '*.cpp' -o -name '*.c' -o -name '*.h' -o -name '*.hpp' -o -name '*.y' -o -name '*.l' \) -print0 \
+           | xargs -0 grep -HoE '^\s*#\s*include\s+"[^"]+"' | sed -E 's/^([^:]+):.*"([^"]+)".*/\1:\2/' | sort)
 
 while IFS= read -r c; do
   l=$(layer_of "$c")
@@ -103,14 +104,12 @@ for d in plugins/*/; do
   case $p in core|builtin|actions|crypto|l2l4|names|template) continue ;; esac
   plugins+=("$p")
 done
-while IFS= read -r f; do
-  for p in "${plugins[@]}"; do
-    if grep -qE "\\b${p}::|amon_${p}\\.hpp" "$f"; then
-      echo "$f names the $p plugin (${p}:: or amon_${p}.hpp): reach it through the registry and the plugin interface"
-      fail=1
-    fi
-  done
-done < <(find engine dsl -type f \( -name '*.cpp' -o -name '*.h' -o -name '*.hpp' -o -name '*.y' -o -name '*.l' \) | sort)
+alt=$(IFS='|'; echo "${plugins[*]}")
+while IFS= read -r hit; do
+  echo "$hit: names a protocol plugin (its namespace or header): reach it through the registry and the plugin interface"
+  fail=1
+done < <(find engine dsl -type f \( -name '*.cpp' -o -name '*.h' -o -name '*.hpp' -o -name '*.y' -o -name '*.l' \) -print0 \
+           | xargs -0 grep -HnoE "\\b($alt)::|amon_($alt)\\.hpp" | sort)
 
 [[ $fail == 0 ]] && echo "check_layers: includes and links point down the layers; engine/ and dsl/ name no protocol plugin"
 exit $fail
