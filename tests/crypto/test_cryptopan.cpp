@@ -88,7 +88,7 @@ TEST_CASE("CryptoPAn matches every public vector set (144 pairs)", "[cryptopan]"
     CHECK(checked == 144);
 }
 
-TEST_CASE("CryptoPAn quick anchors of the research report, sec. 4", "[cryptopan]") {
+TEST_CASE("CryptoPAn quick anchors: the sample key and key bytes 0..31", "[cryptopan]") {
     CryptoPAn pan(kSampleKey);
     CHECK(v4str(pan.anon_v4(v4("24.5.0.80"))) == "100.9.15.210");
     CHECK(v4str(pan.anon_v4(v4("208.234.120.210"))) == "227.154.67.17");

@@ -249,3 +249,40 @@ def report(fails, ok):
     if not fails:
         print(ok)
     return 1 if fails else 0
+
+
+def udp4_frame(src, dst, sport, dport, payload):
+    """An Ethernet/IPv4/UDP frame with correct checksums."""
+    s, d = ip4(src), ip4(dst)
+    udp = struct.pack("!HHHH", sport, dport, 8 + len(payload), 0) + payload
+    ck = _csum(s + d + struct.pack("!BBH", 0, 17, len(udp)) + udp) or 0xFFFF
+    udp = udp[:6] + struct.pack("!H", ck) + udp[8:]
+    iph = struct.pack("!BBHHHBBH4s4s", 0x45, 0, 20 + len(udp), 1, 0x4000, 64, 17, 0, s, d)
+    iph = iph[:10] + struct.pack("!H", _csum(iph)) + iph[12:]
+    eth = b"\x02\x00\x00\x00\x00\x02" + b"\x02\x00\x00\x00\x00\x01" + b"\x08\x00"
+    return eth + iph + udp
+
+
+def health(inp, out, label, fails):
+    """No new malformed/expert-error frames; Good checksums stay Good."""
+    _, rin = read_pcap(inp)
+    _, rout = read_pcap(out)
+    bi, bo = bad_frames(inp), bad_frames(out)
+    if len(rin) == len(rout):
+        new = sorted(bo - bi)
+        if new:
+            fails.append(f"{label}: tshark flags frames {new[:10]} malformed/error in the output, not in the input")
+        ci, co = checksum_status(inp), checksum_status(out)
+        turned = []
+        for fr, (ip, tcp, udp) in ci.items():
+            o = co.get(fr)
+            if not o:
+                continue
+            for a, b, what in ((ip, o[0], "ip"), (tcp, o[1], "tcp"), (udp, o[2], "udp")):
+                # status 1 = Good, 0 = Bad (tshark's enum)
+                if "1" in a and "0" in b and a.count("1") > b.count("1"):
+                    turned.append(f"{fr}/{what}")
+        if turned:
+            fails.append(f"{label}: Good checksums turned Bad in frames {turned[:10]}")
+    elif len(bo) > len(bi):
+        fails.append(f"{label}: {len(bo)} malformed/error frames in the output vs {len(bi)} in the input")

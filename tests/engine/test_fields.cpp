@@ -13,14 +13,16 @@
 #include <map>
 #include <memory>
 #include <regex>
+#include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "frames.h"
 #include "actions_rt.h"
 #include "cryptopan.h"
 #include "l2l4.h"
 #include "l7.h"
-#include "dhcp_build.hpp"
+#include "field_samples.h"
 #include "l7_build.hpp"
 #include "policy.h"
 #include "registry.h"
@@ -30,7 +32,24 @@
 using namespace amon;
 using namespace amon_test;
 
+namespace amon_test {
+
 namespace {
+std::vector<Samples (*)()>& sources() {
+  static std::vector<Samples (*)()> v;
+  return v;
+}
+}  // namespace
+
+SampleSource::SampleSource(Samples (*make)()) { sources().push_back(make); }
+
+Samples all_samples() {
+  Samples all;
+  for (auto make : sources())
+    for (auto& [name, sample] : make())
+      if (!all.emplace(name, sample).second) throw std::logic_error("two samples for field " + name);
+  return all;
+}
 
 Bytes text(const std::string& s) { return Bytes(s.begin(), s.end()); }
 
@@ -45,68 +64,35 @@ Bytes udp4(const Bytes& pl, uint16_t sport, uint16_t dport) {
   return cat({eth(0x0800), ipv4(h, cat({udp_hdr(sport, dport, uint16_t(8 + pl.size())), pl}))});
 }
 
-// A packet carrying each field, and the field's value in it. Fields of
-// the same protocol share a packet; a field missing here fails the test, so
-// a new field comes with its packet.
-struct Sample {
-  Bytes frame;
-  std::string value;
-  bool from_client = true;  // else a response: the client is the destination
-};
-const std::string kRequest =
-    "GET /path/x?q=1 HTTP/1.1\r\nHost: www.example.com\r\nUser-Agent: Agent/1.0\r\n"
-    "Referer: http://ref.example.net/a\r\nCookie: session=abc\r\nAuthorization: Basic dXNlcg==\r\n"
-    "X-Forwarded-For: 203.0.113.9\r\nOrigin: http://o.example.com\r\n"
-    "Proxy-Authorization: Basic cHJveHk=\r\nX-Real-IP: 198.51.100.77\r\nFrom: user@mail.example\r\n\r\n";
-const std::string kResponse =
-    "HTTP/1.1 302 Found\r\nServer: srv/2\r\nSet-Cookie: id=42\r\nLocation: http://loc.example.org/b\r\n"
-    "Content-Location: /c.html\r\nContent-Length: 0\r\n\r\n";
+}  // namespace amon_test
 
-// A DHCPREQUEST naming its host and vendor class (RFC 2132 options 12, 60).
-Bytes dhcp_request() {
-  namespace b = l7test::dhcpb;
-  Bytes m = b::v4_header(1, b::bytes({0x00, 0x1b, 0x21, 0x3a, 0x4f, 0x5d}));
-  b::cookie(m);
-  b::opt(m, 53, b::bytes({3}));
-  b::opt(m, 12, b::str("myhost"));
-  b::opt(m, 60, b::str("MSFT 5.0"));
-  m.push_back(255);
-  return udp4(m, 68, 67);
+namespace {
+
+// The decoder's own fields (eth, ip, payload), on the HTTP request sample;
+// every other field's sample comes from its protocol's test folder.
+Samples samples() {
+  Samples s = all_samples();
+  const Sample& req = s.at("http.host");
+  const std::string pl(req.frame.begin() + 14 + 20 + 20, req.frame.end());
+  s.insert({
+      {"eth.src", {req.frame, "02:00:00:00:00:02"}},
+      {"eth.dst", {req.frame, "02:00:00:00:00:01"}},
+      {"ip.src", {req.frame, "192.0.2.1"}},
+      {"ip.dst", {req.frame, "198.51.100.2"}},
+      {"ip.client", {req.frame, "192.0.2.1"}},
+      {"ip.server", {req.frame, "198.51.100.2"}},
+      {"payload", {req.frame, pl}},
+  });
+  return s;
 }
-
-std::map<std::string, Sample> samples() {
-  const Bytes req = tcp4(text(kRequest), 40000, 80);
-  const Bytes rsp = tcp4(text(kResponse), 80, 40000);
-  const Bytes dhcp = dhcp_request();
-  return {
-      {"dhcp.hostname", {dhcp, "myhost"}},
-      {"dhcp.vendor_class", {dhcp, "MSFT 5.0"}},
-      {"eth.src", {req, "02:00:00:00:00:02"}},
-      {"eth.dst", {req, "02:00:00:00:00:01"}},
-      {"ip.src", {req, "192.0.2.1"}},
-      {"ip.dst", {req, "198.51.100.2"}},
-      {"ip.client", {req, "192.0.2.1"}},
-      {"ip.server", {req, "198.51.100.2"}},
-      {"payload", {req, kRequest}},
-      {"dns.qname", {udp4(l7test::dns_query("q.example.com"), 40000, 53), "q.example.com"}},
-      {"tls.sni", {tcp4(l7test::sample_client_hello("www.example.com"), 40000, 443), "www.example.com"}},
-      {"http.host", {req, "www.example.com"}},
-      {"http.method", {req, "GET"}},
-      {"http.uri", {req, "/path/x?q=1"}},
-      {"http.user_agent", {req, "Agent/1.0"}},
-      {"http.referer", {req, "http://ref.example.net/a"}},
-      {"http.cookie", {req, "session=abc"}},
-      {"http.authorization", {req, "Basic dXNlcg=="}},
-      {"http.xff", {req, "203.0.113.9"}},
-      {"http.origin", {req, "http://o.example.com"}},
-      {"http.proxy_authorization", {req, "Basic cHJveHk="}},
-      {"http.x_real_ip", {req, "198.51.100.77"}},
-      {"http.from", {req, "user@mail.example"}},
-      {"http.server", {rsp, "srv/2", false}},
-      {"http.set_cookie", {rsp, "id=42", false}},
-      {"http.location", {rsp, "http://loc.example.org/b", false}},
-      {"http.other_headers", {rsp, "/c.html", false}},
-  };
+// The HTTP samples' request and response, for the tests on HTTP fields below.
+const Sample& http_request() {
+  static const Sample s = all_samples().at("http.host");
+  return s;
+}
+const Sample& http_response() {
+  static const Sample s = all_samples().at("http.server");
+  return s;
 }
 
 // A packet of another protocol (ICMP echo): no application field in it.
@@ -246,7 +232,7 @@ TEST_CASE("a condition on a field the runtime cannot evaluate is refused with it
 
 TEST_CASE("http.cookie in a condition selects the rule (it used to be silently false)", "[fields][conditions]") {
   register_builtin_plugins();
-  const Bytes req = tcp4(text(kRequest), 40000, 80);
+  const Bytes req = http_request().frame;
   Run r("http.uri : redact() when http.cookie ~ /session/\n");
   REQUIRE(r.inst);
   const Bytes out = r.run(req);
@@ -260,7 +246,7 @@ TEST_CASE("http.cookie in a condition selects the rule (it used to be silently f
 TEST_CASE("http.from, declared in plugins/http only, is rewritten by its rule and nothing else is",
           "[fields][http]") {
   register_builtin_plugins();
-  const Bytes req = tcp4(text(kRequest), 40000, 80);
+  const Bytes req = http_request().frame;
   Run r("http.from : redact()\n");
   REQUIRE(r.inst);
   const Bytes out = r.run(req);
@@ -268,7 +254,7 @@ TEST_CASE("http.from, declared in plugins/http only, is rewritten by its rule an
   CHECK(s.find("user@mail.example") == std::string::npos);
   CHECK(s.find("From: xxxxxxxxxxxxxxxxx\r\n") != std::string::npos);
   CHECK(s.find("X-Real-IP: 198.51.100.77\r\n") != std::string::npos);
-  CHECK(s.size() == kRequest.size());
+  CHECK(s.size() == http_request().frame.size() - 14 - 20 - 20);
 }
 
 TEST_CASE("SSDP (HTTP over UDP 1900) carries HTTP's fields: its rules and proto in { http } apply",
@@ -296,8 +282,8 @@ TEST_CASE("payload ~ /re/ in a condition reads the original payload", "[fields][
   register_builtin_plugins();
   Run r("payload : cut() when payload ~ /Cookie: session/\n");
   REQUIRE(r.inst);
-  CHECK(r.run(tcp4(text(kRequest), 40000, 80)).size() == 14 + 20 + 20u);
-  CHECK(r.run(tcp4(text(kResponse), 80, 40000), false).size() > 14 + 20 + 20u);
+  CHECK(r.run(http_request().frame).size() == 14 + 20 + 20u);
+  CHECK(r.run(http_response().frame, false).size() > 14 + 20 + 20u);
 }
 
 TEST_CASE("the registry is complete: every field located, applied by every action, evaluated", "[fields][completeness]") {

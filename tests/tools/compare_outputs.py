@@ -6,10 +6,11 @@ no difference here.
 
 usage: compare_outputs.py --fixrand build/libfixrand.so
                           --base OLD/amon --new NEW/amon
-                          [--pcaps ../shared/pcaps] [--gen build/amon-gen]
+                          [--pcaps DIR] [--gen build/amon-gen]
                           [--policy P.amon ...] [--work DIR] [--workers 1]
 
-Captures: every *.pcap / *.pcapng in --pcaps, plus two generated traces
+Captures: every *.pcap / *.pcapng in --pcaps (default: the folder of test
+captures beside the checkout, as the build's AMON_PCAPS_DIR), plus two generated traces
 (amon-gen --seed 1: a mixed one and a small-packet one) when --gen is given.
 Policies: rules/*.amon, tests/tools/policies/*.amon and tests/bench/*.amon
 unless --policy is given; each is copied into the work folder next to a

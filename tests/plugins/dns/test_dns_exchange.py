@@ -34,22 +34,12 @@ import os
 import struct
 import sys
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+# e2e_lib: the end-to-end tests' shared pcap reader, tshark calls and work files.
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "e2e"))
 import e2e_lib as L  # noqa: E402
 
 S = 1_000_000_000
 RESOLVER = "192.0.2.53"
-
-
-def udp4_frame(src, dst, sport, dport, payload):
-    s, d = L.ip4(src), L.ip4(dst)
-    udp = struct.pack("!HHHH", sport, dport, 8 + len(payload), 0) + payload
-    ck = L._csum(s + d + struct.pack("!BBH", 0, 17, len(udp)) + udp) or 0xFFFF
-    udp = udp[:6] + struct.pack("!H", ck) + udp[8:]
-    iph = struct.pack("!BBHHHBBH4s4s", 0x45, 0, 20 + len(udp), 1, 0x4000, 64, 17, 0, s, d)
-    iph = iph[:10] + struct.pack("!H", L._csum(iph)) + iph[12:]
-    eth = b"\x02\x00\x00\x00\x00\x02" + b"\x02\x00\x00\x00\x00\x01" + b"\x08\x00"
-    return eth + iph + udp
 
 
 def wire_name(n):
@@ -93,10 +83,10 @@ class Capture:
             self.marks[label] = len(self.frames)
 
     def query(self, t_s, client, port, txid, name, label=None):
-        self.add(t_s, udp4_frame(client, RESOLVER, port, 53, dns_query(txid, name)), label)
+        self.add(t_s, L.udp4_frame(client, RESOLVER, port, 53, dns_query(txid, name)), label)
 
     def response(self, t_s, client, port, txid, name, label=None, **kw):
-        self.add(t_s, udp4_frame(RESOLVER, client, 53, port, dns_response(txid, name, **kw)), label)
+        self.add(t_s, L.udp4_frame(RESOLVER, client, 53, port, dns_response(txid, name, **kw)), label)
 
     def tcp_exchange(self, t_s, client, port, txid, name, t_resp_s, label):
         """SYN, SYN/ACK, ACK, query, ACK at t_s...; the response at t_resp_s."""

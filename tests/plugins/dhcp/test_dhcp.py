@@ -38,11 +38,11 @@ import shutil
 import subprocess
 import sys
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+# e2e_lib: the end-to-end tests' shared pcap reader, tshark calls and work files.
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "e2e"))
 import e2e_lib as L  # noqa: E402
-from test_dns_exchange import udp4_frame  # noqa: E402
 
-ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
+ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", ".."))
 
 ADDR = ["dhcp.ip.client", "dhcp.ip.your", "dhcp.option.requested_ip_address", "dhcpv6.iaaddr.ip",
         "dhcpv6.iaprefix.pref_addr"]
@@ -240,7 +240,7 @@ def check_malformed(amon, work):
     m = bytes([1, 1, 6, 0]) + bytes(8) + bytes(16) + mac + bytes(10) + bytes(192) + b"\x63\x82\x53\x63"
     m += bytes([53, 1, 3, 12, 9]) + b"secrethost" + bytes([81, 200, 0])  # option 81 claims 200 bytes
     inp = os.path.join(work, "malformed.pcap")
-    L.write_pcap(inp, [(1_700_000_000 * 10**9, udp4_frame("192.168.7.77", "192.168.7.1", 68, 67, m))])
+    L.write_pcap(inp, [(1_700_000_000 * 10**9, L.udp4_frame("192.168.7.77", "192.168.7.1", 68, 67, m))])
     out = os.path.join(work, "malformed-ids.pcap")
     L.run_amon(amon, inp, [("ids", policy_dir(work), out)])
     _, recs = L.read_pcap(out)

@@ -28,7 +28,8 @@ import re
 import subprocess
 import sys
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+# e2e_lib: the end-to-end tests' shared pcap reader, tshark calls and work files.
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "e2e"))
 import e2e_lib as L  # noqa: E402
 
 NAME_FIELDS = ["dns.qry.name", "dns.resp.name", "tls.handshake.extensions_server_name", "http.host"]
@@ -80,31 +81,6 @@ def run(amon, inp, pol, out, name):
         raise
 
 
-def health(inp, out, label, fails):
-    """No new malformed/expert-error frames; Good checksums stay Good."""
-    _, rin = L.read_pcap(inp)
-    _, rout = L.read_pcap(out)
-    bi, bo = L.bad_frames(inp), L.bad_frames(out)
-    if len(rin) == len(rout):
-        new = sorted(bo - bi)
-        if new:
-            fails.append(f"{label}: tshark flags frames {new[:10]} malformed/error in the output, not in the input")
-        ci, co = L.checksum_status(inp), L.checksum_status(out)
-        turned = []
-        for fr, (ip, tcp, udp) in ci.items():
-            o = co.get(fr)
-            if not o:
-                continue
-            for a, b, what in ((ip, o[0], "ip"), (tcp, o[1], "tcp"), (udp, o[2], "udp")):
-                # status 1 = Good, 0 = Bad (tshark's enum)
-                if "1" in a and "0" in b and a.count("1") > b.count("1"):
-                    turned.append(f"{fr}/{what}")
-        if turned:
-            fails.append(f"{label}: Good checksums turned Bad in frames {turned[:10]}")
-    elif len(bo) > len(bi):
-        fails.append(f"{label}: {len(bo)} malformed/error frames in the output vs {len(bi)} in the input")
-
-
 # ------------------------------------------------------------------ hide / keep
 
 def mode_hide(amon, pdir, d):
@@ -133,7 +109,7 @@ def mode_hide(amon, pdir, d):
         if certs:
             fails.append(f"{f}: LEAK: certificates naming servers in the output "
                          f"({', '.join(f'frame {fr}: {n}' for fr, n in certs[:4])})")
-        health(inp, out, f, fails)
+        L.health(inp, out, f, fails)
         print(f"  {f}: {len(all_in)} names in, {len(leaks)} leaked, {len(certs)} certificate names out")
     return fails, tested
 
@@ -300,7 +276,7 @@ def zref_case(amon, psl, d, label, inp, clients, z, dt_s, fallback, fails, must_
         fails.append(f"{label}: {mism} mismatching occurrences in all")
     if must_discriminate and (n_rel == 0 or n_rel == n_occ):
         fails.append(f"{label}: reference released {n_rel} of {n_occ}: the case does not discriminate")
-    health(inp, out, label, fails)
+    L.health(inp, out, label, fails)
     print(f"  {label}: z={z} dt={dt_s}s fallback={fallback}: {n_occ} occurrences, reference releases {n_rel}"
           f"{f', sld {n_sld}' if fallback == 'sld' else ''}; {n_recall} DNS responses with their query's decision; "
           f"{n_dup} invalid ClientHellos cut; {mism} mismatches")
@@ -381,7 +357,7 @@ def mode_tunnels(amon, gen, d):
         leaks = [(fr, n) for fr, s in sorted(frame_names(out).items()) for n in sorted(s & all_in)]
         if leaks:
             fails.append(f"{t}: LEAK of {len(leaks)} name occurrence(s) ({leaks[:4]})")
-        health(inp, out, f"{t} hide", fails)
+        L.health(inp, out, f"{t} hide", fails)
         kout = os.path.join(d, f"keep-{t}.pcap")
         L.run_amon(amon, inp, [("keep", keep, kout)])
         _, a = L.read_pcap(inp)

@@ -20,7 +20,8 @@ import struct
 import subprocess
 import sys
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+# e2e_lib: the end-to-end tests' shared pcap reader, tshark calls and work files.
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "e2e"))
 import e2e_lib as L  # noqa: E402
 
 FAILS = []

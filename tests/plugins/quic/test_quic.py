@@ -23,9 +23,9 @@ import os
 import struct
 import sys
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+# e2e_lib: the end-to-end tests' shared pcap reader, tshark calls and work files.
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "e2e"))
 import e2e_lib as L  # noqa: E402
-from test_names import health  # noqa: E402
 
 # capture -> least number of client Initials whose SNI must be rewritten (not
 # cut). quic-initials-many-sni-vlan: 14 of its hellos are Google QUIC T051,
@@ -116,7 +116,7 @@ def mode_hide(amon, pdir, d):
                 rewritten += 1
         if rewritten < CAPTURES[f]:
             fails.append(f"{f}: {rewritten} SNIs rewritten in decryptable Initials, expected at least {CAPTURES[f]}")
-        health(inp, out, f, fails)
+        L.health(inp, out, f, fails)
         # Two consumers, two workers: the Initials are decrypted once and
         # rewritten per consumer; redact() is deterministic, so the hiding
         # consumer's records equal the single run's, the other's the input.
