@@ -1,0 +1,171 @@
+// The mbuf pool and the ethdev ports: set-up, the main lcore's dispatch of
+// what it reads to the workers, and its transmission on port outputs.
+#include "engine_parts.h"
+
+#include <rte_errno.h>
+#include <rte_lcore.h>
+#include <rte_mbuf_pool_ops.h>
+#include <rte_mempool.h>
+
+#include <stdexcept>
+
+namespace amon::engine {
+
+// Returns how many packets left the output rings.
+unsigned drain_outputs(Engine& E) {
+  rte_mbuf* pkts[kBurst];
+  unsigned total = 0;
+  for (auto& o : E.outputs) {
+    if (o.file) continue;  // its own thread writes it
+    unsigned n;
+    while ((n = rte_ring_sc_dequeue_burst(o.ring, reinterpret_cast<void**>(pkts), kBurst, nullptr)) > 0) {
+      total += n;
+      for (unsigned i = 0; i < n; ++i) o.tx_truncated += pkts[i]->pkt_len > o.tx_cap;
+      uint16_t sent = 0;
+      // Retry a little: a vdev like net_ring may be momentarily full.
+      for (int tries = 0; sent < n && tries < 1000; ++tries) sent += rte_eth_tx_burst(o.port, 0, pkts + sent, uint16_t(n - sent));
+      o.written += sent;
+      for (unsigned i = sent; i < n; ++i) rte_pktmbuf_free(pkts[i]);
+      o.tx_dropped += n - sent;
+    }
+  }
+  return total;
+}
+
+uint16_t attach_port(const std::string& spec) {
+  std::string name = spec.substr(0, spec.find(','));
+  uint16_t port;
+  if (rte_eth_dev_get_port_by_name(name.c_str(), &port) == 0) return port;
+  throw std::runtime_error("port '" + name + "' not found (is it a valid vdev or PCI device?)");
+}
+
+void setup_port(Engine& E, uint16_t port, uint16_t nrxq, uint16_t ntxq, bool rss) {
+  rte_eth_conf conf{};
+  static uint8_t sym_key[40];
+  // The repeated 0x6D5A key makes Toeplitz RSS symmetric: both directions of
+  // a flow reach the same queue, hence the same worker.
+  for (int i = 0; i < 40; i += 2) sym_key[i] = 0x6d, sym_key[i + 1] = 0x5a;
+  rte_eth_dev_info info;
+  if (rte_eth_dev_info_get(port, &info) != 0) throw std::runtime_error("cannot query port " + std::to_string(port));
+  if (rss) {
+    conf.rxmode.mq_mode = RTE_ETH_MQ_RX_RSS;
+    conf.rx_adv_conf.rss_conf.rss_key = sym_key;
+    conf.rx_adv_conf.rss_conf.rss_key_len = 40;
+    conf.rx_adv_conf.rss_conf.rss_hf = (RTE_ETH_RSS_IP | RTE_ETH_RSS_TCP | RTE_ETH_RSS_UDP) & info.flow_type_rss_offloads;
+  }
+  // Frames larger than one mbuf arrive and leave as chains, never cut:
+  // scattered Rx, multi-segment Tx, and the largest frame the port allows.
+  if (info.rx_offload_capa & RTE_ETH_RX_OFFLOAD_SCATTER) conf.rxmode.offloads |= RTE_ETH_RX_OFFLOAD_SCATTER;
+  if (info.tx_offload_capa & RTE_ETH_TX_OFFLOAD_MULTI_SEGS) conf.txmode.offloads |= RTE_ETH_TX_OFFLOAD_MULTI_SEGS;
+  if (info.max_rx_pktlen > RTE_ETHER_HDR_LEN + RTE_ETHER_CRC_LEN)
+    conf.rxmode.mtu = std::min<uint32_t>(info.max_mtu, info.max_rx_pktlen - RTE_ETHER_HDR_LEN - RTE_ETHER_CRC_LEN);
+  // Never MBUF_FAST_FREE: outputs receive shared (refcounted) mbufs.
+  int rc = rte_eth_dev_configure(port, nrxq, ntxq, &conf);
+  if (rc != 0) throw std::runtime_error("port " + std::to_string(port) + ": configure failed: " + rte_strerror(-rc));
+  int sock = rte_eth_dev_socket_id(port);
+  for (uint16_t q = 0; q < nrxq; ++q)
+    if ((rc = rte_eth_rx_queue_setup(port, q, 1024, sock, nullptr, E.pool)) != 0)
+      throw std::runtime_error("port " + std::to_string(port) + ": rx queue setup failed: " + rte_strerror(-rc));
+  for (uint16_t q = 0; q < ntxq; ++q)
+    if ((rc = rte_eth_tx_queue_setup(port, q, 1024, sock, nullptr)) != 0)
+      throw std::runtime_error("port " + std::to_string(port) + ": tx queue setup failed: " + rte_strerror(-rc));
+  if ((rc = rte_eth_dev_start(port)) != 0)
+    throw std::runtime_error("port " + std::to_string(port) + ": start failed: " + rte_strerror(-rc));
+  rte_eth_promiscuous_enable(port);
+}
+
+// Hands packets read on the main lcore to workers by symmetric flow hash.
+// Returns false when a live input had to drop (worker ring full).
+void dispatch(Engine& E, rte_mbuf** pkts, unsigned n) {
+  const unsigned nw = unsigned(E.workers.size());
+  for (unsigned i = 0; i < n; ++i) {
+    rte_mbuf* m = pkts[i];
+    unsigned wi = 0;
+    if (nw > 1) {
+      Decoded d;
+      const uint8_t* data = rte_pktmbuf_mtod(m, const uint8_t*);
+      // The first segment holds every header we hash on.
+      decode(data, m->data_len, mbuf_wire_len(m), d);
+      wi = symmetric_flow_hash(data, d) % nw;
+    }
+    Worker& w = *E.workers[wi];
+    if (E.cfg.offline) {
+      Idle idle(true);
+      while (rte_ring_sp_enqueue(w.in, m) != 0)
+        if (!drain_outputs(E)) idle.wait();
+    } else if (rte_ring_sp_enqueue(w.in, m) != 0) {
+      rte_pktmbuf_free(m);
+      ++E.rx_dispatch_drops;
+      continue;
+    }
+    ++w.dispatched;
+  }
+}
+
+uint64_t pcap_bytes_read(const Engine& E) {
+  uint64_t b = 0;
+  for (const auto& i : E.inputs)
+    if (i.pcap) b += i.pcap->bytes_read();
+  return b;
+}
+
+// rte_pktmbuf_pool_create, but offline (no device that DMAs) with mbufs
+// packed back to back: on 4 KiB pages an IOVA-contiguous pool fits one
+// 2.3 KiB mbuf per page, 1.7 times the memory to commit and fault in.
+rte_mempool* create_pool(const Engine& E) {
+  const int socket = int(rte_socket_id());
+  if (!E.cfg.offline)
+    return rte_pktmbuf_pool_create("amon_pool", E.sizes.mbufs, E.sizes.mbuf_cache, 0, RTE_MBUF_DEFAULT_BUF_SIZE,
+                                   socket);
+  rte_mempool* mp = rte_mempool_create_empty("amon_pool", E.sizes.mbufs, sizeof(rte_mbuf) + RTE_MBUF_DEFAULT_BUF_SIZE,
+                                             E.sizes.mbuf_cache, sizeof(rte_pktmbuf_pool_private), socket,
+                                             RTE_MEMPOOL_F_NO_IOVA_CONTIG);
+  if (!mp) return nullptr;
+  rte_pktmbuf_pool_private priv{};
+  priv.mbuf_data_room_size = RTE_MBUF_DEFAULT_BUF_SIZE;
+  // An offline pool is a stack (kOfflinePoolOps), last freed first out.
+  // The ring every other pool uses hands out the least recently freed
+  // mbuf, so a run cycles its whole pool (30 MiB for four output files)
+  // through the caches and each copy lands in memory the CPU has long
+  // evicted; from a stack the reader and the worker mostly get back mbufs
+  // a writer has just emptied. Lock-free because offline threads outnumber
+  // a small machine's cores, and a thread preempted inside the spinlocked
+  // stack's lock would stall the others. Without the handler linked, the
+  // ring.
+  if (rte_mempool_set_ops_byname(mp, kOfflinePoolOps, nullptr) != 0 &&
+      rte_mempool_set_ops_byname(mp, rte_mbuf_best_mempool_ops(), nullptr) != 0) {
+    rte_mempool_free(mp);
+    return nullptr;
+  }
+  rte_pktmbuf_pool_init(mp, &priv);
+  if (rte_mempool_populate_default(mp) < 0) {
+    rte_mempool_free(mp);
+    rte_errno = ENOMEM;
+    return nullptr;
+  }
+  rte_mempool_obj_iter(mp, rte_pktmbuf_init, nullptr);
+  return mp;
+}
+
+// Pcap outputs have the link type of the inputs (ethdev ports are
+// Ethernet); inputs of different link types cannot share one output file.
+int output_link_type(const Engine& E) {
+  int lt = -1;
+  std::string first;
+  for (const auto& i : E.inputs) {
+    int t = i.pcap ? i.pcap->linktype() : DLT_EN10MB;
+    if (lt >= 0 && t != lt)
+      throw std::runtime_error(i.spec.describe() + " has link type " + link_type_name(t) + ", " + first +
+                               " has " + link_type_name(lt) + ": one run writes one link type");
+    if (lt < 0) lt = t, first = i.spec.describe();
+  }
+  return lt < 0 ? DLT_EN10MB : lt;
+}
+
+bool outputs_empty(Engine& E) {
+  for (auto& o : E.outputs)
+    if (!rte_ring_empty(o.ring)) return false;
+  return true;
+}
+
+}  // namespace amon::engine

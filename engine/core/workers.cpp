@@ -1,0 +1,153 @@
+// The worker lcores: each takes bursts from its ring (and its own RSS
+// queues), runs them through its WorkerPath and enqueues to the outputs.
+#include "engine_parts.h"
+
+namespace amon::engine {
+
+namespace {
+
+void enqueue_out(void* ctx, unsigned ci, rte_mbuf* m) {
+  Worker& w = *static_cast<Worker*>(ctx);
+  Output& o = w.eng->outputs[ci];
+  if (o.direct_tx) {
+    rte_eth_tx_buffer(o.port, uint16_t(w.id), w.txb[ci], m);
+    return;
+  }
+  if (w.eng->cfg.offline) {
+    // Offline never loses a packet: wait for the writer.
+    Idle idle(true);
+    while (rte_ring_mp_enqueue(o.ring, m) != 0) idle.wait();
+    return;
+  }
+  if (rte_ring_mp_enqueue(o.ring, m) != 0) {
+    rte_pktmbuf_free(m);
+    ++w.out_full_drops;
+    auto& c = w.path->counters()[ci];
+    ++c.dropped;
+    --c.out;
+  }
+}
+
+}  // namespace
+
+// enqueue_out for a burst of one consumer (WorkerPath::SinkBurst): one ring
+// enqueue for all of them where enqueue_out makes one per packet.
+void enqueue_out_burst(void* ctx, unsigned ci, rte_mbuf** ms, unsigned n) {
+  Worker& w = *static_cast<Worker*>(ctx);
+  Output& o = w.eng->outputs[ci];
+  if (o.direct_tx) {
+    for (unsigned i = 0; i < n; ++i) rte_eth_tx_buffer(o.port, uint16_t(w.id), w.txb[ci], ms[i]);
+    return;
+  }
+  unsigned done = rte_ring_mp_enqueue_burst(o.ring, reinterpret_cast<void**>(ms), n, nullptr);
+  if (w.eng->cfg.offline) {
+    // Offline never loses a packet: wait for the writer.
+    Idle idle(true);
+    while (done < n) {
+      idle.wait();
+      done += rte_ring_mp_enqueue_burst(o.ring, reinterpret_cast<void**>(ms + done), n - done, nullptr);
+    }
+    return;
+  }
+  if (done < n) {
+    const unsigned left = n - done;
+    rte_pktmbuf_free_bulk(ms + done, left);
+    w.out_full_drops += left;
+    auto& c = w.path->counters()[ci];
+    c.dropped += left;
+    c.out -= left;
+  }
+}
+
+int worker_main(void* arg) {
+  Worker& w = *static_cast<Worker*>(arg);
+  Engine& E = *w.eng;
+  rte_mbuf* pkts[kBurst];
+  uint64_t last_expire = 0;
+  uint64_t idle_since = 0;
+  const uint64_t hold_tsc = E.cfg.hold.timeout_ns / 1000000ULL * (E.tsc_hz / 1000ULL) + 1;
+  // A live port's quiet link has no packet time to expire holds by, so an
+  // idle worker uses the wall clock. Offline (every input a capture file)
+  // packet time and the end of input are the only clocks: a worker waiting
+  // on the reader must not release holds, or the output would depend on
+  // scheduling.
+  bool wall_clock_holds = false;
+  for (const auto& in : E.inputs) wall_clock_holds = wall_clock_holds || !in.pcap;
+  auto flush_tx = [&] {
+    for (size_t ci = 0; ci < w.txb.size(); ++ci)
+      if (w.txb[ci]) rte_eth_tx_buffer_flush(E.outputs[ci].port, uint16_t(w.id), w.txb[ci]);
+  };
+  Idle idle(E.cfg.offline);
+  if (E.qs) {
+    rte_rcu_qsbr_thread_register(E.qs, w.id);
+    rte_rcu_qsbr_thread_online(E.qs, w.id);
+  }
+  for (;;) {
+    // Between bursts: no packet is half-way through a generation. One
+    // store for the report and one load for a new generation per turn,
+    // nothing per packet.
+    if (E.qs) rte_rcu_qsbr_quiescent(E.qs, w.id);
+    if (ProgramSet* next = w.next.load(std::memory_order_acquire)) {
+      w.path->adopt(*next);
+      w.next.store(nullptr, std::memory_order_release);
+    }
+    unsigned n = rte_ring_sc_dequeue_burst(w.in, reinterpret_cast<void**>(pkts), kBurst, nullptr);
+    const bool from_ring = n != 0;
+    for (auto [port, q] : w.rx_queues) {
+      if (n || E.stop_workers.load(std::memory_order_relaxed) || g_signal.load(std::memory_order_relaxed)) break;
+      n = rte_eth_rx_burst(port, q, pkts, kBurst);
+      if (!n) continue;
+      stamp_rx(E, pkts, n);
+      w.last_rx_tsc.store(rte_rdtsc(), std::memory_order_relaxed);
+      w.rx_direct.fetch_add(n, std::memory_order_relaxed);
+    }
+    if (n == 0) {
+      // Held segments leave at the end of input, or when nothing came for a
+      // hold timeout (a quiet link has no packet time to expire them by).
+      if (w.path->held_segments()) {
+        uint64_t now = rte_rdtsc();
+        if (!idle_since) idle_since = now;
+        if (E.flush_holds.load(std::memory_order_acquire) || g_signal.load(std::memory_order_relaxed) ||
+            (wall_clock_holds && now - idle_since > hold_tsc)) {
+          w.path->flush_held(enqueue_out, &w);
+          w.held.store(0, std::memory_order_release);
+        }
+      }
+      flush_tx();
+      if (E.stop_workers.load(std::memory_order_acquire) && rte_ring_empty(w.in)) {
+        w.path->flush_held(enqueue_out, &w);
+        flush_tx();
+        break;
+      }
+      idle.wait();
+      continue;
+    }
+    idle.reset();
+    for (unsigned i = 0; i < n; ++i) rte_prefetch0(rte_pktmbuf_mtod(pkts[i], void*));
+    idle_since = 0;
+    uint64_t burst_ts = mbuf_ts(pkts[n - 1]);  // before the burst: held mbufs stay, the others may be gone
+    w.path->process_burst(pkts, n, enqueue_out, &w);
+    w.held.store(w.path->held_segments(), std::memory_order_release);
+    w.last_ts.store(burst_ts, std::memory_order_relaxed);
+    for (size_t ci = 0; ci < w.txb.size(); ++ci)
+      if (w.txb[ci]) rte_eth_tx_buffer_flush(E.outputs[ci].port, uint16_t(w.id), w.txb[ci]);
+    // Only ring packets count toward "caught up": the main lcore never saw
+    // what a worker took from its own queue.
+    if (from_ring) w.processed.fetch_add(n, std::memory_order_release);
+    // Idle flows are reclaimed a little at a time, off no particular packet.
+    if (++last_expire % 64 == 0) w.path->flows().expire(burst_ts, 64);
+  }
+  if (E.qs) {
+    rte_rcu_qsbr_thread_offline(E.qs, w.id);
+    rte_rcu_qsbr_thread_unregister(E.qs, w.id);
+  }
+  return 0;
+}
+
+bool all_workers_caught_up(Engine& E) {
+  for (auto& w : E.workers)
+    if (w->processed.load(std::memory_order_acquire) != w->dispatched) return false;
+  return true;
+}
+
+}  // namespace amon::engine
