@@ -1,5 +1,9 @@
 // amon: command-line entry point.
+#include <sys/stat.h>
 #include <unistd.h>
+
+#include <algorithm>
+#include <set>
 
 #include <cstdio>
 #include <cstring>
@@ -11,6 +15,7 @@
 #include "config.h"
 #include "control.h"
 #include "outputs.h"
+#include "pcapio.h"
 #include "engine.h"
 #include "policy.h"
 #include "registry.h"
@@ -32,6 +37,11 @@ const char* kUsage =
     "           raw IPv4/IPv6, BSD NULL/loopback, PPP, Cisco HDLC; the output keeps the link type)\n"
     "             amon pcap --read IN.pcap --policy P.amon --write OUT.pcap\n"
     "             amon pcap --read IN.pcap --consumer NAME=POLICY:OUT.pcap [--consumer ...]\n"
+    "           inputs: a file, a folder (read recursively; --glob PATTERN keeps matching names) or\n"
+    "           - (standard input); gzip-compressed captures are read as they are; several --read\n"
+    "           are read as one stream in time order. Outputs: a file, - (standard output; the\n"
+    "           summary then goes to standard error), or, with several inputs, a folder (an existing\n"
+    "           one or a name ending in /) that gets one output per input under the input's name\n"
     "           options: --workers N (default 1; output order follows input order with 1)\n"
     "                    --stats-json FILE\n"
     "                    --quiet   no summary and no progress line (the progress line shows on a\n"
@@ -91,6 +101,81 @@ bool ports_ok(const amon::EngineConfig& cfg) {
   return errs.empty();
 }
 
+// The captures named by --read (files, folders, "-") and --glob, each
+// checked: one that is no capture is bad input (2); files of a folder that
+// are not captures are reported and skipped, never silently.
+int capture_set(const std::vector<std::string>& reads, const std::string& glob,
+                std::vector<amon::pcapio::InputFile>& files) {
+  std::vector<std::string> skipped;
+  try {
+    files = amon::pcapio::expand_inputs(reads, glob, skipped);
+    for (auto& f : files)
+      if (f.path != "-") amon::pcapio::Capture check(f.path);
+  } catch (const amon::pcapio::BadInput& e) {
+    for (auto& s : skipped) std::fprintf(stderr, "amon: skipped %s\n", s.c_str());
+    std::fprintf(stderr, "amon: %s\n", e.what());
+    return 2;
+  }
+  for (auto& s : skipped) std::fprintf(stderr, "amon: skipped %s\n", s.c_str());
+  if (!skipped.empty()) std::fprintf(stderr, "amon: %zu files skipped: not captures\n", skipped.size());
+  if (std::count_if(files.begin(), files.end(), [](auto& f) { return f.path == "-"; }) > 1)
+    return usage_error("standard input can be read once");
+  if (files.empty()) {
+    std::fprintf(stderr, "amon: no captures found in the inputs given\n");
+    return 2;
+  }
+  return 0;
+}
+
+// Standard output as a capture stream ("-" or a path that is standard
+// output): the capture goes to a descriptor of its own and descriptor 1
+// becomes standard error, so that nothing else (the summary, DPDK's log,
+// which goes to stdout) can ever land among its bytes.
+std::string claim_stdout() {
+  static int fd = -1;
+  if (fd < 0) {
+    std::fflush(stdout);
+    fd = ::dup(STDOUT_FILENO);
+    if (fd < 0 || ::dup2(STDERR_FILENO, STDOUT_FILENO) < 0) return "";
+  }
+  return "/dev/fd/" + std::to_string(fd);
+}
+
+bool is_stdout(const std::string& path) {
+  if (path == "-") return true;
+  struct stat a, b;
+  return ::stat(path.c_str(), &a) == 0 && ::fstat(STDOUT_FILENO, &b) == 0 && a.st_dev == b.st_dev &&
+         a.st_ino == b.st_ino && !S_ISDIR(a.st_mode) && (S_ISFIFO(a.st_mode) || S_ISREG(a.st_mode) || S_ISSOCK(a.st_mode));
+}
+
+// An output of several inputs is one file of the merged stream, or, named
+// as a folder (an existing one, or a name ending in '/'), a folder that
+// mirrors the inputs: each input's packets in a file of its name there.
+int capture_output(amon::PortSpec& out, const std::vector<amon::pcapio::InputFile>& files) {
+  if (out.kind != amon::PortSpec::Kind::PcapFile) return 0;
+  if (is_stdout(out.spec)) {
+    out.spec = claim_stdout();
+    if (out.spec.empty()) return usage_error("standard output cannot be written");
+    return 0;
+  }
+  struct stat st;
+  const bool dir = (::stat(out.spec.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) || out.spec.back() == '/';
+  if (!dir) return 0;
+  if (files.size() < 2) return usage_error("--write " + out.spec + " is a folder: name a file for one input");
+  while (out.spec.size() > 1 && out.spec.back() == '/') out.spec.pop_back();
+  if (::mkdir(out.spec.c_str(), 0777) != 0 && errno != EEXIST) {
+    std::fprintf(stderr, "amon: %s: %s\n", out.spec.c_str(), std::strerror(errno));
+    return 2;
+  }
+  std::set<std::string> seen;
+  for (auto& f : files) {
+    if (f.path == "-") return usage_error("standard input has no name to mirror in " + out.spec);
+    if (!seen.insert(f.rel).second) return usage_error("two inputs are named " + f.rel + " in the folder " + out.spec);
+    out.files.push_back(f.rel);
+  }
+  return 0;
+}
+
 bool parse_uint(const char* s, unsigned& v) {
   char* end;
   unsigned long x = std::strtoul(s, &end, 10);
@@ -101,7 +186,8 @@ bool parse_uint(const char* s, unsigned& v) {
 
 int cmd_pcap(int argc, char** argv) {
   amon::EngineConfig cfg;
-  std::string read, policy, write;
+  std::vector<std::string> reads;
+  std::string policy, write, glob;
   for (int i = 0; i < argc; ++i) {
     std::string a = argv[i];
     auto val = [&](const char* what) -> const char* {
@@ -111,9 +197,10 @@ int cmd_pcap(int argc, char** argv) {
     };
     const char* v = nullptr;
     // Given twice, one of them would be silently ignored (a lost output).
-    if ((a == "--read" && !read.empty()) || (a == "--policy" && !policy.empty()) || (a == "--write" && !write.empty()))
+    if ((a == "--policy" && !policy.empty()) || (a == "--write" && !write.empty()) || (a == "--glob" && !glob.empty()))
       return usage_error(a + " given twice");
-    if (a == "--read" && (v = val("--read"))) read = v;
+    if (a == "--read" && (v = val("--read"))) reads.push_back(v);
+    else if (a == "--glob" && (v = val("--glob"))) glob = v;
     else if (a == "--policy" && (v = val("--policy"))) policy = v;
     else if (a == "--write" && (v = val("--write"))) write = v;
     else if (a == "--stats-json" && (v = val("--stats-json"))) cfg.stats_json = v;
@@ -142,17 +229,22 @@ int cmd_pcap(int argc, char** argv) {
       return usage_error("unknown or incomplete option '" + a + "' for pcap");
     }
   }
-  if (read.empty()) return usage_error("pcap needs --read IN.pcap");
+  if (reads.empty()) return usage_error("pcap needs --read IN.pcap");
   if (!policy.empty() || !write.empty()) {
     if (policy.empty() || write.empty()) return usage_error("--policy and --write go together");
     cfg.consumers.insert(cfg.consumers.begin(), {"default", policy, {amon::PortSpec::Kind::PcapFile, write}});
   }
   if (cfg.consumers.empty()) return usage_error("pcap needs --policy/--write or at least one --consumer");
-  if (access(read.c_str(), R_OK) != 0) {
-    std::fprintf(stderr, "amon: %s: %s\n", read.c_str(), std::strerror(errno));
-    return 2;
+  std::vector<amon::pcapio::InputFile> files;
+  if (int rc = capture_set(reads, glob, files); rc) return rc;
+  amon::PortSpec in{amon::PortSpec::Kind::PcapFile, files[0].path, {}};
+  if (files.size() > 1) {
+    in.spec = reads[0] + (reads.size() > 1 ? ",..." : "");
+    for (auto& f : files) in.files.push_back(f.path);
   }
-  cfg.inputs.push_back({amon::PortSpec::Kind::PcapFile, read});
+  cfg.inputs.push_back(in);
+  for (auto& c : cfg.consumers)
+    if (int rc = capture_output(c.output, files); rc) return rc;
   if (!ports_ok(cfg)) return 2;
   cfg.offline = true;
   cfg.until_idle = true;
