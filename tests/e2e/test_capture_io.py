@@ -13,6 +13,14 @@ nanosecond clocks, folders.
   stdout  --write - and --write /dev/stdout put the capture, and only it, on
           standard output (tcpdump reads it from the pipe), the summary on
           standard error
+  merge   several --read and folders are one stream in time order through
+          one z-store (a name two users send, one per file, is released as
+          z=2 says; file by file it never is); --write FOLDER/ mirrors the
+          inputs; --glob picks names; files that are not captures are
+          reported and counted
+  ifaces  a pcapng with an Ethernet and a raw-IP interface: every packet is
+          read, each written in its own link type (out.pcap and
+          out.raw.pcap)
 
 usage: test_capture_io.py MODE AMON"""
 
@@ -191,6 +199,72 @@ def mode_stdout(amon, fails):
                          f"{t.stderr.decode(errors='replace').strip()[-200:]}")
 
 
+HOST_POLICY = ('key k = file("keys/k.hex")\n'
+               "ip.client : cryptopan(key=k)\n"
+               "http.host : zanon(z=2, dt=1h)\n")
+
+
+def host_flows(t0, client, cport):
+    return [(ts, f) for ts, f, _ in L.tcp_flow(t0, client, "192.0.2.80", cport, sport=80,
+                                                  data=b"GET / HTTP/1.1\r\nHost: shared-name.example\r\n\r\n")]
+
+
+def mode_merge(amon, fails):
+    L.write_policy(".", "h.amon", HOST_POLICY)
+    t0 = 1_700_000_000_000_000_000
+    os.makedirs("set/sub", exist_ok=True)
+    a = host_flows(t0, "10.0.0.1", 40001) + host_flows(t0 + 20_000_000, "10.0.0.3", 40003)
+    b = host_flows(t0 + 10_000_000, "10.0.0.2", 40002)
+    L.write_pcap("set/a.pcap", sorted(a))
+    L.write_pcap("set/sub/b.pcap", sorted(b))
+    with open("set/notes.txt", "w") as f:
+        f.write("not a capture\n")
+    cmd = [amon, "pcap", "--policy", "h.amon", "--quiet"]
+    r = subprocess.run(cmd + ["--read", "set/a.pcap", "--read", "set/sub/b.pcap", "--write", "m.pcap"],
+                       capture_output=True, timeout=120)
+    if ok(r, fails, "two --read"):
+        _, recs = L.read_pcap("m.pcap")
+        ts = [t for t, *_ in recs]
+        if len(recs) != len(a) + len(b) or ts != sorted(ts):
+            fails.append(f"two --read: {len(recs)} records of {len(a) + len(b)}, in time order: {ts == sorted(ts)}")
+        hosts = sum(rec[3].count(b"shared-name.example") for rec in recs)
+        # Three users send the name in time order 1, 2, 3: the second and third are released.
+        if hosts != 2:
+            fails.append(f"two --read: the name released {hosts} times, 2 expected (one z-store over the set)")
+    r = subprocess.run(cmd + ["--read", "set", "--write", "mirror/"], capture_output=True, timeout=120)
+    err = r.stderr.decode(errors="replace")
+    if ok(r, fails, "a folder mirrored"):
+        for f, n in [("mirror/a.pcap", len(a)), ("mirror/sub/b.pcap", len(b))]:
+            got = len(L.read_pcap(f)[1]) if os.path.exists(f) else None
+            if got != n:
+                fails.append(f"a folder mirrored: {f} has {got} records, {n} expected")
+        if "notes.txt" not in err or "1 files skipped" not in err:
+            fails.append(f"a folder with a text file: not reported and counted ({err.strip()!r})")
+    r = subprocess.run(cmd + ["--read", "set", "--glob", "b.*", "--write", "g.pcap"], capture_output=True, timeout=120)
+    if ok(r, fails, "--glob") and len(L.read_pcap("g.pcap")[1]) != len(b):
+        fails.append("--glob b.*: not only b.pcap read")
+
+
+def mode_ifaces(amon, fails):
+    fr = frames(n=2)
+    raw = [(ts + 1000, f[14:]) for ts, f in fr]  # the same packets as raw IPv4
+    both = sorted(fr + raw)
+    eth_ts = {ts for ts, _ in fr}
+    write_pcapng("two.pcapng", both, tsresol=9, linktypes=(1, 101), which=lambda i: 0 if both[i][0] in eth_ts else 1)
+    r = pcap(amon, "two.pcapng", "out.pcap")
+    if not ok(r, fails, "pcapng with two link types"):
+        return
+    for f, lt, n in [("out.pcap", 1, len(fr)), ("out.raw.pcap", 101, len(raw))]:
+        if not os.path.exists(f):
+            fails.append(f"{f} missing")
+            continue
+        got_lt, recs = L.read_pcap(f)
+        if got_lt != lt or len(recs) != n:
+            fails.append(f"{f}: link type {got_lt} ({lt} expected), {len(recs)} records ({n} expected)")
+        elif lt == 101 and any(rec[3][0] >> 4 != 4 for rec in recs):
+            fails.append(f"{f}: records do not start with an IPv4 header")
+
+
 def main():
     mode, amon = sys.argv[1], os.path.abspath(sys.argv[2])
     work = L.tmpdir("capio-")
@@ -198,7 +272,8 @@ def main():
     L.write_policy(work, "p.amon", POLICY)
     os.chdir(work)
     fails = []
-    {"inputs": mode_inputs, "nano": mode_nano, "stdout": mode_stdout}[mode](amon, fails)
+    {"inputs": mode_inputs, "nano": mode_nano, "stdout": mode_stdout, "merge": mode_merge,
+     "ifaces": mode_ifaces}[mode](amon, fails)
     return L.report(fails, f"capture_io {mode}: ok")
 
 
