@@ -1,4 +1,5 @@
 // amon: command-line entry point.
+#include <rte_version.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -17,6 +18,7 @@
 #include "outputs.h"
 #include "pcapio.h"
 #include "engine.h"
+#include "json.h"
 #include "policy.h"
 #include "registry.h"
 #include "runtime.h"
@@ -25,6 +27,12 @@
 
 #ifndef AMON_VERSION
 #define AMON_VERSION "0.0.0"
+#endif
+#ifndef AMON_GIT_HASH
+#define AMON_GIT_HASH "unknown"
+#endif
+#ifndef AMON_DPDK_DRIVERS
+#define AMON_DPDK_DRIVERS ""
 #endif
 
 namespace {
@@ -67,9 +75,10 @@ const char* kUsage =
     "  audit    check an anonymized capture against its original for values the policy protects\n"
     "             amon audit --policy P.amon --original IN.pcap --anonymized OUT.pcap [--format text|json]\n"
     "           exit 0 clean, 1 leaks found, 2 usage\n"
-    "  fields   list the fields policies can name\n"
-    "  actions  list the actions policies can use\n"
-    "  version  print the version\n"
+    "  fields   list the fields policies can name: amon fields [--format text|json]\n"
+    "  actions  list the actions policies can use: amon actions [--format text|json]\n"
+    "  version  the version, the git commit built, the DPDK version and the drivers linked in:\n"
+    "             amon version [--format text|json]\n"
     "\n"
     "exit status: 0 ok, 1 runtime failure, 2 bad usage, configuration or policy\n";
 
@@ -80,6 +89,125 @@ void print_usage(FILE* f) {
 int usage_error(const std::string& msg) {
   std::fprintf(stderr, "amon: %s\n(run 'amon --help' for usage)\n", msg.c_str());
   return 2;
+}
+
+// One command's part of the usage text (its lines, from "  CMD " to the
+// next command), so `amon CMD --help` and `amon --help` never disagree.
+std::string command_help(const std::string& cmd) {
+  char buf[8192];
+  std::snprintf(buf, sizeof buf, kUsage, amon::flow_slot_bytes(), amon::zanon_value_bytes(10), amon::mbuf_bytes());
+  std::string all = buf, out;
+  bool in = false;
+  for (size_t at = 0, nl; at < all.size(); at = nl + 1) {
+    nl = all.find('\n', at);
+    if (nl == std::string::npos) nl = all.size();
+    const std::string line = all.substr(at, nl - at);
+    const bool starts = line.size() > 2 && line[0] == ' ' && line[1] == ' ' && line[2] != ' ';
+    if (starts) in = line.compare(2, cmd.size() + 1, cmd + " ") == 0;
+    else if (line.empty()) in = false;
+    if (in) out += line + "\n";
+  }
+  return out;
+}
+
+// Whether the arguments ask for help (before a `--` that starts EAL's).
+bool wants_help(int argc, char** argv) {
+  for (int i = 0; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a == "--") return false;
+    if (a == "--help" || a == "-h") return true;
+  }
+  return false;
+}
+
+int print_help(const std::string& cmd) {
+  std::printf("usage: amon %s [options]\n\n%s\nexit status: 0 ok, 1 runtime failure, 2 bad usage, configuration or policy\n",
+              cmd.c_str(), command_help(cmd).c_str());
+  return 0;
+}
+
+// `--format text|json` (or --help) and nothing else: a listing's options.
+// Returns -1 to go on, else the exit status.
+int listing_options(const std::string& cmd, int argc, char** argv, bool& json) {
+  for (int i = 0; i < argc; ++i) {
+    std::string a = argv[i], v;
+    if (a == "--format" && i + 1 < argc) v = argv[++i];
+    else if (a.rfind("--format=", 0) == 0) v = a.substr(9);
+    else return usage_error("unknown or incomplete option '" + a + "' for " + cmd);
+    if (v != "json" && v != "text") return usage_error("--format takes text or json, not '" + v + "'");
+    json = v == "json";
+  }
+  return -1;
+}
+
+std::string json_list(const std::vector<std::string>& v) {
+  std::string o = "[";
+  for (size_t i = 0; i < v.size(); ++i) o += (i ? "," : "") + amon::json_quote(v[i]);
+  return o + "]";
+}
+
+int fields_json() {
+  std::string o = "[";
+  bool first = true;
+  for (const auto& f : amon::Registry::instance().fields()) {
+    o += std::string(first ? "" : ",") + "\n{\"name\":" + amon::json_quote(f.name) +
+         ",\"type\":" + amon::json_quote(std::string(amon::to_string(f.type))) +
+         ",\"role\":" + amon::json_quote(std::string(amon::to_string(f.role))) +
+         ",\"protocol\":" + amon::json_quote(f.protocol) + ",\"value_class\":" + amon::json_quote(f.value_class) +
+         ",\"related\":" + json_list(f.related) + ",\"doc\":" + amon::json_quote(f.doc) + "}";
+    first = false;
+  }
+  std::printf("%s\n]\n", o.c_str());
+  return 0;
+}
+
+int actions_json() {
+  std::string o = "[";
+  bool first = true;
+  for (const auto& a : amon::Registry::instance().actions()) {
+    std::vector<std::string> types;
+    for (auto t : a.applies_to) types.emplace_back(amon::to_string(t));
+    std::string ps = "[";
+    for (size_t i = 0; i < a.params.size(); ++i) {
+      const auto& p = a.params[i];
+      ps += std::string(i ? "," : "") + "{\"name\":" + amon::json_quote(p.name) +
+            ",\"kind\":" + amon::json_quote(std::string(amon::to_string(p.kind))) +
+            ",\"required\":" + (p.required ? "true" : "false") + ",\"positional\":" + std::to_string(p.positional) +
+            ",\"choices\":" + json_list(p.choices) + ",\"default\":" + amon::json_quote(p.default_text) +
+            ",\"doc\":" + amon::json_quote(p.doc) + "}";
+    }
+    o += std::string(first ? "" : ",") + "\n{\"name\":" + amon::json_quote(a.name) + ",\"applies_to\":" + json_list(types) +
+         ",\"params\":" + ps + "],\"protects\":" + (a.protects ? "true" : "false") + ",\"doc\":" + amon::json_quote(a.doc) + "}";
+    first = false;
+  }
+  std::printf("%s\n]\n", o.c_str());
+  return 0;
+}
+
+// What this binary is: its version, the commit it was built from, the DPDK
+// it carries and the drivers linked in (a static DPDK has no others).
+int cmd_version(int argc, char** argv) {
+  bool json = false;
+  if (int rc = listing_options("version", argc, argv, json); rc >= 0) return rc;
+  const std::string drivers = AMON_DPDK_DRIVERS;
+  std::vector<std::string> dv;
+  for (size_t at = 0; at <= drivers.size() && !drivers.empty();) {
+    const size_t sc = drivers.find(',', at);
+    dv.push_back(drivers.substr(at, sc == std::string::npos ? std::string::npos : sc - at));
+    if (sc == std::string::npos) break;
+    at = sc + 1;
+  }
+  if (json) {
+    std::printf("{\"version\":%s,\"git\":%s,\"dpdk\":%s,\"dpdk_static\":%s,\"drivers\":%s}\n",
+                amon::json_quote(AMON_VERSION).c_str(), amon::json_quote(AMON_GIT_HASH).c_str(),
+                amon::json_quote(rte_version()).c_str(), dv.empty() ? "false" : "true", json_list(dv).c_str());
+    return 0;
+  }
+  std::string dl;
+  for (auto& d : dv) dl += (dl.empty() ? "" : " ") + d;
+  std::printf("amon %s\ngit %s\ndpdk %s\ndrivers %s\n", AMON_VERSION, AMON_GIT_HASH, rte_version(),
+              dv.empty() ? "(DPDK's shared drivers, loaded at start-up)" : dl.c_str());
+  return 0;
 }
 
 // EAL arguments for runs that need no NIC: no hugepages, no PCI scan, no
@@ -340,11 +468,17 @@ int main(int argc, char** argv) {
     print_usage(stdout);
     return 0;
   }
-  if (cmd == "version" || cmd == "--version") {
-    std::printf("amon %s\n", AMON_VERSION);
-    return 0;
-  }
+  // (lint and whatif answer --help themselves, at more length.)
+  const std::vector<std::string> known = {"pcap", "audit", "check", "run", "fields", "actions", "version"};
+  if (std::find(known.begin(), known.end(), cmd) != known.end() && wants_help(argc - 2, argv + 2)) return print_help(cmd);
+  if (cmd == "--version") return cmd_version(0, nullptr);
+  if (cmd == "version") return cmd_version(argc - 2, argv + 2);
   amon::register_builtin_plugins();
+  if (cmd == "fields" || cmd == "actions") {
+    bool json = false;
+    if (int rc = listing_options(cmd, argc - 2, argv + 2, json); rc >= 0) return rc;
+    if (json) return cmd == "fields" ? fields_json() : actions_json();
+  }
   if (cmd == "pcap") return cmd_pcap(argc - 2, argv + 2);
   if (cmd == "run") return cmd_run(argc - 2, argv + 2);
   if (cmd == "whatif") return amon::whatif_main(argc - 2, argv + 2);
