@@ -19,6 +19,7 @@
 #include "pcapio.h"
 #include "engine.h"
 #include "json.h"
+#include "map.h"
 #include "policy.h"
 #include "registry.h"
 #include "runtime.h"
@@ -75,6 +76,11 @@ const char* kUsage =
     "  audit    check an anonymized capture against its original for values the policy protects\n"
     "             amon audit --policy P.amon --original IN.pcap --anonymized OUT.pcap [--format text|json]\n"
     "           exit 0 clean, 1 leaks found, 2 usage\n"
+    "  map      what a consumer's Crypto-PAn makes of addresses and prefixes (a prefix maps to a\n"
+    "           prefix), to translate IDS rules and HOME_NET:\n"
+    "             amon map --key KEYFILE [--rotate 24h --at TIME] CIDR|ADDR ...\n"
+    "             amon map --policy P.amon --consumer-key NAME [--rotate 24h --at TIME] CIDR|ADDR ...\n"
+    "           TIME: seconds since 1970 or 2026-11-26T03:00:00Z (a time in the rotation period)\n"
     "  fields   list the fields policies can name: amon fields [--format text|json]\n"
     "  actions  list the actions policies can use: amon actions [--format text|json]\n"
     "  version  the version, the git commit built, the DPDK version and the drivers linked in:\n"
@@ -469,7 +475,7 @@ int main(int argc, char** argv) {
     return 0;
   }
   // (lint and whatif answer --help themselves, at more length.)
-  const std::vector<std::string> known = {"pcap", "audit", "check", "run", "fields", "actions", "version"};
+  const std::vector<std::string> known = {"pcap", "audit", "check", "run", "fields", "actions", "version", "map"};
   if (std::find(known.begin(), known.end(), cmd) != known.end() && wants_help(argc - 2, argv + 2)) return print_help(cmd);
   if (cmd == "--version") return cmd_version(0, nullptr);
   if (cmd == "version") return cmd_version(argc - 2, argv + 2);
@@ -511,5 +517,6 @@ int main(int argc, char** argv) {
   if (cmd == "audit") return amon::audit::audit_main(argc - 2, argv + 2);
   if (cmd == "fields") return amon::dsl::fields_main(argc - 2, argv + 2);
   if (cmd == "actions") return amon::dsl::actions_main(argc - 2, argv + 2);
+  if (cmd == "map") return amon::map_main(argc - 2, argv + 2);
   return usage_error("unknown command '" + cmd + "'");
 }
