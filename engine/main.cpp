@@ -1,5 +1,10 @@
 // amon: command-line entry point.
+#include <rte_version.h>
+#include <sys/stat.h>
 #include <unistd.h>
+
+#include <algorithm>
+#include <set>
 
 #include <cstdio>
 #include <cstring>
@@ -11,7 +16,10 @@
 #include "config.h"
 #include "control.h"
 #include "outputs.h"
+#include "pcapio.h"
 #include "engine.h"
+#include "json.h"
+#include "map.h"
 #include "policy.h"
 #include "registry.h"
 #include "runtime.h"
@@ -20,6 +28,12 @@
 
 #ifndef AMON_VERSION
 #define AMON_VERSION "0.0.0"
+#endif
+#ifndef AMON_GIT_HASH
+#define AMON_GIT_HASH "unknown"
+#endif
+#ifndef AMON_DPDK_DRIVERS
+#define AMON_DPDK_DRIVERS ""
 #endif
 
 namespace {
@@ -32,6 +46,11 @@ const char* kUsage =
     "           raw IPv4/IPv6, BSD NULL/loopback, PPP, Cisco HDLC; the output keeps the link type)\n"
     "             amon pcap --read IN.pcap --policy P.amon --write OUT.pcap\n"
     "             amon pcap --read IN.pcap --consumer NAME=POLICY:OUT.pcap [--consumer ...]\n"
+    "           inputs: a file, a folder (read recursively; --glob PATTERN keeps matching names) or\n"
+    "           - (standard input); gzip-compressed captures are read as they are; several --read\n"
+    "           are read as one stream in time order. Outputs: a file, - (standard output; the\n"
+    "           summary then goes to standard error), or, with several inputs, a folder (an existing\n"
+    "           one or a name ending in /) that gets one output per input under the input's name\n"
     "           options: --workers N (default 1; output order follows input order with 1)\n"
     "                    --stats-json FILE\n"
     "                    --quiet   no summary and no progress line (the progress line shows on a\n"
@@ -57,9 +76,15 @@ const char* kUsage =
     "  audit    check an anonymized capture against its original for values the policy protects\n"
     "             amon audit --policy P.amon --original IN.pcap --anonymized OUT.pcap [--format text|json]\n"
     "           exit 0 clean, 1 leaks found, 2 usage\n"
-    "  fields   list the fields policies can name\n"
-    "  actions  list the actions policies can use\n"
-    "  version  print the version\n"
+    "  map      what a consumer's Crypto-PAn makes of addresses and prefixes (a prefix maps to a\n"
+    "           prefix), to translate IDS rules and HOME_NET:\n"
+    "             amon map --key KEYFILE [--rotate 24h --at TIME] CIDR|ADDR ...\n"
+    "             amon map --policy P.amon --consumer-key NAME [--rotate 24h --at TIME] CIDR|ADDR ...\n"
+    "           TIME: seconds since 1970 or 2026-11-26T03:00:00Z (a time in the rotation period)\n"
+    "  fields   list the fields policies can name: amon fields [--format text|json]\n"
+    "  actions  list the actions policies can use: amon actions [--format text|json]\n"
+    "  version  the version, the git commit built, the DPDK version and the drivers linked in:\n"
+    "             amon version [--format text|json]\n"
     "\n"
     "exit status: 0 ok, 1 runtime failure, 2 bad usage, configuration or policy\n";
 
@@ -70,6 +95,125 @@ void print_usage(FILE* f) {
 int usage_error(const std::string& msg) {
   std::fprintf(stderr, "amon: %s\n(run 'amon --help' for usage)\n", msg.c_str());
   return 2;
+}
+
+// One command's part of the usage text (its lines, from "  CMD " to the
+// next command), so `amon CMD --help` and `amon --help` never disagree.
+std::string command_help(const std::string& cmd) {
+  char buf[8192];
+  std::snprintf(buf, sizeof buf, kUsage, amon::flow_slot_bytes(), amon::zanon_value_bytes(10), amon::mbuf_bytes());
+  std::string all = buf, out;
+  bool in = false;
+  for (size_t at = 0, nl; at < all.size(); at = nl + 1) {
+    nl = all.find('\n', at);
+    if (nl == std::string::npos) nl = all.size();
+    const std::string line = all.substr(at, nl - at);
+    const bool starts = line.size() > 2 && line[0] == ' ' && line[1] == ' ' && line[2] != ' ';
+    if (starts) in = line.compare(2, cmd.size() + 1, cmd + " ") == 0;
+    else if (line.empty()) in = false;
+    if (in) out += line + "\n";
+  }
+  return out;
+}
+
+// Whether the arguments ask for help (before a `--` that starts EAL's).
+bool wants_help(int argc, char** argv) {
+  for (int i = 0; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a == "--") return false;
+    if (a == "--help" || a == "-h") return true;
+  }
+  return false;
+}
+
+int print_help(const std::string& cmd) {
+  std::printf("usage: amon %s [options]\n\n%s\nexit status: 0 ok, 1 runtime failure, 2 bad usage, configuration or policy\n",
+              cmd.c_str(), command_help(cmd).c_str());
+  return 0;
+}
+
+// `--format text|json` (or --help) and nothing else: a listing's options.
+// Returns -1 to go on, else the exit status.
+int listing_options(const std::string& cmd, int argc, char** argv, bool& json) {
+  for (int i = 0; i < argc; ++i) {
+    std::string a = argv[i], v;
+    if (a == "--format" && i + 1 < argc) v = argv[++i];
+    else if (a.rfind("--format=", 0) == 0) v = a.substr(9);
+    else return usage_error("unknown or incomplete option '" + a + "' for " + cmd);
+    if (v != "json" && v != "text") return usage_error("--format takes text or json, not '" + v + "'");
+    json = v == "json";
+  }
+  return -1;
+}
+
+std::string json_list(const std::vector<std::string>& v) {
+  std::string o = "[";
+  for (size_t i = 0; i < v.size(); ++i) o += (i ? "," : "") + amon::json_quote(v[i]);
+  return o + "]";
+}
+
+int fields_json() {
+  std::string o = "[";
+  bool first = true;
+  for (const auto& f : amon::Registry::instance().fields()) {
+    o += std::string(first ? "" : ",") + "\n{\"name\":" + amon::json_quote(f.name) +
+         ",\"type\":" + amon::json_quote(std::string(amon::to_string(f.type))) +
+         ",\"role\":" + amon::json_quote(std::string(amon::to_string(f.role))) +
+         ",\"protocol\":" + amon::json_quote(f.protocol) + ",\"value_class\":" + amon::json_quote(f.value_class) +
+         ",\"related\":" + json_list(f.related) + ",\"doc\":" + amon::json_quote(f.doc) + "}";
+    first = false;
+  }
+  std::printf("%s\n]\n", o.c_str());
+  return 0;
+}
+
+int actions_json() {
+  std::string o = "[";
+  bool first = true;
+  for (const auto& a : amon::Registry::instance().actions()) {
+    std::vector<std::string> types;
+    for (auto t : a.applies_to) types.emplace_back(amon::to_string(t));
+    std::string ps = "[";
+    for (size_t i = 0; i < a.params.size(); ++i) {
+      const auto& p = a.params[i];
+      ps += std::string(i ? "," : "") + "{\"name\":" + amon::json_quote(p.name) +
+            ",\"kind\":" + amon::json_quote(std::string(amon::to_string(p.kind))) +
+            ",\"required\":" + (p.required ? "true" : "false") + ",\"positional\":" + std::to_string(p.positional) +
+            ",\"choices\":" + json_list(p.choices) + ",\"default\":" + amon::json_quote(p.default_text) +
+            ",\"doc\":" + amon::json_quote(p.doc) + "}";
+    }
+    o += std::string(first ? "" : ",") + "\n{\"name\":" + amon::json_quote(a.name) + ",\"applies_to\":" + json_list(types) +
+         ",\"params\":" + ps + "],\"protects\":" + (a.protects ? "true" : "false") + ",\"doc\":" + amon::json_quote(a.doc) + "}";
+    first = false;
+  }
+  std::printf("%s\n]\n", o.c_str());
+  return 0;
+}
+
+// What this binary is: its version, the commit it was built from, the DPDK
+// it carries and the drivers linked in (a static DPDK has no others).
+int cmd_version(int argc, char** argv) {
+  bool json = false;
+  if (int rc = listing_options("version", argc, argv, json); rc >= 0) return rc;
+  const std::string drivers = AMON_DPDK_DRIVERS;
+  std::vector<std::string> dv;
+  for (size_t at = 0; at <= drivers.size() && !drivers.empty();) {
+    const size_t sc = drivers.find(',', at);
+    dv.push_back(drivers.substr(at, sc == std::string::npos ? std::string::npos : sc - at));
+    if (sc == std::string::npos) break;
+    at = sc + 1;
+  }
+  if (json) {
+    std::printf("{\"version\":%s,\"git\":%s,\"dpdk\":%s,\"dpdk_static\":%s,\"drivers\":%s}\n",
+                amon::json_quote(AMON_VERSION).c_str(), amon::json_quote(AMON_GIT_HASH).c_str(),
+                amon::json_quote(rte_version()).c_str(), dv.empty() ? "false" : "true", json_list(dv).c_str());
+    return 0;
+  }
+  std::string dl;
+  for (auto& d : dv) dl += (dl.empty() ? "" : " ") + d;
+  std::printf("amon %s\ngit %s\ndpdk %s\ndrivers %s\n", AMON_VERSION, AMON_GIT_HASH, rte_version(),
+              dv.empty() ? "(DPDK's shared drivers, loaded at start-up)" : dl.c_str());
+  return 0;
 }
 
 // EAL arguments for runs that need no NIC: no hugepages, no PCI scan, no
@@ -91,6 +235,81 @@ bool ports_ok(const amon::EngineConfig& cfg) {
   return errs.empty();
 }
 
+// The captures named by --read (files, folders, "-") and --glob, each
+// checked: one that is no capture is bad input (2); files of a folder that
+// are not captures are reported and skipped, never silently.
+int capture_set(const std::vector<std::string>& reads, const std::string& glob,
+                std::vector<amon::pcapio::InputFile>& files) {
+  std::vector<std::string> skipped;
+  try {
+    files = amon::pcapio::expand_inputs(reads, glob, skipped);
+    for (auto& f : files)
+      if (f.path != "-") amon::pcapio::Capture check(f.path);
+  } catch (const amon::pcapio::BadInput& e) {
+    for (auto& s : skipped) std::fprintf(stderr, "amon: skipped %s\n", s.c_str());
+    std::fprintf(stderr, "amon: %s\n", e.what());
+    return 2;
+  }
+  for (auto& s : skipped) std::fprintf(stderr, "amon: skipped %s\n", s.c_str());
+  if (!skipped.empty()) std::fprintf(stderr, "amon: %zu files skipped: not captures\n", skipped.size());
+  if (std::count_if(files.begin(), files.end(), [](auto& f) { return f.path == "-"; }) > 1)
+    return usage_error("standard input can be read once");
+  if (files.empty()) {
+    std::fprintf(stderr, "amon: no captures found in the inputs given\n");
+    return 2;
+  }
+  return 0;
+}
+
+// Standard output as a capture stream ("-" or a path that is standard
+// output): the capture goes to a descriptor of its own and descriptor 1
+// becomes standard error, so that nothing else (the summary, DPDK's log,
+// which goes to stdout) can ever land among its bytes.
+std::string claim_stdout() {
+  static int fd = -1;
+  if (fd < 0) {
+    std::fflush(stdout);
+    fd = ::dup(STDOUT_FILENO);
+    if (fd < 0 || ::dup2(STDERR_FILENO, STDOUT_FILENO) < 0) return "";
+  }
+  return "/dev/fd/" + std::to_string(fd);
+}
+
+bool is_stdout(const std::string& path) {
+  if (path == "-") return true;
+  struct stat a, b;
+  return ::stat(path.c_str(), &a) == 0 && ::fstat(STDOUT_FILENO, &b) == 0 && a.st_dev == b.st_dev &&
+         a.st_ino == b.st_ino && !S_ISDIR(a.st_mode) && (S_ISFIFO(a.st_mode) || S_ISREG(a.st_mode) || S_ISSOCK(a.st_mode));
+}
+
+// An output of several inputs is one file of the merged stream, or, named
+// as a folder (an existing one, or a name ending in '/'), a folder that
+// mirrors the inputs: each input's packets in a file of its name there.
+int capture_output(amon::PortSpec& out, const std::vector<amon::pcapio::InputFile>& files) {
+  if (out.kind != amon::PortSpec::Kind::PcapFile) return 0;
+  if (is_stdout(out.spec)) {
+    out.spec = claim_stdout();
+    if (out.spec.empty()) return usage_error("standard output cannot be written");
+    return 0;
+  }
+  struct stat st;
+  const bool dir = (::stat(out.spec.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) || out.spec.back() == '/';
+  if (!dir) return 0;
+  if (files.size() < 2) return usage_error("--write " + out.spec + " is a folder: name a file for one input");
+  while (out.spec.size() > 1 && out.spec.back() == '/') out.spec.pop_back();
+  if (::mkdir(out.spec.c_str(), 0777) != 0 && errno != EEXIST) {
+    std::fprintf(stderr, "amon: %s: %s\n", out.spec.c_str(), std::strerror(errno));
+    return 2;
+  }
+  std::set<std::string> seen;
+  for (auto& f : files) {
+    if (f.path == "-") return usage_error("standard input has no name to mirror in " + out.spec);
+    if (!seen.insert(f.rel).second) return usage_error("two inputs are named " + f.rel + " in the folder " + out.spec);
+    out.files.push_back(f.rel);
+  }
+  return 0;
+}
+
 bool parse_uint(const char* s, unsigned& v) {
   char* end;
   unsigned long x = std::strtoul(s, &end, 10);
@@ -101,7 +320,8 @@ bool parse_uint(const char* s, unsigned& v) {
 
 int cmd_pcap(int argc, char** argv) {
   amon::EngineConfig cfg;
-  std::string read, policy, write;
+  std::vector<std::string> reads;
+  std::string policy, write, glob;
   for (int i = 0; i < argc; ++i) {
     std::string a = argv[i];
     auto val = [&](const char* what) -> const char* {
@@ -111,9 +331,10 @@ int cmd_pcap(int argc, char** argv) {
     };
     const char* v = nullptr;
     // Given twice, one of them would be silently ignored (a lost output).
-    if ((a == "--read" && !read.empty()) || (a == "--policy" && !policy.empty()) || (a == "--write" && !write.empty()))
+    if ((a == "--policy" && !policy.empty()) || (a == "--write" && !write.empty()) || (a == "--glob" && !glob.empty()))
       return usage_error(a + " given twice");
-    if (a == "--read" && (v = val("--read"))) read = v;
+    if (a == "--read" && (v = val("--read"))) reads.push_back(v);
+    else if (a == "--glob" && (v = val("--glob"))) glob = v;
     else if (a == "--policy" && (v = val("--policy"))) policy = v;
     else if (a == "--write" && (v = val("--write"))) write = v;
     else if (a == "--stats-json" && (v = val("--stats-json"))) cfg.stats_json = v;
@@ -142,17 +363,22 @@ int cmd_pcap(int argc, char** argv) {
       return usage_error("unknown or incomplete option '" + a + "' for pcap");
     }
   }
-  if (read.empty()) return usage_error("pcap needs --read IN.pcap");
+  if (reads.empty()) return usage_error("pcap needs --read IN.pcap");
   if (!policy.empty() || !write.empty()) {
     if (policy.empty() || write.empty()) return usage_error("--policy and --write go together");
     cfg.consumers.insert(cfg.consumers.begin(), {"default", policy, {amon::PortSpec::Kind::PcapFile, write}});
   }
   if (cfg.consumers.empty()) return usage_error("pcap needs --policy/--write or at least one --consumer");
-  if (access(read.c_str(), R_OK) != 0) {
-    std::fprintf(stderr, "amon: %s: %s\n", read.c_str(), std::strerror(errno));
-    return 2;
+  std::vector<amon::pcapio::InputFile> files;
+  if (int rc = capture_set(reads, glob, files); rc) return rc;
+  amon::PortSpec in{amon::PortSpec::Kind::PcapFile, files[0].path, {}};
+  if (files.size() > 1) {
+    in.spec = reads[0] + (reads.size() > 1 ? ",..." : "");
+    for (auto& f : files) in.files.push_back(f.path);
   }
-  cfg.inputs.push_back({amon::PortSpec::Kind::PcapFile, read});
+  cfg.inputs.push_back(in);
+  for (auto& c : cfg.consumers)
+    if (int rc = capture_output(c.output, files); rc) return rc;
   if (!ports_ok(cfg)) return 2;
   cfg.offline = true;
   cfg.until_idle = true;
@@ -248,11 +474,17 @@ int main(int argc, char** argv) {
     print_usage(stdout);
     return 0;
   }
-  if (cmd == "version" || cmd == "--version") {
-    std::printf("amon %s\n", AMON_VERSION);
-    return 0;
-  }
+  // (lint and whatif answer --help themselves, at more length.)
+  const std::vector<std::string> known = {"pcap", "audit", "check", "run", "fields", "actions", "version", "map"};
+  if (std::find(known.begin(), known.end(), cmd) != known.end() && wants_help(argc - 2, argv + 2)) return print_help(cmd);
+  if (cmd == "--version") return cmd_version(0, nullptr);
+  if (cmd == "version") return cmd_version(argc - 2, argv + 2);
   amon::register_builtin_plugins();
+  if (cmd == "fields" || cmd == "actions") {
+    bool json = false;
+    if (int rc = listing_options(cmd, argc - 2, argv + 2, json); rc >= 0) return rc;
+    if (json) return cmd == "fields" ? fields_json() : actions_json();
+  }
   if (cmd == "pcap") return cmd_pcap(argc - 2, argv + 2);
   if (cmd == "run") return cmd_run(argc - 2, argv + 2);
   if (cmd == "whatif") return amon::whatif_main(argc - 2, argv + 2);
@@ -285,5 +517,6 @@ int main(int argc, char** argv) {
   if (cmd == "audit") return amon::audit::audit_main(argc - 2, argv + 2);
   if (cmd == "fields") return amon::dsl::fields_main(argc - 2, argv + 2);
   if (cmd == "actions") return amon::dsl::actions_main(argc - 2, argv + 2);
+  if (cmd == "map") return amon::map_main(argc - 2, argv + 2);
   return usage_error("unknown command '" + cmd + "'");
 }

@@ -17,6 +17,7 @@
 
 #include "cryptopan.h"
 #include "l2l4.h"
+#include "pcapio.h"
 #include "policy.h"
 #include "protocol.h"
 #include "registry.h"
@@ -34,23 +35,18 @@ struct Frame {
 };
 
 bool read_pcap(const std::string& path, std::vector<Frame>& out, int& linktype, std::string& err) {
-  char eb[PCAP_ERRBUF_SIZE];
-  pcap_t* p = pcap_open_offline_with_tstamp_precision(path.c_str(), PCAP_TSTAMP_PRECISION_NANO, eb);
-  if (!p) {
-    err = path + ": " + eb;
+  try {
+    pcapio::Capture c(path);
+    linktype = c.linktype();
+    pcapio::Record r;
+    while (c.next(r) == 1) out.push_back({r.ts_ns, r.len, std::vector<uint8_t>(r.data, r.data + r.caplen)});
+    // A file cut short or a record that cannot be read ends the capture
+    // there, as it ends amon's input: what came before is still audited.
+    if (!c.error().empty()) std::fprintf(stderr, "amon audit: %s (reading stops there)\n", c.error().c_str());
+  } catch (const pcapio::BadInput& e) {
+    err = e.what();
     return false;
   }
-  linktype = pcap_datalink(p);
-  pcap_pkthdr* h;
-  const u_char* d;
-  int rc;
-  while ((rc = pcap_next_ex(p, &h, &d)) == 1)
-    out.push_back({uint64_t(h->ts.tv_sec) * 1000000000ULL + uint64_t(h->ts.tv_usec), h->len,
-                   std::vector<uint8_t>(d, d + h->caplen)});
-  // A file cut short or a record that cannot be read ends the capture
-  // there, as it ends amon's input: what came before is still audited.
-  if (rc == -1) std::fprintf(stderr, "amon audit: %s: %s (reading stops there)\n", path.c_str(), pcap_geterr(p));
-  pcap_close(p);
   return true;
 }
 

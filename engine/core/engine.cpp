@@ -130,7 +130,13 @@ EngineResult run_engine(const EngineConfig& cfg_in) {
       Input i;
       i.spec = in;
       if (in.kind == PortSpec::Kind::PcapFile) {
-        i.pcap = std::make_unique<PcapReader>(in.spec, E.pool);
+        try {
+          i.pcap = std::make_unique<PcapReader>(in, E.pool);
+        } catch (const pcapio::BadInput& e) {  // bad input, as a missing file is: exit 2
+          std::fprintf(stderr, "amon: %s\n", e.what());
+          result.exit_code = 2;
+          throw;
+        }
         if (!link_type_supported(i.pcap->linktype()))
           throw std::runtime_error(in.spec + ": link type " + link_type_name(i.pcap->linktype()) +
                                    " is not supported (Ethernet, Linux cooked v1/v2, raw IPv4/IPv6, "
@@ -157,7 +163,7 @@ EngineResult run_engine(const EngineConfig& cfg_in) {
       if (!o.ring) throw std::runtime_error("output ring: " + std::string(rte_strerror(rte_errno)));
       if (c.output.kind == PortSpec::Kind::PcapFile) {
         o.file = std::make_unique<FileWriter>();
-        o.file->pcap = std::make_unique<PcapWriter>(c.output.spec, nano_out, snaplen, output_link_type(E));
+        o.file->pcap = std::make_unique<PcapWriter>(c.output, nano_out, snaplen, output_link_type(E));
         o.file->ring = o.ring;
       } else {
         o.port = attach_port(c.output.spec);

@@ -26,6 +26,10 @@ namespace amon {
 struct PortSpec {
   enum class Kind { PcapFile, Ethdev } kind = Kind::PcapFile;
   std::string spec;  // file path, or an ethdev name/devargs ("net_pcap0,rx_pcap=x.pcap", "0000:01:00.0")
+  // A set of captures read as one stream in time order (an input: their
+  // paths; spec names the set), or the folder that mirrors them (an output:
+  // each input's name below its folder; spec is the folder). Empty: spec alone.
+  std::vector<std::string> files;
   std::string describe() const { return (kind == Kind::PcapFile ? "pcap:" : "port:") + spec; }
 };
 

@@ -11,7 +11,10 @@ bool mbuf_meta_register() {
   if (g_meta.wire_off < 0) return false;
   static const rte_mbuf_dynfield link = {"amon_link_hdr", sizeof(LinkHdr), alignof(LinkHdr), 0};
   g_meta.link_off = rte_mbuf_dynfield_register(&link);
-  return g_meta.link_off >= 0;
+  if (g_meta.link_off < 0) return false;
+  static const rte_mbuf_dynfield origin = {"amon_origin", sizeof(Origin), alignof(Origin), 0};
+  g_meta.origin_off = rte_mbuf_dynfield_register(&origin);
+  return g_meta.origin_off >= 0;
 }
 
 }  // namespace amon

@@ -18,7 +18,18 @@ struct MbufMeta {
   uint64_t ts_flag = 0;
   int wire_off = -1;
   int link_off = -1;
+  int origin_off = -1;
 };
+
+// Which capture of a set a packet came from, and its link type, so the
+// writer can put it in that capture's output and write its link type.
+// Packets from a live port carry none: the tag tells a set origin from
+// whatever the mbuf's memory held.
+struct Origin {
+  uint32_t tag;
+  uint16_t input, dlt;
+};
+constexpr uint32_t kOriginTag = 0x6f726967;
 
 // The original link header of a non-Ethernet capture record, less what moved
 // into the stand-in Ethernet header (the Linux cooked address).
@@ -42,6 +53,16 @@ inline uint32_t mbuf_wire_len(const rte_mbuf* m) {
   return w < m->pkt_len ? m->pkt_len : w;
 }
 inline void mbuf_set_wire_len(rte_mbuf* m, uint32_t w) { *RTE_MBUF_DYNFIELD(m, g_meta.wire_off, uint32_t*) = w; }
+inline void mbuf_set_origin(rte_mbuf* m, uint16_t input, uint16_t dlt) {
+  *RTE_MBUF_DYNFIELD(m, g_meta.origin_off, Origin*) = {kOriginTag, input, dlt};
+}
+// False for a packet with no origin (input and dlt are left as they were).
+inline bool mbuf_origin(const rte_mbuf* m, uint16_t& input, uint16_t& dlt) {
+  const Origin* o = RTE_MBUF_DYNFIELD(m, g_meta.origin_off, const Origin*);
+  if (o->tag != kOriginTag) return false;
+  input = o->input, dlt = o->dlt;
+  return true;
+}
 inline LinkHdr* mbuf_link_hdr(rte_mbuf* m) { return RTE_MBUF_DYNFIELD(m, g_meta.link_off, LinkHdr*); }
 inline const LinkHdr* mbuf_link_hdr(const rte_mbuf* m) { return RTE_MBUF_DYNFIELD(m, g_meta.link_off, const LinkHdr*); }
 

@@ -9,6 +9,8 @@
 #include <cstring>
 #include <map>
 
+#include "pcap_port.h"
+
 namespace amon {
 
 namespace {
@@ -82,7 +84,7 @@ std::vector<std::string> check_ports(const EngineConfig& cfg) {
   std::vector<std::pair<std::string, std::string>> reads;  // (path, what)
   for (auto& in : cfg.inputs) {
     if (in.kind == PortSpec::Kind::PcapFile) {
-      reads.push_back({in.spec, "input " + in.spec});
+      for (const auto& f : in.files.empty() ? std::vector<std::string>{in.spec} : in.files) reads.push_back({f, "input " + f});
       continue;
     }
     std::vector<std::string> r, w;
@@ -105,7 +107,18 @@ std::vector<std::string> check_ports(const EngineConfig& cfg) {
   for (auto& c : cfg.consumers) {
     std::string who = "consumer '" + c.name + "'";
     if (c.output.kind == PortSpec::Kind::PcapFile) {
-      writes_file(who, c.output.spec);
+      if (c.output.files.empty()) {
+        writes_file(who, c.output.spec);
+        continue;
+      }
+      // A folder mirroring the inputs: its subfolders are made as needed.
+      if (::access(c.output.spec.c_str(), W_OK | X_OK) != 0)
+        errs.push_back(who + ": output folder " + c.output.spec + ": " + std::strerror(errno));
+      for (const auto& p : pcap_output_paths(c.output)) {
+        const std::string id = identity(p);
+        for (auto& [rp, what] : reads)
+          if (identity(rp) == id) errs.push_back(who + ": output " + p + " is " + what + " (it would be overwritten)");
+      }
       continue;
     }
     std::string name = c.output.spec.substr(0, c.output.spec.find(','));

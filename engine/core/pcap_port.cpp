@@ -57,7 +57,6 @@ constexpr uint16_t kEtIpv4 = 0x0800, kEtIpv6 = 0x86dd, kEtPpp = 0x880b;
 // LinkHdr::len flag: the bytes are the whole (cut) header, written back as they are.
 constexpr uint8_t kLinkRaw = 0x80;
 constexpr uint32_t kEthLen = 14;
-constexpr size_t kStdioBuffer = size_t(1) << 20;
 
 
 uint16_t ethertype_of_version(const uint8_t* p, uint32_t cap) {
@@ -205,146 +204,222 @@ std::string link_type_name(int dlt) {
   return std::to_string(dlt) + (n ? std::string(" (") + n + ")" : std::string());
 }
 
-PcapReader::PcapReader(const std::string& path, rte_mempool* pool) : pool_(pool), path_(path) {
-  char err[PCAP_ERRBUF_SIZE] = {};
-  // Our own FILE with a large buffer: libpcap's default stdio buffer means
-  // one read() per 4 KiB of capture.
-  FILE* f = std::fopen(path.c_str(), "rb");
-  if (!f) throw std::runtime_error(path + ": " + std::strerror(errno));
-  buf_.reset(new char[kStdioBuffer]);
-  std::setvbuf(f, buf_.get(), _IOFBF, kStdioBuffer);
-  p_ = pcap_fopen_offline_with_tstamp_precision(f, PCAP_TSTAMP_PRECISION_NANO, err);
-  if (!p_) {
-    std::fclose(f);
-    throw std::runtime_error(path + ": " + err);
-  }
-  linktype_ = pcap_datalink(p_);
-  if (FILE* f = std::fopen(path.c_str(), "rb")) {
-    uint8_t m[4] = {};
-    if (std::fread(m, 1, 4, f) == 4)
-      nano_ = (m[0] == 0xa1 && m[1] == 0xb2 && m[2] == 0x3c && m[3] == 0x4d) ||
-              (m[0] == 0x4d && m[1] == 0x3c && m[2] == 0xb2 && m[3] == 0xa1);
-    std::fclose(f);
-  }
-}
-
-uint64_t PcapReader::bytes_read() const {
-  FILE* f = p_ ? pcap_file(p_) : nullptr;
-  long pos = f ? std::ftell(f) : -1;
-  return pos > 0 ? uint64_t(pos) : 0;
+PcapReader::PcapReader(const PortSpec& in, rte_mempool* pool) : pool_(pool) {
+  in_ = std::make_unique<pcapio::Merge>(in.files.empty() ? std::vector<std::string>{in.spec} : in.files);
+  warned_.assign(in_->size(), false);
 }
 
 PcapReader::~PcapReader() {
-  if (p_) pcap_close(p_);
+  if (unsupported_)
+    std::fprintf(stderr, "amon: %llu packets of link types amon does not read were left out\n",
+                 (unsigned long long)unsupported_);
 }
 
-rte_mbuf* PcapReader::to_mbuf(const pcap_pkthdr* h, const u_char* data) {
+rte_mbuf* PcapReader::to_mbuf(const pcapio::Record& r, size_t input) {
   rte_mbuf* m;
-  uint32_t wire = h->len < h->caplen ? h->caplen : h->len;
-  if (linktype_ == DLT_EN10MB) {
-    m = mbuf_from_bytes(pool_, data, h->caplen);
+  uint32_t wire = r.len < r.caplen ? r.caplen : r.len;
+  if (r.linktype == DLT_EN10MB) {
+    m = mbuf_from_bytes(pool_, r.data, r.caplen);
     if (!m) return nullptr;
     mbuf_link_hdr(m)->len = 0;
   } else {
     uint8_t eth[kEthLen];
     LinkHdr lh;
-    uint32_t hl = link_to_ethernet(linktype_, data, h->caplen, eth, lh);
-    m = mbuf_from_bytes(pool_, data + hl, h->caplen - hl, eth, kEthLen);
+    uint32_t hl = link_to_ethernet(r.linktype, r.data, r.caplen, eth, lh);
+    m = mbuf_from_bytes(pool_, r.data + hl, r.caplen - hl, eth, kEthLen);
     if (!m) return nullptr;
     *mbuf_link_hdr(m) = lh;
     wire = wire - hl + kEthLen;
   }
-  // Nanosecond precision was requested at open: tv_usec holds nanoseconds.
-  mbuf_set_ts(m, uint64_t(h->ts.tv_sec) * 1000000000ULL + uint64_t(h->ts.tv_usec));
+  mbuf_set_ts(m, r.ts_ns);
   mbuf_set_wire_len(m, wire);
+  mbuf_set_origin(m, uint16_t(input), uint16_t(r.linktype));
   return m;
 }
 
 uint16_t PcapReader::read_burst(rte_mbuf** out, uint16_t n) {
   uint16_t got = 0;
-  if (pending_data_) {
-    rte_mbuf* m = to_mbuf(&pending_hdr_, pending_copy_.data());
+  if (pending_) {
+    rte_mbuf* m = to_mbuf(pending_rec_, pending_input_);
     if (!m) return ++alloc_fail_, 0;
-    pending_data_ = nullptr;
+    pending_ = false;
     out[got++] = m;
   }
   while (got < n && !eof_) {
-    pcap_pkthdr* h;
-    const u_char* data;
-    int rc = pcap_next_ex(p_, &h, &data);
-    if (rc == 1) {
-      ++packets_;
-      rte_mbuf* m = to_mbuf(h, data);
-      if (!m) {
-        // Pool exhausted (consumers are behind): keep the packet for later.
-        ++alloc_fail_;
-        pending_hdr_ = *h;
-        pending_copy_.assign(data, data + h->caplen);
-        pending_data_ = pending_copy_.data();
-        break;
-      }
-      out[got++] = m;
-    } else if (rc == PCAP_ERROR_BREAK) {
+    pcapio::Record r;
+    size_t input = 0;
+    if (in_->next(r, input) != 1) {
+      // A corrupt record or a file cut inside one stops the input there;
+      // everything before it was delivered.
+      error_ = in_->error();
       eof_ = true;
-    } else {
-      // A corrupt record (absurd caplen, file cut inside a record): libpcap
-      // stops there; everything before it was delivered.
-      error_ = path_ + ": " + pcap_geterr(p_);
-      eof_ = true;
+      break;
     }
+    if (!link_type_supported(r.linktype) || r.linktype > 0xffff) {
+      if (!warned_[input] && (warned_[input] = true))
+        std::fprintf(stderr, "amon: %s: link type %s is not supported; its packets are left out\n",
+                     in_->path(input).c_str(), link_type_name(r.linktype).c_str());
+      ++unsupported_;
+      continue;
+    }
+    ++packets_;
+    rte_mbuf* m = to_mbuf(r, input);
+    if (!m) {
+      // Pool exhausted (consumers are behind): keep the packet for later.
+      ++alloc_fail_;
+      pending_copy_.assign(r.data, r.data + r.caplen);
+      pending_rec_ = r;
+      pending_rec_.data = pending_copy_.data();
+      pending_input_ = input;
+      pending_ = true;
+      break;
+    }
+    out[got++] = m;
   }
   return got;
 }
 
+namespace {
+
+// What an output of link type `dlt` other than the run's is named: the
+// type's name before the extension (out.pcap -> out.linux_sll.pcap).
+std::string split_name(const std::string& path, int dlt) {
+  const char* n = pcap_datalink_val_to_name(dlt);
+  std::string tag = n ? n : "dlt" + std::to_string(dlt);
+  for (char& c : tag) c = char(std::tolower(static_cast<unsigned char>(c)));
+  const auto sl = path.rfind('/'), dot = path.rfind('.');
+  if (dot == std::string::npos || (sl != std::string::npos && dot < sl)) return path + "." + tag;
+  return path.substr(0, dot) + "." + tag + path.substr(dot);
+}
+
+// An input's name below its folder as an output's: a compressed or pcapng
+// input gives a plain pcap.
+std::string mirror_name(std::string rel) {
+  auto ends = [&](const char* x) {
+    const size_t n = std::strlen(x);
+    return rel.size() > n && rel.compare(rel.size() - n, n, x) == 0;
+  };
+  if (ends(".gz")) rel.resize(rel.size() - 3);
+  if (ends(".pcapng")) rel.resize(rel.size() - 2);
+  return rel;
+}
+
+void make_parents(const std::string& path) {
+  for (size_t i = path.find('/', 1); i != std::string::npos; i = path.find('/', i + 1))
+    ::mkdir(path.substr(0, i).c_str(), 0777);
+}
+
+}  // namespace
+
 PcapWriter::PcapWriter(const std::string& path, bool nanosecond, int snaplen, int linktype)
-    : path_(path), nano_(nanosecond), linktype_(linktype) {
-  dead_ = pcap_open_dead_with_tstamp_precision(linktype, snaplen,
-                                               nanosecond ? PCAP_TSTAMP_PRECISION_NANO : PCAP_TSTAMP_PRECISION_MICRO);
-  if (!dead_) throw std::runtime_error(path + ": cannot create pcap handle");
-  FILE* f = std::fopen(path.c_str(), "wb");
-  if (!f) {
-    pcap_close(dead_);
-    throw std::runtime_error(path + ": " + std::strerror(errno));
+    : PcapWriter(PortSpec{PortSpec::Kind::PcapFile, path, {}}, nanosecond, snaplen, linktype) {}
+
+std::vector<std::string> pcap_output_paths(const PortSpec& out) {
+  std::vector<std::string> p;
+  if (out.files.empty()) p.push_back(out.spec);
+  for (const auto& rel : out.files) p.push_back(out.spec + "/" + mirror_name(rel));
+  return p;
+}
+
+PcapWriter::PcapWriter(const PortSpec& out, bool nanosecond, int snaplen, int linktype)
+    : nano_(nanosecond), snaplen_(snaplen), linktype_(linktype), paths_(pcap_output_paths(out)) {
+  // Each input's output in the run's link type exists from the start, so a
+  // wrong path fails before anything is read (and an empty input still has
+  // its output).
+  for (size_t i = 0; i < paths_.size(); ++i) {
+    if (!out.files.empty()) make_parents(paths_[i]);
+    Sink& s = sink(uint16_t(i), linktype_);
+    if (s.err) throw std::runtime_error(s.path + ": " + std::strerror(s.err));
   }
-  d_ = pcap_dump_fopen(dead_, f);
-  if (!d_) {
-    std::string e = pcap_geterr(dead_);
+}
+
+PcapWriter::~PcapWriter() { close(); }
+
+PcapWriter::Sink& PcapWriter::sink(uint16_t input, int dlt) {
+  const uint32_t key = uint32_t(input) << 16 | uint32_t(dlt & 0xffff);
+  if (last_ && last_key_ == key) return *last_;
+  auto it = by_key_.find(key);
+  if (it == by_key_.end()) {
+    auto s = std::make_unique<Sink>();
+    s->linktype = dlt;
+    s->path = dlt == linktype_ ? paths_[input] : split_name(paths_[input], dlt);
+    open_sink(*s);
+    it = by_key_.emplace(key, s.get()).first;
+    sinks_.push_back(std::move(s));
+  }
+  last_key_ = key;
+  last_ = it->second;
+  return *last_;
+}
+
+PcapWriter::Sink& PcapWriter::sink_of(const rte_mbuf* m) {
+  uint16_t input = 0, dlt = uint16_t(linktype_);
+  // Packets that came from no capture file (a live port) carry no origin.
+  if (mbuf_origin(m, input, dlt) && (input >= paths_.size() || !link_type_supported(dlt))) input = 0, dlt = uint16_t(linktype_);
+  return sink(paths_.size() > 1 ? input : 0, dlt);
+}
+
+void PcapWriter::open_sink(Sink& s) {
+  s.dead = pcap_open_dead_with_tstamp_precision(s.linktype, snaplen_,
+                                                nano_ ? PCAP_TSTAMP_PRECISION_NANO : PCAP_TSTAMP_PRECISION_MICRO);
+  if (!s.dead) {
+    s.err = ENOMEM;
+    return;
+  }
+  FILE* f = std::fopen(s.path.c_str(), "wb");
+  if (!f) {
+    s.err = errno;
+    return;
+  }
+  s.d = pcap_dump_fopen(s.dead, f);
+  if (!s.d) {
     std::fclose(f);
-    pcap_close(dead_);
-    throw std::runtime_error(path + ": " + e);
+    s.err = EIO;
+    return;
   }
   // libpcap wrote the file header through stdio; records go straight to the
   // descriptor after it.
-  fd_ = fileno(f);
-  if (std::fflush(f) != 0) err_ = errno;
+  s.fd = fileno(f);
+  if (std::fflush(f) != 0) s.err = errno;
   struct stat st;
-  reserve_ = fstat(fd_, &st) == 0 && S_ISREG(st.st_mode);
-  const off_t at = lseek(fd_, 0, SEEK_CUR);
-  end_ = reserved_ = at > 0 ? uint64_t(at) : 0;
+  s.reserve = fstat(s.fd, &st) == 0 && S_ISREG(st.st_mode);
+  const off_t at = lseek(s.fd, 0, SEEK_CUR);
+  s.end = s.reserved = at > 0 ? uint64_t(at) : 0;
 }
 
-PcapWriter::~PcapWriter() {
-  close();
-  if (dead_) pcap_close(dead_);
+bool PcapWriter::failed() const {
+  for (const auto& s : sinks_)
+    if (s->err) return true;
+  return false;
 }
 
-bool PcapWriter::failed() const { return err_ != 0; }
-
-std::string PcapWriter::failure() const { return path_ + ": " + std::strerror(err_ ? err_ : errno); }
+std::string PcapWriter::failure() const {
+  for (const auto& s : sinks_)
+    if (s->err) return s->path + ": " + std::strerror(s->err);
+  return "";
+}
 
 std::string PcapWriter::close() {
-  if (!d_) return close_error_;
-  FILE* f = pcap_dump_file(d_);
-  // pcap_dump_close() reports nothing, so the stream is flushed here where
-  // its error can be seen.
-  if (err_ == 0 && (std::ferror(f) || std::fflush(f) != 0)) err_ = errno ? errno : EIO;
-  // Space reserved past the last record goes back: a truncate to the same
-  // size frees the blocks past the end of file (ext4 and tmpfs, checked
-  // with du; ext4 ignores a hole punched there).
-  if (reserved_ > end_ && ftruncate(fd_, off_t(end_)) != 0 && err_ == 0) err_ = errno;
-  if (err_) close_error_ = failure();
-  pcap_dump_close(d_);
-  d_ = nullptr;
+  if (closed_) return close_error_;
+  closed_ = true;
+  for (auto& sp : sinks_) {
+    Sink& s = *sp;
+    if (s.d) {
+      FILE* f = pcap_dump_file(s.d);
+      // pcap_dump_close() reports nothing, so the stream is flushed here
+      // where its error can be seen.
+      if (s.err == 0 && (std::ferror(f) || std::fflush(f) != 0)) s.err = errno ? errno : EIO;
+      // Space reserved past the last record goes back: a truncate to the
+      // same size frees the blocks past the end of file (ext4 and tmpfs,
+      // checked with du; ext4 ignores a hole punched there).
+      if (s.reserved > s.end && ftruncate(s.fd, off_t(s.end)) != 0 && s.err == 0) s.err = errno;
+      pcap_dump_close(s.d);
+      s.d = nullptr;
+    }
+    if (s.dead) pcap_close(s.dead);
+    s.dead = nullptr;
+    if (s.err && close_error_.empty()) close_error_ = s.path + ": " + std::strerror(s.err);
+  }
   return close_error_;
 }
 
@@ -355,26 +430,39 @@ std::string PcapWriter::close() {
 // little) up to 16 MiB. Only a hint: where it fails (a pipe, a file
 // system without fallocate, a disk too full for the window) the writes go
 // on without it and report what is really wrong.
-void PcapWriter::reserve(size_t batch) {
-  if (!reserve_ || end_ + batch <= reserved_) return;
+void PcapWriter::reserve(Sink& s, size_t batch) {
+  if (!s.reserve || s.end + batch <= s.reserved) return;
   constexpr uint64_t kMin = 1 << 20, kMax = 16 << 20;
-  const uint64_t len = std::max<uint64_t>(batch, std::clamp<uint64_t>(end_, kMin, kMax));
-  const uint64_t from = std::max(end_, reserved_);
-  if (fallocate(fd_, FALLOC_FL_KEEP_SIZE, off_t(from), off_t(len)) == 0)
-    reserved_ = from + len;
+  const uint64_t len = std::max<uint64_t>(batch, std::clamp<uint64_t>(s.end, kMin, kMax));
+  const uint64_t from = std::max(s.end, s.reserved);
+  if (fallocate(s.fd, FALLOC_FL_KEEP_SIZE, off_t(from), off_t(len)) == 0)
+    s.reserved = from + len;
   else
-    reserve_ = false;
+    s.reserve = false;
 }
 
 void PcapWriter::write_burst(rte_mbuf* const* pkts, unsigned n) {
-  if (err_ || !d_) return;
+  if (closed_) return;
+  // Runs of packets for one file (all of them, but for a capture of several
+  // link types or an output per input) go out with one writev each.
+  for (unsigned i = 0; i < n;) {
+    Sink& s = sink_of(pkts[i]);
+    unsigned j = i + 1;
+    while (j < n && &sink_of(pkts[j]) == &s) ++j;
+    if (!s.err && s.d) write_run(s, pkts + i, j - i);
+    i = j;
+  }
+}
+
+void PcapWriter::write_run(Sink& s, rte_mbuf* const* pkts, unsigned n) {
   recs_.resize(n);
   iov_.resize(size_t(2) * n);
+  const int lt = s.linktype;
   // Records of another link type, and chained mbufs, are made whole in
   // linear_: sized first, so the pointers into it stay valid.
   size_t need = 0;
   for (unsigned i = 0; i < n; ++i)
-    if (linktype_ != DLT_EN10MB || pkts[i]->nb_segs != 1) need += pkts[i]->pkt_len + 32;
+    if (lt != DLT_EN10MB || pkts[i]->nb_segs != 1) need += pkts[i]->pkt_len + 32;
   linear_.resize(need);
   size_t used = 0;
   const uint64_t bytes_before = bytes_;
@@ -388,11 +476,11 @@ void PcapWriter::write_burst(rte_mbuf* const* pkts, unsigned n) {
     r.caplen = m->pkt_len;
     r.len = mbuf_wire_len(m);
     const uint8_t* data;
-    if (linktype_ != DLT_EN10MB && m->pkt_len >= kEthLen) {
+    if (lt != DLT_EN10MB && m->pkt_len >= kEthLen) {
       // The original link header in place of the stand-in Ethernet header.
       uint8_t eth[kEthLen], hdr[32];
       const uint8_t* e = static_cast<const uint8_t*>(rte_pktmbuf_read(m, 0, kEthLen, eth));
-      const uint32_t hl = ethernet_to_link(linktype_, e, *mbuf_link_hdr(m), hdr);
+      const uint32_t hl = ethernet_to_link(lt, e, *mbuf_link_hdr(m), hdr);
       uint8_t* out = linear_.data() + used;
       std::memcpy(out, hdr, hl);
       if (m->pkt_len > kEthLen) {
@@ -419,24 +507,24 @@ void PcapWriter::write_burst(rte_mbuf* const* pkts, unsigned n) {
     bytes_ += r.caplen;
   }
   packets_ += n;
-  reserve(size_t(n) * sizeof(Rec) + (bytes_ - bytes_before));
+  reserve(s, size_t(n) * sizeof(Rec) + (bytes_ - bytes_before));
   // The records go out from the mbufs themselves: the kernel's copy into
   // the page cache is the only one (through stdio there were two).
   iovec* v = iov_.data();
   size_t left = iov_.size();
   while (left) {
     const int cnt = int(std::min<size_t>(left, IOV_MAX));
-    const ssize_t w = ::writev(fd_, v, cnt);
+    const ssize_t w = ::writev(s.fd, v, cnt);
     if (w < 0) {
       if (errno == EINTR) continue;
-      err_ = errno;
+      s.err = errno;
       return;
     }
     if (w == 0) {  // nothing taken and no error: it would loop forever
-      err_ = EIO;
+      s.err = EIO;
       return;
     }
-    end_ += uint64_t(w);
+    s.end += uint64_t(w);
     // A short write (a signal, a file size limit): go on after its last byte.
     size_t done = size_t(w);
     while (left && done >= v->iov_len) {

@@ -10,9 +10,13 @@
 #include <sys/uio.h>
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
+
+#include "engine.h"
+#include "pcapio.h"
 
 namespace amon {
 
@@ -30,43 +34,46 @@ std::string link_type_name(int dlt);
 
 class PcapReader {
  public:
-  // Throws std::runtime_error naming the file when it cannot be opened.
-  PcapReader(const std::string& path, rte_mempool* pool);
+  // Reads the capture(s) of `in` (in.files, else in.spec; "-" is standard
+  // input) as one stream in time order (pcapio.h). Throws pcapio::BadInput
+  // for an input that is no capture, std::runtime_error for the rest.
+  PcapReader(const PortSpec& in, rte_mempool* pool);
   ~PcapReader();
   PcapReader(const PcapReader&) = delete;
   PcapReader& operator=(const PcapReader&) = delete;
 
-  // Reads up to n packets. Returns 0 at the end of the file or on a file
+  // Reads up to n packets. Returns 0 at the end of the input or on an input
   // error (then error() is non-empty; the packets before it were delivered).
   uint16_t read_burst(rte_mbuf** out, uint16_t n);
   bool eof() const { return eof_; }
   const std::string& error() const { return error_; }
-  int linktype() const { return linktype_; }
-  // The file's own timestamp precision (its magic number), so outputs can
-  // keep it: a microsecond input gives microsecond outputs.
-  bool nanosecond_file() const { return nano_; }
-  int snaplen() const { return p_ ? pcap_snapshot(p_) : 0; }
+  // The first interface's link type: the one outputs are written in (other
+  // link types go to files of their own, PcapWriter).
+  int linktype() const { return in_->linktype(); }
+  // Whether any input stamps finer than a microsecond, so that outputs keep
+  // it: a microsecond input gives microsecond outputs.
+  bool nanosecond_file() const { return in_->nanosecond(); }
+  int snaplen() const { return int(in_->snaplen()); }
   uint64_t packets() const { return packets_; }
-  // How far into the file the reader is (to its buffer's granularity).
-  uint64_t bytes_read() const;
+  // How far into the inputs the reader is (to its buffer's granularity).
+  uint64_t bytes_read() const { return in_->bytes_read(); }
   uint64_t alloc_failures() const { return alloc_fail_; }
 
  private:
-  rte_mbuf* to_mbuf(const pcap_pkthdr* h, const u_char* data);
-  // The stdio buffer, ours: glibc ignores setvbuf's size when it allocates
-  // the buffer itself (a 4 KiB read() per 4 KiB of capture). Freed after the
-  // destructor has closed the FILE.
-  std::unique_ptr<char[]> buf_;
-  pcap_t* p_ = nullptr;
+  rte_mbuf* to_mbuf(const pcapio::Record& r, size_t input);
+  std::unique_ptr<pcapio::Merge> in_;
   rte_mempool* pool_;
-  std::string path_, error_;
+  std::string error_;
   bool eof_ = false;
-  int linktype_ = 0;
-  bool nano_ = false;
   uint64_t packets_ = 0, alloc_fail_ = 0;
-  // A packet read while the pool was empty, delivered on the next call.
-  const u_char* pending_data_ = nullptr;
-  pcap_pkthdr pending_hdr_{};
+  // Records of link types the packet path cannot read, left out (counted
+  // and reported, never passed on undecoded).
+  uint64_t unsupported_ = 0;
+  std::vector<bool> warned_;
+  // A record read while the pool was empty, delivered on the next call.
+  bool pending_ = false;
+  pcapio::Record pending_rec_{};
+  size_t pending_input_ = 0;
   std::vector<uint8_t> pending_copy_;
 };
 
@@ -75,6 +82,13 @@ class PcapWriter {
   // Records are written in `linktype`; for a type other than Ethernet each
   // packet's stand-in Ethernet header is replaced by its original link header.
   PcapWriter(const std::string& path, bool nanosecond = true, int snaplen = 262144, int linktype = DLT_EN10MB);
+  // `out.spec` is the file; or, with out.files (the inputs' names below
+  // their folders), the folder in which each input's packets go to a file
+  // of the input's name (.gz and pcapng inputs give .pcap names). Packets of
+  // a link type other than `linktype` (a pcapng with interfaces of several
+  // types, or inputs of several types) go to a file of their own named
+  // after the type: out.pcap -> out.linux_sll.pcap.
+  PcapWriter(const PortSpec& out, bool nanosecond, int snaplen, int linktype);
   ~PcapWriter();
   PcapWriter(const PcapWriter&) = delete;
   PcapWriter& operator=(const PcapWriter&) = delete;
@@ -83,10 +97,10 @@ class PcapWriter {
   // few hundred records keep the system calls few.
   void write_burst(rte_mbuf* const* pkts, unsigned n);
   // A write that failed (disk full, EIO), sticky: after it nothing more is
-  // written. The message names the file and the failing call's errno.
+  // written to that file. The message names the file and the failing call's errno.
   bool failed() const;
   std::string failure() const;
-  // Flushes and closes the file; "" or why the data did not all reach it.
+  // Flushes and closes the files; "" or why the data did not all reach them.
   // Later calls return the same.
   std::string close();
   uint64_t packets() const { return packets_; }
@@ -97,23 +111,42 @@ class PcapWriter {
   struct Rec {
     uint32_t sec, frac, caplen, len;
   };
-  pcap_t* dead_ = nullptr;
-  pcap_dumper_t* d_ = nullptr;  // writes the file header; owns the FILE
-  int fd_ = -1;
-  int err_ = 0;  // errno of the first failed write, 0 while none has
-  // Disk space reserved ahead of the writes (a regular file whose file
-  // system takes fallocate): the file offset written up to and reserved to.
-  bool reserve_ = false;
-  uint64_t end_ = 0, reserved_ = 0;
-  void reserve(size_t batch);
-  std::string path_, close_error_;
+  // One output file.
+  struct Sink {
+    std::string path;
+    int linktype = 0;
+    pcap_t* dead = nullptr;
+    pcap_dumper_t* d = nullptr;  // writes the file header; owns the FILE
+    int fd = -1;
+    int err = 0;  // errno of the first failed open or write, 0 while none has
+    // Disk space reserved ahead of the writes (a regular file whose file
+    // system takes fallocate): the file offset written up to and reserved to.
+    bool reserve = false;
+    uint64_t end = 0, reserved = 0;
+  };
+  Sink& sink(uint16_t input, int dlt);
+  Sink& sink_of(const rte_mbuf* m);
+  void open_sink(Sink& s);
+  void write_run(Sink& s, rte_mbuf* const* pkts, unsigned n);
+  void reserve(Sink& s, size_t batch);
   bool nano_;
-  int linktype_;
+  int snaplen_, linktype_;
+  std::vector<std::string> paths_;  // per input (one when not mirrored)
+  std::vector<std::unique_ptr<Sink>> sinks_;
+  std::map<uint32_t, Sink*> by_key_;
+  uint32_t last_key_ = 0;
+  Sink* last_ = nullptr;
+  bool closed_ = false;
+  std::string close_error_;
   std::vector<Rec> recs_;
   std::vector<iovec> iov_;
   std::vector<uint8_t> linear_;
   uint64_t packets_ = 0, bytes_ = 0;
 };
+
+// The files a pcap output writes in the run's link type: out.spec, or one
+// per input in the folder that mirrors them.
+std::vector<std::string> pcap_output_paths(const PortSpec& out);
 
 // Builds a (possibly chained) mbuf holding `plen` bytes of `prefix` followed
 // by `len` bytes of `data`.

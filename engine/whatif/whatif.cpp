@@ -15,6 +15,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -27,6 +28,7 @@
 
 #include "config.h"
 #include "l2l4.h"
+#include "pcapio.h"
 #include "protocol.h"
 #include "registry.h"
 #include "sld.h"
@@ -132,26 +134,23 @@ std::string name_of(std::string_view v) {
 
 int read_capture(const std::string& path, const std::vector<bool>& fields, bool progress, Capture& cap,
                  std::string& err) {
-  char errbuf[PCAP_ERRBUF_SIZE];
-  pcap_t* p = pcap_open_offline_with_tstamp_precision(path.c_str(), PCAP_TSTAMP_PRECISION_NANO, errbuf);
-  if (!p) {
-    err = errbuf;
+  std::unique_ptr<pcapio::Capture> p;
+  try {
+    p = std::make_unique<pcapio::Capture>(path);
+  } catch (const pcapio::BadInput& e) {
+    err = e.what();
+    return 2;
+  }
+  if (p->linktype() != DLT_EN10MB) {
+    err = "link type " + std::to_string(p->linktype()) + " is not Ethernet";
     return 1;
   }
-  if (pcap_datalink(p) != DLT_EN10MB) {
-    err = "link type " + std::to_string(pcap_datalink(p)) + " is not Ethernet";
-    pcap_close(p);
-    return 1;
-  }
-  struct stat st{};
-  const uint64_t file_bytes = ::stat(path.c_str(), &st) == 0 ? uint64_t(st.st_size) : 0;
-  Progress prog(progress, file_bytes);
+  Progress prog(progress, p->file_bytes());
 
   // Users are keyed hashes of addresses, as the engine hands them to the store.
   uint8_t ukey[16];
   if (getrandom(ukey, sizeof ukey, 0) != ssize_t(sizeof ukey)) {
     err = "getrandom failed";
-    pcap_close(p);
     return 1;
   }
   std::unordered_map<std::string, uint32_t> name_ix;
@@ -168,18 +167,18 @@ int read_capture(const std::string& path, const std::vector<bool>& fields, bool 
     return it->second;
   };
 
-  pcap_pkthdr* h;
-  const u_char* data;
-  int rc;
-  while ((rc = pcap_next_ex(p, &h, &data)) == 1) {
+  pcapio::Record rec;
+  while (p->next(rec) == 1) {
+    if (rec.linktype != DLT_EN10MB) continue;  // a pcapng's other interfaces
+    const uint8_t* data = rec.data;
     ++cap.packets;
-    cap.bytes += h->caplen;
-    if ((cap.packets & 1023) == 0) prog.read(uint64_t(ftello(pcap_file(p))), cap.packets);
+    cap.bytes += rec.caplen;
+    if ((cap.packets & 1023) == 0) prog.read(p->bytes_read(), cap.packets);
     Decoded d;
-    decode(data, h->caplen, h->len, d);
+    decode(data, rec.caplen, rec.len, d);
     if (d.status != DecodeStatus::Ok || !d.has_ip() || (d.flags & (kFlagTunnel | kFlagLaterFragment))) continue;
     if (d.l4_proto != kProtoUdp && d.l4_proto != kProtoTcp) continue;
-    const uint32_t end = std::min<uint32_t>(h->caplen, d.payload_off + d.payload_len);
+    const uint32_t end = std::min<uint32_t>(rec.caplen, d.payload_off + d.payload_len);
     if (d.payload_off >= end) continue;
     const uint8_t* pl = data + d.payload_off;
     const size_t plen = end - d.payload_off;
@@ -206,7 +205,7 @@ int read_capture(const std::string& path, const std::vector<bool>& fields, bool 
     fk.append(reinterpret_cast<const char*>(&d.dport), 2);
     auto [fit, new_flow] = flow_ix.emplace(fk, uint32_t(cap.flow_service.size()));
     if (new_flow) cap.flow_service.push_back(-1);
-    const uint64_t t = uint64_t(h->ts.tv_sec) * 1000000000ULL + uint64_t(h->ts.tv_usec);
+    const uint64_t t = rec.ts_ns;
     for (const std::string& n : found) {
       const uint32_t v = intern(n);
       if (cap.flow_service[fit->second] < 0) {
@@ -216,10 +215,9 @@ int read_capture(const std::string& path, const std::vector<bool>& fields, bool 
       cap.occ.push_back({t, user, v, fit->second});
     }
   }
-  if (rc == -1) err = pcap_geterr(p);
-  pcap_close(p);
+  err = p->error();
   prog.done();
-  if (rc == -1) return 1;
+  if (!err.empty()) return 1;
 
   cap.users = users.size();
   cap.sld.assign(cap.names.size(), -1);
@@ -449,9 +447,10 @@ int whatif_main(int argc, char** argv) {
   const bool progress = !quiet && isatty(STDERR_FILENO);
   Capture cap;
   std::string err;
-  if (read_capture(read, fields, progress, cap, err)) {
-    std::fprintf(stderr, "amon whatif: %s: %s\n", read.c_str(), err.c_str());
-    return 1;
+  if (int rc = read_capture(read, fields, progress, cap, err)) {
+    // What came from the capture itself already names it.
+    std::fprintf(stderr, "amon whatif: %s\n", err.rfind(read, 0) == 0 ? err.c_str() : (read + ": " + err).c_str());
+    return rc;
   }
   Progress prog(progress, 0);
   for (size_t i = 0; i < set.size(); ++i) {

@@ -5,10 +5,11 @@
 #                     the protocol plugins: nothing of ours above it
 #   dsl/              the policy language: plugins/
 #   engine/zanon/     the z-anonymity store: plugins/core (SipHash)
+#   engine/pcapio/    reading captures: nothing of ours (libpcap, zlib)
 #   engine/runtime/   the policy interpreter: plugins/, dsl/, engine/zanon/
-#   engine/audit/     amon audit: plugins/, dsl/ (never the runtime it audits)
+#   engine/audit/     amon audit: plugins/, dsl/, engine/pcapio/ (never the runtime it audits)
 #   engine/core/      EAL, ports, workers: everything below
-#   engine/whatif/, engine/main.cpp: everything
+#   engine/whatif/, engine/main.cpp, engine/map.*: everything
 #
 # Two checks:
 # 1. Direction: every `#include "x"` of a file resolves to a header in a folder
@@ -34,10 +35,11 @@ layer_of() {
     plugins/*) echo plugins ;;
     dsl/*) echo dsl ;;
     engine/zanon/*) echo zanon ;;
+    engine/pcapio/*) echo pcapio ;;
     engine/runtime/*) echo runtime ;;
     engine/audit/*) echo audit ;;
     engine/core/*) echo core ;;
-    engine/whatif/* | engine/main.cpp | engine/CMakeLists.txt) echo top ;;
+    engine/whatif/* | engine/main.cpp | engine/map.* | engine/CMakeLists.txt) echo top ;;
     *) echo other ;;
   esac
 }
@@ -47,9 +49,10 @@ declare -A may=(
   [dsl]="plugins dsl"
   [zanon]="plugins zanon"
   [runtime]="plugins dsl zanon runtime"
-  [audit]="plugins dsl audit"
-  [core]="plugins dsl zanon runtime core"
-  [top]="plugins dsl zanon runtime audit core top"
+  [pcapio]="pcapio"
+  [audit]="plugins dsl pcapio audit"
+  [core]="plugins dsl zanon runtime pcapio core"
+  [top]="plugins dsl zanon runtime pcapio audit core top"
 )
 # Header name -> layer, and library target -> layer.
 declare -A hdr_layer=() lib_layer=()
