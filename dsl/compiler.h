@@ -72,6 +72,10 @@ class Compiler {
   bool convert_arg(ParseCtx& ctx, const Call& c, const ActionDesc& a, const ParamDesc& p, const Value& v,
                    const std::vector<const FieldDesc*>& fields, ArgValue& out);
   std::shared_ptr<Cond> compile_cond(ParseCtx& ctx, const CondNode& n);
+  std::shared_ptr<Cond> compile_proto_test(ParseCtx& ctx, const CondNode& n, const std::vector<const Value*>& items,
+                                           std::shared_ptr<Cond> c);
+  std::shared_ptr<Cond> compile_field_test(ParseCtx& ctx, const CondNode& n, const std::vector<const Value*>& items,
+                                           std::shared_ptr<Cond> c);
   bool check_regex(ParseCtx& ctx, const Value& v, Cond::Regex& out);
 
   Diagnostics& d_;

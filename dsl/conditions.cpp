@@ -125,42 +125,55 @@ std::shared_ptr<Cond> Compiler::compile_cond(ParseCtx& ctx, const CondNode& n) {
     items.push_back(&v);
   }
 
-  if (n.lhs == "proto") {
-    if (n.op == CondNode::Match) {
-      d_.error(op_at, "'proto' is compared with == != or in, not ~", "proto in { dns, tls }");
-      return nullptr;
-    }
-    c->kind = Cond::Kind::ProtoIn;
-    bool ok = true;
-    for (const Value* it : items) {
-      SourceLoc iat = ctx.where(it->loc);
-      if (it->kind != Value::Ident) {
-        d_.error(iat, "protocol names are identifiers, not " + std::string(value_desc(it->kind)), "proto in { dns, tls }");
-        ok = false;
-        continue;
-      }
-      if (!protocols_.count(it->text)) {
-        std::vector<std::string_view> names(protocols_.begin(), protocols_.end());
-        std::string sug = closest(it->text, names);
-        d_.error(iat, "unknown protocol " + quote(it->text),
-                 sug.empty() ? "known: " + join(std::vector<std::string>(protocols_.begin(), protocols_.end()))
-                             : "did you mean " + quote(sug) + "?");
-        ok = false;
-        continue;
-      }
-      c->protocols.push_back(it->text);
-    }
-    if (!ok) return nullptr;
-    if (n.op == CondNode::Ne) {
-      auto neg = std::make_shared<Cond>();
-      neg->kind = Cond::Kind::Not;
-      neg->loc = c->loc;
-      neg->children.push_back(c);
-      return neg;
-    }
-    return c;
-  }
+  if (n.lhs == "proto") return compile_proto_test(ctx, n, items, c);
+  return compile_field_test(ctx, n, items, c);
+}
 
+// `proto == p`, `proto != p`, `proto in { ... }`.
+std::shared_ptr<Cond> Compiler::compile_proto_test(ParseCtx& ctx, const CondNode& n,
+                                                  const std::vector<const Value*>& items, std::shared_ptr<Cond> c) {
+  SourceLoc op_at = ctx.where(n.op_loc);
+  if (n.op == CondNode::Match) {
+    d_.error(op_at, "'proto' is compared with == != or in, not ~", "proto in { dns, tls }");
+    return nullptr;
+  }
+  c->kind = Cond::Kind::ProtoIn;
+  bool ok = true;
+  for (const Value* it : items) {
+    SourceLoc iat = ctx.where(it->loc);
+    if (it->kind != Value::Ident) {
+      d_.error(iat, "protocol names are identifiers, not " + std::string(value_desc(it->kind)), "proto in { dns, tls }");
+      ok = false;
+      continue;
+    }
+    if (!protocols_.count(it->text)) {
+      std::vector<std::string_view> names(protocols_.begin(), protocols_.end());
+      std::string sug = closest(it->text, names);
+      d_.error(iat, "unknown protocol " + quote(it->text),
+               sug.empty() ? "known: " + join(std::vector<std::string>(protocols_.begin(), protocols_.end()))
+                           : "did you mean " + quote(sug) + "?");
+      ok = false;
+      continue;
+    }
+    c->protocols.push_back(it->text);
+  }
+  if (!ok) return nullptr;
+  if (n.op == CondNode::Ne) {
+    auto neg = std::make_shared<Cond>();
+    neg->kind = Cond::Kind::Not;
+    neg->loc = c->loc;
+    neg->children.push_back(c);
+    return neg;
+  }
+  return c;
+}
+
+// A field compared with values of its type, or matched with a regex.
+std::shared_ptr<Cond> Compiler::compile_field_test(ParseCtx& ctx, const CondNode& n,
+                                                  const std::vector<const Value*>& items, std::shared_ptr<Cond> c) {
+  const Value& v = *n.rhs;
+  SourceLoc vat = ctx.where(v.loc);
+  SourceLoc op_at = ctx.where(n.op_loc);
   const FieldDesc* f = reg_.field(n.lhs);
   if (!f) {
     std::string sug = reg_.suggest_field(n.lhs);

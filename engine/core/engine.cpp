@@ -1,5 +1,7 @@
-// run_engine: the engine's start-up, the main lcore's loop and its
-// termination; the parts it drives live beside it (engine_parts.h).
+// run_engine: the engine's phases in order (policies, EAL, memory, z-store,
+// programs, inputs, outputs, ports, workers, launch, the main lcore's loop,
+// the report, teardown); the parts it drives live beside it
+// (engine_parts.h).
 #include "engine.h"
 
 #include <openssl/rand.h>
@@ -16,7 +18,6 @@
 #include <cstdio>
 #include <cstring>
 #include <future>
-#include <map>
 #include <stdexcept>
 
 #include "control.h"
@@ -27,43 +28,31 @@ namespace amon {
 
 using namespace engine;
 
-bool compile_policies(const EngineConfig& cfg, std::vector<std::shared_ptr<const dsl::Policy>>& out) {
-  register_builtin_plugins();
-  bool ok = true;
-  for (const auto& c : cfg.consumers) {
-    dsl::Diagnostics diags;
-    auto p = dsl::compile_file(c.policy_path, diags);
-    if (!diags.empty()) std::fputs(diags.render_text().c_str(), stderr);
-    if (!p) {
-      ok = false;
-      continue;
-    }
-    out.push_back(p);
-  }
-  return ok;
-}
+namespace {
 
-EngineResult run_engine(const EngineConfig& cfg_in) {
-  Engine E;
-  E.cfg = cfg_in;
-  EngineConfig& cfg = E.cfg;
-  // Before anything else: a SIGHUP during start-up queues a reload rather
-  // than ending the process.
-  install_signals();
-  if (!compile_policies(cfg, E.policies)) return {2};
+// Every consumer's policy compiled (diagnostics on stderr, as `amon lint`
+// prints them) and named by its digest. 0, or the exit code.
+int load_policies(Engine& E) {
+  const EngineConfig& cfg = E.cfg;
+  std::string diags;
+  const bool ok = compile_all(cfg, E.policies, diags);
+  if (!diags.empty()) std::fputs(diags.c_str(), stderr);
+  if (!ok) return 2;
   for (size_t i = 0; i < E.policies.size(); ++i)
     E.pinfo.push_back({cfg.consumers[i].policy_path, policy_digest(*E.policies[i]), keys_digest(*E.policies[i]),
                        E.policies[i]->rules.size(), wall_ns()});
   if (cfg.consumers.empty()) {
     std::fprintf(stderr, "amon: no consumer configured\n");
-    return {2};
+    return 2;
   }
   if (cfg.consumers.size() > size_t(kMaxConsumers)) {
     std::fprintf(stderr, "amon: at most %d consumers\n", kMaxConsumers);
-    return {2};
+    return 2;
   }
+  return 0;
+}
 
-  // EAL.
+bool start_eal(const EngineConfig& cfg) {
   std::vector<std::string> args{"amon"};
   args.insert(args.end(), cfg.eal_args.begin(), cfg.eal_args.end());
   std::vector<char*> argv;
@@ -71,315 +60,310 @@ EngineResult run_engine(const EngineConfig& cfg_in) {
   int rc = rte_eal_init(int(argv.size()), argv.data());
   if (rc < 0) {
     log_line(kErr, "EAL initialisation failed: %s", rte_strerror(rte_errno));
-    return {1};
+    return false;
   }
-  EngineResult result;
-  try {
-    if (rte_lcore_count() < cfg.workers + 1)
-      throw std::runtime_error("need " + std::to_string(cfg.workers + 1) + " lcores for " +
-                               std::to_string(cfg.workers) + " workers, EAL gave " +
-                               std::to_string(rte_lcore_count()));
-    if (!mbuf_meta_register()) throw std::runtime_error(std::string("mbuf dynfield: ") + rte_strerror(rte_errno));
-    E.tsc_hz = rte_get_tsc_hz();
-    E.tsc0 = rte_rdtsc();
-    E.wall0 = wall_ns();
-    E.sizes = plan_sizes(cfg);
-    E.pool = create_pool(E);
-    if (!E.pool) throw std::runtime_error(std::string("mbuf pool: ") + rte_strerror(rte_errno));
+  return true;
+}
 
-    // z-anonymity store, sized for the largest z and dt any policy uses.
-    uint32_t zmax = 0;
-    uint64_t max_dt = 0;
-    for (auto& p : E.policies)
-      for (auto& r : p->rules)
-        if (r.action.desc->uses_zstore) {
-          zmax = std::max<uint32_t>(zmax, uint32_t(r.action.int_or("z", 10)));
-          max_dt = std::max<uint64_t>(max_dt, uint64_t(r.action.int_or("dt", 0)));
-        }
-    E.zmax = zmax;
-    E.zmax_dt = max_dt;
-    if (zmax) {
-      zanon::Config zc;
-      zc.max_values = E.sizes.zanon_values;
-      zc.zmax = zmax;
-      zc.max_dt_ns = max_dt;
-      // Offline the table is sized for the most values the input could
-      // hold and stays mostly empty: with huge pages each value landing in
-      // a new 2 MiB region made the kernel zero all of it mid-run (most of
-      // the meter's memory and system time on a large capture).
-      bool files_only = cfg.offline && !cfg.zanon_max_values;
-      for (const auto& in : cfg.inputs) files_only = files_only && in.kind == PortSpec::Kind::PcapFile;
-      zc.huge_pages = !files_only;
-      E.zstore = std::make_unique<zanon::Store>(zc);
-      E.services.zstore = E.zstore.get();
+// The lcores the workers need, the mbuf dynamic fields, the clocks, the
+// sizes planned from the input and the mbuf pool.
+void start_memory(Engine& E) {
+  const EngineConfig& cfg = E.cfg;
+  if (rte_lcore_count() < cfg.workers + 1)
+    throw std::runtime_error("need " + std::to_string(cfg.workers + 1) + " lcores for " +
+                             std::to_string(cfg.workers) + " workers, EAL gave " +
+                             std::to_string(rte_lcore_count()));
+  if (!mbuf_meta_register()) throw std::runtime_error(std::string("mbuf dynfield: ") + rte_strerror(rte_errno));
+  E.tsc_hz = rte_get_tsc_hz();
+  E.tsc0 = rte_rdtsc();
+  E.wall0 = wall_ns();
+  E.sizes = plan_sizes(cfg);
+  E.pool = create_pool(E);
+  if (!E.pool) throw std::runtime_error(std::string("mbuf pool: ") + rte_strerror(rte_errno));
+}
+
+// The z-anonymity store, sized for the largest z and dt any policy uses
+// (none when no policy uses it).
+void start_zstore(Engine& E) {
+  const EngineConfig& cfg = E.cfg;
+  uint32_t zmax = 0;
+  uint64_t max_dt = 0;
+  for (auto& p : E.policies)
+    for (auto& r : p->rules)
+      if (r.action.desc->uses_zstore) {
+        zmax = std::max<uint32_t>(zmax, uint32_t(r.action.int_or("z", 10)));
+        max_dt = std::max<uint64_t>(max_dt, uint64_t(r.action.int_or("dt", 0)));
+      }
+  E.zmax = zmax;
+  E.zmax_dt = max_dt;
+  if (zmax) {
+    zanon::Config zc;
+    zc.max_values = E.sizes.zanon_values;
+    zc.zmax = zmax;
+    zc.max_dt_ns = max_dt;
+    // Offline the table is sized for the most values the input could
+    // hold and stays mostly empty: with huge pages each value landing in
+    // a new 2 MiB region made the kernel zero all of it mid-run (most of
+    // the meter's memory and system time on a large capture).
+    bool files_only = cfg.offline && !cfg.zanon_max_values;
+    for (const auto& in : cfg.inputs) files_only = files_only && in.kind == PortSpec::Kind::PcapFile;
+    zc.huge_pages = !files_only;
+    E.zstore = std::make_unique<zanon::Store>(zc);
+    E.services.zstore = E.zstore.get();
+  }
+}
+
+// The shared services' key and one Program per consumer.
+void start_programs(Engine& E, EngineResult& result) {
+  if (RAND_bytes(E.services.user_hash_key.data(), 16) != 1) throw std::runtime_error("RAND_bytes failed");
+  for (size_t i = 0; i < E.policies.size(); ++i) {
+    try {
+      E.programs.push_back(std::make_unique<Program>(E.policies[i], int(i), &E.services));
+    } catch (const std::exception& ex) {
+      // A policy the engine cannot run is a policy error (exit 2), not a runtime failure.
+      std::fprintf(stderr, "amon: %s: %s\n", E.cfg.consumers[i].policy_path.c_str(), ex.what());
+      result.exit_code = 2;
+      throw;
     }
-    if (RAND_bytes(E.services.user_hash_key.data(), 16) != 1) throw std::runtime_error("RAND_bytes failed");
-    for (size_t i = 0; i < E.policies.size(); ++i) {
+  }
+}
+
+void open_inputs(Engine& E, EngineResult& result) {
+  for (auto& in : E.cfg.inputs) {
+    Input i;
+    i.spec = in;
+    if (in.kind == PortSpec::Kind::PcapFile) {
       try {
-        E.programs.push_back(std::make_unique<Program>(E.policies[i], int(i), &E.services));
-      } catch (const std::exception& ex) {
-        // A policy the engine cannot run is a policy error (exit 2), not a runtime failure.
-        std::fprintf(stderr, "amon: %s: %s\n", cfg.consumers[i].policy_path.c_str(), ex.what());
+        i.pcap = std::make_unique<PcapReader>(in, E.pool);
+      } catch (const pcapio::BadInput& e) {  // bad input, as a missing file is: exit 2
+        std::fprintf(stderr, "amon: %s\n", e.what());
         result.exit_code = 2;
         throw;
       }
+      if (!link_type_supported(i.pcap->linktype()))
+        throw std::runtime_error(in.spec + ": link type " + link_type_name(i.pcap->linktype()) +
+                                 " is not supported (Ethernet, Linux cooked v1/v2, raw IPv4/IPv6, "
+                                 "BSD NULL/loopback, PPP, Cisco HDLC are)");
+    } else {
+      i.port = attach_port(in.spec);
     }
-
-    // Inputs.
-    for (auto& in : cfg.inputs) {
-      Input i;
-      i.spec = in;
-      if (in.kind == PortSpec::Kind::PcapFile) {
-        try {
-          i.pcap = std::make_unique<PcapReader>(in, E.pool);
-        } catch (const pcapio::BadInput& e) {  // bad input, as a missing file is: exit 2
-          std::fprintf(stderr, "amon: %s\n", e.what());
-          result.exit_code = 2;
-          throw;
-        }
-        if (!link_type_supported(i.pcap->linktype()))
-          throw std::runtime_error(in.spec + ": link type " + link_type_name(i.pcap->linktype()) +
-                                   " is not supported (Ethernet, Linux cooked v1/v2, raw IPv4/IPv6, "
-                                   "BSD NULL/loopback, PPP, Cisco HDLC are)");
-      } else {
-        i.port = attach_port(in.spec);
-      }
-      E.inputs.push_back(std::move(i));
-    }
-    // Outputs. Pcap outputs keep the timestamp precision of pcap inputs.
-    bool nano_out = false;
-    int snaplen = 0;
-    for (auto& i : E.inputs) {
-      nano_out = nano_out || !i.pcap || i.pcap->nanosecond_file();
-      snaplen = std::max(snaplen, i.pcap ? i.pcap->snaplen() : 262144);
-    }
-
-    for (auto& c : cfg.consumers) {
-      Output o;
-      o.name = c.name;
-      o.spec = c.output;
-      o.ring = rte_ring_create(("out_" + std::to_string(E.outputs.size())).c_str(), E.sizes.ring, int(rte_socket_id()),
-                               RING_F_SC_DEQ);
-      if (!o.ring) throw std::runtime_error("output ring: " + std::string(rte_strerror(rte_errno)));
-      if (c.output.kind == PortSpec::Kind::PcapFile) {
-        o.file = std::make_unique<FileWriter>();
-        o.file->pcap = std::make_unique<PcapWriter>(c.output, nano_out, snaplen, output_link_type(E));
-        o.file->ring = o.ring;
-      } else {
-        o.port = attach_port(c.output.spec);
-        if (c.output.spec.rfind("net_pcap", 0) == 0) o.tx_cap = RTE_ETHER_MAX_JUMBO_FRAME_LEN;
-      }
-      E.outputs.push_back(std::move(o));
-    }
-    // Configure ethdev ports once each (a port may be both input and output).
-    std::map<uint16_t, std::pair<uint16_t, uint16_t>> qs;  // port -> (rxq, txq)
-    std::map<uint16_t, bool> rss;
-    for (auto& i : E.inputs) {
-      if (i.port == UINT16_MAX) continue;
-      rte_eth_dev_info info;
-      rte_eth_dev_info_get(i.port, &info);
-      i.direct = cfg.workers > 1 && info.flow_type_rss_offloads != 0 && info.max_rx_queues >= cfg.workers;
-      qs[i.port].first = i.direct ? uint16_t(cfg.workers) : 1;
-      rss[i.port] = i.direct;
-    }
-    for (auto& o : E.outputs) {
-      if (o.port == UINT16_MAX) continue;
-      rte_eth_dev_info info;
-      rte_eth_dev_info_get(o.port, &info);
-      // A queue per worker lets workers transmit themselves; DPDK's pcap PMD
-      // keeps one dumper per queue, so it writes through the main lcore.
-      o.direct_tx = !cfg.offline && info.max_tx_queues >= cfg.workers && o.spec.spec.rfind("net_pcap", 0) != 0;
-      qs[o.port].second = std::max<uint16_t>(qs[o.port].second, o.direct_tx ? uint16_t(cfg.workers) : 1);
-    }
-    for (auto& [port, q] : qs) setup_port(E, port, q.first, q.second, rss[port]);
-
-    // Workers.
-    unsigned lcore = rte_get_next_lcore(-1, 1, 0);
-    for (unsigned wi = 0; wi < cfg.workers; ++wi) {
-      auto w = std::make_unique<Worker>();
-      w->eng = &E;
-      w->id = wi;
-      w->lcore = lcore;
-      lcore = rte_get_next_lcore(lcore, 1, 0);
-      w->in = rte_ring_create(("in_" + std::to_string(wi)).c_str(), E.sizes.ring, int(rte_socket_id()),
-                              RING_F_SP_ENQ | RING_F_SC_DEQ);
-      if (!w->in) throw std::runtime_error("worker ring: " + std::string(rte_strerror(rte_errno)));
-      w->path = std::make_unique<WorkerPath>(
-          E.programs, E.pool,
-          std::make_unique<FlowTable>("flows_" + std::to_string(wi), E.sizes.flows_per_worker, cfg.flow_timeouts,
-                                      int(rte_socket_id()), /*commit=*/!cfg.offline),
-          cfg.hold);
-      w->path->set_burst_sink(enqueue_out_burst);
-      for (auto& i : E.inputs)
-        if (i.direct) w->rx_queues.emplace_back(i.port, uint16_t(wi));
-      w->txb.assign(E.outputs.size(), nullptr);
-      w->tx_unsent.assign(E.outputs.size(), 0);
-      for (size_t ci = 0; ci < E.outputs.size(); ++ci) {
-        if (!E.outputs[ci].direct_tx) continue;
-        auto* b = static_cast<rte_eth_dev_tx_buffer*>(
-            rte_zmalloc_socket("txb", RTE_ETH_TX_BUFFER_SIZE(kBurst), 0, int(rte_socket_id())));
-        if (!b || rte_eth_tx_buffer_init(b, kBurst) != 0) throw std::runtime_error("tx buffer allocation failed");
-        // Unsent packets are freed and counted (the default callback frees only).
-        rte_eth_tx_buffer_set_err_callback(b, rte_eth_tx_buffer_count_callback, &w->tx_unsent[ci]);
-        w->txb[ci] = b;
-      }
-      E.workers.push_back(std::move(w));
-    }
-    {
-      size_t sz = rte_rcu_qsbr_get_memsize(cfg.workers);
-      E.qs = static_cast<rte_rcu_qsbr*>(rte_zmalloc("amon_qsbr", sz, RTE_CACHE_LINE_SIZE));
-      if (!E.qs || rte_rcu_qsbr_init(E.qs, cfg.workers) != 0) throw std::runtime_error("rte_rcu_qsbr_init failed");
-    }
-    E.start_ns = wall_ns();
-    for (auto& o : E.outputs)
-      if (o.file) o.file->th = std::thread(file_writer_main, o.file.get());
-    for (auto& w : E.workers) rte_eal_remote_launch(worker_main, w.get(), w->lcore);
-    const bool live = !cfg.config_path.empty();
-    refresh_snapshot(E);
-    E.stats_line_prev = E.snap;
-    if (live) {
-      register_telemetry(E);
-      std::string eal, ports, cons;
-      for (auto& a : cfg.eal_args) eal += (eal.empty() ? "" : " ") + a;
-      for (auto& in : cfg.inputs) ports += (ports.empty() ? "" : ", ") + in.describe();
-      for (size_t i = 0; i < cfg.consumers.size(); ++i)
-        cons += "; " + cfg.consumers[i].name + " " + E.pinfo[i].path + " sha256 " + E.pinfo[i].sha256 + " " +
-                std::to_string(E.pinfo[i].rules) + " rules -> " + cfg.consumers[i].output.describe();
-      log_line(kInfo, "started: version %s, %u workers, EAL [%s], inputs [%s]%s", AMON_VERSION, cfg.workers, eal.c_str(),
-               ports.c_str(), cons.c_str());
-      sd_notify(0, "READY=1\nSTATUS=generation 1 running");
-    }
-    std::future<std::unique_ptr<StagedReload>> reload_job;
-    uint64_t last_snap = rte_rdtsc();
-    E.stats_line_tsc = last_snap;
-
-    // Main lcore: inputs, outputs, termination.
-    rte_mbuf* pkts[kBurst];
-    uint64_t last_rx_tsc = rte_rdtsc();
-    const uint64_t idle_tsc = cfg.idle_ns * E.tsc_hz / 1000000000ULL;
-    uint64_t last_sweep = 0;
-    Idle main_idle(cfg.offline);
-    Progress progress(!cfg.quiet && E.sizes.input_bytes && isatty(STDERR_FILENO), E.sizes.input_bytes);
-    for (;;) {
-      // A failed output stops the reading as a signal does.
-      bool stopping = g_signal.load(std::memory_order_relaxed) != 0 || output_failed(E);
-      bool got = false;
-      if (!stopping) {
-        for (auto& in : E.inputs) {
-          if (in.done || in.direct) continue;
-          unsigned n;
-          if (in.pcap) {
-            n = in.pcap->read_burst(pkts, kBurst);
-            if (n == 0 && in.pcap->eof()) {
-              in.done = true;
-              if (!in.pcap->error().empty()) E.input_error = in.pcap->error();
-            }
-          } else {
-            n = rte_eth_rx_burst(in.port, 0, pkts, kBurst);
-            stamp_rx(E, pkts, n);
-          }
-          if (n) {
-            got = true;
-            in.packets += n;
-            E.rx_total += n;
-            dispatch(E, pkts, n);
-          }
-        }
-      }
-      const bool wrote = drain_outputs(E) != 0;
-      // ftell is an lseek: asked for only when the line is redrawn.
-      if (got && progress.due()) progress.update(E.rx_total, pcap_bytes_read(E));
-      uint64_t now_tsc = rte_rdtsc();
-      if (got) last_rx_tsc = now_tsc;
-      if (E.zstore && now_tsc - last_sweep > E.tsc_hz / 10) {
-        last_sweep = now_tsc;
-        // Reclaim by packet time (the store's clock), the oldest any worker
-        // is at, so no worker can still observe what is reclaimed.
-        uint64_t t = UINT64_MAX;
-        for (auto& w : E.workers) {
-          uint64_t wt = w->last_ts.load(std::memory_order_relaxed);
-          if (wt) t = std::min(t, wt);
-        }
-        if (t != UINT64_MAX) E.zstore->sweep(t, 4096);
-      }
-      for (auto& w : E.workers) last_rx_tsc = std::max(last_rx_tsc, w->last_rx_tsc.load(std::memory_order_relaxed));
-      bool inputs_finished = true;
-      for (auto& in : E.inputs) {
-        if (in.pcap && !in.done) inputs_finished = false;
-        if (!in.pcap && !(cfg.until_idle && now_tsc - last_rx_tsc > idle_tsc)) inputs_finished = false;
-      }
-      if ((stopping || inputs_finished) && all_workers_caught_up(E)) {
-        E.flush_holds.store(true, std::memory_order_release);
-        bool held = false;
-        for (auto& w : E.workers) held = held || w->held.load(std::memory_order_acquire);
-        if (!held && outputs_empty(E)) break;
-      }
-      if (live) {
-        // Reloads: compiled on a thread of their own, published here. A
-        // SIGHUP during a reload queues one more, never two at once.
-        if (reload_job.valid()) {
-          if (reload_job.wait_for(std::chrono::seconds(0)) == std::future_status::ready) {
-            auto st = reload_job.get();
-            apply_reload(E, *st);
-            refresh_snapshot(E);
-          }
-        } else if (!stopping && g_hup.exchange(0, std::memory_order_relaxed)) {
-          sd_notifyf(0, "RELOADING=1\nSTATUS=reloading (generation %llu running)", (unsigned long long)E.generation);
-          reload_job = std::async(std::launch::async, stage_reload, E.cfg, &E.services, E.zmax, E.zmax_dt,
-                                  E.zstore != nullptr, unsigned(E.workers.size()));
-        }
-        if (now_tsc - last_snap > E.tsc_hz / 10) {
-          last_snap = now_tsc;
-          refresh_snapshot(E);
-        }
-        bool line_due = cfg.stats_interval_ns && now_tsc - E.stats_line_tsc > cfg.stats_interval_ns / 1000000 * (E.tsc_hz / 1000);
-        if (g_usr1.exchange(0, std::memory_order_relaxed) || line_due) {
-          E.stats_line_tsc = now_tsc;
-          write_stats_line(E);
-        }
-      }
-      if (got || wrote) main_idle.reset();
-      else main_idle.wait();
-    }
-    progress.finish();
-    if (live) sd_notify(0, "STOPPING=1");
-    if (reload_job.valid()) reload_job.get();  // a reload still compiling is dropped
-    E.stop_workers.store(true, std::memory_order_release);
-    rte_eal_mp_wait_lcore();
-    drain_outputs(E);
-    const bool outputs_ok = finish_writers(E);
-
-    // Stats.
-    Report rep = build_report(E);
-    if (E.zstore && rep.zstats.evictions && !cfg.zanon_max_values)
-      std::fprintf(stderr,
-                   "amon: warning: the z-anonymity store (sized %zu values from the input) was full and forgot %llu "
-                   "values, which were then hidden more than needed; raise it with --zanon-values or "
-                   "zanon.max_values\n",
-                   E.sizes.zanon_values, (unsigned long long)rep.zstats.evictions);
-    if (!cfg.quiet) std::fputs(render_report_text(rep).c_str(), stdout);
-    if (!cfg.stats_json.empty()) {
-      FILE* f = std::fopen(cfg.stats_json.c_str(), "w");
-      if (!f) throw std::runtime_error(cfg.stats_json + ": " + std::strerror(errno));
-      std::string j = render_report_json(rep);
-      std::fwrite(j.data(), 1, j.size(), f);
-      std::fclose(f);
-    }
-    if (!E.input_error.empty()) {
-      log_line(kErr, "input stopped early: %s", E.input_error.c_str());
-      result.exit_code = 1;
-    }
-    if (!outputs_ok) result.exit_code = 1;
-  } catch (const std::exception& e) {
-    if (result.exit_code != 2) {
-      log_line(kErr, "%s", e.what());
-      result.exit_code = 1;
-    }
-    E.stop_workers.store(true);
-    rte_eal_mp_wait_lcore();
-    finish_writers(E);
+    E.inputs.push_back(std::move(i));
   }
-  // Release everything that holds mbufs before the pool goes.
+}
+
+// One ring per consumer; a pcap file output gets its writer (its thread
+// starts at launch), an ethdev output its port.
+void open_outputs(Engine& E) {
+  // Pcap outputs keep the timestamp precision of pcap inputs.
+  bool nano_out = false;
+  int snaplen = 0;
+  for (auto& i : E.inputs) {
+    nano_out = nano_out || !i.pcap || i.pcap->nanosecond_file();
+    snaplen = std::max(snaplen, i.pcap ? i.pcap->snaplen() : 262144);
+  }
+
+  for (auto& c : E.cfg.consumers) {
+    Output o;
+    o.name = c.name;
+    o.spec = c.output;
+    o.ring = rte_ring_create(("out_" + std::to_string(E.outputs.size())).c_str(), E.sizes.ring, int(rte_socket_id()),
+                             RING_F_SC_DEQ);
+    if (!o.ring) throw std::runtime_error("output ring: " + std::string(rte_strerror(rte_errno)));
+    if (c.output.kind == PortSpec::Kind::PcapFile) {
+      o.file = std::make_unique<FileWriter>();
+      o.file->pcap = std::make_unique<PcapWriter>(c.output, nano_out, snaplen, output_link_type(E));
+      o.file->ring = o.ring;
+    } else {
+      o.port = attach_port(c.output.spec);
+      if (c.output.spec.rfind("net_pcap", 0) == 0) o.tx_cap = RTE_ETHER_MAX_JUMBO_FRAME_LEN;
+    }
+    E.outputs.push_back(std::move(o));
+  }
+}
+
+// The file writers' threads and the workers start; live, telemetry
+// registers and the start is logged and told to systemd. Whether the run is
+// live (`amon run`, with reloads and telemetry).
+bool launch(Engine& E) {
+  const EngineConfig& cfg = E.cfg;
+  E.start_ns = wall_ns();
+  for (auto& o : E.outputs)
+    if (o.file) o.file->th = std::thread(file_writer_main, o.file.get());
+  for (auto& w : E.workers) rte_eal_remote_launch(worker_main, w.get(), w->lcore);
+  const bool live = !cfg.config_path.empty();
+  refresh_snapshot(E);
+  E.stats_line_prev = E.snap;
+  if (live) {
+    register_telemetry(E);
+    std::string eal, ports, cons;
+    for (auto& a : cfg.eal_args) eal += (eal.empty() ? "" : " ") + a;
+    for (auto& in : cfg.inputs) ports += (ports.empty() ? "" : ", ") + in.describe();
+    for (size_t i = 0; i < cfg.consumers.size(); ++i)
+      cons += "; " + cfg.consumers[i].name + " " + E.pinfo[i].path + " sha256 " + E.pinfo[i].sha256 + " " +
+              std::to_string(E.pinfo[i].rules) + " rules -> " + cfg.consumers[i].output.describe();
+    log_line(kInfo, "started: version %s, %u workers, EAL [%s], inputs [%s]%s", AMON_VERSION, cfg.workers, eal.c_str(),
+             ports.c_str(), cons.c_str());
+    sd_notify(0, "READY=1\nSTATUS=generation 1 running");
+  }
+  return live;
+}
+
+// One burst from each input the main lcore reads (files, and ethdev ports
+// the workers do not poll themselves), dispatched to the workers. Whether
+// any packet came.
+bool read_inputs(Engine& E, rte_mbuf** pkts) {
+  bool got = false;
+  for (auto& in : E.inputs) {
+    if (in.done || in.direct) continue;
+    unsigned n;
+    if (in.pcap) {
+      n = in.pcap->read_burst(pkts, kBurst);
+      if (n == 0 && in.pcap->eof()) {
+        in.done = true;
+        if (!in.pcap->error().empty()) E.input_error = in.pcap->error();
+      }
+    } else {
+      n = rte_eth_rx_burst(in.port, 0, pkts, kBurst);
+      stamp_rx(E, pkts, n);
+    }
+    if (n) {
+      got = true;
+      in.packets += n;
+      E.rx_total += n;
+      dispatch(E, pkts, n);
+    }
+  }
+  return got;
+}
+
+// Reclaim by packet time (the store's clock), the oldest any worker is at,
+// so no worker can still observe what is reclaimed.
+void sweep_zstore(Engine& E) {
+  uint64_t t = UINT64_MAX;
+  for (auto& w : E.workers) {
+    uint64_t wt = w->last_ts.load(std::memory_order_relaxed);
+    if (wt) t = std::min(t, wt);
+  }
+  if (t != UINT64_MAX) E.zstore->sweep(t, 4096);
+}
+
+// Whether the run is over: every input finished (a live port: silent for
+// the idle time with until_idle) or a stop asked for, every worker caught
+// up; then held segments are released, and it is over once none is held
+// and the output rings are empty.
+bool run_over(Engine& E, bool stopping, bool ports_idle) {
+  bool inputs_finished = true;
+  for (auto& in : E.inputs) {
+    if (in.pcap && !in.done) inputs_finished = false;
+    if (!in.pcap && !(E.cfg.until_idle && ports_idle)) inputs_finished = false;
+  }
+  if ((stopping || inputs_finished) && all_workers_caught_up(E)) {
+    E.flush_holds.store(true, std::memory_order_release);
+    bool held = false;
+    for (auto& w : E.workers) held = held || w->held.load(std::memory_order_acquire);
+    if (!held && outputs_empty(E)) return true;
+  }
+  return false;
+}
+
+// The control plane's turn of a live run's main loop.
+struct LiveControl {
+  std::future<std::unique_ptr<StagedReload>> reload_job;
+  uint64_t last_snap = 0;
+
+  void turn(Engine& E, bool stopping, uint64_t now_tsc) {
+    // Reloads: compiled on a thread of their own, published here. A
+    // SIGHUP during a reload queues one more, never two at once.
+    if (reload_job.valid()) {
+      if (reload_job.wait_for(std::chrono::seconds(0)) == std::future_status::ready) {
+        auto st = reload_job.get();
+        apply_reload(E, *st);
+        refresh_snapshot(E);
+      }
+    } else if (!stopping && g_hup.exchange(0, std::memory_order_relaxed)) {
+      sd_notifyf(0, "RELOADING=1\nSTATUS=reloading (generation %llu running)", (unsigned long long)E.generation);
+      reload_job = std::async(std::launch::async, stage_reload, E.cfg, &E.services, E.zmax, E.zmax_dt,
+                              E.zstore != nullptr, unsigned(E.workers.size()));
+    }
+    if (now_tsc - last_snap > E.tsc_hz / 10) {
+      last_snap = now_tsc;
+      refresh_snapshot(E);
+    }
+    bool line_due = E.cfg.stats_interval_ns &&
+                    now_tsc - E.stats_line_tsc > E.cfg.stats_interval_ns / 1000000 * (E.tsc_hz / 1000);
+    if (g_usr1.exchange(0, std::memory_order_relaxed) || line_due) {
+      E.stats_line_tsc = now_tsc;
+      write_stats_line(E);
+    }
+  }
+};
+
+// The main lcore from launch to the end of the run: inputs, port outputs,
+// the z-store's sweep, termination, and (live) the control plane.
+void main_lcore_loop(Engine& E, bool live) {
+  const EngineConfig& cfg = E.cfg;
+  LiveControl control;
+  control.last_snap = rte_rdtsc();
+  E.stats_line_tsc = control.last_snap;
+  rte_mbuf* pkts[kBurst];
+  uint64_t last_rx_tsc = rte_rdtsc();
+  const uint64_t idle_tsc = cfg.idle_ns * E.tsc_hz / 1000000000ULL;
+  uint64_t last_sweep = 0;
+  Idle main_idle(cfg.offline);
+  Progress progress(!cfg.quiet && E.sizes.input_bytes && isatty(STDERR_FILENO), E.sizes.input_bytes);
+  for (;;) {
+    // A failed output stops the reading as a signal does.
+    bool stopping = g_signal.load(std::memory_order_relaxed) != 0 || output_failed(E);
+    const bool got = !stopping && read_inputs(E, pkts);
+    const bool wrote = drain_outputs(E) != 0;
+    // ftell is an lseek: asked for only when the line is redrawn.
+    if (got && progress.due()) progress.update(E.rx_total, pcap_bytes_read(E));
+    uint64_t now_tsc = rte_rdtsc();
+    if (got) last_rx_tsc = now_tsc;
+    if (E.zstore && now_tsc - last_sweep > E.tsc_hz / 10) {
+      last_sweep = now_tsc;
+      sweep_zstore(E);
+    }
+    for (auto& w : E.workers) last_rx_tsc = std::max(last_rx_tsc, w->last_rx_tsc.load(std::memory_order_relaxed));
+    if (run_over(E, stopping, now_tsc - last_rx_tsc > idle_tsc)) break;
+    if (live) control.turn(E, stopping, now_tsc);
+    if (got || wrote) main_idle.reset();
+    else main_idle.wait();
+  }
+  progress.finish();
+  if (live) sd_notify(0, "STOPPING=1");
+  if (control.reload_job.valid()) control.reload_job.get();  // a reload still compiling is dropped
+}
+
+// The exit report (stdout, the stats JSON file) and the exit code of a run
+// whose input stopped early or whose output failed.
+void report(Engine& E, bool outputs_ok, EngineResult& result) {
+  const EngineConfig& cfg = E.cfg;
+  Report rep = build_report(E);
+  if (E.zstore && rep.zstats.evictions && !cfg.zanon_max_values)
+    std::fprintf(stderr,
+                 "amon: warning: the z-anonymity store (sized %zu values from the input) was full and forgot %llu "
+                 "values, which were then hidden more than needed; raise it with --zanon-values or "
+                 "zanon.max_values\n",
+                 E.sizes.zanon_values, (unsigned long long)rep.zstats.evictions);
+  if (!cfg.quiet) std::fputs(render_report_text(rep).c_str(), stdout);
+  if (!cfg.stats_json.empty()) {
+    FILE* f = std::fopen(cfg.stats_json.c_str(), "w");
+    if (!f) throw std::runtime_error(cfg.stats_json + ": " + std::strerror(errno));
+    std::string j = render_report_json(rep);
+    std::fwrite(j.data(), 1, j.size(), f);
+    std::fclose(f);
+  }
+  if (!E.input_error.empty()) {
+    log_line(kErr, "input stopped early: %s", E.input_error.c_str());
+    result.exit_code = 1;
+  }
+  if (!outputs_ok) result.exit_code = 1;
+}
+
+// Releases everything that holds mbufs before the pool goes, stops the
+// ports, and ends the EAL.
+void teardown(Engine& E) {
   for (auto& w : E.workers)
     for (size_t ci = 0; ci < w->txb.size(); ++ci)
       if (w->txb[ci]) {
@@ -400,6 +384,44 @@ EngineResult run_engine(const EngineConfig& cfg_in) {
   unregister_telemetry();
   if (E.qs) rte_free(E.qs);
   rte_eal_cleanup();
+}
+
+}  // namespace
+
+EngineResult run_engine(const EngineConfig& cfg_in) {
+  Engine E;
+  E.cfg = cfg_in;
+  // Before anything else: a SIGHUP during start-up queues a reload rather
+  // than ending the process.
+  install_signals();
+  if (int rc = load_policies(E)) return {rc};
+  if (!start_eal(E.cfg)) return {1};
+  EngineResult result;
+  try {
+    start_memory(E);
+    start_zstore(E);
+    start_programs(E, result);
+    open_inputs(E, result);
+    open_outputs(E);
+    start_ports(E);
+    start_workers(E);
+    const bool live = launch(E);
+    main_lcore_loop(E, live);
+    E.stop_workers.store(true, std::memory_order_release);
+    rte_eal_mp_wait_lcore();
+    drain_outputs(E);
+    const bool outputs_ok = finish_writers(E);
+    report(E, outputs_ok, result);
+  } catch (const std::exception& e) {
+    if (result.exit_code != 2) {
+      log_line(kErr, "%s", e.what());
+      result.exit_code = 1;
+    }
+    E.stop_workers.store(true);
+    rte_eal_mp_wait_lcore();
+    finish_writers(E);
+  }
+  teardown(E);
   return result;
 }
 

@@ -67,9 +67,6 @@ struct EngineResult {
   int exit_code = 0;  // 0 ok, 1 runtime failure, 2 configuration/policy error
 };
 
-// Compiles every consumer's policy; prints diagnostics; returns false on errors.
-bool compile_policies(const EngineConfig& cfg, std::vector<std::shared_ptr<const dsl::Policy>>& out);
-
 EngineResult run_engine(const EngineConfig& cfg);
 
 }  // namespace amon

@@ -221,11 +221,13 @@ void dispatch(Engine& E, rte_mbuf** pkts, unsigned n);
 unsigned drain_outputs(Engine& E);
 bool outputs_empty(Engine& E);
 uint64_t pcap_bytes_read(const Engine& E);
+void start_ports(Engine& E);
 
 // workers.cpp
 void enqueue_out_burst(void* ctx, unsigned ci, rte_mbuf** ms, unsigned n);
 int worker_main(void* arg);
 bool all_workers_caught_up(Engine& E);
+void start_workers(Engine& E);
 
 // writers.cpp
 void file_writer_main(FileWriter* fw);

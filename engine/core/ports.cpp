@@ -7,6 +7,7 @@
 #include <rte_mbuf_pool_ops.h>
 #include <rte_mempool.h>
 
+#include <map>
 #include <stdexcept>
 
 namespace amon::engine {
@@ -75,7 +76,10 @@ void setup_port(Engine& E, uint16_t port, uint16_t nrxq, uint16_t ntxq, bool rss
 }
 
 // Hands packets read on the main lcore to workers by symmetric flow hash.
-// Returns false when a live input had to drop (worker ring full).
+// With more than one worker each packet is decoded here just to hash it
+// (the worker decodes it again). A live input drops the packet when its
+// worker's ring is full (counted); offline the main lcore waits, sending on
+// port outputs meanwhile.
 void dispatch(Engine& E, rte_mbuf** pkts, unsigned n) {
   const unsigned nw = unsigned(E.workers.size());
   for (unsigned i = 0; i < n; ++i) {
@@ -166,6 +170,34 @@ bool outputs_empty(Engine& E) {
   for (auto& o : E.outputs)
     if (!rte_ring_empty(o.ring)) return false;
   return true;
+}
+
+// Configures each ethdev port once (a port may be both input and output):
+// an input with symmetric RSS and a queue per worker is polled by the
+// workers directly, an output with a Tx queue per worker is sent on by
+// them; the others go through the main lcore.
+void start_ports(Engine& E) {
+  const EngineConfig& cfg = E.cfg;
+  std::map<uint16_t, std::pair<uint16_t, uint16_t>> qs;  // port -> (rxq, txq)
+  std::map<uint16_t, bool> rss;
+  for (auto& i : E.inputs) {
+    if (i.port == UINT16_MAX) continue;
+    rte_eth_dev_info info;
+    rte_eth_dev_info_get(i.port, &info);
+    i.direct = cfg.workers > 1 && info.flow_type_rss_offloads != 0 && info.max_rx_queues >= cfg.workers;
+    qs[i.port].first = i.direct ? uint16_t(cfg.workers) : 1;
+    rss[i.port] = i.direct;
+  }
+  for (auto& o : E.outputs) {
+    if (o.port == UINT16_MAX) continue;
+    rte_eth_dev_info info;
+    rte_eth_dev_info_get(o.port, &info);
+    // A queue per worker lets workers transmit themselves; DPDK's pcap PMD
+    // keeps one dumper per queue, so it writes through the main lcore.
+    o.direct_tx = !cfg.offline && info.max_tx_queues >= cfg.workers && o.spec.spec.rfind("net_pcap", 0) != 0;
+    qs[o.port].second = std::max<uint16_t>(qs[o.port].second, o.direct_tx ? uint16_t(cfg.workers) : 1);
+  }
+  for (auto& [port, q] : qs) setup_port(E, port, q.first, q.second, rss[port]);
 }
 
 }  // namespace amon::engine

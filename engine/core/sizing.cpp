@@ -111,7 +111,7 @@ Sizes plan_sizes(const EngineConfig& cfg) {
   s.mbufs = cfg.mbufs ? cfg.mbufs : uint32_t(std::min<uint64_t>(n, UINT32_MAX));
   // EAL memory: the pool, the rings, and DPDK's own allocations (device and
   // lcore structures, the heap's bookkeeping), measured under 8 MiB.
-  // Offline the pool is packed (engine.cpp, create_pool); a pool a device
+  // Offline the pool is packed (ports.cpp, create_pool); a pool a device
   // may DMA into keeps each mbuf inside one page.
   // The offline pool's stack handler keeps a 16-byte node per mbuf
   // (rte_stack_lf_elem) beside the pool.

@@ -30,7 +30,7 @@ struct Sizes {
 };
 
 // The mempool handler of an offline pool: a stack, last freed first out
-// (engine.cpp, create_pool, says why). The lock-free one where the CPU has
+// (ports.cpp, create_pool, says why). The lock-free one where the CPU has
 // the 128-bit compare-and-swap it needs.
 #if defined(__x86_64__) || defined(__aarch64__)
 inline constexpr const char* kOfflinePoolOps = "lf_stack";

@@ -2,6 +2,12 @@
 // queues), runs them through its WorkerPath and enqueues to the outputs.
 #include "engine_parts.h"
 
+#include <rte_errno.h>
+#include <rte_lcore.h>
+#include <rte_malloc.h>
+
+#include <stdexcept>
+
 namespace amon::engine {
 
 namespace {
@@ -148,6 +154,47 @@ bool all_workers_caught_up(Engine& E) {
   for (auto& w : E.workers)
     if (w->processed.load(std::memory_order_acquire) != w->dispatched) return false;
   return true;
+}
+
+// One worker per lcore after the main one: its ring from the main lcore,
+// its WorkerPath (flow table, programs), its own RSS queues and Tx
+// buffers; and the quiescent-state variable reloads wait on.
+void start_workers(Engine& E) {
+  const EngineConfig& cfg = E.cfg;
+  unsigned lcore = rte_get_next_lcore(-1, 1, 0);
+  for (unsigned wi = 0; wi < cfg.workers; ++wi) {
+    auto w = std::make_unique<Worker>();
+    w->eng = &E;
+    w->id = wi;
+    w->lcore = lcore;
+    lcore = rte_get_next_lcore(lcore, 1, 0);
+    w->in = rte_ring_create(("in_" + std::to_string(wi)).c_str(), E.sizes.ring, int(rte_socket_id()),
+                            RING_F_SP_ENQ | RING_F_SC_DEQ);
+    if (!w->in) throw std::runtime_error("worker ring: " + std::string(rte_strerror(rte_errno)));
+    w->path = std::make_unique<WorkerPath>(
+        E.programs, E.pool,
+        std::make_unique<FlowTable>("flows_" + std::to_string(wi), E.sizes.flows_per_worker, cfg.flow_timeouts,
+                                    int(rte_socket_id()), /*commit=*/!cfg.offline),
+        cfg.hold);
+    w->path->set_burst_sink(enqueue_out_burst);
+    for (auto& i : E.inputs)
+      if (i.direct) w->rx_queues.emplace_back(i.port, uint16_t(wi));
+    w->txb.assign(E.outputs.size(), nullptr);
+    w->tx_unsent.assign(E.outputs.size(), 0);
+    for (size_t ci = 0; ci < E.outputs.size(); ++ci) {
+      if (!E.outputs[ci].direct_tx) continue;
+      auto* b = static_cast<rte_eth_dev_tx_buffer*>(
+          rte_zmalloc_socket("txb", RTE_ETH_TX_BUFFER_SIZE(kBurst), 0, int(rte_socket_id())));
+      if (!b || rte_eth_tx_buffer_init(b, kBurst) != 0) throw std::runtime_error("tx buffer allocation failed");
+      // Unsent packets are freed and counted (the default callback frees only).
+      rte_eth_tx_buffer_set_err_callback(b, rte_eth_tx_buffer_count_callback, &w->tx_unsent[ci]);
+      w->txb[ci] = b;
+    }
+    E.workers.push_back(std::move(w));
+  }
+  size_t sz = rte_rcu_qsbr_get_memsize(cfg.workers);
+  E.qs = static_cast<rte_rcu_qsbr*>(rte_zmalloc("amon_qsbr", sz, RTE_CACHE_LINE_SIZE));
+  if (!E.qs || rte_rcu_qsbr_init(E.qs, cfg.workers) != 0) throw std::runtime_error("rte_rcu_qsbr_init failed");
 }
 
 }  // namespace amon::engine

@@ -185,7 +185,7 @@ Result run_one(const std::vector<std::vector<const Rec*>>& shares,
                const std::vector<std::shared_ptr<const dsl::Policy>>& pols, rte_mempool* pool, double seconds) {
   SharedServices svc;
   // The store the engine builds: sized for the largest z and dt the
-  // policies use (engine.cpp), so an entry spans the lines it would there
+  // policies use (engine.cpp, start_zstore), so an entry spans the lines it would there
   // (z = 10: 4 lines; z = 50: 14). max_values stays below the engine's
   // default (1M) to keep the benchmark's memory small; the replays touch a
   // few thousand values either way.
