@@ -1,14 +1,52 @@
 #include "audit.h"
 
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <sstream>
+
 #include "audit_impl.h"
 #include "l2l4.h"
 #include "registry.h"
 
 namespace amon::audit {
 
+namespace {
+
+// The policy compiled without its secrets. The audit reproduces no hash and
+// no Crypto-PAn mapping (it only searches for values in clear), so it has
+// no use for a key, and an officer signing an output off need not hold the
+// operator's keys: each `key NAME = file(...)` or `env(...)` of the policy
+// file becomes a placeholder the compiler takes in its stead. (Keys
+// declared in an included file are still loaded by the compiler.)
+std::shared_ptr<const dsl::Policy> compile_keyless(const std::string& path, dsl::Diagnostics& diags) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) return dsl::compile_file(path, diags);  // the compiler says why
+  std::stringstream ss;
+  ss << f.rdbuf();
+  static const std::regex key_src(R"(^(\s*key\s+[A-Za-z_][A-Za-z0-9_]*\s*=\s*)(file|env)\s*\(\s*"[^"]*"\s*\))",
+                                  std::regex::multiline);
+  std::string src = std::regex_replace(ss.str(), key_src, "$1env(\"AMON_AUDIT_NO_KEY\")");
+  // Compiled from a string, includes would be read from the current
+  // directory: point relative ones at the policy's own, as compile_file does.
+  const std::string dir = std::filesystem::path(path).parent_path().string();
+  if (!dir.empty()) {
+    static const std::regex inc(R"(^(\s*include\s+")([^/"][^"]*"))", std::regex::multiline);
+    src = std::regex_replace(src, inc, "$1" + dir + "/$2");
+  }
+  dsl::CompileOptions opts;
+  opts.getenv = [](const char* v) -> const char* {
+    return std::string(v) == "AMON_AUDIT_NO_KEY" ? "0000000000000000000000000000000000000000000000000000000000000000"
+                                                 : std::getenv(v);
+  };
+  return dsl::compile_string(src, path, diags, opts);
+}
+
+}  // namespace
+
 bool Auditor::run(std::string& err) {
   dsl::Diagnostics diags;
-  pol = dsl::compile_file(o.policy, diags);
+  pol = compile_keyless(o.policy, diags);
   if (!pol || diags.errors()) {
     err = diags.render_text();
     if (err.empty()) err = o.policy + ": cannot compile";

@@ -21,51 +21,18 @@ bool Auditor::names_no_host(Kind k, const std::string& a) {
   return b[15] <= 1;  // :: and ::1
 }
 
-// Whether cryptopan() with this call's key gives `a` back unchanged at
-// time t. Crypto-PAn's one-time pad repeats a bit wherever the address
-// agrees with the pad, so a key maps a small share of addresses onto
-// themselves (for some keys several per thousand of a /8; doc/cryptopan.md).
-// Such an address in the output is the policy's own doing. The primitive
-// is the reference algorithm (its vectors in tests/crypto); the epoch key
-// is derived as doc/cryptopan.md defines it.
-bool Auditor::cryptopan_fixed(const ActionCall& c, Kind k, const std::string& a, uint64_t t) {
-  const ArgValue* kv = c.arg("key");
-  if (!kv || !kv->key || kv->key->bytes.size() != 32) return false;
-  const int64_t rot = c.int_or("rotate", 0);
-  const uint64_t epoch = rot > 0 ? t / uint64_t(rot) : 0;
-  std::unique_ptr<CryptoPAnCache>& cp = cpans[{&c, epoch}];
-  if (!cp) {
-    CryptoPAnKey base;
-    std::memcpy(base.data(), kv->key->bytes.data(), 32);
-    cp = std::make_unique<CryptoPAnCache>(rot > 0 ? CryptoPAn::derive_epoch_key(base, epoch) : base, 1 << 12,
-                                          1 << 10);
-  }
-  if (k == Kind::Addr4) {
-    uint32_t v;
-    std::memcpy(&v, a.data(), 4);
-    v = ntohl(v);
-    return cp->anon_v4_cached(v) == v;
-  }
-  uint8_t out[16];
-  cp->anon_v6_cached(reinterpret_cast<const uint8_t*>(a.data()), out);
-  return std::memcmp(out, a.data(), 16) == 0;
-}
-
 // What a rule's action writes where it leaves part of the value: prefix(n)
 // keeps the first n bits (and may thus give back the address itself),
-// zero() writes zeros, cryptopan() may map an address onto itself. Those
-// bytes are the policy's to give.
+// zero() writes zeros. Those bytes are the policy's to give. No key is
+// read here, so a pseudonym is never worked out: an address that
+// cryptopan() gives back unchanged (a fixed point of the key) is an
+// address in clear, and reported as such (README.md, "No secret").
 void Auditor::allow_derived(size_t fi, Kind k, const std::string& a, const ActionCall& c) {
   const ActionCall* x = &c;
   if (c.desc->uses_zstore) {
     auto* fb = c.arg("fallback");
     if (!fb || !fb->action) return;
     x = fb->action.get();
-  }
-  if (x->desc->kind == ActionKind::CryptoPan) {
-    if ((k == Kind::Addr4 && a.size() == 4) || (k == Kind::Addr6 && a.size() == 16))
-      if (cryptopan_fixed(*x, k, a, in[fi].ts)) allow(fi, k, a);
-    return;
   }
   int bits = -1;
   if (x->desc->kind == ActionKind::Zero) bits = 0;
@@ -74,6 +41,30 @@ void Auditor::allow_derived(size_t fi, Kind k, const std::string& a, const Actio
   std::string m = a;
   for (unsigned i = 0; i < m.size(); ++i) m[i] = char(uint8_t(m[i]) & uint8_t(0xff00 >> std::clamp(bits - int(i * 8), 0, 8)));
   allow(fi, k, m);
+}
+
+void Auditor::plan_clients() {
+  for (auto* rr : addr_rules)
+    for (auto* fd : rr->fields)
+      if (fd->id == l2l4::g_fields.ip_client && (!client_rule || (client_rule->when && !rr->when))) client_rule = rr;
+  clients_protected = !pol->clients.empty() && client_rule && client_rule->action.desc->protects;
+}
+
+bool Auditor::is_client_addr(Kind k, const std::string& a) const {
+  if (!((k == Kind::Addr4 && a.size() == 4) || (k == Kind::Addr6 && a.size() == 16))) return false;
+  return in_cidrs(pol->clients, k == Kind::Addr4 ? 4 : 6, reinterpret_cast<const uint8_t*>(a.data()));
+}
+
+// A value left in clear in frame `frame`. An address inside `clients` never
+// is, whatever rule its position takes (a tunnel endpoint, a server
+// position, a DNS answer, a release by z-anonymity), unless ip.client's own
+// rule keeps it: there it is protected as ip.client.
+void Auditor::allow(size_t frame, Kind k, const std::string& b) {
+  if (clients_protected && is_client_addr(k, b)) {
+    if (!names_no_host(k, b)) protect(k, b, "ip.client", FieldRule{client_rule});
+    return;
+  }
+  allowed_keys[frame].push_back(key(k, b));
 }
 
 bool Auditor::in_cidrs(const std::vector<dsl::Cidr>& cs, uint8_t fam, const uint8_t* a) {
@@ -188,13 +179,28 @@ const dsl::Rule* Auditor::addr_rule(int pos, bool is_client) const {
 }
 
 // An address under its rule `hit`: kept, released by z-anonymity (the
-// brute-force count), or protected as `cls`, less what the action itself
+// replayed count), or protected as `cls`, less what the action itself
 // writes back.
 void Auditor::address_by_rule(size_t fi, Kind k, const std::string& a, const dsl::Rule* hit, const std::string& cls,
-                     const std::string& user, uint64_t t) {
+                              const std::string& user, uint64_t t, bool per_flow) {
   FieldRule fr{hit};
   if (fr.keep()) return allow(fi, k, a);
-  if (fr.zanon() && counts.observe("server-addr", a, user, t, fr.z(), fr.dt())) return allow(fi, k, a);
+  if (fr.zanon()) {
+    // A server address in a flow's header is counted once, at the flow's
+    // first packet, and that decision holds for the flow (as the engine
+    // keeps it in the flow's state): later packets count no user again.
+    bool released;
+    if (per_flow && !cur_flow.empty()) {
+      const std::string fk = cur_flow + '\0' + std::to_string(hit->index) + '\0' + a;
+      auto it = zonce.flow_server.find(fk);
+      if (it == zonce.flow_server.end())
+        it = zonce.flow_server.emplace(fk, counts.observe("server-addr", a, user, t, fr.z(), fr.dt())).first;
+      released = it->second;
+    } else {
+      released = counts.observe("server-addr", a, user, t, fr.z(), fr.dt());
+    }
+    if (released) return allow(fi, k, a);
+  }
   allow_derived(fi, k, a, hit->action);
   if (!names_no_host(k, a)) protect(k, a, cls, fr);
 }

@@ -22,7 +22,6 @@
 
 #include "audit.h"
 #include "audit_zcount.h"
-#include "cryptopan.h"
 #include "l2l4.h"
 #include "policy.h"
 #include "protocol.h"
@@ -68,6 +67,7 @@ struct Value {
   std::string bytes;
   std::string cls;   // the first field found protecting it
   std::string rule;  // the rule doing so
+  bool cryptopan = false;  // an address that rule gives cryptopan()
   bool found = false;
 };
 
@@ -115,7 +115,7 @@ struct Auditor {
   std::unordered_map<std::string, uint32_t> index;  // kind byte + bytes -> values
   // Per original frame: keys of the values the policy leaves in clear there.
   std::vector<std::vector<std::string>> allowed_keys;
-  BruteCount counts;
+  ZCount counts;
   psl_ctx_t* psl = nullptr;
 
   // Flow roles, worked out independently of the engine's flow table.
@@ -129,12 +129,14 @@ struct Auditor {
   std::set<Ep> servers;                    // endpoints seen accepting a connection
   std::map<std::pair<std::string, std::string>, int> pair_role;  // addresses only, for later fragments
 
-  // The application values of a payload, read by every protocol plugin
-  // of its transport (the plugins' parsers; the rewrite path is not
-  // involved).
+  // The application values of a payload, read by the protocol plugins
+  // that recognise it as the engine dispatches it (a datagram by its
+  // plugins' ports or content probe, a TCP segment by every TCP plugin):
+  // what the audit classes as a field is what the engine's plugin finds
+  // and rewrites, no more (a NetBIOS datagram is not read as DNS).
   std::unique_ptr<PayloadValues> pv;
 
-  Auditor(const Options& o_, Report& r_) : o(o_), r(r_), pv(std::make_unique<PayloadValues>()) {}
+  Auditor(const Options& o_, Report& r_) : o(o_), r(r_), pv(std::make_unique<PayloadValues>(PayloadValues::Datagrams::Recognised)) {}
   ~Auditor() {
     if (psl) psl_free(psl);
   }
@@ -145,8 +147,11 @@ struct Auditor {
   // ---- values (audit_values.cpp) ----
   static std::string key(Kind k, const std::string& b) { return char(k) + b; }
   void protect(Kind k, const std::string& b, const std::string& cls, const FieldRule& fr);
-  void allow(size_t frame, Kind k, const std::string& b) { allowed_keys[frame].push_back(key(k, b)); }
+  void allow(size_t frame, Kind k, const std::string& b);
   FieldRule rule_for(const std::string& field);
+  int name_decision(const std::string& cls, const std::string& name, const std::string& rd, const std::string& user,
+                    uint64_t t, const FieldRule& fr);
+  void flow_of(const uint8_t* f, const Decoded& d, int side);
   void name_value(size_t fi, const std::string& field, std::string name, const std::string& user, uint64_t t);
   void text_value(size_t fi, const std::string& field, const std::string& v, const std::string& user, uint64_t t);
   void addr_value(size_t fi, const std::string& field, Kind k, const std::string& a, const std::string& user,
@@ -174,20 +179,32 @@ struct Auditor {
 
   // ---- addresses: roles and rules (audit_addresses.cpp) ----
   static bool names_no_host(Kind k, const std::string& a);
-  // Crypto-PAn by (call, rotation epoch), for cryptopan_fixed; cached, as
-  // the same address recurs in frame after frame.
-  std::map<std::pair<const ActionCall*, uint64_t>, std::unique_ptr<CryptoPAnCache>> cpans;
-  bool cryptopan_fixed(const ActionCall& c, Kind k, const std::string& a, uint64_t t);
+  // `clients` are users wherever their addresses appear: in clear they are
+  // a leak unless ip.client's own rule keeps them (plan_clients).
+  const dsl::Rule* client_rule = nullptr;
+  bool clients_protected = false;
+  void plan_clients();
+  bool is_client_addr(Kind k, const std::string& a) const;
   void allow_derived(size_t fi, Kind k, const std::string& a, const ActionCall& c);
   static bool in_cidrs(const std::vector<dsl::Cidr>& cs, uint8_t fam, const uint8_t* a);
   static bool likely_server(uint16_t p);
   int client_side(const uint8_t* f, const Decoded& d);
+  // The packet being collected: its flow (canonical endpoints; empty
+  // without one) and whether its client sent it. The engine takes a
+  // server address's z-decision once per flow, and a response shows its
+  // query's decision for the names the query carried (ZOnce).
+  std::string cur_flow;
+  bool cur_from_client = true;
+  struct ZOnce {
+    std::map<std::string, bool> flow_server;  // flow + rule + address -> released
+    std::map<std::string, int> query_name;    // flow + value -> 0 hidden, 1 released, 2 its sld released
+  } zonce;
   std::string user_of(const uint8_t* f, const Decoded& d, int side);
   void role_value(size_t fi, const uint8_t* f, const Decoded& d, Kind k, const std::string& a,
                   const std::string& user, uint64_t t);
   const dsl::Rule* addr_rule(int pos, bool is_client) const;
   void address_by_rule(size_t fi, Kind k, const std::string& a, const dsl::Rule* hit, const std::string& cls,
-                       const std::string& user, uint64_t t);
+                       const std::string& user, uint64_t t, bool per_flow = false);
 
   // The encapsulations' own addresses (tunnel endpoints) are tunnel.addr,
   // not the packet's client or server: a rule naming tunnel.addr decides;

@@ -206,6 +206,18 @@ bool Auditor::search(std::string& err) {
   // each packet's time); several originals may share one.
   std::unordered_multimap<uint64_t, size_t> by_ts;
   for (size_t i = 0; i < in.size(); ++i) by_ts.emplace(in[i].ts, i);
+  // An output none of whose frames has an original is no output of this
+  // input (another capture, timestamps rewritten or made coarser): judged
+  // with no allowances it would be all "leaks", and with nothing to judge
+  // it would look clean. Neither is an answer.
+  size_t judged = 0, tied = 0;
+  for (auto& fr : out)
+    if (!fr.bytes.empty()) ++judged, tied += by_ts.count(fr.ts) != 0;
+  if (judged && !tied) {
+    err = o.anonymized + ": no frame is tied to a frame of " + o.original +
+          " by its timestamp (amon keeps each packet's time): not an anonymized copy of it";
+    return false;
+  }
   std::unordered_map<uint32_t, ClassSummary*> cls_of;
   std::map<std::string, ClassSummary> sums;
   for (uint32_t i = 0; i < values.size(); ++i) sums[values[i].cls].cls = values[i].cls, ++sums[values[i].cls].protected_values;
@@ -286,12 +298,17 @@ bool Auditor::search(std::string& err) {
           continue;
         }
         Hit h{oi + 1, from, v.cls, printable(v.kind, v.bytes), pt.enc, context(fr, from), v.rule};
+        // The audit reads no key, so it cannot tell a key's fixed point
+        // (cryptopan() giving the address back) from an address not
+        // rewritten: either way it is the address in clear.
+        if (v.cryptopan && (h.context == "ip.src" || h.context == "ip.dst"))
+          h.context += " (where cryptopan() applies: not rewritten, or a fixed point of the key)";
         if (pt.bin4 && !slots.has(from, pt.len)) {
           ++r.possible, ++cs.possible;
-          if (r.possible_list.size() < o.max_listed) r.possible_list.push_back(h);
+          if (cs.possible <= o.max_listed) r.possible_list.push_back(h);
         } else {
           ++r.leaks, ++cs.leaks;
-          if (r.leak_list.size() < o.max_listed) r.leak_list.push_back(h);
+          if (cs.leaks <= o.max_listed) r.leak_list.push_back(h);
         }
       }
     }
