@@ -129,7 +129,10 @@ bool Auditor::bounded(const Pattern& pt, const uint8_t* f, uint32_t n, uint32_t 
              !(next >= 0 && (std::isxdigit(next) || next == ':' || next == '-'));
     case Pattern::Label:
       // Left of a dot it is a longer name's suffix: the registrable domain
-      // a `sld` fallback may release, judged as that longer name.
+      // a `sld` fallback may release, judged as that longer name. A byte
+      // equal to the name's length is its length prefix (a TLS server name
+      // of 82 bytes follows 'R'), not a letter of a longer name.
+      if (prev == int(pt.len & 0xff)) prev = -1;
       return !(prev >= 0 && (is_label_char(uint8_t(prev)) || prev == '.')) &&
              !(next >= 0 && is_label_char(uint8_t(next)));
     case Pattern::Wire:

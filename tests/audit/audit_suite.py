@@ -547,6 +547,39 @@ def signoff(args, work):
                 if js and not any(h["frame"] == done and h["value"] == "www.bing.com" for h in js["leak_list"]):
                     fail("planted meter SNI: www.bing.com put back into frame %d was not found: %s" % (done, js["leak_list"][:3]))
 
+    # 8b. A hidden SNI whose length byte reads as a letter (82 bytes: 'R')
+    # put back into the meter's output: found like any other.
+    cap = os.path.join(args.pcaps, "tls-clienthello-many-sni.pcap")
+    out = os.path.join(work, "sni-meter.pcap")
+    if os.path.exists(cap) and amon_pcap(args, cap, [("m", "meter.amon", out)], work):
+        _, _, orig = read_pcap(cap)
+        ho, eo, anon = read_pcap(out)
+        by_ts = {(r[0], r[1]): r[3] for r in orig}
+        done = None
+        for i, r in enumerate(anon):
+            ob = by_ts.get((r[0], r[1]))
+            at = ob.find(b"\x00\x00") if ob and len(ob) == len(r[3]) else -1
+            while 0 <= at and at + 9 < len(ob):
+                n = struct.unpack("!H", ob[at + 7:at + 9])[0]
+                if (struct.unpack("!HH", ob[at + 2:at + 6]) == (n + 5, n + 3) and ob[at + 6] == 0 and
+                        chr(n).isalnum() and r[3][at + 9:at + 9 + n] != ob[at + 9:at + 9 + n]):
+                    r[3][at + 9:at + 9 + n] = ob[at + 9:at + 9 + n]
+                    done = (i + 1, bytes(ob[at + 9:at + 9 + n]).decode())
+                    break
+                at = ob.find(b"\x00\x00", at + 1)
+            if done:
+                break
+        if not done:
+            fail("planted SNI after a letter: no hidden SNI of such a length in the meter output")
+        else:
+            planted_out = os.path.join(work, "sni-meter-planted.pcap")
+            write_pcap(planted_out, ho, eo, anon)
+            js = audit(args, "meter.amon", cap, planted_out, work)
+            if js and not any(h["frame"] == done[0] and h["value"] == done[1] for h in js["leak_list"]):
+                fail("planted SNI after a letter: %s put back into frame %d was not found: %s" % (done[1], done[0], js["leak_list"][:3]))
+
+    cap = os.path.join(args.pcaps, "mixed-tls-http-nbns.pcap")
+    if os.path.exists(cap):
         # 9. NetBIOS (137/138) is not DNS: with DNS names protected, the
         # engine leaves NetBIOS datagrams as they are and the audit must not
         # read their encoded names as DNS names.
