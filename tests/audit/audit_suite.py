@@ -99,7 +99,9 @@ POSSIBLE = {
     ('mptcp-add-addr', 'research'): (1, MPTCP),
     ('mixed-browsing-example', 'meter'): (2, CHANCE),
     ('mixed-capture2', 'flows'): (3, CHANCE),
-    ('mixed-capture2', 'ids'): (7, CHANCE),
+    ('mixed-capture2', 'ids'): (9, CHANCE + "; and, real, BGP (port 179) router identifiers and next hops "
+                                   "10.1.1.x inside `clients` (no plugin parses BGP) and 192.168.1.101 inside a "
+                                   "tunnel's payload"),
     ('mixed-capture2', 'meter'): (8, CHANCE),
     ('mixed-capture2', 'research'): (10, CHANCE),
     ('tunnel-geneve-tls-quic', 'flows'): (2, CHANCE),
