@@ -134,9 +134,15 @@ int Auditor::client_side(const uint8_t* f, const Decoded& d) {
   return decided(2);
 }
 
+// The user a packet's values count for: its flow's client cut to the
+// policy's identifier prefix. With roles uncertain, one end still counts
+// for the whole flow, the one that sent its first packet (the engine's
+// client then): counting each packet's sender would make two users of one
+// exchange.
 std::string Auditor::user_of(const uint8_t* f, const Decoded& d, int side) {
   const uint8_t* a = f + (side == 1 ? d.dst_off() : d.src_off());
   std::string u(reinterpret_cast<const char*>(a), d.addr_len());
+  if (side == 2 && !cur_flow.empty()) u = initiator.emplace(cur_flow, u).first->second;
   int bits = pol->identifier_prefix;
   if (bits >= 0) {
     if (d.ip_version == 4) bits = std::min(bits, 32);

@@ -195,6 +195,7 @@ struct Auditor {
   // query's decision for the names the query carried (ZOnce).
   std::string cur_flow;
   bool cur_from_client = true;
+  std::map<std::string, std::string> initiator;  // flow -> the address that sent its first packet
   struct ZOnce {
     std::map<std::string, bool> flow_server;  // flow + rule + address -> released
     std::map<std::string, int> query_name;    // flow + value -> 0 hidden, 1 released, 2 its sld released

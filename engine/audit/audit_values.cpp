@@ -189,8 +189,8 @@ void Auditor::collect() {
     tunnel_endpoints(fi, f, cap, d);
     if (!d.has_ip() || d.l3_off + (d.ip_version == 4 ? 20u : 40u) > cap) continue;
     int side = client_side(f, d);
-    std::string user = user_of(f, d, side == 1 ? 1 : 0);
     flow_of(f, d, side);
+    std::string user = user_of(f, d, side);
     Kind ak = d.ip_version == 4 ? Kind::Addr4 : Kind::Addr6;
     for (int pos = 0; pos < 2; ++pos) {
       std::string a(reinterpret_cast<const char*>(f + (pos ? d.dst_off() : d.src_off())), d.addr_len());

@@ -549,6 +549,20 @@ def signoff(args, work):
                 if js and not any(h["frame"] == done and h["value"] == "www.bing.com" for h in js["leak_list"]):
                     fail("planted meter SNI: www.bing.com put back into frame %d was not found: %s" % (done, js["leak_list"][:3]))
 
+    # 8a. One exchange is one user: a DNS query and its answer between two
+    # ephemeral ports (roles uncertain) under z = 2 are both hidden by the
+    # engine (one client); counting each packet's sender would release the
+    # answer as a second user's.
+    ypol = os.path.join(work, "z2.amon")
+    with open(ypol, "w") as f:
+        f.write("dns.qname, dns.answer.name : zanon(z=2, dt=1h)\n")
+    yin = one_capture_file(work, "exchange-in.pcap", [
+        [t, 0, 0, udp4("198.51.100.1", "198.51.100.2", 40000, 40001, dns_query(0x55, "rare.example.net"))],
+        [t + 1, 0, 0, udp4("198.51.100.2", "198.51.100.1", 40001, 40000, dns_answer(0x55, "rare.example.net", "192.0.2.9"))]])
+    js = audit(args, ypol, yin, yin, work)
+    if js and sorted(set(h["frame"] for h in js["leak_list"] if h["value"] == "rare.example.net")) != [1, 2]:
+        fail("planted exchange: the name of one user's query and answer should leak in both frames, got %s" % js["leak_list"][:4])
+
     # 8b. A hidden SNI whose length byte reads as a letter (82 bytes: 'R')
     # put back into the meter's output: found like any other.
     cap = os.path.join(args.pcaps, "tls-clienthello-many-sni.pcap")
