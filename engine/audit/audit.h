@@ -18,7 +18,10 @@ namespace amon::audit {
 struct Options {
   std::string policy, original, anonymized;
   bool json = false;
-  unsigned max_listed = 200;  // leaks and possible hits listed in the report (all are counted)
+  // Leaks and possible hits listed in the report, per class (all are
+  // counted): a class with few leaks is listed whole even behind thousands
+  // of another's.
+  unsigned max_listed = 200;
 };
 
 struct Hit {
@@ -46,7 +49,7 @@ struct Report {
   double possible_expected = 0;   // 4-byte matches expected by chance over the opaque bytes searched
   uint64_t opaque_bytes = 0;
   std::vector<ClassSummary> classes;
-  std::vector<Hit> leak_list, possible_list;  // the first Options::max_listed of each
+  std::vector<Hit> leak_list, possible_list;  // in frame order, the first Options::max_listed of each class
 };
 
 // Runs the audit; false with `err` set on a usage or input problem.

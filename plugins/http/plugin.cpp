@@ -5,7 +5,9 @@
 // the payload field http.body (the spans between heads, the bytes of a body
 // that continues in later segments), its stream followed by sequence
 // number (ordered) since bodies are framed by counting bytes. SSDP (HTTP
-// over UDP 1900) is a second descriptor carrying the same fields.
+// over UDP 1900) and BitTorrent Local Service Discovery (HTTP-like
+// BT-SEARCH over UDP 6771, whose `cookie:` tells a client's own
+// announcements apart) are a second descriptor carrying the same fields.
 #include <algorithm>
 #include <cstring>
 #include <memory>
@@ -151,7 +153,7 @@ const ProtocolPlugin kTcp = {
 const ProtocolPlugin kSsdp = {
     .name = "ssdp",
     .l4_proto = 17,
-    .ports = {1900},
+    .ports = {1900, 6771},
     .carries = "http",
     .locates = locates,
     .make_state = make_udp_state,

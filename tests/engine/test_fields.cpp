@@ -278,6 +278,21 @@ TEST_CASE("SSDP (HTTP over UDP 1900) carries HTTP's fields: its rules and proto 
   CHECK(out2 == other);
 }
 
+TEST_CASE("BitTorrent Local Service Discovery (HTTP-like over UDP 6771) carries HTTP's fields", "[fields][http]") {
+  register_builtin_plugins();
+  const std::string search =
+      "BT-SEARCH * HTTP/1.1\r\nHost: 239.192.152.143:6771\r\nPort: 6881\r\n"
+      "Infohash: 0123456789abcdef0123456789abcdef01234567\r\ncookie: lsd-cookie-5f3a9c\r\n\r\n\r\n";
+  Run r("http.cookie : redact()\nhttp.other_headers : redact()\n");
+  REQUIRE(r.inst);
+  const Bytes out = r.run(udp4(text(search), 6771, 6771));
+  const std::string s(out.begin() + 14 + 20 + 8, out.end());
+  CHECK(s.size() == search.size());
+  CHECK(s.find("lsd-cookie") == std::string::npos);
+  CHECK(s.find("0123456789abcdef") == std::string::npos);
+  CHECK(s.find("BT-SEARCH * HTTP/1.1\r\n") == 0);
+}
+
 TEST_CASE("payload ~ /re/ in a condition reads the original payload", "[fields][conditions]") {
   register_builtin_plugins();
   Run r("payload : cut() when payload ~ /Cookie: session/\n");

@@ -1,0 +1,328 @@
+// Searching the output for every encoding of every protected value, and
+// judging each match against what the policy allows in its original.
+#include <arpa/inet.h>
+#include <hs/hs.h>
+#include <pcap/pcap.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <set>
+#include <unordered_set>
+
+#include "audit_impl.h"
+
+namespace amon::audit {
+
+std::string addr_text(Kind k, const std::string& b) {
+  char buf[64];
+  inet_ntop(k == Kind::Addr4 ? AF_INET : AF_INET6, b.data(), buf, sizeof buf);
+  return buf;
+}
+
+std::string printable(Kind k, const std::string& v) {
+  switch (k) {
+    case Kind::Addr4:
+    case Kind::Addr6: return addr_text(k, v);
+    case Kind::Mac: {
+      char buf[20];
+      auto* m = reinterpret_cast<const uint8_t*>(v.data());
+      std::snprintf(buf, sizeof buf, "%02x:%02x:%02x:%02x:%02x:%02x", m[0], m[1], m[2], m[3], m[4], m[5]);
+      return buf;
+    }
+    default: {
+      std::string r;
+      for (unsigned char c : v.substr(0, 120)) r += (c >= 0x20 && c < 0x7f) ? char(c) : '?';
+      return r;
+    }
+  }
+}
+
+// DNS wire form of a dotted name (labels, no terminating root byte: the
+// name may continue with a compression pointer).
+std::string wire_name(const std::string& name) {
+  std::string w;
+  size_t i = 0;
+  while (i <= name.size()) {
+    size_t j = name.find('.', i);
+    if (j == std::string::npos) j = name.size();
+    if (j - i == 0 || j - i > 63) return {};
+    w += char(j - i);
+    w += name.substr(i, j - i);
+    i = j + 1;
+  }
+  return w;
+}
+
+void Auditor::add(uint32_t v, std::string lit, const char* enc, bool caseless, Pattern::Bound b, bool bin4) {
+  if (lit.empty()) return;
+  pats.push_back({v, enc, uint32_t(lit.size()), b, bin4});
+  lits.push_back(std::move(lit));
+  flags.push_back(caseless ? HS_FLAG_CASELESS : 0);
+}
+
+void Auditor::build_patterns() {
+  static const char* hx = "0123456789abcdef";
+  for (uint32_t i = 0; i < values.size(); ++i) {
+    auto& v = values[i];
+    auto* b = reinterpret_cast<const uint8_t*>(v.bytes.data());
+    switch (v.kind) {
+      case Kind::Addr4: {
+        add(i, v.bytes, "binary", false, Pattern::None, true);
+        add(i, addr_text(v.kind, v.bytes), "dotted quad", false, Pattern::Digits);
+        std::string rev = std::to_string(b[3]) + "." + std::to_string(b[2]) + "." + std::to_string(b[1]) + "." +
+                          std::to_string(b[0]) + ".in-addr.arpa";
+        add(i, rev, "in-addr.arpa (text)", true, Pattern::Label);
+        add(i, wire_name(rev), "in-addr.arpa (DNS wire)", true, Pattern::Wire);
+        break;
+      }
+      case Kind::Addr6: {
+        add(i, v.bytes, "binary", false, Pattern::None);
+        add(i, addr_text(v.kind, v.bytes), "IPv6 text", true, Pattern::Hex);
+        std::string full;
+        for (int k = 0; k < 16; k += 2) {
+          if (k) full += ':';
+          full += {hx[b[k] >> 4], hx[b[k] & 15], hx[b[k + 1] >> 4], hx[b[k + 1] & 15]};
+        }
+        if (full != addr_text(v.kind, v.bytes)) add(i, full, "IPv6 text (expanded)", true, Pattern::Hex);
+        std::string rev;
+        for (int k = 15; k >= 0; --k) rev += {hx[b[k] & 15], '.', hx[b[k] >> 4], '.'};
+        rev += "ip6.arpa";
+        add(i, rev, "ip6.arpa (text)", true, Pattern::Label);
+        add(i, wire_name(rev), "ip6.arpa (DNS wire)", true, Pattern::Wire);
+        break;
+      }
+      case Kind::Mac: {
+        // A MAC of 6 random-looking bytes does not turn up by chance; one
+        // of few distinct bytes (aa:aa:aa:aa:aa:aa, 00:..:01) does, in
+        // padding and fuzzed payloads, and counts as possible there.
+        add(i, v.bytes, "binary", false, Pattern::None, std::set<char>(v.bytes.begin(), v.bytes.end()).size() <= 3);
+        std::string c = printable(v.kind, v.bytes), h = c;
+        std::replace(h.begin(), h.end(), ':', '-');
+        add(i, c, "text (aa:bb)", true, Pattern::Hex);
+        add(i, h, "text (aa-bb)", true, Pattern::Hex);
+        break;
+      }
+      case Kind::Name:
+        // A one-label name shorter than 4 letters ("com", "lan") is in
+        // every other name; its wire form still has to match at a label.
+        if (v.bytes.size() >= 4 || v.bytes.find('.') != std::string::npos)
+          add(i, v.bytes, "text", true, Pattern::Label);
+        add(i, wire_name(v.bytes), "DNS wire", true, Pattern::Wire);
+        break;
+      case Kind::Text: add(i, v.bytes, "text", false, Pattern::None); break;
+    }
+  }
+}
+
+bool Auditor::bounded(const Pattern& pt, const uint8_t* f, uint32_t n, uint32_t from) const {
+  uint32_t to = from + pt.len;
+  int prev = from ? f[from - 1] : -1, next = to < n ? f[to] : -1;
+  switch (pt.bound) {
+    case Pattern::None: return true;
+    case Pattern::Digits:
+      if (prev >= 0 && (std::isdigit(prev) || prev == '.')) return false;
+      if (next >= 0 && std::isdigit(next)) return false;
+      if (next == '.' && to + 1 < n && std::isdigit(f[to + 1])) return false;
+      return true;
+    case Pattern::Hex:
+      return !(prev >= 0 && (std::isxdigit(prev) || prev == ':' || prev == '-')) &&
+             !(next >= 0 && (std::isxdigit(next) || next == ':' || next == '-'));
+    case Pattern::Label:
+      // Left of a dot it is a longer name's suffix: the registrable domain
+      // a `sld` fallback may release, judged as that longer name. A byte
+      // equal to the name's length is its length prefix (a TLS server name
+      // of 82 bytes follows 'R'), not a letter of a longer name.
+      if (prev == int(pt.len & 0xff)) prev = -1;
+      return !(prev >= 0 && (is_label_char(uint8_t(prev)) || prev == '.')) &&
+             !(next >= 0 && is_label_char(uint8_t(next)));
+    case Pattern::Wire:
+      return !(prev >= 0 && is_label_char(uint8_t(prev)));
+  }
+  return true;
+}
+
+void Auditor::addr_slots(const Frame& fr, Slots& sl) {
+  const uint8_t* f = fr.bytes.data();
+  uint32_t cap = uint32_t(fr.bytes.size());
+  Decoded d;
+  decode(f, cap, fr.wire, d);
+  if (lt_out == DLT_EN10MB) sl.add(0, 6), sl.add(6, 6);
+  if (d.ethertype == 0x0806) sl.regions.push_back({0, cap});
+  for (unsigned li = 0; li < d.n_encap && li < unsigned(kMaxEncap); ++li) {
+    const EncapLayer& L = d.encap[li];
+    const uint32_t al = L.ip_version == 4 ? 4 : 16;
+    sl.add(L.l3_off + (L.ip_version == 4 ? 12u : 8u), al);
+    sl.add(L.l3_off + (L.ip_version == 4 ? 16u : 24u), al);
+  }
+  if (!d.has_ip()) return;
+  sl.add(d.src_off(), d.addr_len());
+  sl.add(d.dst_off(), d.addr_len());
+  if ((d.flags & kFlagIcmpError) && d.ip_version == 4 && d.l4_off + 8 + 20 <= cap) {
+    sl.add(d.l4_off + 8 + 12, 4);
+    sl.add(d.l4_off + 8 + 16, 4);
+  }
+  if ((d.flags & kFlagIcmpError) && d.ip_version == 6 && d.l4_off + 8 + 40 <= cap) {
+    sl.add(d.l4_off + 8 + 8, 16);
+    sl.add(d.l4_off + 8 + 24, 16);
+  }
+  if (!d.has_l4_header() || (d.flags & kFlagLaterFragment)) return;
+  uint32_t end = std::min(cap, d.payload_off + d.payload_len);
+  if (d.l4_proto == kProtoIcmpv6) {
+    uint8_t type = d.sport >> 8;
+    if (type >= 133 && type <= 137) sl.regions.push_back({d.l4_off, end});
+  }
+  if (d.l4_proto != kProtoUdp || end <= d.payload_off) return;
+  auto dhcp = [](uint16_t p) { return p == 67 || p == 68 || p == 546 || p == 547; };
+  if (dhcp(d.sport) || dhcp(d.dport)) sl.regions.push_back({d.payload_off, end});
+  // Where a plugin finds an address or a MAC (an A record's 4 bytes, an
+  // AAAA's 16, an ECS prefix): a slot as wide as the widest address, so a
+  // shorter prefix still holds the match that starts there.
+  each_value(f, d, cap, 2, [&](const uint8_t* p, const ProtoOcc& o) {
+    if (o.kind == OccKind::Addr4 || o.kind == OccKind::Addr6 || o.kind == OccKind::Mac)
+      sl.add(uint32_t(p - f) + o.off, 16);
+  });
+}
+
+std::string Auditor::context(const Frame& fr, uint32_t off) {
+  Decoded d;
+  decode(fr.bytes.data(), uint32_t(fr.bytes.size()), fr.wire, d);
+  if (off < 14 && lt_out == DLT_EN10MB) return "ethernet header";
+  if (!d.has_ip()) return d.ethertype == 0x0806 ? "arp" : "non-ip frame";
+  if (off == d.src_off()) return "ip.src";
+  if (off == d.dst_off()) return "ip.dst";
+  if (off < d.l3_off + d.l3_hdr_len) return "ip header";
+  if ((d.flags & kFlagIcmpError) && off >= d.l4_off + 8) return "icmp quote";
+  if (off < d.payload_off) return "transport header";
+  const char* l4 = d.l4_proto == kProtoTcp ? "tcp" : d.l4_proto == kProtoUdp ? "udp" : "ip";
+  std::string app;
+  uint16_t lo = std::min(d.sport, d.dport);
+  if (is_dns_port(d.sport) || is_dns_port(d.dport)) app = " (dns)";
+  else if (d.sport == 80 || d.dport == 80 || d.sport == 8080 || d.dport == 8080) app = " (http)";
+  else if (d.sport == 443 || d.dport == 443) app = " (tls/quic)";
+  else if (lo) app = " (port " + std::to_string(lo) + ")";
+  return std::string(l4) + " payload" + app;
+}
+
+bool Auditor::search(std::string& err) {
+  build_patterns();
+  // Output frames are tied to their original by timestamp (amon keeps
+  // each packet's time); several originals may share one.
+  std::unordered_multimap<uint64_t, size_t> by_ts;
+  for (size_t i = 0; i < in.size(); ++i) by_ts.emplace(in[i].ts, i);
+  // An output none of whose frames has an original is no output of this
+  // input (another capture, timestamps rewritten or made coarser): judged
+  // with no allowances it would be all "leaks", and with nothing to judge
+  // it would look clean. Neither is an answer.
+  size_t judged = 0, tied = 0;
+  for (auto& fr : out)
+    if (!fr.bytes.empty()) ++judged, tied += by_ts.count(fr.ts) != 0;
+  if (judged && !tied) {
+    err = o.anonymized + ": no frame is tied to a frame of " + o.original +
+          " by its timestamp (amon keeps each packet's time): not an anonymized copy of it";
+    return false;
+  }
+  std::unordered_map<uint32_t, ClassSummary*> cls_of;
+  std::map<std::string, ClassSummary> sums;
+  for (uint32_t i = 0; i < values.size(); ++i) sums[values[i].cls].cls = values[i].cls, ++sums[values[i].cls].protected_values;
+  uint64_t n4 = 0;
+  for (auto& v : values) n4 += v.kind == Kind::Addr4;
+  if (!pats.empty()) {
+    std::vector<const char*> ptrs;
+    std::vector<size_t> lens;
+    std::vector<unsigned> ids;
+    for (size_t i = 0; i < lits.size(); ++i) ptrs.push_back(lits[i].data()), lens.push_back(lits[i].size()), ids.push_back(unsigned(i));
+    hs_database_t* db = nullptr;
+    hs_compile_error_t* ce = nullptr;
+    if (hs_compile_lit_multi(ptrs.data(), flags.data(), ids.data(), lens.data(), unsigned(ptrs.size()), HS_MODE_BLOCK,
+                             nullptr, &db, &ce) != HS_SUCCESS) {
+      err = std::string("hyperscan: ") + (ce ? ce->message : "compile failed");
+      if (ce) hs_free_compile_error(ce);
+      return false;
+    }
+    hs_scratch_t* scratch = nullptr;
+    hs_alloc_scratch(db, &scratch);
+    struct M { unsigned id; unsigned long long to; };
+    std::vector<M> ms;
+    std::vector<std::pair<uint32_t, uint32_t>> allowed_names;
+    auto inside = [](const std::vector<std::pair<uint32_t, uint32_t>>& spans, uint32_t a, uint32_t b) {
+      for (auto& [f, t] : spans)
+        if (f <= a && b <= t && (t - f) > (b - a)) return true;
+      return false;
+    };
+    for (size_t oi = 0; oi < out.size(); ++oi) {
+      auto& fr = out[oi];
+      if (fr.bytes.empty()) continue;
+      std::unordered_set<uint32_t> allowed;
+      auto rng = by_ts.equal_range(fr.ts);
+      if (rng.first == rng.second) ++r.unmatched_frames;
+      for (auto it = rng.first; it != rng.second; ++it)
+        for (auto& k : allowed_keys[it->second]) {
+          auto x = index.find(k);
+          if (x != index.end()) allowed.insert(x->second);
+        }
+      Slots slots;
+      addr_slots(fr, slots);
+      ms.clear();
+      hs_scan(db, reinterpret_cast<const char*>(fr.bytes.data()), unsigned(fr.bytes.size()), 0, scratch,
+              [](unsigned id, unsigned long long, unsigned long long to, unsigned, void* ctx) {
+                static_cast<std::vector<M>*>(ctx)->push_back({id, to});
+                return 0;
+              },
+              &ms);
+      if (n4 && fr.bytes.size() >= 4) {
+        uint64_t opaque = fr.bytes.size() - 3 - std::min<size_t>(slots.at.size(), fr.bytes.size() - 3);
+        r.opaque_bytes += opaque;
+        r.possible_expected += double(n4) * double(opaque) / 4294967296.0;
+      }
+      // Where an allowed name travels, its bytes are the policy's to
+      // show: a protected name found wholly inside one (the label "_sip"
+      // inside a released "_sip._udp.example.org") is disclosed by the
+      // allowed name, not leaked.
+      allowed_names.clear();
+      for (auto& m : ms) {
+        auto& pt = pats[m.id];
+        if (values[pt.value].kind != Kind::Name || !allowed.count(pt.value)) continue;
+        uint32_t from = uint32_t(m.to - pt.len);
+        if (bounded(pt, fr.bytes.data(), uint32_t(fr.bytes.size()), from)) allowed_names.push_back({from, uint32_t(m.to)});
+      }
+      for (auto& m : ms) {
+        auto& pt = pats[m.id];
+        uint32_t from = uint32_t(m.to - pt.len);
+        if (!bounded(pt, fr.bytes.data(), uint32_t(fr.bytes.size()), from)) continue;
+        auto& v = values[pt.value];
+        auto& cs = sums[v.cls];
+        v.found = true;
+        if (allowed.count(pt.value)) {
+          ++r.allowed;
+          continue;
+        }
+        if (v.kind == Kind::Name && inside(allowed_names, from, uint32_t(m.to))) {
+          ++r.allowed, ++r.inside_allowed;
+          continue;
+        }
+        Hit h{oi + 1, from, v.cls, printable(v.kind, v.bytes), pt.enc, context(fr, from), v.rule};
+        // The audit reads no key, so it cannot tell a key's fixed point
+        // (cryptopan() giving the address back) from an address not
+        // rewritten: either way it is the address in clear.
+        if (v.cryptopan && (h.context == "ip.src" || h.context == "ip.dst"))
+          h.context += " (where cryptopan() applies: not rewritten, or a fixed point of the key)";
+        if (pt.bin4 && !slots.has(from, pt.len)) {
+          ++r.possible, ++cs.possible;
+          if (cs.possible <= o.max_listed) r.possible_list.push_back(h);
+        } else {
+          ++r.leaks, ++cs.leaks;
+          if (cs.leaks <= o.max_listed) r.leak_list.push_back(h);
+        }
+      }
+    }
+    hs_free_scratch(scratch);
+    hs_free_database(db);
+  }
+  for (auto& v : values)
+    if (v.found) ++sums[v.cls].found;
+  for (auto& [k, s] : sums) r.classes.push_back(s);
+  (void)cls_of;
+  return true;
+}
+
+}  // namespace amon::audit

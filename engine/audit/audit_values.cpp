@@ -1,0 +1,213 @@
+// Collecting from the original every value the policy protects, and what
+// it leaves in clear in each frame.
+#include <pcap/pcap.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cstring>
+
+#include "audit_impl.h"
+#include "registry.h"
+
+namespace amon::audit {
+
+std::string lower(std::string_view s) {
+  std::string r(s);
+  for (auto& c : r) c = char(std::tolower(static_cast<unsigned char>(c)));
+  while (!r.empty() && r.back() == '.') r.pop_back();
+  return r;
+}
+
+void Auditor::protect(Kind k, const std::string& b, const std::string& cls, const FieldRule& fr) {
+  auto kk = key(k, b);
+  if (index.count(kk)) return;
+  index[kk] = uint32_t(values.size());
+  // A user's address is protected as one, wherever it was first found.
+  const bool user = clients_protected && is_client_addr(k, b);
+  const FieldRule& by = user ? FieldRule{client_rule} : fr;
+  values.push_back({k, b, user ? std::string("ip.client") : cls, by.rule ? by.where() : std::string()});
+  if (by.rule && (k == Kind::Addr4 || k == Kind::Addr6)) {
+    const ActionCall* x = &by.rule->action;
+    if (x->desc->uses_zstore) {
+      auto* fb = x->arg("fallback");
+      x = fb && fb->action ? fb->action.get() : nullptr;
+    }
+    values.back().cryptopan = x && x->desc->kind == ActionKind::CryptoPan;
+  }
+}
+
+FieldRule Auditor::rule_for(const std::string& field) {
+  auto it = frule.find(field);
+  return it == frule.end() ? FieldRule{} : it->second;
+}
+
+// A zanon rule's decision on a name: 0 hidden, 1 released, 2 hidden with
+// its registrable domain released (fallback=sld observes that domain in
+// the same class, only when the name has more labels than it).
+int Auditor::name_decision(const std::string& cls, const std::string& name, const std::string& rd,
+                           const std::string& user, uint64_t t, const FieldRule& fr) {
+  const std::string ek = cur_flow.empty() ? std::string() : cur_flow + '\0' + cls + '\0' + name;
+  if (!cur_from_client && !ek.empty()) {
+    // A name the flow's client sent before (a DNS response repeating its
+    // question): the engine shows the query's decision and counts nothing.
+    // The audit asks that the count still allow it now as well, so it never
+    // allows more than either reading would.
+    if (auto it = zonce.query_name.find(ek); it != zonce.query_name.end()) {
+      int out = it->second;
+      if (out == 1 && !counts.released(cls, name, t, fr.z(), fr.dt())) out = 0;
+      if (out == 2 && !counts.released(cls, rd, t, fr.z(), fr.dt())) out = 0;
+      return out;
+    }
+  }
+  int out = counts.observe(cls, name, user, t, fr.z(), fr.dt()) ? 1 : 0;
+  if (!out && !rd.empty() && counts.observe(cls, rd, user, t, fr.z(), fr.dt())) out = 2;
+  if (cur_from_client && !ek.empty()) zonce.query_name[ek] = out;
+  return out;
+}
+
+void Auditor::name_value(size_t fi, const std::string& field, std::string name, const std::string& user, uint64_t t) {
+  name = lower(name);
+  if (name.empty()) return;
+  FieldRule fr = rule_for(field);
+  if (fr.keep()) return allow(fi, Kind::Name, name);
+  auto& fd = *Registry::instance().field(field);
+  if (fr.zanon()) {
+    std::string rd;
+    if (fr.fallback_sld()) {
+      const char* r = psl_registrable_domain(psl, name.c_str());
+      if (r && *r && name != r) rd = r;
+    }
+    const int out = name_decision(fd.value_class, name, rd, user, t, fr);
+    if (out == 1) return allow(fi, Kind::Name, name);
+    if (out == 2) allow(fi, Kind::Name, rd);
+  }
+  protect(Kind::Name, name, field, fr);
+}
+
+void Auditor::text_value(size_t fi, const std::string& field, const std::string& v, const std::string& user, uint64_t t) {
+  // Shorter values ("/", "gzip") say nothing about a person and would
+  // match everywhere by chance; so does a word of letters and hyphens
+  // alone, the protocol's own vocabulary (a Connection header's
+  // "keep-alive", a Vary header's "Accept-Encoding", both header names
+  // too).
+  if (v.size() < 8) return;
+  if (v.find_first_not_of('\0') == std::string::npos) return;  // zero filler identifies no one
+  if (std::all_of(v.begin(), v.end(), [](char c) { return std::isalpha(static_cast<unsigned char>(c)) || c == '-'; }))
+    return;
+  FieldRule fr = rule_for(field);
+  if (fr.keep()) return allow(fi, Kind::Text, v);
+  auto& fd = *Registry::instance().field(field);
+  if (fr.zanon() && counts.observe(fd.value_class, v, user, t, fr.z(), fr.dt())) return allow(fi, Kind::Text, v);
+  protect(Kind::Text, v, field, fr);
+}
+
+void Auditor::addr_value(size_t fi, const std::string& field, Kind k, const std::string& a, const std::string& user,
+                uint64_t t) {
+  FieldRule fr = rule_for(field);
+  if (fr.keep()) return allow(fi, k, a);
+  if (fr.zanon() && counts.observe("server-addr", a, user, t, fr.z(), fr.dt())) return allow(fi, k, a);
+  allow_derived(fi, k, a, fr.rule->action);
+  if (!names_no_host(k, a)) protect(k, a, field, fr);
+}
+
+void Auditor::mac_value(size_t fi, const std::string& field, const std::string& m) {
+  // All zeros (a DHCP chaddr left empty, a placeholder) identify no one.
+  if (m == std::string(6, '\0')) return;
+  FieldRule fr = rule_for(field);
+  if (fr.keep()) allow(fi, Kind::Mac, m);
+  else protect(Kind::Mac, m, field, fr);
+}
+
+// One value a plugin found in the original, by the kind of value it is.
+void Auditor::occ_value(size_t fi, const uint8_t* f, const Decoded& d, const uint8_t* p, const ProtoOcc& o,
+               const std::string& user, uint64_t t) {
+  const std::string v(reinterpret_cast<const char*>(p + o.off), o.len);
+  const bool addr4 = o.kind == OccKind::Addr4 && o.len == 4, addr6 = o.kind == OccKind::Addr6 && o.len == 16;
+  if (o.role) {
+    if (addr4 || addr6) role_value(fi, f, d, addr4 ? Kind::Addr4 : Kind::Addr6, v, user, t);
+    return;
+  }
+  const std::string& field = Registry::instance().field(o.field).name;
+  switch (o.kind) {
+    case OccKind::Name: name_value(fi, field, std::string(o.text), user, t); break;
+    case OccKind::Addr4:
+    case OccKind::Addr6:
+      // An ECS prefix shorter than the address is no whole address.
+      if (addr4 || addr6) addr_value(fi, field, addr4 ? Kind::Addr4 : Kind::Addr6, v, user, t);
+      break;
+    case OccKind::Mac:
+      if (o.len == 6) mac_value(fi, field, v);
+      break;
+    case OccKind::Bytes: text_value(fi, field, v, user, t); break;
+    case OccKind::Payload: break;
+  }
+}
+
+void Auditor::app_values(size_t fi, const uint8_t* f, const Decoded& d, int side, const std::string& user, uint64_t t) {
+  each_value(f, d, uint32_t(in[fi].bytes.size()), side,
+             [&](const uint8_t* p, const ProtoOcc& o) { occ_value(fi, f, d, p, o, user, t); });
+}
+
+// The flow of the packet being collected, its endpoints in a canonical
+// order (none for a later fragment: it carries no ports), and whether the
+// flow's client sent it (with uncertain roles, as if it had: its names
+// are counted).
+void Auditor::flow_of(const uint8_t* f, const Decoded& d, int side) {
+  cur_flow.clear();
+  cur_from_client = side != 1;
+  if ((d.flags & kFlagLaterFragment) || !d.has_l4_header()) return;
+  std::string a(reinterpret_cast<const char*>(f + d.src_off()), d.addr_len()), b(reinterpret_cast<const char*>(f + d.dst_off()), d.addr_len());
+  const bool ports = d.l4_proto == kProtoTcp || d.l4_proto == kProtoUdp || d.l4_proto == kProtoSctp;
+  a += char(ports ? d.sport >> 8 : 0), a += char(ports ? d.sport : 0);
+  b += char(ports ? d.dport >> 8 : 0), b += char(ports ? d.dport : 0);
+  cur_flow = char(d.l4_proto) + (a < b ? a + b : b + a);
+}
+
+void Auditor::collect() {
+  plan_tunnel_rule();
+  plan_clients();
+  join_tunnel_fragments();
+  allowed_keys.resize(in.size());
+  for (size_t fi = 0; fi < in.size(); ++fi) {
+    if (whole_of[fi] != SIZE_MAX && whole_of[fi] != fi) continue;  // checked through its whole datagram
+    const uint8_t* f = in[fi].bytes.data();
+    uint32_t cap = uint32_t(in[fi].bytes.size());
+    uint64_t t = in[fi].ts;
+    Decoded d;
+    decode(f, cap, in[fi].wire, d);
+    if (lt_in == DLT_EN10MB && cap >= 14) {
+      for (int which = 0; which < 2; ++which) {
+        const uint8_t* m = f + (which ? 6 : 0);
+        std::string mac(reinterpret_cast<const char*>(m), 6);
+        // Group and broadcast addresses name no host.
+        if ((m[0] & 1) || mac == std::string(6, '\0')) continue;
+        FieldRule fr = rule_for(which ? "eth.src" : "eth.dst");
+        if (fr.keep()) allow(fi, Kind::Mac, mac);
+        else protect(Kind::Mac, mac, which ? "eth.src" : "eth.dst", fr);
+      }
+    }
+    tunnel_endpoints(fi, f, cap, d);
+    if (!d.has_ip() || d.l3_off + (d.ip_version == 4 ? 20u : 40u) > cap) continue;
+    int side = client_side(f, d);
+    flow_of(f, d, side);
+    std::string user = user_of(f, d, side);
+    Kind ak = d.ip_version == 4 ? Kind::Addr4 : Kind::Addr6;
+    for (int pos = 0; pos < 2; ++pos) {
+      std::string a(reinterpret_cast<const char*>(f + (pos ? d.dst_off() : d.src_off())), d.addr_len());
+      bool is_client = side == 2 || side == pos;
+      const dsl::Rule* hit = addr_rule(pos, is_client);
+      std::string cls = hit ? hit->fields[0]->name : "ip";
+      if (hit)
+        for (auto* fd : hit->fields)
+          if (fd->name == (pos ? "ip.dst" : "ip.src") || fd->name == (is_client ? "ip.client" : "ip.server"))
+            cls = fd->name;
+      address_by_rule(fi, ak, a, hit, cls, user, t, !is_client);
+    }
+    app_values(fi, f, d, side, user, t);
+  }
+  // Each fragment's output may carry what its datagram's whole may.
+  for (size_t fi = 0; fi < in.size(); ++fi)
+    if (whole_of[fi] != SIZE_MAX && whole_of[fi] != fi) allowed_keys[fi] = allowed_keys[whole_of[fi]];
+}
+
+}  // namespace amon::audit
