@@ -1166,7 +1166,7 @@ bool bpf_admits_addr_carrier(const std::string& expr) {
     return true;
   }
   bool any = false;
-  for (uint16_t port : kAddrCarrierPorts)
+  for (uint16_t port : Registry::instance().addr_carrier_ports())
     for (uint8_t l4 : {uint8_t(6), uint8_t(17)})
       for (int v6 = 0; v6 < 2 && !any; ++v6)
         for (int dir = 0; dir < 2 && !any; ++dir) {
@@ -1440,6 +1440,7 @@ void Compiler::analyze() {
       }
     }
   }
+  lint_catch_alls(*pol_, reg_, d_);
 }
 
 std::string read_file(const std::string& path, std::string& err, size_t limit) {
