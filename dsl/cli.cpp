@@ -132,10 +132,10 @@ static std::string param_text(const ParamDesc& p, bool markdown) {
 
 int fields_main(int argc, char** argv) {
   register_builtin_plugins();
-  std::vector<std::vector<std::string>> rows{{"FIELD", "TYPE", "ROLE", "VALUE CLASS", "DOC"}};
+  std::vector<std::vector<std::string>> rows{{"FIELD", "TYPE", "ROLE", "VALUE CLASS", "SPLIT FROM", "DOC"}};
   for (const auto& f : Registry::instance().fields())
     rows.push_back({f.name, std::string(to_string(f.type)), std::string(to_string(f.role)),
-                    f.value_class.empty() ? "-" : f.value_class, f.doc});
+                    f.value_class.empty() ? "-" : f.value_class, f.split_from.empty() ? "-" : f.split_from, f.doc});
   std::fputs(table(rows).c_str(), stdout);
   return 0;
 }
@@ -166,12 +166,14 @@ std::string registry_markdown() {
   register_builtin_plugins();
   const Registry& r = Registry::instance();
   std::string o;
-  o += "### Fields\n\n| Field | Type | Role | Value class | Related | Description |\n|---|---|---|---|---|---|\n";
+  o += "### Fields\n\n| Field | Type | Role | Value class | Related | Split from | Description |\n"
+       "|---|---|---|---|---|---|---|\n";
   for (const auto& f : r.fields()) {
     std::string rel;
     for (const auto& x : f.related) rel += (rel.empty() ? "" : ", ") + x;
     o += "| `" + f.name + "` | " + std::string(to_string(f.type)) + " | " + std::string(to_string(f.role)) + " | " +
-         (f.value_class.empty() ? "-" : f.value_class) + " | " + (rel.empty() ? "-" : rel) + " | " + md(f.doc) + " |\n";
+         (f.value_class.empty() ? "-" : f.value_class) + " | " + (rel.empty() ? "-" : rel) + " | " + (f.split_from.empty() ? "-" : "`" + f.split_from + "`") + " | " + md(f.doc) +
+         " |\n";
   }
   o += "\n### Actions\n\n| Action | Applies to | Protects | Description |\n|---|---|---|---|\n";
   for (const auto& a : r.actions())

@@ -26,7 +26,7 @@ bool bpf_admits_addr_carrier(const std::string& expr) {
     return true;
   }
   bool any = false;
-  for (uint16_t port : kAddrCarrierPorts)
+  for (uint16_t port : Registry::instance().addr_carrier_ports())
     for (uint8_t l4 : {uint8_t(6), uint8_t(17)})
       for (int v6 = 0; v6 < 2 && !any; ++v6)
         for (int dir = 0; dir < 2 && !any; ++dir) {
@@ -334,6 +334,7 @@ constexpr LintCheck kLintChecks[] = {
     {"roles-without-clients", lint_roles_without_clients},
     {"addr-carrier-payload", lint_addr_carrier_payload},
     {"related-in-clear", lint_related_in_clear},
+    {"catch-alls", [](LintContext& c) { lint_catch_alls(c.pol, c.reg, c.d); }},
 };
 
 }  // namespace

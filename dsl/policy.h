@@ -137,6 +137,9 @@ std::shared_ptr<const Policy> compile_string(std::string_view src, const std::st
 
 std::string dump(const Policy& p);
 std::string to_string(const ActionCall& c);  // canonical `zanon(z=10, dt=1h, fallback=sld)`
+// Warns of each field split from a catch-all that takes a catch-all rule
+// of `pol` because no rule names it (lint_catch_all.cpp).
+void lint_catch_alls(const Policy& pol, const Registry& reg, Diagnostics& d);
 std::string to_string(const Cond& c);
 std::string format_duration(int64_t ns);
 

@@ -84,6 +84,12 @@ Program::Program(std::shared_ptr<const dsl::Policy> policy, int consumer_index, 
     if (modifies) identity_ = false;
     plans_[r.index] = std::move(plan);
   }
+  // A field split from a catch-all takes the catch-all's rules while no
+  // rule names it (FieldDesc::split_from): a policy written before the
+  // split still protects its values.
+  for (const FieldDesc& f : Registry::instance().fields())
+    if (!f.split_from.empty() && field_rules_[f.id].empty())
+      field_rules_[f.id] = field_rules_[Registry::instance().field(f.split_from)->id];
   if (policy_->payload_default && policy_->payload_default->desc->protects) {
     auto plan = std::make_unique<ActionPlan>();
     plan->call = &*policy_->payload_default;

@@ -1,5 +1,6 @@
-// Declarations of the built-in actions. Their runtime is in the sibling
-// files (one per action family); the language and linter read these.
+// Declarations of the built-in actions: names, parameters, the value types
+// each accepts and its ActionKind. The language and the linter read these;
+// what each kind does to a value is engine/runtime/actions_rt.cpp's.
 #include "actions.h"
 
 #include <string>

@@ -7,6 +7,7 @@
 #include "amon_http.hpp"
 #include "amon_quic.hpp"
 #include "amon_tls.hpp"
+#include "carriers.h"
 #include "l2l4.h"
 #include "registry.h"
 
@@ -46,6 +47,7 @@ void register_builtin_plugins() {
     Registry& r = Registry::instance();
     register_settings(r);
     l2l4::register_fields(r);
+    carriers::register_ports(r);
     r.add_protocol(dns::protocol_plugin());
     r.add_protocol(dns::tcp_protocol_plugin());
     r.add_protocol(tls::protocol_plugin());

@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <string_view>
 
 #include "registry.h"
@@ -39,31 +40,10 @@ enum class OccKind : uint8_t {
 // `addr_carrier` (a protocol name in conditions): TCP/UDP ports of
 // protocols that carry addresses in their payload, as text or binary, where
 // no plugin rewrites them (doc/language.md, "What kept payload still
-// carries"). The runtime tags such packets; the linter warns when a policy
-// that protects addresses delivers their payload.
-inline constexpr uint16_t kAddrCarrierPorts[] = {
-    21,                        // FTP: PORT, PASV, EPRT, EPSV
-    25, 587,                   // SMTP: Received headers, EHLO [address]
-    88,                        // Kerberos: ticket addresses
-    137, 138, 139,             // NetBIOS name service, datagrams, sessions
-    161, 162,                  // SNMP: agent addresses, tables
-    445,                       // SMB
-    514,                       // syslog: log lines
-    554,                       // RTSP: Transport destinations
-    1645, 1646, 1812, 1813,    // RADIUS: Framed-IP-Address, NAS address
-    1719, 1720,                // H.323 RAS and call signalling
-    2055, 4739, 6343, 9995, 9996,  // NetFlow, IPFIX, sFlow records
-    2427, 2727,                // MGCP (SDP)
-    3478,                      // STUN/TURN: (XOR-)MAPPED-ADDRESS
-    3702,                      // WS-Discovery: XAddrs
-    5060,                      // SIP/SDP
-    6667,                      // IRC DCC
-};
-inline bool addr_carrier_port(uint16_t p) {
-  for (uint16_t c : kAddrCarrierPorts)
-    if (c == p) return true;
-  return false;
-}
+// carries"), as the parts that know those protocols declared them
+// (Registry::add_addr_carrier). The runtime tags such packets; the linter
+// warns when a policy that protects addresses delivers their payload.
+inline bool addr_carrier_port(uint16_t p) { return addr_carrier_bits[p >> 6] >> (p & 63) & 1; }
 
 // One value of a field in the payload. Offsets are from the payload's
 // first byte; every occurrence keeps its length whatever the action.
@@ -346,5 +326,10 @@ struct ProtocolPlugin {
   void (*values)(void* state, const uint8_t* payload, uint32_t len, void (*emit)(void* ctx, const ProtoOcc& o),
                  void* ctx);
 };
+
+// Why Registry::add_protocol refuses `p` (empty: it may join): its
+// descriptor before its fields are declared, then its fields.
+std::string plugin_problem(const ProtocolPlugin& p, const Registry& r);
+std::string plugin_fields_problem(const ProtocolPlugin& p, const Registry& r);
 
 }  // namespace amon

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <stdexcept>
+#include <string>
 
 namespace amon {
 
@@ -77,15 +78,36 @@ void Registry::add_setting(SettingDesc d) {
 }
 
 void Registry::add_protocol(const ProtocolPlugin& p) {
-  if (protocol(p.name)) throw std::logic_error(std::string("protocol registered twice: ") + p.name);
+  const std::string who = std::string("protocol plugin ") + (p.name ? p.name : "(unnamed)") + ": ";
+  if (!p.name) throw std::logic_error(who + "no name");
+  if (protocol(p.name)) throw std::logic_error(who + "registered twice");
   // The runtime gives each plugin a bit in 32-bit masks of applications
   // and of protocols a condition names (engine/runtime).
-  if (protocols_.size() == 16) throw std::logic_error("too many protocol plugins");
+  if (protocols_.size() == 16) throw std::logic_error(who + "too many protocol plugins (16 at most)");
   if (p.carries && !protocol(p.carries))
-    throw std::logic_error(std::string("protocol ") + p.name + " carries " + p.carries + ", which is not registered");
+    throw std::logic_error(who + "carries " + p.carries + ", which is not registered");
+  if (std::string err = plugin_problem(p, *this); !err.empty()) throw std::logic_error(who + err);
+  // Its fields are checked once declared; a refused plugin leaves none
+  // behind, so the registry stays what it was.
+  const size_t before = fields_.size();
+  if (p.register_fields) p.register_fields(*this);
+  if (std::string err = plugin_fields_problem(p, *this); !err.empty()) {
+    fields_.erase(fields_.begin() + std::ptrdiff_t(before), fields_.end());
+    throw std::logic_error(who + err);
+  }
   protocols_.push_back(&p);
   if (!p.carries) add_proto_name(p.name);
-  if (p.register_fields) p.register_fields(*this);
+}
+
+uint64_t addr_carrier_bits[65536 / 64];
+
+void Registry::add_addr_carrier(std::string_view protocol, std::initializer_list<uint16_t> ports) {
+  for (uint16_t p : ports) {
+    if (addr_carrier_bits[p >> 6] >> (p & 63) & 1)
+      throw std::logic_error("addr_carrier port " + std::to_string(p) + " of " + std::string(protocol) + " declared twice");
+    addr_carrier_bits[p >> 6] |= uint64_t(1) << (p & 63);
+    addr_carrier_ports_.push_back(p);
+  }
 }
 
 const ProtocolPlugin* Registry::protocol(std::string_view name) const {

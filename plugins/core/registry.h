@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <initializer_list>
 #include <memory>
 #include <span>
 #include <string>
@@ -63,6 +64,12 @@ struct FieldDesc {
   // inside the payload: cutting the payload leaves it. Set by its plugin;
   // the linter reads it to tell what a payload rule removes.
   bool header = false;
+  // The catch-all field this one was split from (http.other_headers for a
+  // header promoted to a field of its own), or empty. A policy written
+  // before the split protected its values through the catch-all: while no
+  // rule names this field, the catch-all's rules apply to it (the runtime
+  // binds them; the linter says so).
+  std::string split_from;
 };
 
 // Operators of a field comparison in a condition (`==`, `!=`, `in`, `~`).
@@ -157,6 +164,11 @@ struct SettingDesc {
   std::vector<std::string> choices;     // for identifier-valued settings
 };
 
+// The ports Registry::add_addr_carrier declared, one bit each, for the
+// packet path's test (addr_carrier_port in protocol.h): filled at start-up,
+// read-only afterwards.
+extern uint64_t addr_carrier_bits[65536 / 64];
+
 // Registry of everything the language can name. Filled once at start-up by
 // register_builtin_plugins(); read-only afterwards, so lookups need no lock.
 struct ProtocolPlugin;  // protocol.h
@@ -172,6 +184,12 @@ class Registry {
   // list the runtime recognises, parses and rewrites. `p` must outlive the
   // registry (a static descriptor).
   void add_protocol(const ProtocolPlugin& p);
+  // A protocol with no plugin to rewrite it that carries addresses in its
+  // payload (`addr_carrier` in conditions), by its TCP/UDP ports. A plugin
+  // that comes to rewrite such a protocol takes its declaration away.
+  void add_addr_carrier(std::string_view protocol, std::initializer_list<uint16_t> ports);
+  // Every declared port, in the order declared.
+  const std::vector<uint16_t>& addr_carrier_ports() const { return addr_carrier_ports_; }
 
   const FieldDesc* field(std::string_view name) const;
   const FieldDesc& field(FieldId id) const { return fields_[id]; }
@@ -206,6 +224,7 @@ class Registry {
   std::deque<SettingDesc> settings_;
   std::vector<const ProtocolPlugin*> protocols_;
   std::vector<std::string> proto_names_;
+  std::vector<uint16_t> addr_carrier_ports_;
 };
 
 // Registers every built-in plugin (idempotent). Called by the CLI, the tests

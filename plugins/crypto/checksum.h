@@ -268,6 +268,17 @@ namespace csum_detail {
 
 }  // namespace csum_detail
 
+// The sum of the n bytes at `off` of a region summed as big-endian words,
+// as a number to add into a 64-bit accumulation of that region's words (a
+// span at an odd offset has its bytes in the other halves of the words):
+// a rewrite that changes scattered spans adds their sums before and after,
+// and the checksum moves by the difference. 8-byte loads: the spans are
+// short (labels, addresses).
+[[gnu::always_inline]] inline uint64_t csum_span_at(const uint8_t* region, size_t off, size_t n) {
+    const uint16_t s = csum_detail::to_numeric(csum_fold(csum_detail::short_acc(region + off, n)));
+    return (off & 1) ? csum_detail::bswap16(s) : s;
+}
+
 // l4_checksum_v4/v6 over a short L4 segment (a header left by a cut) whose
 // checksum field is at an even offset, for TCP, UDP and ICMPv6: the field is
 // summed with its complement (f + ~f = 0xffff, a ones-complement zero). That

@@ -198,11 +198,6 @@ bool value(void* vs, FieldId f, std::string_view& out) {
   return false;
 }
 
-uint64_t span_sum(const uint8_t* msg, unsigned off, unsigned n) {
-  const uint16_t s = csum_sum({msg + off, n});
-  return (off & 1) ? uint16_t(s << 8 | s >> 8) : s;
-}
-
 // A reverse-DNS name (in-addr.arpa, ip6.arpa) is an address written as
 // labels. Its address labels are masked with 'x' when the policy protects
 // that address (RewriteHost::protects_addr; inside no `clients` set the
@@ -243,9 +238,9 @@ void reverse_apply(uint8_t* msg, const RevLabel* rl, unsigned n, RewriteHost& ho
   for (unsigned i = 0; i < n; ++i) {
     uint8_t* p = msg + rl[i].off;
     if (std::memcmp(p, rl[i].b, rl[i].len) != 0) continue;  // changed already (a name rule, or a shared label)
-    if (sums) sums[0] += span_sum(msg, rl[i].off, rl[i].len);
+    if (sums) sums[0] += csum_span_at(msg, rl[i].off, rl[i].len);
     std::memset(p, 'x', rl[i].len);
-    if (sums) sums[1] += span_sum(msg, rl[i].off, rl[i].len);
+    if (sums) sums[1] += csum_span_at(msg, rl[i].off, rl[i].len);
     if (counted != rl[i].name) host.count_reverse_hidden(), counted = rl[i].name;
   }
 }
@@ -303,9 +298,9 @@ void reverse_apply(uint8_t* msg, const RevLabel* rl, unsigned n, RewriteHost& ho
   if (c.addr_rules)
     for (unsigned i = 0; i < pr.n_addrs; ++i) {
       const unsigned off = pr.addrs[i].off, n = pr.addrs[i].family == 4 ? 4 : 16;
-      if (sums) sums[0] += span_sum(msg, off, n);
+      if (sums) sums[0] += csum_span_at(msg, off, n);
       if (!host.addr(F.answer_addr, msg + off, pr.addrs[i].family)) host.drop();
-      if (sums) sums[1] += span_sum(msg, off, n);
+      if (sums) sums[1] += csum_span_at(msg, off, n);
     }
   if (pr.ecs.present && pr.ecs.addr_len && c.ecs_rules) {
     // The subnet (the client's own network) carries only the bytes its
@@ -326,9 +321,9 @@ void reverse_apply(uint8_t* msg, const RevLabel* rl, unsigned n, RewriteHost& ho
     } else if (std::memcmp(a, before, sizeof a) != 0) {
       const unsigned src = pr.ecs.source_prefix;
       if (src % 8) a[n - 1] &= uint8_t(0xff00 >> (src % 8));
-      if (sums) sums[0] += span_sum(msg, off, n);
+      if (sums) sums[0] += csum_span_at(msg, off, n);
       std::memcpy(msg + off, a, n);
-      if (sums) sums[1] += span_sum(msg, off, n);
+      if (sums) sums[1] += csum_span_at(msg, off, n);
     }
   }
   if (pr.owner.present && pr.owner.data_len && c.owner_rules) {
@@ -339,12 +334,12 @@ void reverse_apply(uint8_t* msg, const RevLabel* rl, unsigned n, RewriteHost& ho
     // it can be told apart from a MAC.
     const Owner& o = pr.owner;
     if (host.modifies(F.eth_src)) {
-      if (sums) sums[0] += span_sum(msg, o.data_off, o.data_len);
+      if (sums) sums[0] += csum_span_at(msg, o.data_off, o.data_len);
       if (!o.n_macs) std::memset(msg + o.data_off, 0, o.data_len);
       for (unsigned i = 0; i < o.n_macs; ++i)
         if (!host.mac(F.eth_src, msg + o.mac_off[i])) host.drop();
       if (o.pw_len) std::memset(msg + o.pw_off, 0, o.pw_len);
-      if (sums) sums[1] += span_sum(msg, o.data_off, o.data_len);
+      if (sums) sums[1] += csum_span_at(msg, o.data_off, o.data_len);
     }
   }
   return true;

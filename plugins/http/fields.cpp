@@ -19,6 +19,9 @@ struct Spec {
   const char* doc;
   std::vector<std::string> related;
   Field kinds[2];  // occurrence kinds whose span is this field's value (Other: none)
+  // A header whose value http.other_headers would hold without this field:
+  // it takes that field's rules while no rule names it (FieldDesc::split_from).
+  bool split = false;
 };
 
 const std::vector<Spec>& specs() {
@@ -30,26 +33,26 @@ const std::vector<Spec>& specs() {
       {"http.method", VT::Text, R::Other, "", "HTTP request method", {}, {Field::Method, Field::Other}},
       {"http.uri", VT::Text, R::QuasiIdentifier, "", "HTTP request target", {"http.host"}, {Field::Uri, Field::Other}},
       {"http.user_agent", VT::Text, R::QuasiIdentifier, "user-agent", "HTTP User-Agent header", {},
-       {Field::UserAgent, Field::Other}},
+       {Field::UserAgent, Field::Other}, true},
       {"http.referer", VT::Text, R::QuasiIdentifier, "", "HTTP Referer header", {"http.host"},
-       {Field::Referer, Field::Other}},
+       {Field::Referer, Field::Other}, true},
       {"http.cookie", VT::Text, R::Identifier, "", "HTTP Cookie header", {"http.set_cookie"},
-       {Field::Cookie, Field::Other}},
+       {Field::Cookie, Field::Other}, true},
       {"http.set_cookie", VT::Text, R::Identifier, "", "HTTP Set-Cookie response header", {"http.cookie"},
-       {Field::SetCookie, Field::Other}},
+       {Field::SetCookie, Field::Other}, true},
       {"http.authorization", VT::Text, R::Identifier, "", "HTTP Authorization header", {},
-       {Field::Authorization, Field::Other}},
+       {Field::Authorization, Field::Other}, true},
       {"http.xff", VT::Text, R::Identifier, "", "X-Forwarded-For and Forwarded headers (client addresses)", {},
-       {Field::Xff, Field::Forwarded}},
+       {Field::Xff, Field::Forwarded}, true},
       {"http.location", VT::Text, R::QuasiIdentifier, "", "HTTP Location response header", {"http.host"},
-       {Field::Location, Field::Other}},
+       {Field::Location, Field::Other}, true},
       {"http.server", VT::Text, R::Other, "", "HTTP Server response header", {}, {Field::Server, Field::Other}},
       {"http.origin", VT::Text, R::QuasiIdentifier, "", "HTTP Origin header (scheme, host and port of the page)",
-       {"http.host", "http.referer"}, {Field::Origin, Field::Other}},
+       {"http.host", "http.referer"}, {Field::Origin, Field::Other}, true},
       {"http.proxy_authorization", VT::Text, R::Identifier, "", "HTTP Proxy-Authorization header (credentials)",
-       {"http.authorization"}, {Field::ProxyAuthorization, Field::Other}},
+       {"http.authorization"}, {Field::ProxyAuthorization, Field::Other}, true},
       {"http.x_real_ip", VT::Text, R::Identifier, "", "X-Real-IP header (a client address set by a proxy)",
-       {"http.xff"}, {Field::XRealIp, Field::Other}},
+       {"http.xff"}, {Field::XRealIp, Field::Other}, true},
       {"http.other_headers", VT::Text, R::QuasiIdentifier, "",
        "the value of every HTTP header no other http.* field names (Content-Location, P3P, Via, Link, Refresh, "
        "vendor headers...); Content-Length and Transfer-Encoding stay out: they frame the message",
@@ -61,7 +64,7 @@ const std::vector<Spec>& specs() {
        {}, {Field::Other, Field::Other}},
       {"http.from", VT::Text, R::Identifier, "",
        "HTTP From header (the e-mail address of the user making the request, RFC 9110 10.1.2)",
-       {"http.authorization"}, {Field::From, Field::Other}},
+       {"http.authorization"}, {Field::From, Field::Other}, true},
   };
   return s;
 }
@@ -71,6 +74,7 @@ const std::vector<Spec>& specs() {
 void register_fields(Registry& r) {
   for (const Spec& s : specs()) {
     FieldDesc d{s.name, s.type, "http", s.role, s.value_class, s.doc, s.related};
+    if (s.split) d.split_from = "http.other_headers";
     // A body is no value a condition could compare.
     d.cond_ops = s.type == ValueType::Bytes ? 0 : kCondAll;
     r.add_field(std::move(d));

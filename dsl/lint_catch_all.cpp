@@ -1,0 +1,30 @@
+// Lint: fields split from a catch-all. A catch-all field (http.other_headers:
+// every header no other field names) loses a value each time a plugin
+// promotes it to a field of its own; the engine gives such a field the
+// catch-all's rules while no rule names it, so a policy written before the
+// split protects it still. The linter says where that happens, so that the
+// operator sees which rule decides the field and can give it its own.
+#include <set>
+#include <string>
+
+#include "policy.h"
+
+namespace amon::dsl {
+
+void lint_catch_alls(const Policy& pol, const Registry& reg, Diagnostics& d) {
+  std::set<const FieldDesc*> named;
+  for (const Rule& r : pol.rules) named.insert(r.fields.begin(), r.fields.end());
+  std::set<const FieldDesc*> warned;
+  for (const Rule& r : pol.rules)
+    for (const FieldDesc* catch_all : r.fields)
+      for (const FieldDesc& f : reg.fields()) {
+        if (f.split_from != catch_all->name || named.count(&f) || !warned.insert(&f).second) continue;
+        d.warning(r.loc,
+                  "'" + f.name + "' was split from '" + catch_all->name + "' and no rule names it: it takes this " +
+                      "rule of '" + catch_all->name + "' (" + to_string(r.action) + ")",
+                  "name it in a rule of its own to give it another action, e.g. " + f.name + " : " +
+                      to_string(r.action));
+      }
+}
+
+}  // namespace amon::dsl

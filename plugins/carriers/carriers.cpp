@@ -1,0 +1,24 @@
+#include "carriers.h"
+
+namespace amon::carriers {
+
+void register_ports(Registry& r) {
+  r.add_addr_carrier("ftp", {21});                          // PORT, PASV, EPRT, EPSV
+  r.add_addr_carrier("smtp", {25, 587});                    // Received headers, EHLO [address]
+  r.add_addr_carrier("kerberos", {88});                     // ticket addresses
+  r.add_addr_carrier("netbios", {137, 138, 139});           // name service, datagrams, sessions
+  r.add_addr_carrier("snmp", {161, 162});                   // agent addresses, tables
+  r.add_addr_carrier("smb", {445});
+  r.add_addr_carrier("syslog", {514});                      // log lines
+  r.add_addr_carrier("rtsp", {554});                        // Transport destinations
+  r.add_addr_carrier("radius", {1645, 1646, 1812, 1813});   // Framed-IP-Address, NAS address
+  r.add_addr_carrier("h323", {1719, 1720});                 // RAS and call signalling
+  r.add_addr_carrier("flow-export", {2055, 4739, 6343, 9995, 9996});  // NetFlow, IPFIX, sFlow records
+  r.add_addr_carrier("mgcp", {2427, 2727});                 // SDP
+  r.add_addr_carrier("stun", {3478});                       // (XOR-)MAPPED-ADDRESS
+  r.add_addr_carrier("ws-discovery", {3702});               // XAddrs
+  r.add_addr_carrier("sip", {5060});                        // SIP/SDP
+  r.add_addr_carrier("irc", {6667});                        // DCC
+}
+
+}  // namespace amon::carriers
