@@ -154,7 +154,7 @@ Prefix::Prefix(const ActionCall& call) {
 }
 
 CryptoPan::CryptoPan(const ActionCall& call)
-    : base_(key32(call, "key")), rotate_ns_(call.int_or("rotate", 0)), cache_(base_, 1 << 14, 1 << 12) {
+    : base_(key32(call, "key")), rotate_ns_(call.int_or("rotate", 0)), cache_(base_, 1 << 14, 1 << 12, /*keep_classes=*/true) {
   kind = RtKind::CryptoPan;
 }
 
