@@ -268,7 +268,6 @@ ProgramInstance::ProgramInstance(const Program& p) : prog_(p), uhash_(p.services
     else if (fk == ActionKind::Redact || fk == ActionKind::Zero) np.fb = NamePlan::FbRedact;
     if (fb && fb->action) np.flat = flat_of(*fb->action);
   }
-  if (RAND_bytes(reinterpret_cast<unsigned char*>(&rng_), sizeof rng_) != 1) throw std::runtime_error("RAND_bytes failed");
   {
     // The plugins' per-consumer states; the exchange memory when one asks.
     struct Setup final : ConsumerSetup {

@@ -366,7 +366,6 @@ class ProgramInstance {
   };
   std::vector<NamePlan> name_plan_;
   std::vector<uint16_t> field_class_;                 // by FieldId: z-anonymity value class
-  uint64_t rng_;                                      // unlinkable masks for hidden values
   // Exchange memory (RewriteHost::open_exchange; a DNS query and its
   // response): a response's name takes the z-anonymity decision its query
   // got, so one exchange is one occurrence with one decision, whatever the
