@@ -1440,6 +1440,7 @@ void Compiler::analyze() {
       }
     }
   }
+  lint_privacy(*pol_, reg_, d_, in_clear);
 }
 
 std::string read_file(const std::string& path, std::string& err, size_t limit) {
