@@ -335,6 +335,9 @@ constexpr LintCheck kLintChecks[] = {
     {"addr-carrier-payload", lint_addr_carrier_payload},
     {"related-in-clear", lint_related_in_clear},
     {"catch-alls", [](LintContext& c) { lint_catch_alls(c.pol, c.reg, c.d); }},
+    {"privacy", [](LintContext& c) {
+       lint_privacy(c.pol, c.reg, c.d, [&c](const FieldDesc& f) { return c.in_clear(f); });
+     }},
 };
 
 }  // namespace

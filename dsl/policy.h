@@ -135,6 +135,13 @@ std::shared_ptr<const Policy> compile_file(const std::string& path, Diagnostics&
 std::shared_ptr<const Policy> compile_string(std::string_view src, const std::string& name, Diagnostics& diags,
                                              const CompileOptions& opts = {});
 
+// Privacy checks of how rules relate (lint_privacy.cpp): the server side
+// weaker than the client side, or tunnel endpoints inheriting it, with no
+// `clients`; a name protected in DNS but in clear in TLS SNI (QUIC too) or
+// the HTTP Host, or the reverse. `in_clear`: the field leaves in clear.
+void lint_privacy(const Policy& pol, const Registry& reg, Diagnostics& d,
+                  const std::function<bool(const FieldDesc&)>& in_clear);
+
 std::string dump(const Policy& p);
 std::string to_string(const ActionCall& c);  // canonical `zanon(z=10, dt=1h, fallback=sld)`
 // Warns of each field split from a catch-all that takes a catch-all rule

@@ -71,9 +71,13 @@ class Snap final : public RtAction {
 class Hash final : public RtAction {
  public:
   explicit Hash(const ActionCall& call) : h_(hash_key(call)) {}
-  ActResult mac(uint8_t* m, ApplyCtx&) override {
+  ActResult mac(uint8_t* m, ApplyCtx& c) override {
     uint8_t out[6];
     h_.anon_mac(m, out);
+    // Only a destination may be a group: every other MAC field names one
+    // station (a source, a client's chaddr, the MAC of a DUID), and a
+    // pseudonym there must read as one.
+    if (c.field != l2l4::g_fields.eth_dst) out[0] &= 0xfe;
     std::memcpy(m, out, 6);
     return ActResult::Done;
   }
@@ -154,7 +158,7 @@ Prefix::Prefix(const ActionCall& call) {
 }
 
 CryptoPan::CryptoPan(const ActionCall& call)
-    : base_(key32(call, "key")), rotate_ns_(call.int_or("rotate", 0)), cache_(base_, 1 << 14, 1 << 12) {
+    : base_(key32(call, "key")), rotate_ns_(call.int_or("rotate", 0)), cache_(base_, 1 << 14, 1 << 12, /*keep_classes=*/true) {
   kind = RtKind::CryptoPan;
 }
 

@@ -68,7 +68,6 @@ bool ProgramInstance::PluginHost::open_exchange(uint32_t flow, unsigned query_di
     t = hit->t;
   }
   rc_.key = key, rc_.t = t, rc_.record = !response, rc_.hit = hit;
-  rc_.seed = splitmix_of(self_.exch_secret_ ^ key ^ (uint64_t(t) << 17));
   recalled = hit != nullptr;
   return open_ = true;
 }
@@ -77,20 +76,13 @@ names::Decision ProgramInstance::decide_zanon(FieldId f, int ri, const NamePlan&
                                               ExchangeRecall* recall) {
   ZOutcome out;
   uint8_t keep = 0;
-  uint64_t seed;
   if (recall && recall->hit && recall->hit->rule == uint16_t(ri)) {
     // The query's decision, not a new observation: the exchange is one
     // occurrence, and the response must not release what the query hid
     // (nor hide what it released).
     out = ZOutcome(recall->hit->outcome);
     keep = recall->hit->sld_keep;
-    seed = recall->seed;
   } else {
-    // A hidden name gets fresh random masks, so hidden values cannot be
-    // linked across exchanges (a stable pseudonym of a rare name would single
-    // its users out). Within one exchange the query's seed is reused, so the
-    // response shows the query's masked name.
-    seed = recall ? recall->seed : splitmix(rng_);
     zanon::Store* st = prog_.services_->zstore;
     if (!e.have_user) e.user = user_of(e.client, e.alen), e.have_user = true;
     const zanon::ZParams zp = np.zp;
@@ -129,10 +121,16 @@ names::Decision ProgramInstance::decide_zanon(FieldId f, int ri, const NamePlan&
   }
   if (out == ZOutcome::Released) return ++e.c->zanon_released, names::Decision::keep();
   ++e.c->zanon_hidden;
-  if (out == ZOutcome::Sld) return names::Decision::mask_left_of(keep, seed);
+  // A hidden name is never a pseudonym: whoever knows one visit of a rare
+  // name would find every other visitor by it, which is what z-anonymity
+  // prevents. Its hidden labels take a fixed filler (names::hidden), so it
+  // is recognizable, the same for every name of that layout, and free of
+  // randomness (a run is reproducible). A hash fallback is the policy's own
+  // choice of a consistent pseudonym.
+  if (out == ZOutcome::Sld) return names::Decision::hidden(keep);
   if (np.fb == NamePlan::FbHash) return names::Decision::mask(name_key_[ri] ? name_key_[ri] : 1);
   if (np.fb == NamePlan::FbRedact) return names::Decision::redact(np.flat);
-  return names::Decision::mask(seed);
+  return names::Decision::hidden();
 }
 
 ProgramInstance::ExchangeMemo& ProgramInstance::exch_slot(uint64_t key) {

@@ -219,8 +219,10 @@ bool ProgramInstance::encap_rules(uint8_t* buf, uint32_t cap, const Decoded& d, 
       if (zero) {
         std::memset(a, 0, 2 * al);
       } else {
-        if (act->addr(a, ctx) == ActResult::Drop || act->addr(a + al, ctx) == ActResult::Drop) return false;
-        if (!act->modifies) continue;
+        RtAction* sa = endpoint_action(act, a, L.ip_version);
+        RtAction* da = endpoint_action(act, a + al, L.ip_version);
+        if (sa->addr(a, ctx) == ActResult::Drop || da->addr(a + al, ctx) == ActResult::Drop) return false;
+        if (!sa->modifies && !da->modifies) continue;
       }
       encap_changed_ |= uint8_t(1u << i);
     }
@@ -270,7 +272,7 @@ Verdict ProgramInstance::general_path(uint8_t* buf, uint32_t& cap, uint32_t& wir
   const uint32_t so = ip_ok ? d.src_off() : 0, dof = ip_ok ? d.dst_off() : 0;
   uint8_t* const old_src = old_addrs;
   uint8_t* const old_dst = old_addrs + (ip_ok ? alen : 16);
-  const bool both = !kL7Only && ip_ok && both_clients(pol, d.ip_version, old_src, old_dst, m.roles_uncertain);
+  const bool both = !kL7Only && ip_ok && both_users(old_src, old_dst, alen, client_is_src, m);
   Eval e{&d, &m, &c, &ctx, client_is_src, client_is_src ? old_src : old_dst, alen, buf};
   if (ip_ok) e.old_src = old_src, e.old_dst = old_dst;
 

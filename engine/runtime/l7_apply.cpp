@@ -89,7 +89,12 @@ bool ProgramInstance::l7_plugin(const ProtocolPlugin& pp, void* state, uint8_t* 
       }
       case OccKind::Addr4: ok = o.role ? apply_role_addr(v, 4, e) : apply_addr_occ(o.field, v, 4, e); break;
       case OccKind::Addr6: ok = o.role ? apply_role_addr(v, 6, e) : apply_addr_occ(o.field, v, 6, e); break;
-      case OccKind::Mac: ok = apply_mac_occ(o.field, v, e); break;
+      case OccKind::Mac:
+        // A MAC inside another field's value: that field's rule when the
+        // MAC's own field has none (the value is protected as before).
+        ok = o.carrier != kNoField && prog_.field_rules_[o.field].empty() ? apply_text(o.carrier, v, o.len, e)
+                                                                          : apply_mac_occ(o.field, v, e);
+        break;
       case OccKind::Bytes: ok = apply_text(o.field, v, o.len, e); break;
       case OccKind::Payload: break;
     }

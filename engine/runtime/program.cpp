@@ -169,7 +169,16 @@ Program::Program(std::shared_ptr<const dsl::Policy> policy, int consumer_index, 
         break;
       }
     tunnel_addr_zero_ = tunnel_addr_default_ < 0;
+    for (uint32_t ri : field_rules_[F.ip_client])
+      if (!rules[ri].when) {
+        tunnel_client_rule_ = int(ri);
+        break;
+      }
   }
+  // The server side may be weaker than the client side only where `clients`
+  // says who the users are; else a host that also initiates flows is a user.
+  guard_users_ = policy_->clients.empty() && !field_rules_[F.ip_client].empty() &&
+                 field_rules_[F.ip_server] != field_rules_[F.ip_client];
   mac_rule_[0] = fixed_rule_[F.eth_dst];
   mac_rule_[1] = fixed_rule_[F.eth_src];
   pay_rule_ = fixed_rule_[F.payload];
@@ -184,6 +193,8 @@ std::unique_ptr<ProgramInstance> Program::instantiate() const { return std::make
 ProgramInstance::ProgramInstance(const Program& p) : prog_(p), uhash_(p.services_->user_hash_key) {
   hdr_fast_ = p.hdr_only_;
   clients_set_ = !p.policy_->clients.empty();
+  guard_users_ = p.guard_users_;
+  if (guard_users_) initiators_.resize(kInitiators);
   actions_.resize(p.plans_.size());
   zfallback_.resize(p.plans_.size());
   name_key_.resize(p.plans_.size());
@@ -274,7 +285,6 @@ ProgramInstance::ProgramInstance(const Program& p) : prog_(p), uhash_(p.services
     else if (fk == ActionKind::Redact || fk == ActionKind::Zero) np.fb = NamePlan::FbRedact;
     if (fb && fb->action) np.flat = flat_of(*fb->action);
   }
-  if (RAND_bytes(reinterpret_cast<unsigned char*>(&rng_), sizeof rng_) != 1) throw std::runtime_error("RAND_bytes failed");
   {
     // The plugins' per-consumer states; the exchange memory when one asks.
     struct Setup final : ConsumerSetup {
@@ -364,6 +374,58 @@ uint64_t ProgramInstance::user_of(const uint8_t* client, uint32_t alen) {
   set[1] = set[0];
   set[0] = UserSlot{a, b, user_hash(client, alen), alen};
   return set[0].user;
+}
+
+ProgramInstance::InitiatorSlot* ProgramInstance::initiator_slot(const uint8_t* a, uint32_t alen, uint64_t& x,
+                                                                 uint64_t& y) const {
+  if ((alen != 4 && alen != 16) || initiators_.empty()) return nullptr;
+  x = 0, y = 0;
+  std::memcpy(&x, a, alen == 4 ? 4 : 8);
+  if (alen == 16) std::memcpy(&y, a + 8, 8);
+  const uint64_t h = (x * 0x9e3779b97f4a7c15ULL ^ y * 0xbf58476d1ce4e5b9ULL) + alen;
+  return &initiators_[(h >> 40) % kInitiators];
+}
+
+bool ProgramInstance::known_initiator(const uint8_t* a, uint32_t alen) const {
+  uint64_t x, y;
+  const InitiatorSlot* s = initiator_slot(a, alen, x, y);
+  return s && s->alen == alen && s->a == x && s->b == y;
+}
+
+bool ProgramInstance::both_users(const uint8_t* src, const uint8_t* dst, uint32_t alen, bool client_is_src,
+                                 const PacketMeta& m) {
+  const dsl::Policy& pol = *prog_.policy_;
+  const uint8_t fam = alen == 4 ? 4 : 6;
+  if (both_clients(pol, fam, src, dst, m.roles_uncertain)) return true;
+  if (!guard_users_) return false;
+  return initiator_is_server(client_is_src ? src : dst, client_is_src ? dst : src, alen, m);
+}
+
+bool ProgramInstance::initiator_is_server(const uint8_t* client, const uint8_t* server, uint32_t alen,
+                                          const PacketMeta& m) const {
+  uint64_t x, y;
+  if (m.flow_first && !m.roles_uncertain)
+    if (InitiatorSlot* s = initiator_slot(client, alen, x, y)) *s = InitiatorSlot{x, y, alen};
+  return known_initiator(server, alen);
+}
+
+bool ProgramInstance::server_initiates(const uint8_t* buf, const Decoded& d, const PacketMeta& m) const {
+  const uint8_t* src = buf + d.src_off();
+  const uint8_t* dst = buf + d.dst_off();
+  const bool client_is_src = client_is_source(*prog_.policy_, d.ip_version, src, dst, m.initiator_is_src);
+  return initiator_is_server(client_is_src ? src : dst, client_is_src ? dst : src, d.addr_len(), m);
+}
+
+RtAction* ProgramInstance::endpoint_action(RtAction* dflt, const uint8_t* a, uint8_t family) {
+  const Program& P = prog_;
+  const auto& F = l2l4::g_fields;
+  if (P.tunnel_client_rule_ < 0 || !P.field_rules_[F.tunnel_addr].empty()) return dflt;
+  const dsl::Policy& pol = *P.policy_;
+  bool user = false;
+  for (const auto& cidr : pol.clients) user = user || cidr.contains(family, a);
+  if (!user && guard_users_) user = known_initiator(a, family == 4 ? 4 : 16);
+  if (!user) return dflt;
+  return actions_[P.tunnel_client_rule_]->undecided();
 }
 
 uint64_t ProgramInstance::user_hash(const uint8_t* client, uint32_t alen) {

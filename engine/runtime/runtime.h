@@ -106,6 +106,15 @@ class Program {
   // rule conditional).
   int tunnel_addr_default_ = -1;
   bool tunnel_addr_zero_ = false;
+  // ip.client's unconditional rule, which a tunnel endpoint without a
+  // tunnel.addr rule takes when it is a user (inside `clients`, or seen
+  // initiating flows): a user's address never inherits the server's
+  // weaker action. -1 none.
+  int tunnel_client_rule_ = -1;
+  // No `clients`, and ip.server is not ruled as ip.client is: a host seen
+  // initiating flows counts as a user also where it accepts connections
+  // (ProgramInstance::both_users).
+  bool guard_users_ = false;
   bool tunnel_rules_ = false;   // a rule names tunnel.*, gre.key or gtp.teid
   int mac_rule_[2] = {-1, -1};  // eth.dst, eth.src
   int pay_rule_ = -1;           // payload: the rule naming it, else payload_default_plan_
@@ -198,9 +207,20 @@ class ProgramInstance {
   // are both users (roles uncertain, or both inside `clients`) takes the
   // general path, which gives both the client's.
   bool kernel_roles(const uint8_t* buf, const Decoded& d, const PacketMeta& m) const {
-    return !m.roles_uncertain && (!clients_set_ || !both_inside(buf, d));
+    return !m.roles_uncertain && (!clients_set_ || !both_inside(buf, d)) &&
+           (!guard_users_ || !server_initiates(buf, d, m));
   }
+  // Program::guard_users_: notes the flow's initiator (its first packet),
+  // and says whether the packet's server end was seen initiating flows.
+  bool server_initiates(const uint8_t* buf, const Decoded& d, const PacketMeta& m) const;
   bool both_inside(const uint8_t* buf, const Decoded& d) const;
+  // Both ends of the packet take ip.client's rules: both_clients, or (no
+  // `clients`, Program::guard_users_) the server end was seen initiating
+  // flows of its own, so it is a user. Notes this flow's initiator.
+  bool both_users(const uint8_t* src, const uint8_t* dst, uint32_t alen, bool client_is_src, const PacketMeta& m);
+  // What a tunnel endpoint without a tunnel.addr rule gets: `dflt`
+  // (ip.server's), or ip.client's rule for a user's address.
+  RtAction* endpoint_action(RtAction* dflt, const uint8_t* a, uint8_t family);
   static bool hdr_packet(const Decoded& d, uint32_t cap) {
     return d.status == DecodeStatus::Ok && d.flags == 0 && d.pppoe_off == 0 && d.ip_version != 0 && d.l4_hdr_len &&
            (d.l4_proto == kProtoTcp || d.l4_proto == kProtoUdp || d.l4_proto == kProtoIcmp ||
@@ -346,6 +366,21 @@ class ProgramInstance {
   };
   static constexpr size_t kUserSets = 1024;
   std::vector<UserSlot> users_;  // empty unless the policy has zanon rules
+  // Addresses seen initiating a flow (Program::guard_users_), direct-mapped
+  // by a hash of the address; a collision forgets the older one (it is then
+  // a server again until it initiates another flow). Per worker: a host
+  // whose flows land on other workers is known there.
+  struct InitiatorSlot {
+    uint64_t a = 0, b = 0;
+    uint32_t alen = 0;  // 0: free
+  };
+  static constexpr size_t kInitiators = 4096;
+  // Mutable: learnt while kernel_roles (const) routes packets.
+  mutable std::vector<InitiatorSlot> initiators_;
+  bool guard_users_ = false;
+  InitiatorSlot* initiator_slot(const uint8_t* a, uint32_t alen, uint64_t& x, uint64_t& y) const;
+  bool known_initiator(const uint8_t* a, uint32_t alen) const;
+  bool initiator_is_server(const uint8_t* client, const uint8_t* server, uint32_t alen, const PacketMeta& m) const;
   void decide_flow(const uint8_t* server, const uint8_t* client, uint32_t alen, const PacketMeta& m,
                    ConsumerCounters& c);
 
@@ -366,7 +401,6 @@ class ProgramInstance {
   };
   std::vector<NamePlan> name_plan_;
   std::vector<uint16_t> field_class_;                 // by FieldId: z-anonymity value class
-  uint64_t rng_;                                      // unlinkable masks for hidden values
   // Exchange memory (RewriteHost::open_exchange; a DNS query and its
   // response): a response's name takes the z-anonymity decision its query
   // got, so one exchange is one occurrence with one decision, whatever the

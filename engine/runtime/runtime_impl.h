@@ -269,7 +269,6 @@ struct ProgramInstance::ExchangeRecall {
   uint32_t t = 0;             // the query's time (memory units)
   bool record = false;        // a query: remember the decision
   const ExchangeMemo* hit = nullptr;  // a response: its query's decision
-  uint64_t seed = 0;          // masks of this exchange (the same in query and response)
 };
 
 // Names of one message (RewriteHost) already decided by a zanon rule: the same name

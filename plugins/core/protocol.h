@@ -62,6 +62,11 @@ struct ProtoOcc {
   // z-anonymity rule decides it as that message had it, without an
   // observation of its own.
   bool repeat = false;
+  // Mac only: a hardware address inside a value of field `carrier` (a
+  // DHCP client identifier, a DUID). It takes `field`'s rule, the one for
+  // that hardware address elsewhere, so one MAC has one pseudonym; with no
+  // rule for `field`, the carrier's rule takes its bytes.
+  FieldId carrier = kNoField;
   uint16_t index = 0;      // the plugin's own number for it (its fix-ups get the occurrence back)
   uint32_t off = 0, len = 0;
   std::string_view text;   // Name: the name as dotted lowercase text (decided on this, not on the bytes)

@@ -233,8 +233,9 @@ size_t checked_sets(size_t entries, const char* what) {
 
 }  // namespace
 
-CryptoPAnCache::CryptoPAnCache(std::span<const uint8_t, 32> key, size_t v4_entries, size_t v6_entries)
-    : pan_(key) {
+CryptoPAnCache::CryptoPAnCache(std::span<const uint8_t, 32> key, size_t v4_entries, size_t v6_entries,
+                               bool keep_classes)
+    : pan_(key), keep_classes_(keep_classes) {
     const size_t n4 = checked_sets(v4_entries, "v4");
     const size_t n6 = checked_sets(v6_entries, "v6");
     v4_store_.reset(new Set4[n4]);
@@ -266,7 +267,7 @@ void CryptoPAnCache::rekey(std::span<const uint8_t, 32> key) {
 uint32_t CryptoPAnCache::anon_v4_miss(Set4& s, uint32_t addr) {
     ++misses_;
     const unsigned w = s.victim;
-    const uint32_t anon = pan_.anon_v4(addr);
+    const uint32_t anon = keep_classes_ ? pan_.anon_v4_classes(addr) : pan_.anon_v4(addr);
     s.addr[w] = addr;
     s.anon[w] = anon;
     s.valid |= static_cast<uint8_t>(1u << w);
@@ -279,7 +280,8 @@ void CryptoPAnCache::anon_v6_miss(Set6& s, const uint8_t in[16], uint8_t out[16]
     const unsigned w = s.victim;
     // Copy the input first: the caller may pass the same buffer as in and out.
     std::memcpy(s.addr[w], in, 16);
-    pan_.anon_v6(s.addr[w], s.anon[w]);
+    if (keep_classes_) pan_.anon_v6_classes(s.addr[w], s.anon[w]);
+    else pan_.anon_v6(s.addr[w], s.anon[w]);
     s.valid |= static_cast<uint8_t>(1u << w);
     s.victim = static_cast<uint8_t>(w ^ 1);
     std::memcpy(out, s.anon[w], 16);

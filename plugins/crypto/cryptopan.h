@@ -43,6 +43,13 @@ public:
     uint32_t anon_v4(uint32_t host_order_addr);
     // Network byte order, 16 bytes each; in and out may alias.
     void anon_v6(const uint8_t in[16], uint8_t out[16]);
+    // Class-preserving variants (addr_class.cpp, doc/cryptopan.md): special-
+    // purpose addresses keep their class (unspecified, loopback, multicast and
+    // broadcast verbatim; link-local, documentation and the like keep their
+    // prefix), and an ordinary address never maps into a special range. Equal
+    // to anon_v4/anon_v6 for every address neither rule touches.
+    uint32_t anon_v4_classes(uint32_t host_order_addr);
+    void anon_v6_classes(const uint8_t in[16], uint8_t out[16]);
 
     // Derives the key for rotation epoch `epoch` from a base key with
     // HKDF-SHA256 (RFC 5869, empty salt, info = "amon-cryptopan-epoch" ||
@@ -80,7 +87,9 @@ KeyParseResult read_key_file(const std::string& path);
 class CryptoPAnCache {
 public:
     // v4_entries / v6_entries: total entries, powers of two >= 2 (std::invalid_argument otherwise).
-    CryptoPAnCache(std::span<const uint8_t, 32> key, size_t v4_entries, size_t v6_entries);
+    // keep_classes: the cache serves anon_v4_classes/anon_v6_classes.
+    CryptoPAnCache(std::span<const uint8_t, 32> key, size_t v4_entries, size_t v6_entries,
+                   bool keep_classes = false);
 
     // Inline: a hit is a multiply, a compare or two, and every packet of a
     // Crypto-PAn policy takes one; a miss goes out of line.
@@ -163,6 +172,7 @@ private:
     std::span<Set4> v4_sets_;
     std::span<Set6> v6_sets_;
     uint64_t hits_ = 0, misses_ = 0;
+    bool keep_classes_ = false;
 };
 
 }  // namespace amon

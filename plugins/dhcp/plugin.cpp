@@ -11,12 +11,14 @@ namespace {
 struct State {
   Result r;
   FieldId ids[kNumFields];
+  FieldId eth_src = kNoField;
 };
 
 void* make_state() {
   auto* s = new State;
   const Registry& reg = Registry::instance();
   for (unsigned i = 0; i < kNumFields; ++i) s->ids[i] = reg.field(field_name(Field(i)))->id;
+  if (const FieldDesc* f = reg.field("eth.src")) s->eth_src = f->id;
   return s;
 }
 
@@ -29,6 +31,22 @@ bool all_zero(const uint8_t* p, uint32_t n) {
 }
 
 bool probe_v4(const uint8_t* p, uint32_t n, uint16_t, uint16_t) { return probe(p, n) == Version::V4; }
+
+// The Ethernet MAC inside a client identifier or DUID (DUID-LL, DUID-LLT)
+// is the same hardware address as the client's chaddr (the server's MAC in
+// its frames, for the server DUID): it takes that MAC's rule, so every field
+// carrying one MAC shows one pseudonym, and a MAC-shaped value stays a MAC.
+// `x` keeps the bytes before it (a DUID-LLT's time), if any.
+bool split_mac(const State& s, const Occurrence& o, ProtoOcc& x, ProtoOccs& out) {
+  ProtoOcc m = x;
+  m.kind = OccKind::Mac, m.off = o.mac_off, m.len = 6, m.carrier = x.field;
+  m.field = o.field == Field::ServerId ? s.eth_src : s.ids[unsigned(Field::Chaddr)];
+  if (m.field == kNoField || m.off < x.off || m.off + 6u != o.off + o.len) return true;
+  x.len = m.off - x.off;
+  if (x.len && !out.add(x)) return false;
+  x.len = 0;
+  return out.add(m);
+}
 
 ProtoStatus parse_packet(void* vs, const ProtoPacket& pkt, ProtoOccs& out) {
   State& s = *static_cast<State*>(vs);
@@ -62,6 +80,8 @@ ProtoStatus parse_packet(void* vs, const ProtoPacket& pkt, ProtoOccs& out) {
         // number) stays, so the message still decodes; the rest is the value.
         if (o.len <= o.tag_len) continue;
         x.kind = OccKind::Bytes, x.off = o.off + o.tag_len, x.len = o.len - o.tag_len;
+        if (o.mac_off && !split_mac(s, o, x, out)) return ProtoStatus::Malformed;
+        if (x.len == 0) continue;
         break;
     }
     if (!out.add(x)) return ProtoStatus::Malformed;

@@ -370,7 +370,10 @@ const ProtocolPlugin kUdp = {
     .name = "dns",
     .l4_proto = 17,
     .register_fields = register_dns_fields,
-    .ports = {53, 5353, 5355},
+    // NBNS (137) is DNS's message format with NetBIOS names as one encoded
+    // label: its device names (USER-PC) follow the DNS name rules, and a
+    // message that does not parse fails closed like a DNS one.
+    .ports = {53, 5353, 5355, 137},
     .probe = probe_udp,
     .make_state = make_state,
     .free_state = free_state,

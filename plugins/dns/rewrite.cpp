@@ -27,7 +27,7 @@ int rewrite_names(uint8_t* msg, size_t len, const ParseResult& pr, DecideFn fn, 
                   uint32_t roles, FirstNameMasks* first) {
   if (pr.status != Status::Ok || len != pr.msg_len) return -1;
   // Actions per unique label span: 0 keep, 1 mask, 2 redact, 3 copy the
-  // first name's masks from `first` (a mask all the same).
+  // first name's masks from `first` (a mask all the same), 4 hidden.
   uint8_t act[ParseResult::kMaxLabels];
   uint64_t seed[ParseResult::kMaxLabels];
   // A fixed 64 bytes for the usual message (stores, not a call).
@@ -61,6 +61,13 @@ int rewrite_names(uint8_t* msg, size_t len, const ParseResult& pr, DecideFn fn, 
     }
     const unsigned keep = d.action == names::Action::MaskLeftOf ? d.keep_labels : 0;
     if (keep >= n.n_labels) continue;
+    if (d.hide) {
+      // Redacted labels stay redacted; a hidden label shared with a masked
+      // name is hidden (both hide it, this one without a key).
+      for (unsigned k = 0; k + keep < n.n_labels; ++k)
+        if (act[pr.label_refs[n.first_ref + k]] != 2) mark(pr.label_refs[n.first_ref + k], 4);
+      continue;
+    }
     // A name whose labels to mask all have an action already (an owner
     // sharing the question's labels) changes nothing: skip its seed chain.
     bool fresh = false;
@@ -139,6 +146,7 @@ int rewrite_names(uint8_t* msg, size_t len, const ParseResult& pr, DecideFn fn, 
     const LabelSpan& l = pr.labels[li];
     if (act[li] == 1) names::mask_label(reinterpret_cast<char*>(msg + l.off), l.len, seed[li]);
     else if (act[li] == 2) std::memset(msg + l.off, 'x', l.len);
+    else if (act[li] == 4) names::hide_label(reinterpret_cast<char*>(msg + l.off), l.len);
     else std::memcpy(msg + l.off, reuse + (l.off - off0), l.len);
   }
   for (unsigned j = 0; j < n_fspan; ++j) {

@@ -32,6 +32,12 @@ uint64_t label_seed(uint64_t key, const char* label, size_t len, uint64_t right_
 // observable in tests and never a silent no-op.
 void mask_label(char* p, size_t len, uint64_t seed);
 
+// Filler of a hidden label: no host name has a label of underscores (it is
+// not LDH, and DNS service labels such as _tcp always carry a name), so a
+// hidden name is recognizable from a real one, in every carrier.
+inline constexpr char kHiddenFill = '_';
+void hide_label(char* p, size_t len);
+
 // Fill with 'x' keeping '.' (so a redacted name still shows its label count).
 void redact(char* p, size_t len);
 
@@ -53,10 +59,19 @@ struct Decision {
   // (compression pointers point at label starts).
   bool flat = false;
   uint64_t seed = 0;
+  // Mask/MaskLeftOf: the labels to mask become kHiddenFill instead of keyed
+  // letters. z-anonymity's hidden names: no pseudonym (unlinkable), the same
+  // form for every name of one layout (a meter counts them as one), nothing
+  // random (runs are reproducible).
+  bool hide = false;
   static constexpr Decision keep() { return {}; }
   static constexpr Decision mask(uint64_t s) { return {Action::Mask, 0, false, s}; }
   static constexpr Decision mask_left_of(uint8_t n_keep, uint64_t s) { return {Action::MaskLeftOf, n_keep, false, s}; }
   static constexpr Decision redact(bool flat = false) { return {Action::Redact, 0, flat, 0}; }
+  // Labels left of the last n_keep (all when 0) hidden.
+  static constexpr Decision hidden(uint8_t n_keep = 0) {
+    return {n_keep ? Action::MaskLeftOf : Action::Mask, n_keep, false, 0, true};
+  }
 };
 
 // Number of labels of a dotted name (trailing dot ignored; "" and "." -> 0).

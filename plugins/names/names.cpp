@@ -159,6 +159,8 @@ void mask_label(char* p, size_t len, uint64_t seed) {
   }
 }
 
+void hide_label(char* p, size_t len) { std::memset(p, kHiddenFill, len); }
+
 void redact(char* p, size_t len) {
   for (size_t i = 0; i < len; ++i)
     if (p[i] != '.') p[i] = 'x';
@@ -213,7 +215,8 @@ void apply_to_text(char* p, size_t len, const Decision& d) {
     const size_t n = stop - start;
     right = label_seed(d.seed, p + start, n, right);
     const bool keep = d.action == Action::MaskLeftOf && idx_from_right < d.keep_labels;
-    if (!keep) mask_label(p + start, n, right);
+    if (!keep && d.hide) hide_label(p + start, n);
+    else if (!keep) mask_label(p + start, n, right);
     ++idx_from_right;
     if (start == 0) break;
     stop = start - 1;
@@ -226,8 +229,13 @@ void apply_to_labels(char* const* labels, const uint8_t* lens, unsigned n, const
     for (unsigned i = 0; i < n; ++i) std::memset(labels[i], 'x', lens[i]);
     return;
   }
-  uint64_t seeds[128];
   if (n > 128) n = 128;  // > 127 labels cannot occur in a 255-octet name
+  if (d.hide) {
+    const unsigned keep = d.action == Action::MaskLeftOf ? d.keep_labels : 0;
+    for (unsigned i = 0; i + keep < n; ++i) hide_label(labels[i], lens[i]);
+    return;
+  }
+  uint64_t seeds[128];  // > 127 labels cannot occur in a 255-octet name
   uint64_t right = 0;
   for (unsigned i = n; i-- > 0;) seeds[i] = right = label_seed(d.seed, labels[i], lens[i], right);
   const unsigned keep = d.action == Action::MaskLeftOf ? d.keep_labels : 0;

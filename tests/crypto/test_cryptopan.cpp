@@ -331,3 +331,113 @@ TEST_CASE("Epoch keys: HKDF-SHA256 with the documented info string", "[cryptopan
     CryptoPAn e1(CryptoPAn::derive_epoch_key(kSampleKey, 1));
     CHECK(e0.anon_v4(v4("24.5.0.80")) != e1.anon_v4(v4("24.5.0.80")));
 }
+
+namespace {
+
+bool special_v4(uint32_t a) {
+    const uint8_t top = uint8_t(a >> 24);
+    return top == 0 || top == 127 || top >= 224 || (a >> 16) == 0xA9FE || (a >> 22) == (0x64400000u >> 22) ||
+           (a >> 8) == 0xC00000 || (a >> 8) == 0xC00002 || (a >> 17) == (0xC6120000u >> 17) ||
+           (a >> 8) == 0xC63364 || (a >> 8) == 0xCB0071;
+}
+
+}  // namespace
+
+TEST_CASE("Class-preserving Crypto-PAn: special addresses keep their class", "[cryptopan][classes]") {
+    CryptoPAn pan(kSampleKey);
+    for (const char* s : {"0.0.0.0", "255.255.255.255", "127.0.0.1", "127.5.6.7", "224.0.0.251", "239.255.255.250",
+                          "240.1.2.3"}) {
+        INFO(s);
+        CHECK(v4str(pan.anon_v4_classes(v4(s))) == s);
+    }
+    // Link-local stays link-local, with the host part anonymized bijectively.
+    std::vector<uint32_t> seen;
+    for (uint32_t h = 0; h < 65536; ++h) {
+        const uint32_t o = pan.anon_v4_classes(0xA9FE0000u | h);
+        REQUIRE((o >> 16) == 0xA9FEu);
+        seen.push_back(o);
+    }
+    std::sort(seen.begin(), seen.end());
+    CHECK(std::adjacent_find(seen.begin(), seen.end()) == seen.end());
+    CHECK(pan.anon_v4_classes(v4("169.254.1.2")) != v4("169.254.1.2"));
+    // The issue's cases: pure Crypto-PAn put these into multicast and 240/4.
+    for (const char* s : {"10.0.0.6", "192.168.1.1"}) {
+        INFO(s);
+        const uint32_t o = pan.anon_v4_classes(v4(s));
+        CHECK_FALSE(special_v4(o));
+        CHECK(o != v4(s));
+    }
+
+    uint8_t out[16];
+    for (const char* s : {"::", "::1", "ff02::1", "ff05::1:3"}) {
+        INFO(s);
+        pan.anon_v6_classes(v6(s).data(), out);
+        CHECK(v6str(out) == s);
+    }
+    pan.anon_v6_classes(v6("fe80::1c2d:3e4f:5a6b:7c8d").data(), out);
+    CHECK(v6str(out).rfind("fe80::", 0) == 0);
+    CHECK(v6str(out) != "fe80::1c2d:3e4f:5a6b:7c8d");
+    // Solicited-node groups carry 24 bits of a unicast address: anonymized, group kept.
+    pan.anon_v6_classes(v6("ff02::1:ff6b:7c8d").data(), out);
+    CHECK(v6str(out).rfind("ff02::1:ff", 0) == 0);
+    CHECK(v6str(out) != "ff02::1:ff6b:7c8d");
+    // IPv4-mapped: the IPv4 rule on the embedded address.
+    pan.anon_v6_classes(v6("::ffff:10.0.0.6").data(), out);
+    CHECK(v6str(out) == "::ffff:" + v4str(pan.anon_v4_classes(v4("10.0.0.6"))));
+    // Global unicast stays global unicast (or unique local), out of 2001:db8::/32.
+    std::mt19937_64 rng(7);
+    for (int i = 0; i < 2000; ++i) {
+        uint8_t a[16];
+        for (auto& b : a) b = uint8_t(rng());
+        a[0] = uint8_t(0x20 | (a[0] & 0x1f));
+        if (a[0] == 0x20 && a[1] == 0x01) a[1] = 0x02;
+        pan.anon_v6_classes(a, out);
+        INFO(v6str(a));
+        CHECK(((out[0] & 0xe0) == 0x20 || (out[0] & 0xfe) == 0xfc));
+        CHECK_FALSE((out[0] == 0x20 && out[1] == 0x01 && out[2] == 0x0d && out[3] == 0xb8));
+    }
+}
+
+TEST_CASE("Class-preserving Crypto-PAn is a bijection on ordinary addresses and equals Crypto-PAn where it does not remap",
+          "[cryptopan][classes][property]") {
+    std::mt19937_64 rng(0xBEEF);
+    CryptoPAn pan(kSampleKey);
+    size_t walked = 0;
+    for (int i = 0; i < 200000; ++i) {
+        const uint32_t a = uint32_t(rng());
+        const uint32_t o = pan.anon_v4_classes(a);
+        if (special_v4(a)) continue;
+        REQUIRE_FALSE(special_v4(o));
+        if (special_v4(pan.anon_v4(a))) ++walked;
+        else REQUIRE(o == pan.anon_v4(a));
+    }
+    CHECK(walked > 0);
+    // A whole ordinary /16 whose pure pseudonyms partly land in special space
+    // still maps one-to-one.
+    std::vector<uint32_t> outs;
+    for (uint32_t h = 0; h < 65536; ++h) outs.push_back(pan.anon_v4_classes(0x0A000000u | h));
+    std::sort(outs.begin(), outs.end());
+    CHECK(std::adjacent_find(outs.begin(), outs.end()) == outs.end());
+
+    size_t same = 0;
+    for (const auto& set : kVectorSets) {
+        CryptoPAn p(key_from_hex(set.key_hex));
+        for (const auto& v : set.v4) {
+            const uint32_t in = v4(v.in), ref = v4(v.out);
+            if (special_v4(in) || special_v4(ref)) continue;
+            CHECK(v4str(p.anon_v4_classes(in)) == v.out);
+            ++same;
+        }
+    }
+    CHECK(same == 34);  // the sample key maps 192/8 into 240/4: most pairs there are walked
+}
+
+TEST_CASE("CryptoPAnCache with keep_classes serves the class-preserving mapping", "[cryptopan][classes][cache]") {
+    CryptoPAnCache c(kSampleKey, 64, 32, true);
+    CryptoPAn pan(kSampleKey);
+    CHECK(c.anon_v4_cached(v4("127.0.0.1")) == v4("127.0.0.1"));
+    CHECK(c.anon_v4_cached(v4("10.0.0.6")) == pan.anon_v4_classes(v4("10.0.0.6")));
+    uint8_t out[16];
+    c.anon_v6_cached(v6("::").data(), out);
+    CHECK(v6str(out) == "::");
+}

@@ -126,15 +126,34 @@ def check(amon, name, inp, work, min_linked, min_infra=0):
     if len(L.tshark_fields(out, [], "dhcp || dhcpv6")) != n_msgs:
         fail(f"{name}: {n_msgs} DHCP messages in, not as many decode in the output")
     # Secrets of the input, by kind: none may be found in the output. The
-    # servers' own MACs (their DUIDs, sent from 547) are the servers' to
-    # show: ids.amon keeps servers.
+    # servers' own MACs (their DUIDs, sent from 547) too: ids.amon protects
+    # eth.src, and a DUID's MAC follows the MAC rule.
     server_macs = {m for (_, sport, smac, _) in fin.values() if set(sport) & {"67", "547"} for m in smac}
     secret = {k: set() for k in ("addr", "mac", "name")}
     for (_, _, _, vals) in fin.values():
         for f in ADDR:
             secret["addr"].update(v for v in vals[f] if v not in UNSET)
         for f in MAC:
-            secret["mac"].update(v for v in vals[f] if v not in UNSET and v not in server_macs)
+            secret["mac"].update(v for v in vals[f] if v not in UNSET)
+    # One client MAC, one pseudonym in every field that carries it (chaddr,
+    # client id, DUID), and that pseudonym a locally administered unicast MAC.
+    mac_map = collections.defaultdict(set)
+    for k, (num, _, _, vals) in fin.items():
+        if k not in fout:
+            continue
+        for f in MAC:
+            for a, b in zip(vals[f], fout[k][3][f]):
+                if a not in UNSET and a not in server_macs:
+                    mac_map[a].add(b)
+    for a, outs in mac_map.items():
+        if len(outs) != 1:
+            fail(f"{name}: client MAC {a} has {len(outs)} pseudonyms across chaddr, client id and DUID: {sorted(outs)}")
+        for b in outs:
+            o0 = int(b.split(":")[0], 16)
+            if o0 & 1 or not o0 & 2:
+                fail(f"{name}: client MAC {a} became {b}, not a locally administered unicast MAC")
+    if not mac_map:
+        fail(f"{name}: no client MAC to follow (test input changed?)")
         for f in NAME:
             secret["name"].update(v.lower() for v in vals[f] if v)
     n_in = {k: len(v) for k, v in secret.items()}

@@ -1,0 +1,94 @@
+#!/usr/bin/env python3
+"""A user is a user in every position.
+
+1. With `clients` set and `ip.server : keep()` (rules/ids.amon,
+   rules/flows.amon): an address inside `clients` takes ip.client's action
+   also as a tunnel endpoint (Teredo: its outer IPv4 header), which has no
+   rule of its own. On tunnel-teredo.pcap and mixed-capture2.pcap, no
+   address of the input inside `clients` is left in clear in any IP header
+   of the output.
+2. With no `clients`: a host seen initiating a flow is a user also where
+   it accepts connections; ip.server's z-anonymity never releases it,
+   however many peers connect to it. A real server connected by as many
+   peers is still released (the check is not vacuous).
+
+usage: test_clients_everywhere.py AMON"""
+
+import ipaddress
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(__file__))
+import e2e_lib as L
+
+CLIENTS = [ipaddress.ip_network(n) for n in ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16")]
+IDS = ('key k = file("keys/k.hex")\n'
+       "clients = { 10.0.0.0/8, 172.16.0.0/12, 192.168.0.0/16 }\n"
+       "ip.client : cryptopan(key=k)\n"
+       "ip.server : keep()\n")
+
+
+def header_addrs(path):
+    out = set()
+    for row in L.tshark_fields(path, ["ip.src", "ip.dst"]):
+        out.update(a for col in row[1:] for a in col)
+    return out
+
+
+def inside(a):
+    ip = ipaddress.ip_address(a)
+    return any(ip in n for n in CLIENTS)
+
+
+def main():
+    amon = os.path.abspath(L.tool_paths(sys.argv))
+    L.need_tshark()
+    pdir = L.pcaps_dir()
+    work = L.tmpdir("clients-")
+    L.make_key(work)
+    os.chdir(work)
+    fails = []
+    pol = L.write_policy(work, "ids.amon", IDS)
+    for cap in ("tunnel-teredo.pcap", "mixed-capture2.pcap"):
+        inp = os.path.join(pdir, cap)
+        if not os.path.exists(inp):
+            L.skip(f"{inp} missing")
+        out = os.path.join(work, cap + ".out.pcap")
+        L.run_amon(amon, inp, [("ids", pol, out)])
+        users = {a for a in header_addrs(inp) if inside(a)}
+        clear = sorted(users & header_addrs(out))
+        if clear:
+            fails.append(f"{cap}: {len(clear)} of {len(users)} client addresses in clear in IP headers: {clear[:5]}")
+        print(f"{cap}: {len(users)} client addresses in the input's IP headers, {len(clear)} in clear")
+
+    # 2: no clients; U initiates one flow, then 5 peers connect to it; S
+    # (a real server) gets 5 peers too.
+    pol2 = L.write_policy(work, "meter.amon",
+                          'key k = file("keys/k.hex")\n'
+                          "ip.client : cryptopan(key=k)\n"
+                          "ip.server : zanon(z=2, dt=1h, fallback=prefix(24))\n")
+    U, S = "10.9.8.7", "93.184.216.34"
+    frames = []
+    t = 1_700_000_000 * 10**9
+    frames += L.tcp_flow(t, U, "203.0.113.80", 40000)
+    for i in range(5):
+        t += 10**9
+        frames += L.tcp_flow(t, f"198.51.100.{10 + i}", U, 50000 + i, sport=6881)
+        t += 10**9
+        frames += L.tcp_flow(t, f"198.51.100.{20 + i}", S, 51000 + i, sport=443)
+    inp = os.path.join(work, "p2p.pcap")
+    L.write_pcap(inp, [(ts, f) for ts, f, _ in frames])
+    out = os.path.join(work, "p2p.out.pcap")
+    L.run_amon(amon, inp, [("m", pol2, out)])
+    _, recs = L.read_pcap(out)
+    seen = {a for r in recs for a in (L.ipv4_addrs(r[3]) or ())}
+    if U in seen:
+        fails.append(f"p2p: {U}, which initiated a flow, released in clear as a server")
+    if S not in seen:
+        fails.append(f"p2p: the real server {S} was not released (the check proves nothing)")
+    print(f"p2p: user in clear: {U in seen}; server released: {S in seen}")
+    sys.exit(L.report(fails, "ok"))
+
+
+if __name__ == "__main__":
+    main()
