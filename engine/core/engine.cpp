@@ -43,6 +43,7 @@
 #include "stats.h"
 #include "worker_path.h"
 #include "zanon.h"
+#include "zshare.h"
 
 namespace amon {
 
@@ -276,6 +277,7 @@ struct Engine {
   std::vector<Input> inputs;
   std::vector<std::unique_ptr<Worker>> workers;
   std::unique_ptr<zanon::Store> zstore;
+  std::unique_ptr<share::Client> share;  // zanon.share: the other boxes' observations
   SharedServices services;
   rte_mempool* pool = nullptr;
   std::atomic<bool> stop_workers{false};
@@ -690,6 +692,7 @@ Report build_report(Engine& E) {
     rep.outer_cut += os.cut;
   }
   if (E.zstore) rep.zstats = E.zstore->stats(), rep.has_zstats = true;
+  if (E.share) rep.share = E.share->status(), rep.has_share = true;
   rep.live = !cfg.config_path.empty();
   rep.generation = E.generation;
   rep.reloads = E.reloads;
@@ -1055,6 +1058,7 @@ int tel_zanon(const char*, const char*, rte_tel_data* d) {
     rte_tel_data_add_dict_u64(d, "evictions", z.evictions);
     rte_tel_data_add_dict_u64(d, "expirations", z.expirations);
   }
+  if (E.snap.has_share) add_share_telemetry(E.snap.share, d);
   return 0;
 }
 
@@ -1186,10 +1190,13 @@ EngineResult run_engine(const EngineConfig& cfg_in) {
       bool files_only = cfg.offline && !cfg.zanon_max_values;
       for (const auto& in : cfg.inputs) files_only = files_only && in.kind == PortSpec::Kind::PcapFile;
       zc.huge_pages = !files_only;
+      share::Keys sk;
+      if (cfg.share.enabled()) zc.shared = load_share_keys(cfg.share, sk), zc.key = sk.store;
       E.zstore = std::make_unique<zanon::Store>(zc);
       E.services.zstore = E.zstore.get();
     }
     if (RAND_bytes(E.services.user_hash_key.data(), 16) != 1) throw std::runtime_error("RAND_bytes failed");
+    if (E.zstore && E.zstore->config().shared) E.services.user_hash_key = share_user_key(cfg.share);
     for (size_t i = 0; i < E.policies.size(); ++i) {
       try {
         E.programs.push_back(std::make_unique<Program>(E.policies[i], int(i), &E.services));
@@ -1300,6 +1307,7 @@ EngineResult run_engine(const EngineConfig& cfg_in) {
       E.qs = static_cast<rte_rcu_qsbr*>(rte_zmalloc("amon_qsbr", sz, RTE_CACHE_LINE_SIZE));
       if (!E.qs || rte_rcu_qsbr_init(E.qs, cfg.workers) != 0) throw std::runtime_error("rte_rcu_qsbr_init failed");
     }
+    if (E.zstore && E.zstore->config().shared) E.share = start_share(cfg, *E.zstore, E.zmax_dt, [](bool warn, const std::string& m) { log_line(warn ? kWarn : kInfo, "%s", m.c_str()); });
     E.start_ns = wall_ns();
     for (auto& o : E.outputs)
       if (o.file) o.file->th = std::thread(file_writer_main, o.file.get());
@@ -1416,6 +1424,7 @@ EngineResult run_engine(const EngineConfig& cfg_in) {
     if (reload_job.valid()) reload_job.get();  // a reload still compiling is dropped
     E.stop_workers.store(true, std::memory_order_release);
     rte_eal_mp_wait_lcore();
+    if (E.share) E.share->stop();
     drain_outputs(E);
     const bool outputs_ok = finish_writers(E);
 

@@ -210,6 +210,9 @@ uint32_t Store::count_recent(const Key& k, uint64_t t_ns, uint64_t dt_ns) const 
 
 size_t Store::sweep(uint64_t now_ns, size_t budget) noexcept {
   Impl& m = *impl_;
+  // A shared store: received observations before now count now (the
+  // packet path then finds none waiting).
+  if (m.hash_only) apply_due(now_ns);
   m.sweeps.fetch_add(1, std::memory_order_relaxed);
   budget = std::min(budget, m.nb);
   const size_t start = m.sweep_cursor.fetch_add(budget, std::memory_order_relaxed);

@@ -5,6 +5,7 @@
 #                     the protocol plugins: nothing of ours above it
 #   dsl/              the policy language: plugins/
 #   engine/zanon/     the z-anonymity store: plugins/core (SipHash)
+#   engine/share/     sharing the store with other boxes (NATS): plugins/, engine/zanon/
 #   engine/runtime/   the policy interpreter: plugins/, dsl/, engine/zanon/
 #   engine/audit/     amon audit: plugins/, dsl/ (never the runtime it audits)
 #   engine/core/      EAL, ports, workers: everything below
@@ -34,6 +35,7 @@ layer_of() {
     plugins/*) echo plugins ;;
     dsl/*) echo dsl ;;
     engine/zanon/*) echo zanon ;;
+    engine/share/*) echo share ;;
     engine/runtime/*) echo runtime ;;
     engine/audit/*) echo audit ;;
     engine/core/*) echo core ;;
@@ -46,10 +48,11 @@ declare -A may=(
   [plugins]="plugins"
   [dsl]="plugins dsl"
   [zanon]="plugins zanon"
+  [share]="plugins zanon share"
   [runtime]="plugins dsl zanon runtime"
   [audit]="plugins dsl audit"
-  [core]="plugins dsl zanon runtime core"
-  [top]="plugins dsl zanon runtime audit core top"
+  [core]="plugins dsl zanon share runtime core"
+  [top]="plugins dsl zanon share runtime audit core top"
 )
 # Header name -> layer, and library target -> layer.
 declare -A hdr_layer=() lib_layer=()
