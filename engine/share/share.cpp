@@ -76,7 +76,18 @@ void on_connected(natsConnection*, void*) {}
 natsStatus make_options(const Settings& s, natsOptions** out, bool retry) {
   natsOptions* o = nullptr;
   natsStatus st = natsOptions_Create(&o);
-  if (st == NATS_OK) st = natsOptions_SetURL(o, s.url.c_str());
+  // One server, or a cluster's (comma-separated): the library tries them
+  // in turn and moves to another when one is lost.
+  std::vector<std::string> urls;
+  for (size_t i = 0; i <= s.url.size();) {
+    size_t j = s.url.find(',', i);
+    if (j == std::string::npos) j = s.url.size();
+    if (j > i) urls.push_back(s.url.substr(i, j - i));
+    i = j + 1;
+  }
+  std::vector<const char*> servers;
+  for (const std::string& u : urls) servers.push_back(u.c_str());
+  if (st == NATS_OK) st = natsOptions_SetServers(o, servers.data(), int(servers.size()));
   if (st == NATS_OK) st = natsOptions_SetName(o, "amon zanon share");
   if (st == NATS_OK) st = natsOptions_SetMaxReconnect(o, -1);
   if (st == NATS_OK) st = natsOptions_SetCustomReconnectDelay(o, backoff, nullptr);
@@ -182,8 +193,11 @@ struct Client::Impl {
   natsConnection* nc = nullptr;
   jsCtx* js = nullptr;
   natsSubscription* sub = nullptr;
-  bool stream_ok = false;
+  bool stream_ok = false, stream_err_logged = false;
   uint64_t next_seq = 0;  // the stream sequence to resume reading at (0: by time)
+  // Fetches that found nothing in a row: a consumer lost with a cluster
+  // node answers nothing too, so now and then its existence is checked.
+  unsigned idle_fetches = 0;
 
   std::thread th;
   std::atomic<bool> stop{false};
@@ -248,9 +262,13 @@ struct Client::Impl {
                   "everything (raise its max age)");
       if (si) jsStreamInfo_Destroy(si);
       if (st != NATS_OK) {
-        log(true, "zanon share: stream " + s.stream + ": " + status_text(st));
+        // Once until it works (a cluster electing a leader refuses a while).
+        if (!stream_err_logged)
+          log(true, "zanon share: stream " + s.stream + ": " + status_text(st) + "; retrying");
+        stream_err_logged = true;
         return false;
       }
+      stream_err_logged = false;
       stream_ok = true;
     }
     if (!sub) {
@@ -292,8 +310,14 @@ struct Client::Impl {
       if (st == NATS_TIMEOUT) {
         lag_msgs.store(0, std::memory_order_relaxed);
         lag_ns.store(0, std::memory_order_relaxed);
+        if (++idle_fetches % 32 == 0) {
+          jsConsumerInfo* ci = nullptr;
+          if (natsSubscription_GetConsumerInfo(&ci, sub, nullptr, &je) != NATS_OK) drop_sub();
+          if (ci) jsConsumerInfo_Destroy(ci);
+        }
         return n;
       }
+      idle_fetches = 0;
       if (st != NATS_OK) {
         drop_sub();
         return n;
@@ -365,20 +389,35 @@ struct Client::Impl {
     backlog.insert(backlog.end(), got.begin(), got.begin() + ptrdiff_t(std::min(room, got.size())));
   }
 
-  // The start-up replay: read until the stream has nothing more, or the
-  // deadline. Returns whether it completed.
+  // The stream's last sequence now (0: empty), or -1 when it cannot say.
+  int64_t last_seq() {
+    jsStreamInfo* si = nullptr;
+    jsErrCode je = jsErrCode(0);
+    int64_t r = -1;
+    if (js_GetStreamInfo(&si, js, s.stream.c_str(), nullptr, &je) == NATS_OK && si) r = int64_t(si->State.LastSeq);
+    if (si) jsStreamInfo_Destroy(si);
+    return r;
+  }
+
+  // The start-up replay: read up to the stream's last sequence at the
+  // start (what the others had published then), or until the deadline.
+  // Returns whether it completed.
   bool replay(uint64_t deadline_wall) {
+    int64_t target = -1;
     while (!stop.load(std::memory_order_relaxed) && wall_ns() < deadline_wall) {
       track_state();
       if (!connected.load(std::memory_order_relaxed) || !setup()) {
         std::this_thread::sleep_for(std::chrono::milliseconds(50));
         continue;
       }
-      const size_t n = consume(1000, 200);
-      if (sub && (n == 0 || lag_msgs.load(std::memory_order_relaxed) == 0)) {
-        // Nothing more in the stream: a timeout, or the last message read.
-        if (n == 0 || consume(1, 50) == 0) return true;
-      }
+      if (target < 0) target = last_seq();
+      if (target == 0) return true;
+      consume(1000, 200);
+      // Messages older than the replayed window are gone from the stream
+      // (MaxAge) and never read: nothing pending means done as well.
+      if (target > 0 && (next_seq > uint64_t(target) ||
+                         (next_seq && lag_msgs.load(std::memory_order_relaxed) == 0)))
+        return true;
     }
     return false;
   }
