@@ -106,24 +106,35 @@ zanon::Config shared_config(const share::Keys& k) {
 
 constexpr uint64_t kS = 1000000000ULL;
 
+// A scratch folder with the deployment's key file (mode 0600); skips the
+// test (exit 77) without nats-server.
+struct Scratch {
+  std::string dir, keyf;
+  share::Keys keys;
+  Scratch(const char* tag, const char* hex) {
+    if (!have_server()) {
+      WARN("nats-server is not installed (scripts/setup): skipped");
+      std::exit(77);
+    }
+    dir = std::filesystem::temp_directory_path() / (std::string(tag) + std::to_string(getpid()));
+    std::filesystem::create_directories(dir);
+    keyf = dir + "/share.key";
+    std::ofstream(keyf) << hex << "\n";
+    chmod(keyf.c_str(), 0600);
+    std::string err;
+    REQUIRE(share::load_keys(keyf, keys, err));
+  }
+  ~Scratch() { std::filesystem::remove_all(dir); }
+};
+
 }  // namespace
 
 TEST_CASE("two boxes share observations, replay, and survive the server's loss") {
-  if (!have_server()) {
-    WARN("nats-server is not installed (scripts/setup): skipped");
-    std::exit(77);
-  }
-  const std::string dir = std::filesystem::temp_directory_path() / ("amon-share-" + std::to_string(getpid()));
-  std::filesystem::create_directories(dir);
-  const std::string keyf = dir + "/share.key";
-  {
-    std::ofstream f(keyf);
-    f << "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff\n";
-  }
-  chmod(keyf.c_str(), 0600);
-  share::Keys keys;
+  Scratch sc("amon-share-", "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff");
+  const std::string& dir = sc.dir;
+  const std::string& keyf = sc.keyf;
+  const share::Keys& keys = sc.keys;
   std::string err;
-  REQUIRE(share::load_keys(keyf, keys, err));
 
   Server srv{free_port(), dir};
   srv.start();
@@ -189,25 +200,13 @@ TEST_CASE("two boxes share observations, replay, and survive the server's loss")
   cb.stop();
   cc.stop();
   srv.kill_now();
-  std::filesystem::remove_all(dir);
 }
 
 TEST_CASE("a three-node cluster loses a node mid-run: no crash, the sync resumes") {
-  if (!have_server()) {
-    WARN("nats-server is not installed (scripts/setup): skipped");
-    std::exit(77);
-  }
-  const std::string dir = std::filesystem::temp_directory_path() / ("amon-share-c-" + std::to_string(getpid()));
-  std::filesystem::create_directories(dir);
-  const std::string keyf = dir + "/share.key";
-  {
-    std::ofstream f(keyf);
-    f << "ffeeddccbbaa99887766554433221100ffeeddccbbaa99887766554433221100\n";
-  }
-  chmod(keyf.c_str(), 0600);
-  share::Keys keys;
-  std::string err;
-  REQUIRE(share::load_keys(keyf, keys, err));
+  Scratch sc("amon-share-c-", "ffeeddccbbaa99887766554433221100ffeeddccbbaa99887766554433221100");
+  const std::string& dir = sc.dir;
+  const std::string& keyf = sc.keyf;
+  const share::Keys& keys = sc.keys;
 
   std::vector<int> ports, routes;
   for (int i = 0; i < 3; ++i) ports.push_back(free_port()), routes.push_back(free_port());
@@ -284,5 +283,4 @@ TEST_CASE("a three-node cluster loses a node mid-run: no crash, the sync resumes
   ca.stop();
   cb.stop();
   for (auto& n : nodes) n->kill_now();
-  std::filesystem::remove_all(dir);
 }
