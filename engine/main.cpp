@@ -53,6 +53,8 @@ const char* kUsage =
     "           one or a name ending in /) that gets one output per input under the input's name\n"
     "           options: --workers N (default 1; output order follows input order with 1)\n"
     "                    --stats-json FILE\n"
+    "                    --share-config FILE  share z-anonymity counts with other boxes (the YAML's\n"
+    "                              zanon.share mapping on its own: url, stream, key, ...)\n"
     "                    --quiet   no summary and no progress line (the progress line shows on a\n"
     "                              terminal only, once a run takes more than a second)\n"
     "           sizes (default: planned from the input's size, so a small file stays small):\n"
@@ -338,7 +340,10 @@ int cmd_pcap(int argc, char** argv) {
     else if (a == "--policy" && (v = val("--policy"))) policy = v;
     else if (a == "--write" && (v = val("--write"))) write = v;
     else if (a == "--stats-json" && (v = val("--stats-json"))) cfg.stats_json = v;
-    else if (a == "--quiet") cfg.quiet = true;
+    else if (a == "--share-config" && (v = val("--share-config"))) {
+      std::string err;
+      if (!amon::load_share_config(v, cfg.share, err)) return usage_error(err);
+    } else if (a == "--quiet") cfg.quiet = true;
     else if (a == "--flows" && (v = val("--flows"))) {
       if (!parse_uint(v, cfg.flows_per_worker) || cfg.flows_per_worker < 1) return usage_error("--flows takes a count >= 1");
     } else if (a == "--zanon-values" && (v = val("--zanon-values"))) {

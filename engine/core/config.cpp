@@ -127,7 +127,49 @@ PortSpec port_spec(Doc& d, yaml_node_t* n, const std::string& dir, const char* w
   return s;
 }
 
+// `zanon.share` (or the whole of an `amon pcap --share-config` file).
+void share_settings(Doc& d, yaml_node_t* n, const std::string& dir, share::Settings& s) {
+  d.each_pair(n, "zanon.share", [&](const std::string& k, yaml_node_t* kn, yaml_node_t* v) {
+    if (k == "url") s.url = d.scalar(v, "url");
+    else if (k == "stream") s.stream = d.scalar(v, "stream");
+    else if (k == "key") s.key_file = rel(dir, d.scalar(v, "key"));
+    else if (k == "replay") {
+      const std::string r = d.scalar(v, "replay");
+      if (r == "start") s.replay_at_start = true;
+      else if (r == "background") s.replay_at_start = false;
+      else d.fail(v, "zanon.share.replay: expected start or background, got '" + r + "'");
+    } else if (k == "replay_timeout") s.replay_timeout_ns = d.duration(v, "replay_timeout");
+    else if (k == "replicas") s.replicas = uint32_t(d.number(v, "replicas"));
+    else if (k == "creds") s.creds = rel(dir, d.scalar(v, "creds"));
+    else if (k == "tls_ca") s.tls_ca = rel(dir, d.scalar(v, "tls_ca"));
+    else if (k == "tls_cert") s.tls_cert = rel(dir, d.scalar(v, "tls_cert"));
+    else if (k == "tls_key") s.tls_key = rel(dir, d.scalar(v, "tls_key"));
+    else
+      d.fail(kn, "unknown key '" + k + "' in zanon.share (expected url, stream, key, replay, replay_timeout, replicas, "
+                 "creds, tls_ca, tls_cert, tls_key)" +
+                     did_you_mean(k, {"url", "stream", "key", "replay", "replay_timeout", "replicas", "creds", "tls_ca",
+                                      "tls_cert", "tls_key"}));
+  });
+  std::string err;
+  if (!share::check_settings(s, err)) d.fail(n, err);
+}
+
 }  // namespace
+
+bool load_share_config(const std::string& path, share::Settings& s, std::string& err) {
+  try {
+    Doc d(path);
+    d.load();
+    std::string dir;
+    if (auto sl = path.rfind('/'); sl != std::string::npos) dir = path.substr(0, sl);
+    if (!d.root()) throw ConfigError(path + ": empty");
+    share_settings(d, d.root(), dir, s);
+  } catch (const ConfigError& e) {
+    err = e.what();
+    return false;
+  }
+  return true;
+}
 
 bool load_config(const std::string& path, EngineConfig& cfg, std::string& err) {
   std::string dir;
@@ -197,7 +239,8 @@ bool load_config(const std::string& path, EngineConfig& cfg, std::string& err) {
       } else if (k == "zanon") {
         d.each_pair(v, "zanon", [&](const std::string& zk, yaml_node_t* zkn, yaml_node_t* zv) {
           if (zk == "max_values") cfg.zanon_max_values = size_t(d.number(zv, "max_values"));
-          else d.fail(zkn, "unknown key '" + zk + "' in zanon (expected max_values)");
+          else if (zk == "share") share_settings(d, zv, dir, cfg.share);
+          else d.fail(zkn, "unknown key '" + zk + "' in zanon (expected max_values, share)");
         });
       } else if (k == "stats") {
         d.each_pair(v, "stats", [&](const std::string& sk, yaml_node_t* skn, yaml_node_t* sv) {

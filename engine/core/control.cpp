@@ -131,6 +131,13 @@ int check_config(const EngineConfig& cfg, const std::string& config_path) {
   }
   for (auto& e : errs) std::fprintf(stderr, "%s: error: %s\n", config_path.c_str(), e.c_str());
   ok = ok && errs.empty();
+  // The sharing server down is a warning: amon runs on its own counts then.
+  if (cfg.share.enabled()) {
+    std::string why;
+    if (!share::reachable(cfg.share, 2000, why))
+      std::fprintf(stderr, "%s: warning: zanon.share: %s; amon would start on its own counts and keep trying\n",
+                   config_path.c_str(), why.c_str());
+  }
 
   std::printf("%s: %s\n", config_path.c_str(), ok ? "ok" : "errors (nothing was started)");
   std::printf("workers: %u\n", cfg.workers);
@@ -156,6 +163,9 @@ int check_config(const EngineConfig& cfg, const std::string& config_path) {
     for (auto& p : policies)
       for (auto& r : p->rules)
         if (r.action.desc->uses_zstore) zmax = std::max<uint32_t>(zmax, uint32_t(r.action.int_or("z", 10)));
+  if (cfg.share.enabled())
+    std::printf("zanon share: %s stream %s, replay %s\n", cfg.share.url.c_str(), cfg.share.stream.c_str(),
+                cfg.share.replay_at_start ? "before the ports start" : "in the background");
   if (zmax)
     std::printf("zanon: at most %zu values (z up to %u), %s\n", sz.zanon_values, zmax,
                 human_bytes(double(sz.zanon_values) * double(zanon_value_bytes(zmax))).c_str());

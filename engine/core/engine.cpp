@@ -108,6 +108,8 @@ void start_zstore(Engine& E) {
     bool files_only = cfg.offline && !cfg.zanon_max_values;
     for (const auto& in : cfg.inputs) files_only = files_only && in.kind == PortSpec::Kind::PcapFile;
     zc.huge_pages = !files_only;
+    share::Keys sk;
+    if (cfg.share.enabled()) zc.shared = load_share_keys(cfg.share, sk), zc.key = sk.store;
     E.zstore = std::make_unique<zanon::Store>(zc);
     E.services.zstore = E.zstore.get();
   }
@@ -116,6 +118,8 @@ void start_zstore(Engine& E) {
 // The shared services' key and one Program per consumer.
 void start_programs(Engine& E, EngineResult& result) {
   if (RAND_bytes(E.services.user_hash_key.data(), 16) != 1) throw std::runtime_error("RAND_bytes failed");
+  // Boxes sharing a store must name each user alike: the deployment's key.
+  if (E.zstore && E.zstore->config().shared) E.services.user_hash_key = share_user_key(E.cfg.share);
   for (size_t i = 0; i < E.policies.size(); ++i) {
     try {
       E.programs.push_back(std::make_unique<Program>(E.policies[i], int(i), &E.services));
@@ -186,6 +190,9 @@ void open_outputs(Engine& E) {
 // live (`amon run`, with reloads and telemetry).
 bool launch(Engine& E) {
   const EngineConfig& cfg = E.cfg;
+  if (E.zstore && E.zstore->config().shared)
+    E.share = start_share(cfg, *E.zstore, E.zmax_dt,
+                          [](bool warn, const std::string& m) { log_line(warn ? kWarn : kInfo, "%s", m.c_str()); });
   E.start_ns = wall_ns();
   for (auto& o : E.outputs)
     if (o.file) o.file->th = std::thread(file_writer_main, o.file.get());
@@ -409,6 +416,7 @@ EngineResult run_engine(const EngineConfig& cfg_in) {
     main_lcore_loop(E, live);
     E.stop_workers.store(true, std::memory_order_release);
     rte_eal_mp_wait_lcore();
+    if (E.share) E.share->stop();
     drain_outputs(E);
     const bool outputs_ok = finish_writers(E);
     report(E, outputs_ok, result);

@@ -20,6 +20,7 @@
 #include "flow_table.h"
 #include "worker_path.h"
 #include "runtime.h"
+#include "share.h"
 
 namespace amon {
 
@@ -61,6 +62,7 @@ struct EngineConfig {
   std::vector<std::string> eal_args;  // complete EAL argv tail (after argv[0])
   std::vector<std::string> eal_config;  // the YAML's `eal` as written (a reload compares it)
   bool quiet = false;
+  share::Settings share;  // zanon.share: other boxes' observations through NATS JetStream
 };
 
 struct EngineResult {

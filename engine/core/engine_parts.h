@@ -35,6 +35,7 @@
 #include "stats.h"
 #include "worker_path.h"
 #include "zanon.h"
+#include "zshare.h"
 
 namespace amon::engine {
 
@@ -156,6 +157,7 @@ struct Engine {
   std::vector<Input> inputs;
   std::vector<std::unique_ptr<Worker>> workers;
   std::unique_ptr<zanon::Store> zstore;
+  std::unique_ptr<share::Client> share;  // zanon.share: the other boxes' observations
   SharedServices services;
   rte_mempool* pool = nullptr;
   std::atomic<bool> stop_workers{false};

@@ -103,6 +103,7 @@ std::string render_report_text(const Report& r) {
       << " observations=" << r.zstats.observations << " released=" << r.zstats.released
       << " hidden=" << r.zstats.hidden << " evictions=" << r.zstats.evictions << "\n";
   }
+  if (r.has_share) o << "z-anonymity sharing: " << share::to_text(r.share) << "\n";
   return o.str();
 }
 
@@ -151,6 +152,7 @@ std::string render_report_json(const Report& r) {
       << ",\"evictions\":" << z.evictions << ",\"expirations\":" << z.expirations << ",\"sweeps\":" << z.sweeps
       << "}";
   }
+  if (r.has_share) o << ",\"zanon_share\":" << share::to_json(r.share);
   if (!r.input_error.empty()) o << ",\"input_error\":" << json_str(r.input_error);
   o << "}\n";
   return o.str();

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "runtime.h"
+#include "share.h"
 #include "zanon.h"
 
 namespace amon {
@@ -34,6 +35,8 @@ struct Report {
   uint64_t outer_fragments = 0, outer_datagrams = 0, outer_failed = 0, outer_cut = 0;
   bool has_zstats = false;
   zanon::Stats zstats;
+  bool has_share = false;  // zanon.share configured
+  share::Status share;
   std::string input_error;
   // `amon run`: policy generation (1 at start-up, +1 per reload applied)
   // and reloads applied / refused.

@@ -105,6 +105,7 @@ Report build_report(Engine& E) {
     rep.outer_cut += os.cut;
   }
   if (E.zstore) rep.zstats = E.zstore->stats(), rep.has_zstats = true;
+  if (E.share) rep.share = E.share->status(), rep.has_share = true;
   rep.live = !cfg.config_path.empty();
   rep.generation = E.generation;
   rep.reloads = E.reloads;

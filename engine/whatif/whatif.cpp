@@ -49,12 +49,15 @@ const char* kUsage =
     "  --dt LIST        windows, e.g. 10m,1h,1d (default 10m,1h,1d)\n"
     "  --fallback F     sld (default): a hidden name may show its registrable domain\n"
     "                   when that passes its own test; none: hidden is hidden\n"
+    "  --boxes K        also replay with the users split over K boxes (by a hash of the\n"
+    "                   address), each with its own store, against one shared store;\n"
+    "                   adds the per-box columns to whatif.csv and draws boxes.png\n"
     "  --quiet          no progress line\n"
     "  Occurrences: the names the protocol plugins read in what a client sends\n"
     "  (DNS queries, TLS ClientHello SNIs, HTTP request Hosts), one packet at a time\n"
     "  (a name split over TCP segments is not read); one user = the address that\n"
     "  sent the name.\n"
-    "  DIR gets whatif.csv, hidden.png, flows.png (gnuplot) and summary.txt.\n";
+    "  DIR gets whatif.csv, hidden.png, flows.png (gnuplot), boxes.png with --boxes, and summary.txt.\n";
 
 int usage(const std::string& msg) {
   std::fprintf(stderr, "amon whatif: %s\n(run 'amon whatif --help' for usage)\n", msg.c_str());
@@ -239,33 +242,75 @@ struct Setting {
   uint64_t val[3] = {0, 0, 0};
   uint64_t values = 0, flows = 0, flows_named = 0;
   uint64_t store_bytes = 0, tracked = 0, evictions = 0;
+  // --boxes K: occurrences and distinct values hidden when each of K boxes
+  // counts only its own users (outcome 0 as above).
+  uint64_t box_occ_hidden = 0, box_val_hidden = 0;
 };
 
-void replay(const Capture& cap, bool sld_fallback, Setting& s) {
+// One store for (z, dt), sized so the capture's values are never evicted:
+// twice the room they need, so the decisions are the definition's.
+zanon::Config store_config(const Capture& cap, const Setting& s) {
   zanon::Config zc;
   zc.zmax = s.z;
   zc.max_dt_ns = s.dt_ns;
-  // Twice the room the capture's distinct values need: at that load the
-  // table does not evict, so the decisions are the definition's. The memory
-  // reported is what the values tracked occupy.
   zc.max_values = 2 * cap.names.size() + 64;
-  zanon::Store store(zc);
+  return zc;
+}
+
+// The name (or with the fallback its registrable domain) an occurrence
+// shows: 2 released, 1 at its registrable domain, 0 hidden; `shown` the
+// index of what the output keeps (-1 hidden).
+uint8_t decide(zanon::Store& store, const zanon::Scope& sc, const Capture& cap, bool sld_fallback,
+               const Occurrence& o, const zanon::ZParams& zp, int32_t& shown) {
+  shown = -1;
+  if (store.observe(store.key(sc, cap.names[o.value]), o.user, o.t_ns, zp)) {
+    shown = int32_t(o.value);
+    return 2;
+  }
+  if (sld_fallback && cap.sld[o.value] >= 0) {
+    const int32_t r = cap.sld[o.value];
+    if (store.observe(store.key(sc, cap.names[size_t(r)]), o.user, o.t_ns, zp)) {
+      shown = r;
+      return 1;
+    }
+  }
+  return 0;
+}
+
+// The same occurrences with the users split over `boxes` stores by their
+// (keyed, uniform) hash, as a load balancer spreading subscribers would:
+// each box counts only its own users.
+void replay_boxes(const Capture& cap, bool sld_fallback, unsigned boxes, Setting& s) {
+  std::vector<std::unique_ptr<zanon::Store>> st;
+  std::vector<zanon::Scope> sc;
+  for (unsigned b = 0; b < boxes; ++b) {
+    st.push_back(std::make_unique<zanon::Store>(store_config(cap, s)));
+    sc.push_back({st[b]->class_id("name"), st[b]->kind_id("ip.client")});
+  }
+  const zanon::ZParams zp{s.z, s.dt_ns};
+  std::vector<uint8_t> best(cap.names.size(), 0), seen(cap.names.size(), 0);
+  for (const Occurrence& o : cap.occ) {
+    const unsigned b = unsigned(o.user % boxes);
+    int32_t shown;
+    const uint8_t out = decide(*st[b], sc[b], cap, sld_fallback, o, zp, shown);
+    s.box_occ_hidden += out == 0;
+    seen[o.value] = 1;
+    best[o.value] = std::max(best[o.value], out);
+  }
+  for (size_t i = 0; i < seen.size(); ++i) s.box_val_hidden += seen[i] && best[i] == 0;
+}
+
+void replay(const Capture& cap, bool sld_fallback, Setting& s) {
+  // The memory reported is what the values tracked occupy.
+  zanon::Store store(store_config(cap, s));
   const zanon::Scope sc{store.class_id("name"), store.kind_id("ip.client")};
   const zanon::ZParams zp{s.z, s.dt_ns};
   std::vector<uint8_t> best(cap.names.size(), 0);
   std::vector<uint8_t> seen(cap.names.size(), 0);
   std::vector<uint8_t> named(cap.flow_service.size(), 0);
   for (const Occurrence& o : cap.occ) {
-    const std::string& n = cap.names[o.value];
-    uint8_t out = 0;
-    int32_t shown = -1;  // the name, or registrable domain, the output keeps
-    if (store.observe(store.key(sc, n), o.user, o.t_ns, zp)) {
-      out = 2;
-      shown = int32_t(o.value);
-    } else if (sld_fallback && cap.sld[o.value] >= 0) {
-      const int32_t r = cap.sld[o.value];
-      if (store.observe(store.key(sc, cap.names[size_t(r)]), o.user, o.t_ns, zp)) out = 1, shown = r;
-    }
+    int32_t shown;  // the name, or registrable domain, the output keeps
+    const uint8_t out = decide(store, sc, cap, sld_fallback, o, zp, shown);
     ++s.occ[out];
     seen[o.value] = 1;
     best[o.value] = std::max(best[o.value], out);
@@ -303,8 +348,11 @@ bool write_file(const std::string& path, const std::string& text) {
   return std::fclose(f) == 0 && ok;
 }
 
-// The seed's Fig. 4 shape: a share against z, one line per Δt.
-std::string gnuplot_script(const std::vector<Setting>& set, const std::string& fig) {
+// The seed's Fig. 4 shape: a share against z, one line per Δt (boxes: two
+// per Δt, one shared store and K stores). The tried z values are the x
+// tics (a log axis alone labels only 1, 10, 100), and each curve has its
+// own dash and marker, so equal curves do not hide each other.
+std::string gnuplot_script(const std::vector<Setting>& set, const std::string& fig, unsigned boxes) {
   std::vector<std::string> labels;
   for (const Setting& s : set)
     if (std::find(labels.begin(), labels.end(), s.dt_label) == labels.end()) labels.push_back(s.dt_label);
@@ -317,29 +365,49 @@ std::string gnuplot_script(const std::vector<Setting>& set, const std::string& f
       }
     titles += "Δt=" + l + " ";
   }
-  const bool hidden = fig == "hidden";
+  const bool hidden = fig != "flows";
+  std::vector<uint32_t> zs;
+  for (const Setting& s : set)
+    if (std::find(zs.begin(), zs.end(), s.z) == zs.end()) zs.push_back(s.z);
+  std::string tics;
+  for (uint32_t z : zs) tics += (tics.empty() ? "" : ", ") + std::to_string(z);
   std::string g;
   g += "set terminal pngcairo size 800,500 enhanced font 'sans,11'\n";
   g += "set output '" + fig + ".png'\n";
   g += "set datafile separator ','\n";
   g += "set key outside right top\nset grid\nset logscale x\n";
+  g += "set xtics (" + tics + ")\n";
+  if (zs.size() == 1) g += "set xrange [" + std::to_string(zs[0] / 2.0) + ":" + std::to_string(zs[0] * 2.0) + "]\n";
   g += "set xlabel 'z (distinct users needed to release a value)'\n";
-  g += hidden ? "set ylabel 'occurrences hidden (%)'\nset title 'Names hidden by z-anonymity'\n"
-              : "set ylabel 'flows whose service a meter can name (%)'\nset title 'Flows still attributable to their service'\n";
+  if (fig == "boxes")
+    g += "set ylabel 'occurrences hidden (%)'\nset title 'Names hidden: one shared store against " +
+         std::to_string(boxes) + " boxes, each with its own'\n";
+  else
+    g += hidden ? "set ylabel 'occurrences hidden (%)'\nset title 'Names hidden by z-anonymity'\n"
+                : "set ylabel 'flows whose service a meter can name (%)'\nset title 'Flows still attributable to their service'\n";
   g += "set yrange [0:100]\n";
   g += "dts = '" + dts + "'\ntitles = '" + titles + "'\n";
-  // Columns: 1 z, 2 dt_s; share columns as written by write_csv.
+  // Columns: 1 z, 2 dt_s; share columns as written by csv().
   const std::string col = hidden ? "$16" : "$22";
-  g += "plot for [i=1:words(dts)] 'whatif.csv' using 1:(abs($2 - real(word(dts, i))) < 1e-3 ? " + col +
-       " : 1/0) with linespoints lw 2 pt 7 title word(titles, i)\n";
+  const std::string sel = "using 1:(abs($2 - real(word(dts, i))) < 1e-3 ? ";
+  g += "plot for [i=1:words(dts)] 'whatif.csv' " + sel + col +
+       " : 1/0) with linespoints lw 2 lc i dt i pt int(3 + i) ps 1.3 title word(titles, i)." +
+       (fig == "boxes" ? "' one store'" : "''");
+  if (fig == "boxes")
+    g += ", \\\n  for [i=1:words(dts)] 'whatif.csv' " + sel +
+         "$25 : 1/0) with linespoints lw 2 lc i dt int(i + 1) pt int(3 + i + words(dts)) ps 1.3 title word(titles, i).' " +
+         std::to_string(boxes) + " boxes'";
+  g += "\n";
   return g;
 }
 
-std::string csv(const std::vector<Setting>& set) {
+std::string csv(const std::vector<Setting>& set, unsigned boxes) {
   std::string o =
       "z,dt_s,dt,occurrences,occ_hidden,occ_released,occ_sld,values,values_hidden,values_released,values_sld,"
       "flows,flows_named,store_bytes,values_tracked,share_occ_hidden,share_occ_released,share_occ_sld,"
-      "share_values_hidden,share_values_released,share_values_sld,share_flows_named\n";
+      "share_values_hidden,share_values_released,share_values_sld,share_flows_named";
+  // Per-box columns after the others: a reader of the columns above is unchanged.
+  o += boxes > 1 ? ",boxes,occ_hidden_boxes,share_occ_hidden_boxes,values_hidden_boxes,share_values_hidden_boxes\n" : "\n";
   char buf[512];
   for (const Setting& s : set) {
     const uint64_t n = s.occ[0] + s.occ[1] + s.occ[2];
@@ -354,6 +422,12 @@ std::string csv(const std::vector<Setting>& set) {
                   pct(s.occ[2], n), pct(s.occ[1], n), pct(s.val[0], s.values), pct(s.val[2], s.values),
                   pct(s.val[1], s.values), pct(s.flows_named, s.flows));
     o += buf;
+    if (boxes > 1) {
+      o.pop_back();  // the line goes on
+      std::snprintf(buf, sizeof buf, ",%u,%llu,%.4f,%llu,%.4f\n", boxes, (unsigned long long)s.box_occ_hidden,
+                    pct(s.box_occ_hidden, n), (unsigned long long)s.box_val_hidden, pct(s.box_val_hidden, s.values));
+      o += buf;
+    }
   }
   return o;
 }
@@ -383,7 +457,7 @@ bool run_gnuplot(const std::string& dir, const std::string& script_name, std::st
 
 int whatif_main(int argc, char** argv) {
   std::string read, out, field_list = "dns.qname,tls.sni,http.host", z_list = "2,5,10,20,50",
-                         dt_list = "10m,1h,1d", fallback = "sld";
+                         dt_list = "10m,1h,1d", fallback = "sld", boxes_arg = "1";
   bool quiet = false;
   for (int i = 0; i < argc; ++i) {
     const std::string a = argv[i];
@@ -398,7 +472,8 @@ int whatif_main(int argc, char** argv) {
     }
     if (a == "--quiet") quiet = true;
     else if (a == "--read" ? val(read) : a == "--out" ? val(out) : a == "--field" ? val(field_list)
-             : a == "--z" ? val(z_list) : a == "--dt" ? val(dt_list) : a == "--fallback" ? val(fallback) : false) {
+             : a == "--z" ? val(z_list) : a == "--dt" ? val(dt_list) : a == "--fallback" ? val(fallback)
+             : a == "--boxes" ? val(boxes_arg) : false) {
     } else return usage("unknown or incomplete option '" + a + "'");
   }
   if (read.empty()) return usage("--read IN.pcap is required");
@@ -419,6 +494,9 @@ int whatif_main(int argc, char** argv) {
   }
   if (!any) return usage("--field: no field");
   if (fallback != "sld" && fallback != "none") return usage("--fallback takes sld or none");
+  char* bend;
+  const unsigned long boxes = std::strtoul(boxes_arg.c_str(), &bend, 10);
+  if (*bend || boxes < 1 || boxes > 1024) return usage("--boxes takes a count in 1..1024");
   std::vector<Setting> set;
   std::vector<uint32_t> zs;
   for (const std::string& z : split(z_list)) {
@@ -456,6 +534,7 @@ int whatif_main(int argc, char** argv) {
   for (size_t i = 0; i < set.size(); ++i) {
     prog.replay(i + 1, set.size());
     replay(cap, fallback == "sld", set[i]);
+    if (boxes > 1) replay_boxes(cap, fallback == "sld", unsigned(boxes), set[i]);
   }
   prog.done();
 
@@ -478,6 +557,18 @@ int whatif_main(int argc, char** argv) {
                   human_bytes(s.store_bytes).c_str());
     sum += buf;
   }
+  if (boxes > 1) {
+    std::snprintf(buf, sizeof buf, "  with the users split over %lu boxes, each with its own store:\n"
+                                   "  z    dt     occurrences hidden: one store  %lu boxes | names hidden: one store  %lu boxes\n",
+                  boxes, boxes, boxes);
+    sum += buf;
+    for (const Setting& s : set) {
+      const uint64_t n = s.occ[0] + s.occ[1] + s.occ[2];
+      std::snprintf(buf, sizeof buf, "  %-4u %-6s %29.1f %% %8.1f %% | %22.1f %% %8.1f %%\n", s.z, s.dt_label.c_str(),
+                    pct(s.occ[0], n), pct(s.box_occ_hidden, n), pct(s.val[0], s.values), pct(s.box_val_hidden, s.values));
+      sum += buf;
+    }
+  }
   for (const Setting& s : set)
     if (s.evictions) {
       std::snprintf(buf, sizeof buf, "  warning: z=%u dt=%s evicted %llu values: its shares hide more than the definition\n",
@@ -487,14 +578,16 @@ int whatif_main(int argc, char** argv) {
   std::fputs(sum.c_str(), stdout);
 
   const std::string dir = out + "/";
-  if (!write_file(dir + "whatif.csv", csv(set)) || !write_file(dir + "summary.txt", sum) ||
-      !write_file(dir + "hidden.gp", gnuplot_script(set, "hidden")) ||
-      !write_file(dir + "flows.gp", gnuplot_script(set, "flows"))) {
+  if (!write_file(dir + "whatif.csv", csv(set, unsigned(boxes))) || !write_file(dir + "summary.txt", sum) ||
+      !write_file(dir + "hidden.gp", gnuplot_script(set, "hidden", 1)) ||
+      !write_file(dir + "flows.gp", gnuplot_script(set, "flows", 1)) ||
+      (boxes > 1 && !write_file(dir + "boxes.gp", gnuplot_script(set, "boxes", unsigned(boxes))))) {
     std::fprintf(stderr, "amon whatif: cannot write into %s: %s\n", out.c_str(), std::strerror(errno));
     return 1;
   }
   std::string why;
-  if (!run_gnuplot(out, "hidden.gp", why) || !run_gnuplot(out, "flows.gp", why)) {
+  if (!run_gnuplot(out, "hidden.gp", why) || !run_gnuplot(out, "flows.gp", why) ||
+      (boxes > 1 && !run_gnuplot(out, "boxes.gp", why))) {
     std::fprintf(stderr, "amon whatif: plots not drawn: %s (whatif.csv and the .gp scripts are in %s)\n",
                  why.c_str(), out.c_str());
     return 1;

@@ -78,6 +78,26 @@ struct Config {
   // Secret for value fingerprints and placement; all zero draws a random key
   // (the store lives in memory only, so fingerprints need not be stable).
   std::array<uint8_t, 16> key{};
+  // Shared with other stores (doc/zanon.md, "Several boxes"): every value is
+  // identified by its 128-bit keyed hash alone, computed from the names of
+  // its class and kind (not their ids, which depend on registration order),
+  // so two stores with the same key agree on it and can exchange
+  // observations (Obs). Needs a key (all zero is refused).
+  bool shared = false;
+  // Shared: received observations ahead of this store's time wait (at most
+  // this many; more are dropped and counted, which only hides more).
+  size_t max_pending = size_t{1} << 20;
+  // Shared: observations that changed this store, waiting for the sharing
+  // client (at most this many; a full outbox drops and counts).
+  size_t outbox = size_t{1} << 16;
+};
+
+// One observation as stores exchange it: the value's keyed hash (scope
+// included), the user's keyed hash, the time. Nothing in clear.
+struct Obs {
+  uint64_t h_lo = 0, h_hi = 0;
+  uint64_t user = 0;
+  uint64_t t_ns = 0;
 };
 
 // A value ready for the store: hashed once, reusable for several calls (the
@@ -103,6 +123,13 @@ struct Stats {
   uint64_t expirations = 0;      // entries reclaimed for age (on access or sweep)
   uint64_t relocations = 0;      // entries moved to their other bucket to make room
   uint64_t sweeps = 0;           // sweep() calls
+  // Shared stores only.
+  uint64_t outbox_queued = 0;    // local observations that changed the store, queued for others
+  uint64_t outbox_dropped = 0;   // of which dropped on a full outbox
+  uint64_t received = 0;         // observations handed to receive()
+  uint64_t received_applied = 0; // of which counted (once their time had come)
+  uint64_t received_dropped = 0; // of which dropped: too many waiting
+  uint64_t pending = 0;          // waiting now for their time
 };
 
 class Store {
@@ -159,6 +186,24 @@ class Store {
   // Returns the number of entries reclaimed.
   size_t sweep(uint64_t now_ns, size_t budget) noexcept;
 
+  // Shared stores: observations from other stores, counted with their own
+  // times. One whose time is not before the newest time this store has
+  // decided at waits until a local observation (or apply_due) passes it, so
+  // a decision at t counts exactly the received observations before t, as
+  // one store fed everything in time order would (doc/zanon.md, "Several
+  // boxes"). Any thread; takes a mutex, not the packet path's locks.
+  void receive(std::span<const Obs> obs);
+  // Counts every waiting observation before now_ns (the control thread, with
+  // the oldest time any worker is at).
+  void apply_due(uint64_t now_ns);
+  // Moves up to `max` queued local observations that changed the store into
+  // `out` (appended); returns how many. For the sharing client only.
+  size_t take_outbox(std::vector<Obs>& out, size_t max);
+  // The value's identity on the wire (shared stores).
+  static Obs obs_of(const Key& k, uint64_t user, uint64_t t_ns) noexcept {
+    return Obs{k.h.lo, k.h.hi, user, t_ns};
+  }
+
   Stats stats() const noexcept;
   const Config& config() const noexcept { return cfg_; }
 
@@ -169,6 +214,8 @@ class Store {
   mutable std::mutex names_mu_;
   std::vector<std::string> classes_;
   std::vector<std::string> kinds_;
+  // Shared: per class and kind id, a code from its name (key()'s prefix).
+  std::unique_ptr<uint64_t[]> class_code_, kind_code_;
 };
 
 }  // namespace amon::zanon

@@ -18,6 +18,7 @@
 // consumer's: what N monitors behind one amon cost.
 //
 //   bench_engine --pcap FILE [--seconds S] [--rounds R] [--workers N] [--flows N] [--zmax Z] [--lanes L]
+//                [--share-config FILE]   (the store shared through NATS, as with zanon.share)
 //                [--consumers N[,N...]] [--no-baseline] POLICY.amon [POLICY.amon ...]
 #include <rte_eal.h>
 #include <rte_errno.h>
@@ -33,15 +34,18 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
 #include <pcap/pcap.h>
 
+#include "config.h"
 #include "flow_table.h"
 #include "mbuf_meta.h"
 #include "policy.h"
 #include "registry.h"
+#include "share.h"
 #include "worker_path.h"
 #include "zanon.h"
 
@@ -85,6 +89,9 @@ uint32_t g_flows = 1u << 18;  // the engine's default flows per worker
 uint64_t g_rounds = 0;        // > 0: exactly this many timed rounds (profilers: equal work per run)
 uint32_t g_zmax = 0;          // > 0: store zmax instead of the policies' largest z
 uint32_t g_lanes = 1;         // store lanes (doc/zanon.md, "Concurrency")
+// --share-config FILE: the store shared through NATS JetStream as the
+// engine's (a client thread publishing and reading while the workers run).
+share::Settings g_share;
 
 double thread_cpu_s() {
   timespec ts;
@@ -202,8 +209,20 @@ Result run_one(const std::vector<std::vector<const Rec*>>& shares,
   if (!zc.zmax) zc.zmax = 10;  // no zanon rule: the store is never asked
   zc.max_values = 1u << 18;
   zc.lanes = std::min<uint32_t>(std::max<uint32_t>(g_lanes, 1), zanon::Store::kMaxLanes);
+  if (g_share.enabled()) {
+    share::Keys k;
+    std::string err;
+    if (!share::load_keys(g_share.key_file, k, err)) throw std::runtime_error(err);
+    zc.shared = true, zc.key = k.store, svc.user_hash_key = k.user;
+  }
   zanon::Store store(zc);
   svc.zstore = &store;
+  std::unique_ptr<share::Client> client;
+  if (g_share.enabled()) {
+    client = std::make_unique<share::Client>(g_share, store, std::max<uint64_t>(zc.max_dt_ns, 1), false,
+                                             [](bool, const std::string& m) { std::fprintf(stderr, "%s\n", m.c_str()); });
+    client->start();
+  }
   std::vector<std::unique_ptr<Program>> progs;
   for (size_t i = 0; i < pols.size(); ++i) progs.push_back(std::make_unique<Program>(pols[i], int(i), &svc));
   static int n = 0;
@@ -238,6 +257,11 @@ Result run_one(const std::vector<std::vector<const Rec*>>& shares,
   }
   worker_main(&res.per[0]);
   rte_eal_mp_wait_lcore();
+  if (client) {
+    client->stop();
+    const share::Status st = client->status();
+    std::fprintf(stderr, "share: %s\n", share::to_text(st).c_str());
+  }
   for (const WorkerRun& w : res.per) {
     res.mpps_wall += double(w.packets) / w.wall / 1e6;
     res.mpps_cpu += double(w.packets) / w.cpu / 1e6;
@@ -262,7 +286,13 @@ int main(int argc, char** argv) {
     else if (a == "--no-baseline") baseline = false;
     else if (a == "--rounds" && i + 1 < argc) g_rounds = std::strtoull(argv[++i], nullptr, 10);
     else if (a == "--zmax" && i + 1 < argc) g_zmax = uint32_t(std::strtoul(argv[++i], nullptr, 10));
-    else if (a == "--lanes" && i + 1 < argc) g_lanes = uint32_t(std::strtoul(argv[++i], nullptr, 10));
+    else if (a == "--share-config" && i + 1 < argc) {
+      std::string err;
+      if (!load_share_config(argv[++i], g_share, err)) {
+        std::fprintf(stderr, "%s\n", err.c_str());
+        return 2;
+      }
+    } else if (a == "--lanes" && i + 1 < argc) g_lanes = uint32_t(std::strtoul(argv[++i], nullptr, 10));
     else if (a == "--workers" && i + 1 < argc) workers = unsigned(std::strtoul(argv[++i], nullptr, 10));
     else if (a == "--consumers" && i + 1 < argc) {
       consumer_counts.clear();

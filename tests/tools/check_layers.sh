@@ -6,6 +6,7 @@
 #   dsl/              the policy language: plugins/
 #   engine/zanon/     the z-anonymity store: plugins/core (SipHash)
 #   engine/pcapio/    reading captures: nothing of ours (libpcap, zlib)
+#   engine/share/     sharing the store with other boxes (NATS): plugins/, engine/zanon/
 #   engine/runtime/   the policy interpreter: plugins/, dsl/, engine/zanon/
 #   engine/audit/     amon audit: plugins/, dsl/, engine/pcapio/ (never the runtime it audits)
 #   engine/core/      EAL, ports, workers: everything below
@@ -36,6 +37,7 @@ layer_of() {
     dsl/*) echo dsl ;;
     engine/zanon/*) echo zanon ;;
     engine/pcapio/*) echo pcapio ;;
+    engine/share/*) echo share ;;
     engine/runtime/*) echo runtime ;;
     engine/audit/*) echo audit ;;
     engine/core/*) echo core ;;
@@ -48,11 +50,12 @@ declare -A may=(
   [plugins]="plugins"
   [dsl]="plugins dsl"
   [zanon]="plugins zanon"
+  [share]="plugins zanon share"
   [runtime]="plugins dsl zanon runtime"
   [pcapio]="pcapio"
   [audit]="plugins dsl pcapio audit"
-  [core]="plugins dsl zanon runtime pcapio core"
-  [top]="plugins dsl zanon runtime pcapio audit core top"
+  [core]="plugins dsl zanon share runtime pcapio core"
+  [top]="plugins dsl zanon share runtime pcapio audit core top"
 )
 # Header name -> layer, and library target -> layer.
 declare -A hdr_layer=() lib_layer=()
