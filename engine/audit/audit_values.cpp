@@ -36,9 +36,15 @@ void Auditor::protect(Kind k, const std::string& b, const std::string& cls, cons
   }
 }
 
+// A field with no rule of its own that was carved out of a catch-all
+// takes the catch-all's rule, as the engine binds it.
 FieldRule Auditor::rule_for(const std::string& field) {
   auto it = frule.find(field);
-  return it == frule.end() ? FieldRule{} : it->second;
+  if (it != frule.end()) return it->second;
+  const FieldDesc* f = Registry::instance().field(field);
+  if (f && !f->split_from.empty())
+    if (auto c = frule.find(f->split_from); c != frule.end()) return c->second;
+  return FieldRule{};
 }
 
 // A zanon rule's decision on a name: 0 hidden, 1 released, 2 hidden with
