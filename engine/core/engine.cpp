@@ -56,7 +56,7 @@ std::atomic<int> g_signal{0};  // a stop (SIGINT, SIGTERM)
 std::atomic<int> g_hup{0};     // a reload asked for (SIGHUP, /amon/reload); one is queued at most
 std::atomic<int> g_usr1{0};    // a statistics line asked for
 extern "C" void on_signal(int sig) {
-  if (sig == SIGHUP) g_hup.store(1, std::memory_order_relaxed);
+  if (sig == SIGHUP) g_hup.store(1, std::memory_order_relaxed), pcap_request_reopen();
   else if (sig == SIGUSR1) g_usr1.store(1, std::memory_order_relaxed);
   else g_signal.store(sig, std::memory_order_relaxed);
 }
