@@ -2,7 +2,10 @@
 
 #include <yaml.h>
 
+#include <cctype>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <memory>
 #include <stdexcept>
 
@@ -112,11 +115,57 @@ std::string rel(const std::string& base_dir, const std::string& p) {
   return base_dir + "/" + p;
 }
 
+// A byte count: 1048576, 500MB, 1GiB (K/M/G/T, decimal with B, binary with iB).
+bool parse_size(const std::string& s, uint64_t& out) {
+  char* end;
+  const unsigned long long n = std::strtoull(s.c_str(), &end, 10);
+  if (end == s.c_str()) return false;
+  const std::string u = end;
+  const char* units = "KMGT";
+  uint64_t mul = 1;
+  if (!u.empty() && u != "B") {
+    const char* at = std::strchr(units, std::toupper(static_cast<unsigned char>(u[0])));
+    if (!at || !*at) return false;
+    const std::string rest = u.substr(1);
+    const uint64_t base = rest == "iB" ? 1024 : (rest == "B" || rest.empty()) ? 1000 : 0;
+    if (!base) return false;
+    for (const char* p = units; p <= at; ++p) mul *= base;
+  }
+  out = uint64_t(n) * mul;
+  return true;
+}
+
+// `rotate: { size: 1GiB, every: 1h, keep: 48 }` of a pcap output.
+void rotation(Doc& d, yaml_node_t* n, PortSpec& s) {
+  d.each_pair(n, "rotate", [&](const std::string& k, yaml_node_t* kn, yaml_node_t* v) {
+    if (k == "size") {
+      if (!parse_size(d.scalar(v, "size"), s.rotate_size) || s.rotate_size < 4096)
+        d.fail(v, "rotate size takes a size of at least 4096 bytes, like 1GiB or 500MB");
+    } else if (k == "every") {
+      if (!parse_duration(d.scalar(v, "every"), s.rotate_every_ns) || s.rotate_every_ns < 1000000000ULL)
+        d.fail(v, "rotate every takes a duration of at least 1s, like 1h");
+    } else if (k == "keep") {
+      const uint64_t x = d.number(v, "keep");
+      if (x < 1 || x > 1e6) d.fail(v, "rotate keep takes a count of files >= 1");
+      s.rotate_keep = unsigned(x);
+    } else {
+      d.fail(kn, "unknown key '" + k + "' in rotate (expected size, every, keep)" + did_you_mean(k, {"size", "every", "keep"}));
+    }
+  });
+  if (!s.rotate_size && !s.rotate_every_ns) d.fail(n, "rotate needs size or every");
+}
+
 // `pcap: file` or `port: devargs` (a vdev spec or a PCI address).
 PortSpec port_spec(Doc& d, yaml_node_t* n, const std::string& dir, const char* what) {
   PortSpec s;
   bool set = false;
+  bool rotate = false;
   d.each_pair(n, what, [&](const std::string& k, yaml_node_t* kn, yaml_node_t* v) {
+    if (k == "rotate" && std::string(what) == "output") {
+      rotate = true;
+      rotation(d, v, s);
+      return;
+    }
     if (set) d.fail(kn, std::string(what) + " takes one of pcap or port");
     if (k == "pcap") s.kind = PortSpec::Kind::PcapFile, s.spec = rel(dir, d.scalar(v, "pcap"));
     else if (k == "port") s.kind = PortSpec::Kind::Ethdev, s.spec = d.scalar(v, "port");
@@ -124,6 +173,7 @@ PortSpec port_spec(Doc& d, yaml_node_t* n, const std::string& dir, const char* w
     set = true;
   });
   if (!set) d.fail(n, std::string(what) + " needs pcap or port");
+  if (rotate && s.kind != PortSpec::Kind::PcapFile) d.fail(n, "rotate applies to pcap outputs only");
   return s;
 }
 

@@ -31,6 +31,11 @@ struct PortSpec {
   // paths; spec names the set), or the folder that mirrors them (an output:
   // each input's name below its folder; spec is the folder). Empty: spec alone.
   std::vector<std::string> files;
+  // A pcap output's rotation: a new file when this many bytes would be
+  // passed, and/or at each multiple of this period of packet time, keeping
+  // the newest `keep` (0: all). 0: none.
+  uint64_t rotate_size = 0, rotate_every_ns = 0;
+  unsigned rotate_keep = 0;
   std::string describe() const { return (kind == Kind::PcapFile ? "pcap:" : "port:") + spec; }
 };
 

@@ -6,10 +6,12 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <climits>
 #include <cstdio>
 #include <cstring>
+#include <ctime>
 #include <stdexcept>
 
 #include "mbuf_meta.h"
@@ -281,6 +283,9 @@ uint16_t PcapReader::read_burst(rte_mbuf** out, uint16_t n) {
 
 namespace {
 
+// Reopen requests (SIGHUP): each writer compares it with the last it saw.
+std::atomic<unsigned> g_reopen{0};
+
 // What an output of link type `dlt` other than the run's is named: the
 // type's name before the extension (out.pcap -> out.linux_sll.pcap).
 std::string split_name(const std::string& path, int dlt) {
@@ -322,7 +327,9 @@ std::vector<std::string> pcap_output_paths(const PortSpec& out) {
 }
 
 PcapWriter::PcapWriter(const PortSpec& out, bool nanosecond, int snaplen, int linktype)
-    : nano_(nanosecond), snaplen_(snaplen), linktype_(linktype), paths_(pcap_output_paths(out)) {
+    : rot_size_(out.rotate_size), rot_every_(out.rotate_every_ns), rot_keep_(out.rotate_keep),
+      reopen_seen_(g_reopen.load(std::memory_order_relaxed)), nano_(nanosecond), snaplen_(snaplen),
+      linktype_(linktype), paths_(pcap_output_paths(out)) {
   // Each input's output in the run's link type exists from the start, so a
   // wrong path fails before anything is read (and an empty input still has
   // its output).
@@ -342,8 +349,10 @@ PcapWriter::Sink& PcapWriter::sink(uint16_t input, int dlt) {
   if (it == by_key_.end()) {
     auto s = std::make_unique<Sink>();
     s->linktype = dlt;
-    s->path = dlt == linktype_ ? paths_[input] : split_name(paths_[input], dlt);
-    open_sink(*s);
+    s->path = s->base = dlt == linktype_ ? paths_[input] : split_name(paths_[input], dlt);
+    // A rotating output's first part is named after its first record.
+    if (rotating()) s->fresh = true;
+    else open_sink(*s);
     it = by_key_.emplace(key, s.get()).first;
     sinks_.push_back(std::move(s));
   }
@@ -359,24 +368,36 @@ PcapWriter::Sink& PcapWriter::sink_of(const rte_mbuf* m) {
   return sink(paths_.size() > 1 ? input : 0, dlt);
 }
 
-void PcapWriter::open_sink(Sink& s) {
-  s.dead = pcap_open_dead_with_tstamp_precision(s.linktype, snaplen_,
-                                                nano_ ? PCAP_TSTAMP_PRECISION_NANO : PCAP_TSTAMP_PRECISION_MICRO);
+void PcapWriter::open_sink(Sink& s, bool append) {
+  if (!s.dead)
+    s.dead = pcap_open_dead_with_tstamp_precision(s.linktype, snaplen_,
+                                                  nano_ ? PCAP_TSTAMP_PRECISION_NANO : PCAP_TSTAMP_PRECISION_MICRO);
   if (!s.dead) {
     s.err = ENOMEM;
     return;
   }
-  FILE* f = std::fopen(s.path.c_str(), "wb");
-  if (!f) {
-    s.err = errno;
-    return;
+  if (append) {
+    // libpcap writes the file header when the file is new or empty, and
+    // checks that an existing one has this link type and precision.
+    s.d = pcap_dump_open_append(s.dead, s.path.c_str());
+    if (!s.d) {
+      s.err = errno ? errno : EIO;
+      return;
+    }
+  } else {
+    FILE* f = std::fopen(s.path.c_str(), "wb");
+    if (!f) {
+      s.err = errno;
+      return;
+    }
+    s.d = pcap_dump_fopen(s.dead, f);
+    if (!s.d) {
+      std::fclose(f);
+      s.err = EIO;
+      return;
+    }
   }
-  s.d = pcap_dump_fopen(s.dead, f);
-  if (!s.d) {
-    std::fclose(f);
-    s.err = EIO;
-    return;
-  }
+  FILE* f = pcap_dump_file(s.d);
   // libpcap wrote the file header through stdio; records go straight to the
   // descriptor after it.
   s.fd = fileno(f);
@@ -399,23 +420,29 @@ std::string PcapWriter::failure() const {
   return "";
 }
 
+void PcapWriter::close_sink(Sink& s) {
+  if (!s.d) return;
+  FILE* f = pcap_dump_file(s.d);
+  // pcap_dump_close() reports nothing, so the stream is flushed here
+  // where its error can be seen.
+  if (s.err == 0 && (std::ferror(f) || std::fflush(f) != 0)) s.err = errno ? errno : EIO;
+  // Space reserved past the last record goes back: a truncate to the
+  // same size frees the blocks past the end of file (ext4 and tmpfs,
+  // checked with du; ext4 ignores a hole punched there).
+  if (s.reserved > s.end && ftruncate(s.fd, off_t(s.end)) != 0 && s.err == 0) s.err = errno;
+  pcap_dump_close(s.d);
+  s.d = nullptr;
+  s.fd = -1;
+  s.reserve = false;
+  s.end = s.reserved = 0;
+}
+
 std::string PcapWriter::close() {
   if (closed_) return close_error_;
   closed_ = true;
   for (auto& sp : sinks_) {
     Sink& s = *sp;
-    if (s.d) {
-      FILE* f = pcap_dump_file(s.d);
-      // pcap_dump_close() reports nothing, so the stream is flushed here
-      // where its error can be seen.
-      if (s.err == 0 && (std::ferror(f) || std::fflush(f) != 0)) s.err = errno ? errno : EIO;
-      // Space reserved past the last record goes back: a truncate to the
-      // same size frees the blocks past the end of file (ext4 and tmpfs,
-      // checked with du; ext4 ignores a hole punched there).
-      if (s.reserved > s.end && ftruncate(s.fd, off_t(s.end)) != 0 && s.err == 0) s.err = errno;
-      pcap_dump_close(s.d);
-      s.d = nullptr;
-    }
+    close_sink(s);
     if (s.dead) pcap_close(s.dead);
     s.dead = nullptr;
     if (s.err && close_error_.empty()) close_error_ = s.path + ": " + std::strerror(s.err);
@@ -441,14 +468,73 @@ void PcapWriter::reserve(Sink& s, size_t batch) {
     s.reserve = false;
 }
 
+void pcap_request_reopen() { g_reopen.fetch_add(1, std::memory_order_relaxed); }
+
+void PcapWriter::reopen_all() {
+  for (auto& sp : sinks_) {
+    Sink& s = *sp;
+    if (s.err) continue;
+    if (rotating()) {
+      s.fresh = true;  // the next record starts a part under a new name
+      continue;
+    }
+    close_sink(s);
+    open_sink(s, true);
+  }
+}
+
+// An upper bound of a record's bytes in the file (its header, and a link
+// header that may be longer than the stand-in Ethernet one).
+static uint64_t record_bound(const rte_mbuf* m) { return 16 + uint64_t(m->pkt_len) + 32; }
+
+bool PcapWriter::part_ends(const Sink& s, const rte_mbuf* m, uint64_t end) const {
+  if (!rotating()) return false;
+  if (s.fresh || !s.d) return true;
+  if (rot_every_ && mbuf_ts(m) >= s.period_end) return true;
+  // A part holds at least one record, whatever its size.
+  return rot_size_ && end > 24 && end + record_bound(m) > rot_size_;
+}
+
+void PcapWriter::new_part(Sink& s, uint64_t ts) {
+  close_sink(s);
+  const uint64_t start = rot_every_ ? ts / rot_every_ * rot_every_ : ts;
+  s.period_end = rot_every_ ? start + rot_every_ : UINT64_MAX;
+  const time_t secs = time_t(start / 1000000000ULL);
+  std::tm tm{};
+  gmtime_r(&secs, &tm);
+  char when[32];
+  std::strftime(when, sizeof when, "%Y%m%dT%H%M%SZ", &tm);
+  const auto sl = s.base.rfind('/'), dot = s.base.rfind('.');
+  const bool ext = dot != std::string::npos && (sl == std::string::npos || dot > sl);
+  const std::string stem = ext ? s.base.substr(0, dot) : s.base, tail = ext ? s.base.substr(dot) : "";
+  std::string name = stem + "-" + when + tail;
+  for (int k = 2; std::find(s.parts.begin(), s.parts.end(), name) != s.parts.end(); ++k)
+    name = stem + "-" + when + "-" + std::to_string(k) + tail;
+  s.path = name;
+  s.fresh = false;
+  open_sink(s);
+  s.parts.push_back(name);
+  while (rot_keep_ && s.parts.size() > rot_keep_) {
+    ::unlink(s.parts.front().c_str());
+    s.parts.erase(s.parts.begin());
+  }
+}
+
 void PcapWriter::write_burst(rte_mbuf* const* pkts, unsigned n) {
   if (closed_) return;
+  if (const unsigned g = g_reopen.load(std::memory_order_relaxed); g != reopen_seen_) {
+    reopen_seen_ = g;
+    reopen_all();
+  }
   // Runs of packets for one file (all of them, but for a capture of several
-  // link types or an output per input) go out with one writev each.
+  // link types, an output per input, or a part that ends) go out with one
+  // writev each; a part ends between two records, never inside one.
   for (unsigned i = 0; i < n;) {
     Sink& s = sink_of(pkts[i]);
+    if (part_ends(s, pkts[i], s.end) && !s.err) new_part(s, mbuf_ts(pkts[i]));
+    uint64_t end = s.end + record_bound(pkts[i]);
     unsigned j = i + 1;
-    while (j < n && &sink_of(pkts[j]) == &s) ++j;
+    while (j < n && &sink_of(pkts[j]) == &s && !part_ends(s, pkts[j], end)) end += record_bound(pkts[j++]);
     if (!s.err && s.d) write_run(s, pkts + i, j - i);
     i = j;
   }

@@ -88,6 +88,12 @@ class PcapWriter {
   // a link type other than `linktype` (a pcapng with interfaces of several
   // types, or inputs of several types) go to a file of their own named
   // after the type: out.pcap -> out.linux_sll.pcap.
+  // With out.rotate_size or out.rotate_every_ns, each file is a part:
+  // out.pcap is written as out-20261126T040000Z.pcap (the UTC start of the
+  // period, or for size alone the first record's second; -2, -3 ... on a
+  // clash), a new part begins between two records when the size would be
+  // passed or the packet time enters a new period, and only the newest
+  // rotate_keep parts are kept.
   PcapWriter(const PortSpec& out, bool nanosecond, int snaplen, int linktype);
   ~PcapWriter();
   PcapWriter(const PcapWriter&) = delete;
@@ -123,10 +129,24 @@ class PcapWriter {
     // system takes fallocate): the file offset written up to and reserved to.
     bool reserve = false;
     uint64_t end = 0, reserved = 0;
+    // Rotation: the name the parts are made from, when the current part's
+    // period ends (packet time), whether the next record starts a part,
+    // and the parts written, oldest first.
+    std::string base;
+    uint64_t period_end = 0;
+    bool fresh = false;
+    std::vector<std::string> parts;
   };
+  bool rotating() const { return rot_size_ || rot_every_; }
+  bool part_ends(const Sink& s, const rte_mbuf* m, uint64_t end) const;
+  void new_part(Sink& s, uint64_t ts_ns);
+  void close_sink(Sink& s);
+  void reopen_all();
+  uint64_t rot_size_ = 0, rot_every_ = 0;
+  unsigned rot_keep_ = 0, reopen_seen_ = 0;
   Sink& sink(uint16_t input, int dlt);
   Sink& sink_of(const rte_mbuf* m);
-  void open_sink(Sink& s);
+  void open_sink(Sink& s, bool append = false);
   void write_run(Sink& s, rte_mbuf* const* pkts, unsigned n);
   void reserve(Sink& s, size_t batch);
   bool nano_;
@@ -143,6 +163,11 @@ class PcapWriter {
   std::vector<uint8_t> linear_;
   uint64_t packets_ = 0, bytes_ = 0;
 };
+
+// Asks every pcap output to reopen its file before its next record (SIGHUP,
+// after logrotate moved the files away): a file that exists is appended to,
+// a rotating output starts a new part. Async-signal-safe.
+void pcap_request_reopen();
 
 // The files a pcap output writes in the run's link type: out.spec, or one
 // per input in the folder that mirrors them.

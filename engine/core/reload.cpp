@@ -14,7 +14,7 @@ namespace amon::engine {
 namespace {
 
 extern "C" void on_signal(int sig) {
-  if (sig == SIGHUP) g_hup.store(1, std::memory_order_relaxed);
+  if (sig == SIGHUP) g_hup.store(1, std::memory_order_relaxed), pcap_request_reopen();
   else if (sig == SIGUSR1) g_usr1.store(1, std::memory_order_relaxed);
   else g_signal.store(sig, std::memory_order_relaxed);
 }

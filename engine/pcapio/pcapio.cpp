@@ -66,8 +66,11 @@ Capture::Capture(const std::string& path) : path_(path) {
 }
 
 Capture::~Capture() {
-  if (gz_) gzclose(static_cast<gzFile>(gz_));
-  else if (fd_ >= 0) ::close(fd_);
+  if (zs_) {
+    inflateEnd(static_cast<z_stream*>(zs_));
+    delete static_cast<z_stream*>(zs_);
+  }
+  if (fd_ >= 0) ::close(fd_);
 }
 
 void Capture::open_source() {
@@ -82,27 +85,76 @@ void Capture::open_source() {
       file_bytes_ = uint64_t(st.st_size);
     }
   }
-  // gzip is known by its magic. A file is peeked at; a pipe cannot be, so
-  // it goes through zlib, which passes data that is not gzip through as it
-  // is (its transparent mode).
-  uint8_t m[2] = {};
-  const bool gz = file_bytes_ ? ::pread(fd_, m, 2, 0) == 2 && m[0] == 0x1f && m[1] == 0x8b : true;
-  if (gz) {
-    gzFile g = gzdopen(fd_, "rb");
-    if (!g) throw BadInput(path_ + ": cannot read through zlib");
-    gzbuffer(g, unsigned(kBuffer));
-    gz_ = g;
-    fd_ = -1;
-  }
   buf_.resize(kBuffer);
+  // gzip is known by its magic. The first two bytes are read as they come
+  // (a pipe gives what it has: nothing waits for a buffer to fill).
+  while (end_ < 2) {
+    const ssize_t n = ::read(fd_, buf_.data() + end_, 2 - end_);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    end_ += size_t(n);
+  }
+  consumed_ = end_;
+  if (end_ == 2 && buf_[0] == 0x1f && buf_[1] == 0x8b) {
+    auto* z = new z_stream{};
+    // 15 + 16: a gzip stream with the largest window.
+    if (inflateInit2(z, 15 + 16) != Z_OK) {
+      delete z;
+      throw BadInput(path_ + ": cannot start zlib");
+    }
+    zs_ = z;
+    zin_.resize(kBuffer);
+    std::memcpy(zin_.data(), buf_.data(), 2);
+    z->next_in = zin_.data();
+    z->avail_in = 2;
+    end_ = 0;
+  }
 }
 
-uint64_t Capture::bytes_read() const {
-  if (gz_) {
-    const z_off_t o = gzoffset(static_cast<gzFile>(gz_));
-    return o > 0 ? uint64_t(o) : 0;
+uint64_t Capture::bytes_read() const { return consumed_; }
+
+// Reads what the descriptor has (at most `room` bytes, at least one unless
+// at its end): -1 on an error.
+ssize_t Capture::read_some(uint8_t* to, size_t room) {
+  for (;;) {
+    const ssize_t n = ::read(fd_, to, room);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && error_.empty()) error_ = path_ + ": " + std::strerror(errno);
+    if (n > 0) consumed_ += uint64_t(n);
+    return n;
   }
-  return consumed_;
+}
+
+// Inflates into `to` what the compressed input gives: bytes produced, 0 at
+// the end of the stream, -1 on an error.
+ssize_t Capture::inflate_some(uint8_t* to, size_t room) {
+  auto* z = static_cast<z_stream*>(zs_);
+  z->next_out = to;
+  z->avail_out = unsigned(std::min<size_t>(room, UINT_MAX));
+  while (z->avail_out == room) {
+    if (zdone_ && z->avail_in) {  // another gzip member follows (as `cat a.gz b.gz` makes)
+      inflateReset(z);
+      zdone_ = false;
+    }
+    if (z->avail_in == 0) {
+      const ssize_t n = read_some(zin_.data(), zin_.size());
+      if (n < 0) return -1;
+      if (n == 0) {
+        if (!zdone_ && error_.empty()) error_ = path_ + ": gzip: the compressed stream is cut short";
+        return zdone_ ? 0 : -1;
+      }
+      z->next_in = zin_.data();
+      z->avail_in = unsigned(n);
+      continue;
+    }
+    const int rc = inflate(z, Z_NO_FLUSH);
+    if (rc == Z_STREAM_END) zdone_ = true;
+    else if (rc != Z_OK && rc != Z_BUF_ERROR) {
+      if (error_.empty()) error_ = path_ + ": gzip: " + (z->msg ? z->msg : "corrupt data");
+      return -1;
+    }
+  }
+  return ssize_t(room - z->avail_out);
 }
 
 size_t Capture::fill(size_t want) {
@@ -114,30 +166,12 @@ size_t Capture::fill(size_t want) {
   }
   if (buf_.size() < want) buf_.resize(want);
   while (end_ < want && !eof_) {
-    const size_t room = std::min<size_t>(buf_.size() - end_, INT_MAX);
-    ssize_t n;
-    if (gz_) {
-      gzFile g = static_cast<gzFile>(gz_);
-      n = gzread(g, buf_.data() + end_, unsigned(room));
-      int zerr = Z_OK;
-      const char* msg = gzerror(g, &zerr);
-      // A stream cut short reads as its data and then 0 with Z_BUF_ERROR.
-      if (n < 0 || (zerr != Z_OK && zerr != Z_BUF_ERROR) || (n == 0 && zerr == Z_BUF_ERROR)) {
-        if (error_.empty()) error_ = path_ + ": gzip: " + (zerr == Z_BUF_ERROR ? "the compressed stream is cut short" : msg);
-        eof_ = true;
-        n = std::max<ssize_t>(n, 0);
-      }
-    } else {
-      n = ::read(fd_, buf_.data() + end_, room);
-      if (n < 0 && errno == EINTR) continue;
-      if (n < 0) {
-        if (error_.empty()) error_ = path_ + ": " + std::strerror(errno);
-        eof_ = true;
-        n = 0;
-      }
-      consumed_ += uint64_t(n);
+    const size_t room = buf_.size() - end_;
+    const ssize_t n = zs_ ? inflate_some(buf_.data() + end_, room) : read_some(buf_.data() + end_, room);
+    if (n <= 0) {
+      eof_ = true;
+      break;
     }
-    if (n == 0) eof_ = true;
     end_ += size_t(n);
   }
   return end_ - pos_;
@@ -174,7 +208,7 @@ void Capture::read_file_header() {
     }
   }
   if (!known || have < 24) {
-    const bool gz_data = gz_ && gzdirect(static_cast<gzFile>(gz_)) == 0;
+    const bool gz_data = zs_ != nullptr;
     throw BadInput(path_ + (gz_data ? ": gzip-compressed, but not a capture (neither pcap nor pcapng)"
                                     : ": not a capture (neither pcap nor pcapng)"));
   }

@@ -16,6 +16,7 @@
 #include <memory>
 #include <stdexcept>
 #include <string>
+#include <sys/types.h>
 #include <vector>
 
 namespace amon::pcapio {
@@ -56,7 +57,7 @@ class Capture {
   // Whether any interface seen so far stamps finer than a microsecond (a
   // nanosecond pcap, or a pcapng if_tsresol below 1 us).
   bool nanosecond() const { return nano_; }
-  bool gzip() const { return gz_ != nullptr; }
+  bool gzip() const { return zs_ != nullptr; }
   // How far into the file (compressed bytes for gzip) the reading is.
   uint64_t bytes_read() const;
   // The file's size on disk, 0 for a pipe.
@@ -71,7 +72,9 @@ class Capture {
     uint64_t tsres_num, tsres_den;  // seconds per unit as a fraction: 1/den or 2^-k (den = 0: shift k in num)
     int64_t tsoffset;
   };
-  size_t fill(size_t want);  // bytes available at pos_ after making `want` available if it can
+  size_t fill(size_t want);
+  ssize_t read_some(uint8_t* to, size_t room);
+  ssize_t inflate_some(uint8_t* to, size_t room);  // bytes available at pos_ after making `want` available if it can
   void open_source();
   void read_file_header();
   // pcapng: the next packet (true) or end/error (false); with until_iface,
@@ -85,7 +88,9 @@ class Capture {
 
   std::string path_, error_;
   int fd_ = -1;
-  void* gz_ = nullptr;  // gzFile
+  void* zs_ = nullptr;  // z_stream of a gzip input
+  std::vector<uint8_t> zin_;  // its compressed bytes
+  bool zdone_ = false;        // the current gzip member has ended
   std::vector<uint8_t> buf_;
   size_t pos_ = 0, end_ = 0;
   bool eof_ = false;
