@@ -159,6 +159,14 @@ int tel_reload(const char*, const char*, rte_tel_data* d) {
   return 0;
 }
 
+// logrotate's postrotate without a reload: every pcap output reopens its
+// file before its next record.
+int tel_reopen(const char*, const char*, rte_tel_data* d) {
+  pcap_request_reopen();
+  rte_tel_data_string(d, "reopen queued");
+  return 0;
+}
+
 }  // namespace
 
 void register_telemetry(Engine& E) {
@@ -176,6 +184,7 @@ void register_telemetry(Engine& E) {
   rte_telemetry_register_cmd("/amon/zanon", tel_zanon, "z-anonymity store: values, bytes, observations, evictions");
   rte_telemetry_register_cmd("/amon/flows", tel_flows, "Flow table totals over all workers");
   rte_telemetry_register_cmd("/amon/reload", tel_reload, "Reload policies and keys, as SIGHUP does");
+  rte_telemetry_register_cmd("/amon/reopen", tel_reopen, "Reopen every pcap output file (after logrotate moved it)");
 }
 
 void unregister_telemetry() {
