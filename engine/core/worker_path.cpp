@@ -4,6 +4,7 @@
 
 #include "mbuf_meta.h"
 #include "pcap_port.h"
+#include "stream.h"
 #include "bytes.h"
 
 namespace amon {
@@ -115,12 +116,7 @@ void WorkerPath::process(rte_mbuf* m, Sink sink, void* ctx, bool collect) {
   meta.ts_ns = mbuf_ts(m);
   if (collect && (d.flags & kFlagFragment) && (ofr_on_ || !ofr_.empty()) && linear) [[unlikely]]
     if (outer_fragment(m, data, d, meta.ts_ns, sink, ctx)) return;
-  if (wants_flows_ && d.has_ip() && d.dst_off() + d.addr_len() <= cap0 && d.src_off() + d.addr_len() <= cap0)
-    flows_->lookup(data, d, meta.ts_ns, meta);
-  if (meta.flow) refresh_flow(meta.flow);
-  // A packet that does not decode says nothing reliable about its roles
-  // (ports and flags may be missing): both ends are treated as users.
-  if (d.status != DecodeStatus::Ok) meta.roles_uncertain = true;
+  flow_of(data, d, cap0, meta);
   consumers(m, data, d, meta, sink, ctx);
 }
 
@@ -165,11 +161,7 @@ void WorkerPath::process_burst(rte_mbuf** pkts, unsigned n, Sink sink, void* ctx
     }
     if (k) {
       flows_->lookup_staged(datas, ds, want, k, metas);
-      if (wants_flows_)
-        for (unsigned i = 0; i < k; ++i)
-          if (metas[i].flow) refresh_flow(metas[i].flow);
-      for (unsigned j = 0; j < k; ++j)  // as in process(): no roles from a packet that does not decode
-        if (ds[j].status != DecodeStatus::Ok) metas[j].roles_uncertain = true;
+      for (unsigned i = 0; i < k; ++i) flow_found(ds[i], metas[i]);
       // The burst routes check no deadline per packet: they wait while a
       // held stream or an outer datagram could expire before one of the
       // burst's packets, so that the output does not depend on batching.
@@ -186,10 +178,6 @@ void WorkerPath::process_burst(rte_mbuf** pkts, unsigned n, Sink sink, void* ctx
 }
 
 namespace {
-inline uint32_t tcp_seq(const uint8_t* data, const Decoded& d) {
-  const uint8_t* t = data + d.l4_off + 4;
-  return uint32_t(t[0]) << 24 | uint32_t(t[1]) << 16 | uint32_t(t[2]) << 8 | t[3];
-}
 constexpr uint8_t kTcpFin = 0x01, kTcpRst = 0x04;
 }  // namespace
 
@@ -219,16 +207,12 @@ bool WorkerPath::start_hold(rte_mbuf* m, const uint8_t* data, const Decoded& d, 
   if (h.bytes.size() < hl_.bytes + 64) h.bytes.resize(hl_.bytes + 64);  // once per slot; slack for Hyperscan
   std::memcpy(h.bytes.data(), data + d.payload_off, d.payload_len);
   h.hdr.assign(data, data + d.payload_off);
-  h.hd = d;
   h.segs.clear();
-  h.segs.push_back({m, 0, d.payload_len, meta.ts_ns, meta.flow_first});
+  h.segs.push_back({m, 0, d.payload_len, meta.ts_ns, meta.flow_first, d});
   ++held_segs_;
   ++st_.streams_held;
   ++st_.segments_held;
-  // The stream takes over from the byte counts the first parse left.
-  h.fs->hold[h.dir] = uint16_t(idx + 1);
-  h.fs->pending[h.dir] = 0;
-  h.fs->names_done &= uint8_t(~(1u << h.dir));
+  StreamTracker(*h.fs, h.dir).hold_started(idx);
   return true;
 }
 
@@ -253,7 +237,7 @@ bool WorkerPath::hold_add(Hold& h, rte_mbuf* m, const uint8_t* data, const Decod
   // A retransmission that disagrees with what was held overwrites it: the
   // output carries the stream's version of every byte, rewritten.
   std::memcpy(h.bytes.data() + off, data + d.payload_off, d.payload_len);
-  h.segs.push_back({m, uint32_t(off), d.payload_len, meta.ts_ns, meta.flow_first});
+  h.segs.push_back({m, uint32_t(off), d.payload_len, meta.ts_ns, meta.flow_first, d});
   ++held_segs_;
   ++st_.segments_held;
   uint32_t cov = h.contiguous;
@@ -277,8 +261,8 @@ bool WorkerPath::hold_add(Hold& h, rte_mbuf* m, const uint8_t* data, const Decod
 void WorkerPath::release(uint16_t idx, L7State st, Sink sink, void* ctx) {
   Hold& h = holds_[idx];
   FlowState* fs = h.fs;
-  const uint8_t bit = uint8_t(1u << h.dir);
-  fs->hold[h.dir] = 0;
+  StreamTracker stream(*fs, h.dir);
+  stream.hold_ended();
   for (size_t i = 0; i < active_.size(); ++i)
     if (active_[i] == idx) {
       active_[i] = active_.back();
@@ -295,7 +279,7 @@ void WorkerPath::release(uint16_t idx, L7State st, Sink sink, void* ctx) {
     sorig_.resize(total + 64);
     std::memcpy(sorig_.data(), h.hdr.data(), hlen);
     std::memcpy(sorig_.data() + hlen, h.bytes.data(), cov);
-    Decoded sd = h.hd;
+    Decoded sd = h.segs.front().d;
     sd.payload_len = cov;
     sd.cap_len = sd.wire_len = total;
     PacketMeta sm;
@@ -318,18 +302,15 @@ void WorkerPath::release(uint16_t idx, L7State st, Sink sink, void* ctx) {
       sv.result[i] = progs_[i]->rewrite_stream(b.data(), sd, sm, counters_[i]);
       sv.bytes[i] = b.data() + hlen;
     }
-    fs->released |= bit;
-    fs->released_end[h.dir] = h.base + cov;
+    stream.completed(h.base + cov);
     ++st_.streams_completed;
   } else if (st != L7State::None) {
-    fs->stream_failed |= bit;
+    stream.failed();
     ++st_.streams_failed;
   }
   for (const HeldSeg& sg : h.segs) {
     rte_mbuf* m = sg.m;
     const uint8_t* data = rte_pktmbuf_mtod(m, const uint8_t*);
-    Decoded d;
-    decode(data, m->pkt_len, mbuf_wire_len(m), d);
     PacketMeta pm;
     pm.ts_ns = sg.ts;
     pm.initiator_is_src = h.dir == 0;
@@ -348,7 +329,7 @@ void WorkerPath::release(uint16_t idx, L7State st, Sink sink, void* ctx) {
       // Past a gap of a completed header, or a header never completed.
       pm.l7 = st == L7State::None ? L7State::None : st == L7State::Malformed ? L7State::Malformed : L7State::Incomplete;
     }
-    deliver(m, data, d, pm, sink, ctx);
+    deliver(m, data, sg.d, pm, sink, ctx);
   }
   held_segs_ -= uint32_t(h.segs.size());
   h.segs.clear();
@@ -381,13 +362,9 @@ void WorkerPath::flush_held(Sink sink, void* ctx) {
 // consumer rewrites every packet in place, as deliver() would one by one.
 void WorkerPath::prepare_burst(unsigned k) {
   for (unsigned i = 0; i < k; ++i) {
-    const Decoded& d = ds_[i];
-    PacketMeta& meta = metas_[i];
-    if (meta.flow && (d.flags & kFlagFragment) && (d.flags & kFlagTunnel)) [[unlikely]]
-      meta.flow->frag_tunnel = 1;
-    meta.orig = datas_[i];
-    caps_[i] = d.cap_len;
-    wires_[i] = d.wire_len;
+    note_packet(datas_[i], ds_[i], metas_[i]);
+    caps_[i] = ds_[i].cap_len;
+    wires_[i] = ds_[i].wire_len;
   }
 }
 
@@ -409,8 +386,7 @@ void WorkerPath::finish_burst(unsigned consumer, rte_mbuf** ms, unsigned k, Sink
     rte_mbuf* m = ms[i];
     if (verdicts_[i] != Verdict::Forward) [[unlikely]] {
       rte_pktmbuf_free(m);
-      if (verdicts_[i] == Verdict::Filtered) ++c.filtered;
-      else ++c.dropped;
+      count_verdict(c, verdicts_[i]);
       continue;
     }
     // The packet's lengths as decode saw them (ds_) rather than from the
@@ -515,11 +491,7 @@ void WorkerPath::deliver_burst_multi(rte_mbuf** pkts, unsigned k, Sink sink, voi
 
 __attribute__((always_inline)) inline void WorkerPath::consumers(rte_mbuf* m, const uint8_t* data, const Decoded& d,
                                                                 PacketMeta& meta, Sink sink, void* ctx) {
-  // The first fragment says whether the datagram is a tunnel; later
-  // fragments (same flow entry: fragments key on addresses) inherit it.
-  if (meta.flow && (d.flags & kFlagFragment) && (d.flags & kFlagTunnel)) [[unlikely]]
-    meta.flow->frag_tunnel = 1;
-  meta.orig = data;
+  note_packet(data, d, meta);
   if (!ofr_.empty() && meta.ts_ns > ofr_.next_deadline()) [[unlikely]] expire_outer(meta.ts_ns, sink, ctx);
   // Held streams past their deadline leave before the first packet newer
   // than it, whatever the bursts: an offline run gives the same output
@@ -536,18 +508,18 @@ void WorkerPath::consumers_l7(rte_mbuf* m, const uint8_t* data, const Decoded& d
   {
     const bool can_hold = hold_ && holdable(m, d, meta);
     if (!active_.empty() && meta.flow && d.l4_proto == kProtoTcp && d.l4_hdr_len) {
-      FlowState* fs = meta.flow;
       const int dir = meta.initiator_is_src ? 0 : 1;
+      const StreamTracker mine(*meta.flow, dir), other(*meta.flow, dir ^ 1);
       const bool bare_ack = d.payload_len == 0 && !(d.tcp_flags & (kTcpFin | kTcpRst));
-      if (fs->hold[dir] && !bare_ack) {
-        if (can_hold && hold_add(holds_[fs->hold[dir] - 1], m, data, d, meta, sink, ctx)) return;
+      if (mine.held() && !bare_ack) {
+        if (can_hold && hold_add(holds_[mine.held() - 1], m, data, d, meta, sink, ctx)) return;
         // Not holdable (a fragment, a chained frame, cut short): the header
         // cannot be completed, and this packet continues it.
-        if (fs->hold[dir]) release(uint16_t(fs->hold[dir] - 1), L7State::Incomplete, sink, ctx);
+        if (mine.held()) release(uint16_t(mine.held() - 1), L7State::Incomplete, sink, ctx);
       }
       // A reset ends the other direction's wait too.
-      if ((d.tcp_flags & kTcpRst) && fs->hold[dir ^ 1])
-        release(uint16_t(fs->hold[dir ^ 1] - 1), L7State::Incomplete, sink, ctx);
+      if ((d.tcp_flags & kTcpRst) && other.held())
+        release(uint16_t(other.held() - 1), L7State::Incomplete, sink, ctx);
     }
     l7_->reset(++packet_id_);
     analyze_l7(data, d, meta, *l7_);
@@ -572,8 +544,7 @@ __attribute__((always_inline)) inline void WorkerPath::deliver(rte_mbuf* m, cons
     const Verdict v = progs_[0]->process(rte_pktmbuf_mtod(m, uint8_t*), cap, wire, d, meta, c);
     if (v != Verdict::Forward) [[unlikely]] {
       rte_pktmbuf_free(m);
-      if (v == Verdict::Filtered) ++c.filtered;
-      else ++c.dropped;
+      count_verdict(c, v);
       return;
     }
     if (cap < cap0) rte_pktmbuf_trim(m, uint16_t(cap0 - cap));
@@ -635,8 +606,7 @@ __attribute__((always_inline)) inline void WorkerPath::deliver(rte_mbuf* m, cons
     }
     if (v != Verdict::Forward) {
       if (out) rte_pktmbuf_free(out);
-      if (v == Verdict::Filtered) ++c.filtered;
-      else ++c.dropped;
+      count_verdict(c, v);
       continue;
     }
     mbuf_set_wire_len(out, wire);
@@ -685,21 +655,18 @@ void WorkerPath::outer_whole(uint32_t idx, Sink sink, void* ctx) {
   decode(data, len, len, d);
   PacketMeta meta;
   meta.ts_ns = g.frags.back().ts;
-  if (wants_flows_ && d.has_ip() && d.dst_off() + d.addr_len() <= len && d.src_off() + d.addr_len() <= len)
-    flows_->lookup(data, d, meta.ts_ns, meta);
-  if (meta.flow) refresh_flow(meta.flow);
-  if (d.status != DecodeStatus::Ok) meta.roles_uncertain = true;
+  flow_of(data, d, len, meta);
   meta.orig = data;
   if (use_l7_ || !active_.empty()) {
     // As consumers_l7, but the datagram is never held: a header split
     // across it and other segments is not completed (fail closed), and a
     // stream held in its direction ends here.
     if (!active_.empty() && meta.flow && d.l4_proto == kProtoTcp && d.l4_hdr_len) {
-      FlowState* fs = meta.flow;
       const int dir = meta.initiator_is_src ? 0 : 1;
-      if (fs->hold[dir]) release(uint16_t(fs->hold[dir] - 1), L7State::Incomplete, sink, ctx);
-      if ((d.tcp_flags & kTcpRst) && fs->hold[dir ^ 1])
-        release(uint16_t(fs->hold[dir ^ 1] - 1), L7State::Incomplete, sink, ctx);
+      const StreamTracker mine(*meta.flow, dir), other(*meta.flow, dir ^ 1);
+      if (mine.held()) release(uint16_t(mine.held() - 1), L7State::Incomplete, sink, ctx);
+      if ((d.tcp_flags & kTcpRst) && other.held())
+        release(uint16_t(other.held() - 1), L7State::Incomplete, sink, ctx);
     }
     if (l7_) {
       l7_->reset(++packet_id_);
@@ -715,7 +682,7 @@ void WorkerPath::outer_whole(uint32_t idx, Sink sink, void* ctx) {
     uint32_t cap = len, wire = len;
     const Verdict v = progs_[i]->process(wb_.data(), cap, wire, d, meta, c);
     if (v != Verdict::Forward) {
-      (v == Verdict::Filtered ? c.filtered : c.dropped) += n;
+      count_verdict(c, v, n);
       continue;
     }
     // The rewritten datagram's data: what its IP header says, within what is left.

@@ -126,6 +126,7 @@ class WorkerPath {
     uint32_t off, len;  // payload bytes at stream offset `off`
     uint64_t ts;
     bool flow_first;
+    Decoded d;  // as it came: delivered with it at release
   };
   struct Hold {
     FlowState* fs = nullptr;
@@ -136,8 +137,7 @@ class WorkerPath {
     uint64_t deadline = 0;
     std::vector<HeldSeg> segs;
     std::vector<uint8_t> bytes;  // the stream, at its offsets
-    std::vector<uint8_t> hdr;    // the first segment's headers
-    Decoded hd;                  // ... and their decode
+    std::vector<uint8_t> hdr;    // the first segment's headers (segs.front().d their decode)
   };
   bool holdable(const rte_mbuf* m, const Decoded& d, const PacketMeta& meta) const;
   bool start_hold(rte_mbuf* m, const uint8_t* data, const Decoded& d, const PacketMeta& meta);
@@ -162,6 +162,29 @@ class WorkerPath {
   void outer_failed(uint32_t idx, Sink sink, void* ctx);
   void expire_outer(uint64_t now_ns, Sink sink, void* ctx);
   // The flow's per-flow decisions belong to this generation (forget_decisions).
+  // The packet's flow, looked up when both its addresses were captured,
+  // then flow_found.
+  void flow_of(const uint8_t* data, const Decoded& d, uint32_t cap, PacketMeta& meta) {
+    if (wants_flows_ && d.has_ip() && d.dst_off() + d.addr_len() <= cap && d.src_off() + d.addr_len() <= cap)
+      flows_->lookup(data, d, meta.ts_ns, meta);
+    flow_found(d, meta);
+  }
+  // Every route, once the flow is known: the flow takes the current
+  // policies' decisions; a packet that does not decode says nothing
+  // reliable about its roles (ports and flags may be missing), so both
+  // ends are treated as users.
+  void flow_found(const Decoded& d, PacketMeta& meta) {
+    if (meta.flow) refresh_flow(meta.flow);
+    if (d.status != DecodeStatus::Ok) meta.roles_uncertain = true;
+  }
+  // Every route, before the consumers: the first fragment says whether the
+  // datagram is a tunnel, and later fragments (same flow entry: fragments
+  // key on addresses) inherit it; the original bytes.
+  [[gnu::always_inline]] void note_packet(const uint8_t* data, const Decoded& d, PacketMeta& meta) {
+    if (meta.flow && (d.flags & kFlagFragment) && (d.flags & kFlagTunnel)) [[unlikely]]
+      meta.flow->frag_tunnel = 1;
+    meta.orig = data;
+  }
   void refresh_flow(FlowState* fs) {
     FlowEntry* e = reinterpret_cast<FlowEntry*>(reinterpret_cast<char*>(fs) - offsetof(FlowEntry, state));
     if (e->gen != gen_) {

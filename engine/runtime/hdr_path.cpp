@@ -1,22 +1,10 @@
 // The header path: process_hdr and the header kernels compiled per policy
 // shape, for header-only policies on plain TCP/UDP/ICMP packets.
-#include "runtime_impl.h"
+#include "fixup.h"
 
 namespace amon {
 
 namespace {
-// The end of a header rewrite (process_hdr and the kernels): a cut's
-// lengths, the IPv4 header checksum, the L4 checksum (recomputed after a
-// cut, else updated for the addresses and the payload), as the general path
-// does them. The new lengths of a cut are stored after the checksums that
-// cover them have been computed with the new values: a 2-byte store read
-// back by a wider load cannot be forwarded and stalls.
-//
-// Its callers run only on packets for which hdr_packet() held, so bounds
-// the general path must test are known here: the decoder (status Ok) has
-// checked that the IPv4 header is at least 20 bytes and the TCP header at
-// least 20 (UDP and ICMP 8), and both are captured, since the payload
-// starts within what was captured.
 // The general path's step for mapped addresses written as text in the
 // kept payload (addr_text.h), for the header paths: `old_sum`/`new_sum`
 // and `payload_changed` as finish_hdr takes them (old_sum is already the
@@ -61,70 +49,20 @@ namespace {
   payload_changed = new_sum != old_sum;
 }
 
+// The end of a header rewrite (process_hdr and the kernels): the general
+// path's fix-up of lengths and checksums for the packets hdr_packet() holds
+// for, a cut being at the payload.
 [[gnu::always_inline]] inline Verdict finish_hdr(uint8_t* buf, uint32_t& cap, uint32_t& wire, const Decoded& d,
                                                  const uint8_t* old, bool addr_changed, bool cut_wanted,
                                                  bool payload_changed, uint16_t old_sum, uint16_t new_sum) {
-  const bool v4 = d.ip_version == 4;
-  const uint32_t alen = v4 ? 4 : 16, so = d.src_off(), dof = d.dst_off();
-  bool cut = false;
-  uint8_t* const ip = buf + d.l3_off;
-  const bool udp = d.l4_proto == kProtoUdp;
-  bool v4_len = false, udp_len = false;
-  uint16_t new_l3 = 0, new_udp = 0;
-  if (cut_wanted) {
-    const uint32_t cut_at = d.payload_off;
-    if (cut_at < cap || (cut_at == cap && wire > cap)) {
-      cut = true;
-      cap = wire = cut_at;
-      const uint32_t l3len = cut_at - d.l3_off;
-      if (v4) v4_len = true, new_l3 = uint16_t(l3len);
-      else wr16(ip + 4, uint16_t(l3len - 40));
-      if (udp) udp_len = true, new_udp = uint16_t(cut_at - d.l4_off);
-    }
-  }
-  if (v4 && (addr_changed || cut)) {
-    if (d.l3_hdr_len == 20) {
-      wr16(ip + 10, ipv4_header_checksum20(ip, v4_len ? int32_t(new_l3) : -1));
-    } else {
-      if (v4_len) wr16(ip + 2, new_l3), v4_len = false;
-      wr16(ip + 10, ipv4_header_checksum({ip, d.l3_hdr_len}));
-    }
-  }
-  if (v4_len) wr16(ip + 2, new_l3);
-
-  const bool icmp4 = d.l4_proto == kProtoIcmp;
-  const uint32_t csum_off = udp ? 6 : d.l4_proto == kProtoTcp ? 16 : 2;
-  uint8_t* const l4 = buf + d.l4_off;
-  if (cut) {
-    if (udp && rd16(l4 + 6) == 0) {  // no checksum in use
-      if (udp_len) wr16(l4 + 4, new_udp);
-      return Verdict::Forward;
-    }
-    const std::span<const uint8_t> seg{l4, cap - d.l4_off};
-    if (icmp4) {
-      wr16(l4 + 2, 0);
-      wr16(l4 + 2, csum_finish(csum_sum(seg)));
-    } else {
-      const int32_t ulen = udp_len ? int32_t(new_udp) : -1;
-      wr16(l4 + csum_off, v4 ? l4_checksum_short(ip + 12, ip + 16, true, d.l4_proto, l4, seg.size(), csum_off, ulen)
-                             : l4_checksum_short(ip + 8, ip + 24, false, d.l4_proto, l4, seg.size(), csum_off, ulen));
-      if (udp_len) wr16(l4 + 4, new_udp);
-    }
-    return Verdict::Forward;
-  }
-  if (!addr_changed && !payload_changed) return Verdict::Forward;
-  uint16_t ck = rd16(l4 + csum_off);
-  if (udp && ck == 0) return Verdict::Forward;  // the sender computed none
-  if (addr_changed && !icmp4) {
-    // One update per address, as the general path does (the representation
-    // of zero could differ otherwise).
-    ck = csum_replace_addr(ck, old, buf + so, v4);
-    ck = csum_replace_addr(ck, old + alen, buf + dof, v4);
-  }
-  if (payload_changed) ck = csum_finish(csum_add(csum_add(uint16_t(~ck), uint16_t(~old_sum)), new_sum));
-  if (udp && ck == 0) ck = 0xffff;
-  wr16(l4 + csum_off, ck);
-  return Verdict::Forward;
+  Rewritten r;
+  r.old = old;
+  r.addr_changed = addr_changed;
+  r.cut_at = cut_wanted ? d.payload_off : UINT32_MAX;
+  r.payload_changed = payload_changed;
+  r.old_sum = old_sum;
+  r.new_sum = new_sum;
+  return fix_lengths_checksums<true>(buf, cap, wire, d, r);
 }
 }  // namespace
 

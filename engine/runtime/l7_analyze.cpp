@@ -1,6 +1,7 @@
 // The application analysis once per packet, before the consumers: detects
-// the protocol, parses it, keeps the flow's stream state.
+// the protocol, parses it, and tells the flow's stream state (StreamTracker) what the parse found.
 #include "runtime_impl.h"
+#include "stream.h"
 
 namespace amon {
 
@@ -31,13 +32,10 @@ inline __attribute__((always_inline)) L7State parse_plugin(const ProtocolPlugin&
   ProtoOccs& O = *P.occs;
   O.clear();
   const ProtoStatus st = pp.parse(P.state_of(app), pkt, O);
-  if (fs && pp.l4_proto == kProtoTcp) {
-    if (O.need) fs->pending[dir] = O.need;
-    if (st == ProtoStatus::Parsed && O.rest_clear && fs->pending[dir]) fs->names_done |= uint8_t(1u << dir);
+  if (fs) {
+    if (O.done) fs->app_done |= 1u << dir;
+    StreamTracker(*fs, dir).after_parse(O, st == ProtoStatus::Parsed, pp.l4_proto == kProtoTcp);
   }
-  if (fs && O.done) fs->app_done |= 1u << dir;
-  if (fs && O.payload_left) fs->body[dir] = O.payload_left;
-  if (fs && O.payload_open) fs->unbounded[dir] = 1;
   P.hold_hint = O.hold && st == ProtoStatus::Incomplete && pp.holds;
   switch (st) {
     case ProtoStatus::None: return L7State::None;
@@ -62,56 +60,6 @@ inline __attribute__((always_inline)) ProtoPacket plugin_packet(const uint8_t* p
     pkt.flow_no = fs->flow_no;
   }
   return pkt;
-}
-
-uint32_t tcp_seq(const uint8_t* p, const Decoded& d) {
-  return uint32_t(p[d.l4_off + 4]) << 24 | uint32_t(p[d.l4_off + 5]) << 16 | uint32_t(p[d.l4_off + 6]) << 8 |
-         p[d.l4_off + 7];
-}
-
-// A plugin whose messages are framed by counting bytes (ProtocolPlugin::
-// ordered: bodies of a known length, chunks, heads held until complete)
-// follows them rightly only while the segments come in order. released_end is the sequence number the direction
-// expects next. A repeated segment (a retransmission, or a capture that saw
-// a packet twice) is outside the count (Repeat). A gap (a lost or unseen segment) that may have held the
-// start of a head loses the message boundaries: the direction fails closed
-// (stream_failed) until a segment begins with a message's first line
-// (ProtocolPlugin::message_start), where the parse starts afresh.
-enum class Order : uint8_t { InOrder, Closed, Repeat };
-Order in_order(const ProtocolPlugin& pp, const uint8_t* pl, uint32_t avail, const Decoded& d, const uint8_t* p,
-               bool from_init, FlowState* fs, int dir) {
-  const uint8_t bit = uint8_t(1u << dir);
-  const uint32_t seq = tcp_seq(p, d);
-  if (fs->released & bit) {
-    const int32_t delta = int32_t(seq - fs->released_end[dir]);
-    if (delta < 0 && delta > -(1 << 30)) {
-      // Bytes seen before; any new ones past them were not counted.
-      if (int32_t(seq + d.payload_len - fs->released_end[dir]) > 0) {
-        fs->stream_failed |= bit;
-        fs->released_end[dir] = seq + d.payload_len;
-        return Order::Closed;
-      }
-      return Order::Repeat;
-    }
-    if (delta > 0) {
-      // Lost bytes inside a body of known length are body bytes: the count
-      // goes on past them. Inside a body of unknown length only a message
-      // start ends it, gap or not (analyze_l7). Anything else may have held
-      // a head's start.
-      if (fs->body[dir] >= uint32_t(delta)) fs->body[dir] -= uint32_t(delta);
-      else if (!fs->unbounded[dir]) fs->stream_failed |= bit;
-    } else if (delta != 0) {
-      fs->stream_failed |= bit;
-    }
-  }
-  fs->released |= bit;
-  fs->released_end[dir] = seq + d.payload_len;
-  if (!(fs->stream_failed & bit)) return Order::InOrder;
-  if (!pp.message_start(pl, avail, from_init)) return Order::Closed;
-  fs->stream_failed &= uint8_t(~bit);
-  fs->pending[dir] = fs->body[dir] = 0;
-  fs->unbounded[dir] = 0;
-  return Order::InOrder;
 }
 
 }  // namespace
@@ -155,64 +103,39 @@ void analyze_l7(const uint8_t* p, const Decoded& d, PacketMeta& m, L7Parse& P) {
   if (avail == 0 || app == App::Other || app == App::Unknown) return;
   const uint8_t* pl = p + d.payload_off;
   const ProtocolPlugin* pp = plugin_of(uint8_t(app));
-  if (fs && d.l4_proto == kProtoTcp && pp && pp->ordered) {
-    switch (in_order(*pp, pl, avail, d, p, from_init, fs, dir)) {
-      case Order::InOrder: break;
-      case Order::Closed: m.l7 = L7State::Incomplete; return;
-      case Order::Repeat: {
-        // A repeated segment that starts with a message is parsed as one,
-        // whole within the segment, and leaves the stream's counts as they
-        // were; any other repeat fails closed.
-        m.l7 = L7State::Incomplete;
-        if (!pp->message_start(pl, avail, from_init)) return;
-        const uint32_t pend = fs->pending[dir], body = fs->body[dir];
-        const uint8_t unb = fs->unbounded[dir];
-        fs->pending[dir] = fs->body[dir] = 0;
-        fs->unbounded[dir] = 0;
-        if (parse_plugin(*pp, uint8_t(app), plugin_packet(p, d, avail, from_init, fs, *pp, P), fs, dir, P) == L7State::Parsed) m.l7 = L7State::Parsed;
-        P.hold_hint = false;
-        fs->pending[dir] = pend, fs->body[dir] = body, fs->unbounded[dir] = unb;
-        return;
+  if (fs && d.l4_proto == kProtoTcp) {
+    StreamTracker st(*fs, dir);
+    if (pp && pp->ordered) {
+      switch (st.order(*pp, pl, avail, tcp_seq(p, d), d.payload_len, from_init)) {
+        case StreamTracker::Order::InOrder: break;
+        case StreamTracker::Order::Closed: m.l7 = L7State::Incomplete; return;
+        case StreamTracker::Order::Repeat: {
+          // A repeated segment that starts with a message is parsed as one,
+          // whole within the segment, and leaves the stream's counts as they
+          // were; any other repeat fails closed.
+          m.l7 = L7State::Incomplete;
+          if (!pp->message_start(pl, avail, from_init)) return;
+          const StreamTracker::Counts counts = st.set_aside();
+          if (parse_plugin(*pp, uint8_t(app), plugin_packet(p, d, avail, from_init, fs, *pp, P), fs, dir, P) ==
+              L7State::Parsed)
+            m.l7 = L7State::Parsed;
+          P.hold_hint = false;
+          st.restore(counts);
+          return;
+        }
       }
-    }
-  } else if (fs && d.l4_proto == kProtoTcp) {
-    // A header of this direction could not be completed: what follows may
-    // be its rest, and nothing marks where it ends.
-    if (fs->stream_failed & (1u << dir)) {
+    } else if (st.failed_before() || st.repeats_released(tcp_seq(p, d))) {
       m.l7 = L7State::Incomplete;
       return;
     }
-    // A retransmission of bytes rewritten from a held stream: its slice of
-    // that rewrite is gone, so it cannot be rewritten the same way.
-    if (fs->released & (1u << dir)) {
-      int32_t delta = int32_t(tcp_seq(p, d) - fs->released_end[dir]);
-      if (delta < 0 && delta > -(1 << 30)) {
-        m.l7 = L7State::Incomplete;
-        return;
-      }
-    }
   }
-  if (fs && fs->pending[dir]) {
-    fs->pending[dir] -= std::min<uint32_t>(fs->pending[dir], d.payload_len);
-    // The rest of a ClientHello whose SNI was already found and rewritten
-    // holds no name (one server_name extension per hello, RFC 8446 4.2).
-    m.l7 = (fs->names_done & (1u << dir)) ? L7State::None : L7State::Incomplete;
-    if (!fs->pending[dir]) fs->names_done &= uint8_t(~(1u << dir));
-    return;
-  }
-  if (fs && fs->body[dir]) {  // body bytes of a known length: nothing to parse
-    uint64_t used = std::min<uint64_t>(fs->body[dir], d.payload_len);
-    fs->body[dir] -= used;
-    if (used == d.payload_len) return;
-    m.l7 = L7State::Incomplete;  // a new head starts inside this segment: not located
-    return;
-  }
+  if (fs && StreamTracker(*fs, dir).continues(d.payload_len, m.l7)) return;
   if (pp) {
     if (fs && (fs->app_done >> dir & 1)) return;  // nothing more of its own in this direction
-    if (fs && fs->unbounded[dir]) {
+    if (fs && StreamTracker(*fs, dir).unbounded()) {
       // Inside a payload of unknown length: only a new message ends it.
       if (!pp->payload_ends(pl, avail, detect_app(p, d, from_init, P.probe_scratch) == app)) return;
-      fs->unbounded[dir] = 0;
+      StreamTracker(*fs, dir).end_unbounded();
     }
     m.l7 = parse_plugin(*pp, uint8_t(app), plugin_packet(p, d, avail, from_init, fs, *pp, P), fs, dir, P);
     m.names_echo = P.occs->echo;
@@ -224,7 +147,7 @@ L7State analyze_stream(const uint8_t* b, uint32_t len, uint8_t app, bool from_in
   P.packet = ~0ULL;  // the next packet parses anew
   P.hold_hint = false;
   const int dir = from_initiator ? 0 : 1;
-  if (fs) fs->pending[dir] = 0, fs->names_done &= uint8_t(~(1u << dir));
+  if (fs) StreamTracker(*fs, dir).stream_parse();
   if (const ProtocolPlugin* pp = plugin_of(app))
     return parse_plugin(
         *pp, app,

@@ -42,12 +42,14 @@ struct FlowState {
   uint64_t zdecided = 0;  // bit set once the slot's decision was taken for this flow
   uint64_t zreleased = 0; // bit set when the value was released (not z-private)
   // Application-layer stream state, per direction (0: from the initiator).
+  // pending, body, names_done, unbounded, released, released_end,
+  // stream_failed and hold are written only through StreamTracker (stream.h).
   uint32_t pending[2] = {};     // bytes still belonging to an incomplete header/message
   uint32_t body[2] = {};        // bytes of a known-length payload still to come (ProtoOccs::payload_left; not parsed; capped at 4 GiB)
   // TCP stream holding (engine/core/worker_path.cpp): a header split over
   // segments is held until complete, then rewritten as one.
   // TCP sequence number after the last header rewritten from a held stream;
-  // for an ordered plugin, after the last segment seen in order (l7_analyze.cpp).
+  // for an ordered plugin, after the last segment seen in order (stream.cpp).
   uint32_t released_end[2] = {};
   // This flow's number in its worker, for a plugin that numbers its flows
   // (ProtocolPlugin::numbered; 0 until its first message). The exchange

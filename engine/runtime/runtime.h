@@ -301,6 +301,22 @@ class ProgramInstance {
   template <bool kL7Only>
   Verdict general_path(uint8_t* buf, uint32_t& cap, uint32_t& wire, const Decoded& d, const PacketMeta& m,
                        ConsumerCounters& c);
+  // Its steps (general.cpp, addr_bodies.cpp), on what they share of one
+  // packet (GenPacket, runtime_impl.h). A bool step returns false for a
+  // drop it has counted.
+  struct GenPacket;
+  bool l2_rules(GenPacket& g, Eval& e, ApplyCtx& ctx);
+  Verdict undecoded(GenPacket& g);
+  bool l7_shortcut(GenPacket& g, Eval& e, Verdict& v);  // true: done, with verdict v
+  bool addr_rules(GenPacket& g, Eval& e, ApplyCtx& ctx);
+  bool opaque_and_bodies(GenPacket& g, Eval& e, ApplyCtx& ctx);
+  bool addr_bodies(GenPacket& g, Eval& e, ApplyCtx& ctx);
+  bool icmp_quote(GenPacket& g, ApplyCtx& ctx);
+  bool rip_body(GenPacket& g, bool ripng, Eval& e, ApplyCtx& ctx);
+  bool l7_and_body(GenPacket& g, Eval& e);
+  template <bool kL7Only>
+  bool payload_rule(GenPacket& g, Eval& e, ApplyCtx& ctx);
+  void addr_text(GenPacket& g);
   // process() for a header-only policy on such a packet (see Program::hdr_only_).
   Verdict process_hdr(uint8_t* buf, uint32_t& cap, uint32_t& wire, const Decoded& d, const PacketMeta& m,
                       ConsumerCounters& c);

@@ -56,6 +56,71 @@ struct ProgramInstance::Eval {
   uint32_t body_snap = UINT32_MAX;
 };
 
+// Where a packet on the general path will be cut, and how a part that
+// cannot be kept protected ends (the policy's on_error).
+struct CutState {
+  uint32_t at = UINT32_MAX;  // UINT32_MAX: no cut
+  bool snap = false;         // on_error = snap: the record ends at the cut, its lengths stay
+  bool drop = false;         // on_error = drop
+  bool none() const { return at == UINT32_MAX; }
+  // What follows `from` cannot be kept protected: true when the packet is
+  // dropped for it, else it is cut there (counted in `counter`).
+  [[gnu::always_inline]] bool error(uint32_t from, uint64_t& counter, const Decoded& d, ConsumerCounters& c) {
+    if (drop) return ++c.err_drop, true;
+    // An IP fragment without its data is no valid fragment: drop it instead.
+    // A snapped one keeps its lengths and stays one.
+    if (!snap && (d.flags & kFlagFragment) && from <= d.payload_off) return ++c.err_drop, true;
+    ++counter;
+    at = std::min(at, from);
+    return false;
+  }
+  // The record ends at the cut before any rewrite (a packet not decoded
+  // through its addresses); snapped, once the outer layers are fixed.
+  Verdict end_early(uint32_t& cap, uint32_t& wire, uint32_t& snap_at) const {
+    if (snap) snap_at = std::min(snap_at, at);
+    else cap = wire = at;
+    return Verdict::Forward;
+  }
+};
+
+// One packet on the general path: what its steps share.
+struct ProgramInstance::GenPacket {
+  uint8_t* buf;
+  uint32_t& cap;
+  uint32_t& wire;
+  const Decoded& d;
+  const PacketMeta& m;
+  ConsumerCounters& c;
+  bool protects_addr;
+  uint8_t old_addrs[32] = {};  // the clear source then destination addresses, alen bytes each
+  uint32_t alen = 0;           // 0: the addresses were not captured
+  uint32_t so = 0, dof = 0;    // their offsets in buf
+  const uint8_t* old_src = nullptr;
+  const uint8_t* old_dst = nullptr;
+  bool client_is_src = false, both = false;
+  int pos_rule[2] = {-1, -1};  // the rule each address position took (quotes, ND and RIP map with it)
+  bool addr_changed = false;
+  CutState cut;
+  // The payload (to the transport's end, within what was captured) and
+  // its checksum's bookkeeping: its sum before any rewrite, once taken.
+  uint8_t* pl = nullptr;
+  uint32_t plen = 0;
+  uint16_t old_sum = 0;
+  bool sum_taken = false, changed = false;
+  uint64_t l7_sums[2] = {0, 0};  // see Eval::l7_sums
+  void take_sum() {
+    if (!sum_taken && plen) old_sum = csum_sum({pl, plen}), sum_taken = true;
+  }
+  // An address body is about to be rewritten: the sum of the payload as it
+  // arrived, whatever its length.
+  void body_sum() { old_sum = csum_sum({pl, plen}), sum_taken = changed = true; }
+  bool error(uint32_t from, uint64_t& counter) { return cut.error(from, counter, d, c); }
+};
+
+// What a cut of the payload keeps of an ICMP error's quote or a neighbour
+// discovery message (addr_bodies.cpp).
+uint32_t kept_header(const Decoded& d, const uint8_t* pl, uint32_t plen);
+
 struct ActionPlan {
   const ActionCall* call = nullptr;
   int zslot = -1;

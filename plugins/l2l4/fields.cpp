@@ -1,6 +1,6 @@
 // Fields of the L2-L4 protocols (Ethernet, 802.1Q/QinQ, IPv4, IPv6, TCP, UDP,
 // ICMP) and of the encapsulations around a tunnelled packet. The decoder
-// that finds them is decode.cpp beside this file.
+// that finds them is decode.cpp (and tunnels.cpp) beside this file.
 #include "l2l4.h"
 
 namespace amon::l2l4 {

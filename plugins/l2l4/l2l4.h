@@ -49,6 +49,34 @@ enum : uint8_t {  // Decoded::flags
   kFlagAddrBody = 64,     // addresses in a body the header rules map: ICMPv6 neighbour discovery (133-137), RIPng (UDP 521), RIP (UDP 520)
 };
 
+// RIP (RFC 2453, IPv4) and RIPng (RFC 2080, IPv6) route entries: from and
+// to the protocol's port.
+constexpr uint16_t kPortRip = 520, kPortRipng = 521;
+
+// The flags a transport header's first bytes give (kFlagIcmpError,
+// kFlagAddrBody): UDP by its ports, ICMP and ICMPv6 by the type in
+// `sport`'s high byte (Decoded::sport holds type << 8 | code for them).
+// Every decoder path classifies through this one function.
+[[gnu::always_inline]] inline uint8_t l4_class(uint8_t proto, uint16_t sport, uint16_t dport) {
+  if (proto == kProtoUdp)
+    return sport == dport && (sport == kPortRip || sport == kPortRipng) ? uint8_t(kFlagAddrBody) : 0;
+  const uint8_t type = uint8_t(sport >> 8);
+  if (proto == kProtoIcmp)  // destination unreachable, source quench, redirect, time exceeded, parameter problem
+    return type == 3 || type == 4 || type == 5 || type == 11 || type == 12 ? uint8_t(kFlagIcmpError) : 0;
+  if (proto == kProtoIcmpv6)  // errors below 128 (RFC 4443); neighbour discovery 133-137 (RFC 4861)
+    return type < 128 ? uint8_t(kFlagIcmpError) : type >= 133 && type <= 137 ? uint8_t(kFlagAddrBody) : 0;
+  return 0;
+}
+
+// Which route list a kFlagAddrBody UDP datagram carries: RIP over IPv4,
+// RIPng over IPv6, else none (the other port on the other family).
+enum class RouteList : uint8_t { None, Rip, Ripng };
+inline RouteList route_list(uint8_t ip_version, uint16_t sport) {
+  if (ip_version == 4 && sport == kPortRip) return RouteList::Rip;
+  if (ip_version == 6 && sport == kPortRipng) return RouteList::Ripng;
+  return RouteList::None;
+}
+
 // Encapsulations decoded, at most (deeper nesting stops with kFlagTunnel).
 constexpr int kMaxEncap = 4;
 
@@ -97,7 +125,7 @@ struct Decoded {
   uint32_t wire_len = 0;    // bytes on the wire (>= cap_len)
   uint8_t n_encap = 0;      // layers in encap (kFlagEncap)
   uint16_t inner_eth_off = 0;  // the innermost Ethernet header when an encapsulation carries one, else 0
-  uint64_t tun_ctx = 0;     // the encapsulations' identity, 0 when none (see tunnel_context in decode.cpp)
+  uint64_t tun_ctx = 0;     // the encapsulations' identity, 0 when none (see tunnel_context in tunnels.cpp)
   EncapLayer encap[kMaxEncap];
 
   bool has_ip() const { return ip_version != 0 && status != DecodeStatus::NotIp; }

@@ -178,7 +178,7 @@ MAX_ENCAP = 4
 
 def encap_next(d, r, force_teredo=False):
     """What the IP layer r carries when it is a tunnel amon opens
-    (plugins/l2l4/decode.cpp): (the next IP layer or None, the byte offsets
+    (plugins/l2l4/tunnels.cpp): (the next IP layer or None, the byte offsets
     of this layer's encapsulation headers a rewrite may change: UDP/GRE
     checksum, an inner Ethernet header's MACs). None when r is no tunnel or
     one amon leaves opaque."""

@@ -1,0 +1,126 @@
+// The last step of every rewrite of a packet's own headers: a cut's
+// lengths, the IPv4 header checksum, the L4 checksum (recomputed over what a
+// cut left, else updated for the addresses, the payload and the spans an L7
+// rewrite changed). One function for the general path and the header path;
+// kHdr compiles it for the packets the header path takes.
+#pragma once
+
+#include "runtime_impl.h"  // checksum.h, bytes.h, csum_update_spans
+
+namespace amon {
+
+// What a consumer's rewrite did to the packet, for fix_lengths_checksums.
+struct Rewritten {
+  const uint8_t* old = nullptr;  // the clear source then destination addresses, adjacent
+  bool addr_changed = false;
+  uint32_t cut_at = UINT32_MAX;  // the record ends here (UINT32_MAX: no cut)
+  bool full_sum = false;         // the L4 checksum over what is left, zeros included (a snapped cut)
+  // The payload's sums before and after its rewrite (old_sum is the
+  // original payload's whenever payload_changed is set).
+  bool payload_changed = false;
+  uint16_t old_sum = 0, new_sum = 0;
+  const uint64_t* spans = nullptr;  // an L7 rewrite's span sums (Eval::l7_sums), null: none
+};
+
+// kHdr: the packet is one ProgramInstance::hdr_packet() holds for, and a
+// cut is at its payload. The decoder has then checked that the IPv4 header
+// is at least 20 bytes and the TCP header at least 20 (UDP and ICMP 8),
+// and both are captured, so the general path's bounds tests fall away; and
+// the new lengths of a cut are stored after the checksums that cover them
+// have been computed with the new values: a 2-byte store read back by a
+// wider load cannot be forwarded and stalls.
+template <bool kHdr>
+[[gnu::always_inline]] inline Verdict fix_lengths_checksums(uint8_t* buf, uint32_t& cap, uint32_t& wire,
+                                                            const Decoded& d, const Rewritten& r) {
+  const bool v4 = d.ip_version == 4;
+  const uint32_t alen = v4 ? 4 : 16, so = d.src_off(), dof = d.dst_off();
+  uint8_t* const ip = buf + d.l3_off;
+  const bool udp = d.l4_proto == kProtoUdp;
+  const uint32_t cut_at = r.cut_at;
+  bool cut = false;
+  bool v4_len = false, udp_len = false;  // kHdr: a length still to store
+  uint16_t new_l3 = 0, new_udp = 0;
+  // A cut at the end of the captured bytes still shortens a record the
+  // capture had cut short (wire > cap): its lengths must shrink too.
+  if (cut_at != UINT32_MAX && (cut_at < cap || (cut_at == cap && wire > cap))) {
+    cut = true;
+    cap = wire = cut_at;
+    if (kHdr || cut_at >= d.l3_off + (v4 ? 20u : 40u)) {
+      const uint32_t l3len = cut_at - d.l3_off;
+      if (!v4) wr16(ip + 4, uint16_t(l3len - 40));
+      else if (kHdr) v4_len = true, new_l3 = uint16_t(l3len);
+      else wr16(ip + 2, uint16_t(l3len));
+      if (!kHdr && d.pppoe_off) wr16(buf + d.pppoe_off + 4, uint16_t(cut_at - (d.pppoe_off + 6)));
+      if (udp && (kHdr || (d.l4_hdr_len && cut_at >= d.l4_off + 8))) {
+        if (kHdr) udp_len = true, new_udp = uint16_t(cut_at - d.l4_off);
+        else wr16(buf + d.l4_off + 4, uint16_t(cut_at - d.l4_off));
+      }
+    }
+  }
+
+  if (v4 && (r.addr_changed || cut) && (kHdr || (cap >= d.l3_off + d.l3_hdr_len && d.l3_hdr_len >= 20))) {
+    if (kHdr && d.l3_hdr_len == 20) {
+      wr16(ip + 10, ipv4_header_checksum20(ip, v4_len ? int32_t(new_l3) : -1));
+    } else {
+      if (v4_len) wr16(ip + 2, new_l3), v4_len = false;
+      wr16(ip + 10, ipv4_header_checksum({ip, d.l3_hdr_len}));
+    }
+  }
+  if (v4_len) wr16(ip + 2, new_l3);
+
+  // L4 checksum: present only in a packet that carries the L4 header.
+  if constexpr (!kHdr) {
+    if (d.l4_hdr_len == 0 || (d.flags & kFlagLaterFragment)) return Verdict::Forward;
+    if (d.l4_proto != kProtoTcp && !udp && d.l4_proto != kProtoIcmp && d.l4_proto != kProtoIcmpv6)
+      return Verdict::Forward;
+  }
+  const bool icmp4 = d.l4_proto == kProtoIcmp;
+  const uint32_t csum_off = udp ? 6 : d.l4_proto == kProtoTcp ? 16 : 2;
+  uint8_t* const l4 = buf + d.l4_off;
+  if (!kHdr && d.l4_off + csum_off + 2 > cap) return Verdict::Forward;
+  if (cut || r.full_sum) {
+    // Everything left is captured: recompute in full.
+    if (udp && rd16(l4 + 6) == 0) {  // no checksum in use
+      if (udp_len) wr16(l4 + 4, new_udp);
+      return Verdict::Forward;
+    }
+    const std::span<const uint8_t> seg{l4, cap - d.l4_off};
+    if (icmp4) {
+      wr16(l4 + 2, 0);
+      wr16(l4 + 2, csum_finish(csum_sum(seg)));
+    } else if constexpr (kHdr) {
+      const int32_t ulen = udp_len ? int32_t(new_udp) : -1;
+      wr16(l4 + csum_off, v4 ? l4_checksum_short(ip + 12, ip + 16, true, d.l4_proto, l4, seg.size(), csum_off, ulen)
+                             : l4_checksum_short(ip + 8, ip + 24, false, d.l4_proto, l4, seg.size(), csum_off, ulen));
+      if (udp_len) wr16(l4 + 4, new_udp);
+    } else {
+      wr16(l4 + csum_off, v4 ? l4_checksum_v4(ip + 12, ip + 16, d.l4_proto, seg, csum_off)
+                             : l4_checksum_v6(ip + 8, ip + 24, d.l4_proto, seg, csum_off));
+    }
+    return Verdict::Forward;
+  }
+  const bool spans_changed = !kHdr && r.spans && r.spans[0] != r.spans[1];
+  if (!r.addr_changed && !r.payload_changed && !spans_changed) return Verdict::Forward;
+  uint16_t ck = rd16(l4 + csum_off);
+  if (udp && ck == 0) return Verdict::Forward;  // the sender computed none
+  if (r.addr_changed && !icmp4) {
+    // One update per address, not one for both: the same sum, but the
+    // result could differ in the representation of zero (0x0000/0xffff).
+    if constexpr (kHdr) {
+      ck = csum_replace_addr(ck, r.old, buf + so, v4);
+      ck = csum_replace_addr(ck, r.old + alen, buf + dof, v4);
+    } else {
+      ck = csum_replace(ck, {r.old, alen}, {buf + so, alen});
+      ck = csum_replace(ck, {r.old + alen, alen}, {buf + dof, alen});
+    }
+  }
+  // HC' = ~(~HC + ~m + m') over the payload's sums (RFC 1624 eqn. 3).
+  if (r.payload_changed) ck = csum_finish(csum_add(csum_add(uint16_t(~ck), uint16_t(~r.old_sum)), r.new_sum));
+  // The same over the spans an L7 rewrite changed (bytes after it are old_sum's).
+  if (spans_changed) ck = csum_update_spans(ck, r.spans);
+  if (udp && ck == 0) ck = 0xffff;
+  wr16(l4 + csum_off, ck);
+  return Verdict::Forward;
+}
+
+}  // namespace amon

@@ -1,0 +1,409 @@
+// The encapsulations the decoder descends through: GTP-U v1, VXLAN,
+// VXLAN-GPE, Geneve, GRE (v0 with ERSPAN, PPTP's v1), IP in IP, Teredo; the
+// tunnel context of the flow key; the fast path of one GTP-U or VXLAN layer.
+#include <algorithm>
+#include <cstring>
+
+#include "decode_impl.h"
+
+namespace amon {
+
+namespace l2l4_decode {
+
+bool teredo_by_content(const uint8_t* p, uint32_t o, uint32_t end, uint32_t lim) {
+  uint32_t q = o;
+  if (q + 4 <= end && p[q] == 0 && p[q + 1] == 1) q += 4 + p[q + 2] + p[q + 3] + 9;
+  if (q + 2 <= end && p[q] == 0 && p[q + 1] == 0) q += 8;
+  if (q + 40 > end || (p[q] >> 4) != 6 || uint32_t(p[q + 4] << 8 | p[q + 5]) + 40 > lim - q) return false;
+  auto teredo = [&](uint32_t a) { return p[a] == 0x20 && p[a + 1] == 0x01 && p[a + 2] == 0 && p[a + 3] == 0; };
+  return teredo(q + 8) || teredo(q + 24);
+}
+
+namespace {
+
+// What an encapsulation header says it carries.
+enum class Next : uint8_t { None, Eth, Ip4, Ip6, IpNibble, Mpls };
+
+Next from_ethertype(uint16_t et) {
+  switch (et) {
+    case kEthIpv4: return Next::Ip4;
+    case kEthIpv6: return Next::Ip6;
+    case 0x6558: return Next::Eth;  // transparent Ethernet bridging
+    case kEthMpls: case kEthMplsMc: return Next::Mpls;
+    default: return Next::None;
+  }
+}
+
+// GTP-U v1 (3GPP TS 29.281): only G-PDUs carry user packets; signalling
+// (echo, error indication, end marker) and GTP' are left opaque.
+Next parse_gtpu(const uint8_t* p, uint32_t o, uint32_t end, EncapLayer& L, uint32_t& inner) {
+  if (o + 8 > end) return Next::None;
+  const uint8_t fl = p[o];
+  if ((fl >> 5) != 1 || !(fl & 0x10) || p[o + 1] != 0xff) return Next::None;
+  const uint32_t len = rd16(p + o + 2);
+  if (o + 8 + len > end) return Next::None;
+  const uint32_t gend = o + 8 + len;
+  L.id = uint32_t(p[o + 4]) << 24 | uint32_t(p[o + 5]) << 16 | uint32_t(p[o + 6]) << 8 | p[o + 7];
+  L.has_id = 1;
+  uint32_t q = o + 8;
+  if (fl & 0x07) {  // E, S or PN: sequence number, N-PDU number, next extension type
+    if (q + 4 > gend) return Next::None;
+    uint8_t next = p[q + 3];
+    q += 4;
+    for (int i = 0; next != 0; ++i) {  // extension headers: length in 4-byte units, next type last
+      if (i == 16 || !(fl & 0x04) || q + 1 > gend) return Next::None;
+      const uint32_t el = p[q] * 4u;
+      if (el == 0 || q + el > gend) return Next::None;
+      next = p[q + el - 1];
+      q += el;
+    }
+  }
+  inner = q;
+  return q < gend ? Next::IpNibble : Next::None;
+}
+
+Next parse_vxlan(const uint8_t* p, uint32_t o, uint32_t end, EncapLayer& L, uint32_t& inner) {
+  if (o + 8 > end || !(p[o] & 0x08)) return Next::None;  // I flag: the VNI is valid
+  L.id = uint32_t(p[o + 4]) << 16 | uint32_t(p[o + 5]) << 8 | p[o + 6];
+  L.has_id = 1;
+  inner = o + 8;
+  return Next::Eth;
+}
+
+// VXLAN-GPE (draft-ietf-nvo3-vxlan-gpe): the next protocol is named.
+Next parse_vxlan_gpe(const uint8_t* p, uint32_t o, uint32_t end, EncapLayer& L, uint32_t& inner) {
+  if (o + 8 > end || !(p[o] & 0x08) || (p[o] & 0x30)) return Next::None;  // I set, version 0
+  L.id = uint32_t(p[o + 4]) << 16 | uint32_t(p[o + 5]) << 8 | p[o + 6];
+  L.has_id = 1;
+  inner = o + 8;
+  if (!(p[o] & 0x04)) return Next::Eth;  // no P flag: Ethernet, as VXLAN
+  switch (p[o + 3]) {
+    case 1: return Next::Ip4;
+    case 2: return Next::Ip6;
+    case 3: return Next::Eth;
+    case 5: return Next::Mpls;
+    default: return Next::None;  // NSH and the rest
+  }
+}
+
+// Geneve (RFC 8926): options are skipped by their total length; they are
+// the fabric's metadata and stay as they are.
+Next parse_geneve(const uint8_t* p, uint32_t o, uint32_t end, EncapLayer& L, uint32_t& inner) {
+  if (o + 8 > end || (p[o] >> 6) != 0) return Next::None;
+  const uint32_t hl = 8 + (p[o] & 0x3f) * 4u;
+  if (o + hl > end) return Next::None;
+  L.id = uint32_t(p[o + 4]) << 16 | uint32_t(p[o + 5]) << 8 | p[o + 6];
+  L.has_id = 1;
+  inner = o + hl;
+  return from_ethertype(rd16(p + o + 2));
+}
+
+// PPTP's enhanced GRE (version 1, RFC 2637 4.1) carrying PPP: IPv4 and
+// IPv6 datagrams are decoded; PPP's own control protocols (LCP, PAP and
+// CHAP with the user's name and credentials, IPCP with the address it is
+// given) and compressed or encrypted (MPPE) frames stay opaque. The key
+// field is the payload length and the call ID, not an identifier a policy
+// could rewrite (has_id stays 0).
+Next parse_gre_v1(const uint8_t* p, uint32_t o, uint32_t end, uint16_t fl, uint32_t& inner) {
+  // Key present, no checksum or routing, protocol PPP.
+  if ((fl & 0xe000) != 0x2000 || rd16(p + o + 2) != 0x880b) return Next::None;
+  if (!(fl & 0x1000)) return Next::None;  // no sequence number: an acknowledgement without payload
+  uint32_t q = o + 12 + ((fl & 0x0080) ? 4u : 0u);
+  if (q + 1 > end) return Next::None;
+  // The payload length covers the PPP frame (a cut shortens it: encap_fix).
+  if (q + rd16(p + o + 4) > end) return Next::None;
+  if (q + 2 <= end && p[q] == 0xff && p[q + 1] == 0x03) q += 2;  // address and control, unless compressed away
+  if (q + 1 > end) return Next::None;
+  uint16_t proto;
+  if (p[q] & 1) {  // protocol field compression: one byte
+    proto = p[q];
+    q += 1;
+  } else {
+    if (q + 2 > end) return Next::None;
+    proto = rd16(p + q);
+    q += 2;
+  }
+  inner = q;
+  if (proto == 0x21) return Next::Ip4;
+  if (proto == 0x57) return Next::Ip6;
+  return Next::None;
+}
+
+// GRE version 0 (RFC 2784/2890) with checksum, key and sequence number;
+// ERSPAN type I (no header), II and III (with its platform subheader).
+// Source routing (R) is left opaque.
+Next parse_gre(const uint8_t* p, uint32_t o, uint32_t end, EncapLayer& L, uint32_t& inner) {
+  if (o + 4 > end) return Next::None;
+  const uint16_t fl = rd16(p + o);
+  if ((fl & 0x0007) == 1) {
+    if (o + 8 > end) return Next::None;
+    L.gre_v1 = 1;
+    return parse_gre_v1(p, o, end, fl, inner);
+  }
+  if ((fl & 0x4000) || (fl & 0x0007) != 0) return Next::None;
+  uint32_t q = o + 4;
+  if (fl & 0x8000) L.gre_csum = 1, q += 4;
+  if (fl & 0x2000) {
+    if (q + 4 > end) return Next::None;
+    L.id = uint32_t(p[q]) << 24 | uint32_t(p[q + 1]) << 16 | uint32_t(p[q + 2]) << 8 | p[q + 3];
+    L.has_id = 1;
+    q += 4;
+  }
+  const bool seq = fl & 0x1000;
+  if (seq) q += 4;
+  if (q > end) return Next::None;
+  const uint16_t proto = rd16(p + o + 2);
+  if (proto == 0x88be) {
+    L.kind = Encap::Erspan;
+    if (!seq) {  // type I: the mirrored frame follows the GRE header
+      inner = q;
+      return Next::Eth;
+    }
+    if (q + 8 > end || (p[q] >> 4) != 1) return Next::None;  // type II header, version 1
+    inner = q + 8;
+    return Next::Eth;
+  }
+  if (proto == 0x22eb) {  // type III
+    L.kind = Encap::Erspan;
+    if (q + 12 > end || (p[q] >> 4) != 2) return Next::None;
+    const uint8_t ft = (p[q + 10] >> 2) & 0x1f;
+    uint32_t hl = 12 + ((p[q + 11] & 1) ? 8u : 0u);  // O: platform-specific subheader
+    if (ft != 0 || q + hl > end) return Next::None;  // frame type 0: Ethernet
+    inner = q + hl;
+    return Next::Eth;
+  }
+  inner = q;
+  return from_ethertype(proto);
+}
+
+// Teredo (RFC 4380): IPv6 in UDP, after an optional authentication
+// indicator and origin indication.
+Next parse_teredo(const uint8_t* p, uint32_t o, uint32_t end, uint32_t& inner) {
+  uint32_t q = o;
+  if (q + 2 <= end && rd16(p + q) == 0x0001) {
+    if (q + 4 > end) return Next::None;
+    q += 4 + p[q + 2] + p[q + 3] + 9;  // client id, authentication value, nonce, confirmation
+  }
+  if (q + 2 <= end && rd16(p + q) == 0x0000) q += 8;
+  if (q + 40 > end || (p[q] >> 4) != 6) return Next::None;
+  inner = q;
+  return Next::Ip6;
+}
+
+// Mixes one layer into the tunnel context: the encapsulation, the outer
+// endpoints ordered (so both directions of an inner flow share it) and,
+// for VXLAN, VXLAN-GPE and Geneve, the VNI (the same both ways). Not GTP-U's
+// TEID (each direction of a bearer has its own) nor a GRE key (mirror
+// sessions mark the direction there, as in tunnel-erspan.pcap; NVGRE puts
+// per-flow entropy in its low byte).
+inline void tunnel_context(const uint8_t* p, const EncapLayer& L, uint64_t& h) {
+  // Two CRC32-C lanes with different seeds over the same words: 64 bits,
+  // a few instructions per word (the flow key's hash uses the same unit).
+  uint32_t a = uint32_t(h >> 32) ^ 0x9e3779b9u, b = uint32_t(h) ^ 0x7f4a7c15u;
+  auto mix = [&](uint64_t w) {
+    a = uint32_t(__builtin_ia32_crc32di(a, w));
+    b = uint32_t(__builtin_ia32_crc32di(b, w ^ 0x5bd1e9955bd1e995ULL));
+  };
+  const bool vni = L.has_id && (L.kind == Encap::Vxlan || L.kind == Encap::VxlanGpe || L.kind == Encap::Geneve);
+  mix(uint64_t(L.kind) | uint64_t(L.ip_version) << 8 | (vni ? uint64_t(L.id) << 16 | 1ULL << 48 : 0));
+  const uint8_t* s = p + L.l3_off + (L.ip_version == 4 ? 12 : 8);
+  if (L.ip_version == 4) {
+    uint32_t x, y;
+    std::memcpy(&x, s, 4);
+    std::memcpy(&y, s + 4, 4);
+    x = __builtin_bswap32(x), y = __builtin_bswap32(y);
+    mix(x < y ? uint64_t(x) << 32 | y : uint64_t(y) << 32 | x);
+  } else {
+    const uint8_t* t = s + 16;
+    if (std::memcmp(s, t, 16) > 0) std::swap(s, t);
+    uint64_t w[4];
+    std::memcpy(w, s, 16);
+    std::memcpy(w + 2, t, 16);
+    for (uint64_t x : w) mix(x);
+  }
+  h = (uint64_t(a) << 32 | b) | 1;
+}
+
+
+// One GTP-U G-PDU or VXLAN layer over the frame decode_fast takes (it
+// stopped at the UDP header, d holding the outer IP fields and the ports),
+// carrying a packet decode_fast_inner takes: most tunnelled traffic. The result is the full
+// decoder's (descend's) to the field; anything else returns false.
+// Without it a GTP-U packet cost ~640 instructions to decode instead of
+// ~100 (decode_full, descend, a second decode_link and decode_l4).
+inline bool decode_fast_tunnel(const uint8_t* p, uint32_t cap, uint32_t wire, Decoded& d) {
+  const uint32_t l4 = d.l3_off + d.l3_hdr_len, ip_end = d.l3_off + d.l3_len, ulen = rd16(p + l4 + 4);
+  const uint16_t sport = d.sport, dport = d.dport;
+  // Written in place: on a false return the full decoder starts over.
+  EncapLayer& L = d.encap[0];
+  L = EncapLayer{};
+  L.l3_off = d.l3_off;
+  L.l3_hdr_len = d.l3_hdr_len;
+  L.ip_version = d.ip_version;
+  L.udp_off = uint16_t(l4);
+  L.hdr_off = uint16_t(l4 + 8);
+  const uint32_t lim = std::min(ip_end, l4 + ulen), end = std::min(lim, cap);
+  uint32_t inner = 0, o;
+  uint16_t et;
+  uint8_t n_vlan = 0;
+  uint16_t eth_off = 0;
+  // The order of descend's port tests: GTP-U's port wins over VXLAN's.
+  if (sport == 2152 || dport == 2152) {
+    L.kind = Encap::GtpU;
+    const uint32_t g = l4 + 8;
+    if (g + 8 <= end && p[g] == 0x30 && p[g + 1] == 0xff) {
+      // Version 1, a G-PDU without sequence number or extension headers:
+      // what parse_gtpu finds for it, without its branches.
+      const uint32_t gend = g + 8 + rd16(p + g + 2);
+      uint32_t teid;
+      std::memcpy(&teid, p + g + 4, 4);
+      L.id = __builtin_bswap32(teid);
+      L.has_id = 1;
+      inner = g + 8;
+      if (gend > end || inner >= gend) return false;
+    } else if (parse_gtpu(p, g, end, L, inner) != Next::IpNibble) {
+      return false;
+    }
+    if (inner >= end || inner > 0xffff) return false;
+    const uint8_t v = p[inner] >> 4;
+    if (v == 4) et = kEthIpv4;
+    else if (v == 6) et = kEthIpv6;
+    else return false;
+    o = inner;
+  } else if (sport == 4789 || dport == 4789) {
+    L.kind = Encap::Vxlan;
+    if (parse_vxlan(p, l4 + 8, end, L, inner) != Next::Eth || inner + 14 > end || inner > 0xffff) return false;
+    eth_off = uint16_t(inner);
+    et = rd16(p + inner + 12);
+    o = inner + 14;
+    for (; n_vlan < 2 && (et == kEthVlan || et == kEthQinq || et == kEthQinqOld); ++n_vlan) {
+      if (o + 4 > cap) return false;
+      et = rd16(p + o + 2);
+      o += 4;
+    }
+  } else {
+    return false;
+  }
+  L.inner_off = uint16_t(inner);
+  if (!decode_fast_inner(p, cap, lim, o, et, d)) return false;
+  d.n_vlan = n_vlan;
+  d.n_mpls = 0;
+  d.pppoe_off = 0;
+  d.ipv6_frag_hdr_off = 0;
+  d.ipv6_rh_off = 0;
+  d.cap_len = cap;
+  d.wire_len = wire;
+  d.n_encap = 1;
+  d.inner_eth_off = eth_off;
+  d.tun_ctx = 0;
+  tunnel_context(p, L, d.tun_ctx);
+  return true;
+}
+
+}  // namespace
+
+// Called with d decoded through an IP datagram whose payload is a tunnel
+// (kFlagTunnel): decodes the packet it carries, which then becomes d's
+// L3/L4. Leaves d as it was when the encapsulation cannot be parsed or the
+// nesting is too deep.
+void descend(const uint8_t* p, uint32_t cap, Decoded& d) {
+  if (d.n_encap == kMaxEncap) return;
+  EncapLayer L;
+  L.l3_off = d.l3_off;
+  L.l3_hdr_len = d.l3_hdr_len;
+  L.ip_version = d.ip_version;
+  L.pppoe_off = d.pppoe_off;
+  // lim: where the carrier's payload ends; end: the same within the captured bytes.
+  uint32_t lim = d.l3_off + d.l3_len;
+  uint32_t inner = 0;
+  Next next = Next::None;
+  uint32_t end = std::min(lim, cap);
+  if (d.l4_proto == kProtoUdp) {
+    L.udp_off = uint16_t(d.l4_off);
+    L.hdr_off = uint16_t(d.payload_off);
+    lim = std::min<uint32_t>(lim, d.l4_off + rd16(p + d.l4_off + 4));
+    end = std::min(lim, cap);
+    const uint16_t sp = d.sport, dp = d.dport;
+    auto port = [&](uint16_t x) { return sp == x || dp == x; };
+    const uint32_t o = d.payload_off;
+    if (port(2152)) L.kind = Encap::GtpU, next = parse_gtpu(p, o, end, L, inner);
+    else if (port(4789)) L.kind = Encap::Vxlan, next = parse_vxlan(p, o, end, L, inner);
+    else if (port(4790)) L.kind = Encap::VxlanGpe, next = parse_vxlan_gpe(p, o, end, L, inner);
+    else if (port(6081)) L.kind = Encap::Geneve, next = parse_geneve(p, o, end, L, inner);
+    else if (port(3544) || teredo_by_content(p, o, end, lim)) L.kind = Encap::Teredo, next = parse_teredo(p, o, end, inner);
+  } else if (d.l4_proto == kProtoGre) {
+    L.hdr_off = uint16_t(d.l4_off);
+    L.kind = Encap::Gre;
+    next = parse_gre(p, d.l4_off, end, L, inner);
+  } else {  // IPv4 or IPv6 in IP
+    L.hdr_off = uint16_t(d.l4_off);
+    L.kind = Encap::Ip;
+    inner = d.l4_off;
+    next = d.l4_proto == kProtoIpIp ? Next::Ip4 : Next::Ip6;
+  }
+  if (next == Next::None || inner > end || inner > 0xffff) return;
+  if (next == Next::IpNibble) {
+    if (inner >= end) return;
+    const uint8_t v = p[inner] >> 4;
+    if (v == 4) next = Next::Ip4;
+    else if (v == 6) next = Next::Ip6;
+    else return;
+  }
+  L.inner_off = uint16_t(inner);
+  // From here on d describes the inner packet: its L2-L4 fields start over
+  // (as decode_full's Decoded{} would set them); the layers and context stay.
+  d.encap[d.n_encap++] = L;
+  tunnel_context(p, L, d.tun_ctx);
+  d.status = DecodeStatus::Malformed;
+  d.ip_version = d.n_vlan = d.n_mpls = d.l4_proto = d.tcp_flags = 0;
+  d.flags = kFlagEncap;
+  d.ethertype = d.pppoe_off = d.l3_off = d.l3_hdr_len = d.l4_hdr_len = d.sport = d.dport = 0;
+  d.ipv6_frag_hdr_off = d.ipv6_rh_off = d.inner_eth_off = 0;
+  d.l3_len = d.l4_off = d.payload_off = d.payload_len = 0;
+  d.good_until = inner;
+  switch (next) {
+    case Next::Eth:
+      if (inner + 14 > end) {
+        d.status = inner + 14 > lim ? DecodeStatus::Malformed : DecodeStatus::Truncated;
+        return;
+      }
+      d.inner_eth_off = uint16_t(inner);
+      d.good_until = inner + 14;
+      decode_link(p, cap, inner + 14, rd16(p + inner + 12), d);
+      break;
+    case Next::Ip4: decode_link(p, cap, inner, kEthIpv4, d); break;
+    case Next::Ip6: decode_link(p, cap, inner, kEthIpv6, d); break;
+    case Next::Mpls: decode_link(p, cap, inner, kEthMpls, d); break;
+    default: break;
+  }
+  // The inner datagram must lie within what carries it.
+  if (d.has_ip() && d.l3_len && d.l3_off + d.l3_len > lim) {
+    d.status = DecodeStatus::Malformed;
+    d.good_until = std::min<uint32_t>(d.good_until, d.l3_off);
+  }
+}
+
+// Called, as decode_full is, in tail position: decode() itself needs no
+// stack frame, which a call whose result it had to test would cost every
+// packet.
+[[gnu::noinline]] void decode_tunnel(const uint8_t* p, uint32_t cap, uint32_t wire_len, Decoded& d) {
+  if (!decode_fast_tunnel(p, cap, wire_len < cap ? cap : wire_len, d)) decode_full(p, cap, wire_len, d);
+}
+
+}  // namespace l2l4_decode
+
+const char* encap_name(Encap e) {
+  switch (e) {
+    case Encap::Ip: return "ip-in-ip";
+    case Encap::Gre: return "gre";
+    case Encap::Erspan: return "erspan";
+    case Encap::Vxlan: return "vxlan";
+    case Encap::VxlanGpe: return "vxlan-gpe";
+    case Encap::Geneve: return "geneve";
+    case Encap::GtpU: return "gtp-u";
+    case Encap::Teredo: return "teredo";
+    default: return "none";
+  }
+}
+
+}  // namespace amon
