@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "audit_impl.h"
+#include "pcapio.h"
 
 namespace amon::audit {
 
