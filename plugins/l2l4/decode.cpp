@@ -62,7 +62,8 @@ void decode_l4(const uint8_t* p, uint32_t cap, Decoded& d) {
       d.l4_hdr_len = 8;
       d.sport = rd16(p + off);
       d.dport = rd16(p + off + 2);
-      if (is_udp_tunnel_port(d.sport) || is_udp_tunnel_port(d.dport) ||
+      // A first fragment's UDP length is the datagram's: what it holds ends with the fragment.
+      if (is_udp_tunnel(p, off + 8, std::min({cap, ip_end, off + ulen}), off + ulen, d.sport, d.dport) ||
           (!frag && ulen >= 48 && teredo_by_content(p, off + 8, std::min(cap, off + ulen), off + ulen)))
         d.flags |= kFlagTunnel;
       d.flags |= l4_class(kProtoUdp, d.sport, d.dport);  // RIP, RIPng route entries
@@ -247,7 +248,7 @@ inline int decode_fast(const uint8_t* p, uint32_t cap, uint32_t wire, Decoded& d
     const uint16_t sport = rd16(p + l4), dport = rd16(p + l4 + 2);
     d.sport = sport;
     d.dport = dport;
-    if (is_udp_tunnel_port(sport) || is_udp_tunnel_port(dport)) return 2;  // decoded through
+    if (is_udp_tunnel(p, l4 + 8, std::min(cap, l4 + ulen), l4 + ulen, sport, dport)) return 2;  // decoded through
     // Peer-to-peer Teredo: the full way.
     if (ulen >= 48 && teredo_by_content(p, l4 + 8, std::min(cap, l4 + ulen), l4 + ulen)) return false;
     flags = l4_class(kProtoUdp, sport, dport);  // RIP, RIPng route entries

@@ -15,12 +15,31 @@ constexpr uint16_t kEthIpv4 = 0x0800, kEthIpv6 = 0x86dd, kEthVlan = 0x8100, kEth
                    kEthQinqOld = 0x9100, kEthMpls = 0x8847, kEthMplsMc = 0x8848, kEthPppoeSess = 0x8864;
 constexpr int kMaxVlan = 4, kMaxMpls = 8, kMaxV6Ext = 8;
 
-// UDP ports of tunnels that carry whole frames or IP packets: VXLAN,
-// VXLAN-GPE, Geneve, GTP-U, Teredo. Their payload holds other users'
-// addresses: it is decoded as a packet of its own (descend), or, when that
-// fails, cut for a consumer that protects addresses.
-inline bool is_udp_tunnel_port(uint16_t p) {
-  return p == 4789 || p == 4790 || p == 6081 || p == 2152 || p == 3544;
+// UDP tunnels that carry whole frames or IP packets. Their payload holds
+// other users' addresses: it is decoded as a packet of its own (descend),
+// or, when that fails, cut for a consumer that protects addresses. VXLAN
+// (RFC 7348), VXLAN-GPE and Geneve (RFC 8926) are sent to their port
+// whatever the source: recognised by the destination port. GTP-U (3GPP TS
+// 29.281) and Teredo (RFC 4380) use their port at either end. Windows and
+// NAT gateways pick these ports as ephemeral ports too, so the datagram
+// must also hold the tunnel's header (udp_tunnel): a DNS query from port
+// 4789, and its answer to that port, are the plain UDP they are, never cut
+// or dropped for failing to be a tunnel.
+constexpr uint16_t kPortGtpU = 2152, kPortVxlan = 4789, kPortVxlanGpe = 4790, kPortGeneve = 6081,
+                   kPortTeredo = 3544;
+// The ports that may make a datagram a tunnel: the test every UDP packet
+// takes before udp_tunnel's.
+inline bool tunnel_ports(uint16_t sport, uint16_t dport) {
+  return dport == kPortVxlan || dport == kPortGtpU || dport == kPortGeneve || dport == kPortVxlanGpe ||
+         dport == kPortTeredo || sport == kPortGtpU || sport == kPortTeredo;
+}
+// The tunnel a UDP datagram on such ports carries, Encap::None for plain
+// UDP: [o, lim) the UDP payload, end the captured part of it (tunnels.cpp).
+// What cannot be checked for want of captured bytes counts as the tunnel
+// (its payload then stays opaque, fail closed).
+Encap udp_tunnel(const uint8_t* p, uint32_t o, uint32_t end, uint32_t lim, uint16_t sport, uint16_t dport);
+inline bool is_udp_tunnel(const uint8_t* p, uint32_t o, uint32_t end, uint32_t lim, uint16_t sport, uint16_t dport) {
+  return tunnel_ports(sport, dport) && udp_tunnel(p, o, end, lim, sport, dport) != Encap::None;
 }
 
 // Teredo between two Teredo clients (RFC 4380 5.2.6) leaves port 3544: the
@@ -88,7 +107,7 @@ inline bool decode_fast_inner(const uint8_t* p, uint32_t cap, uint32_t lim, uint
     if (l4 + 8 > ip_end || l4 + 8 > cap) return false;
     const uint32_t ulen = rd16(p + l4 + 4);
     if (ulen < 8 || ulen > ip_end - l4) return false;
-    if (is_udp_tunnel_port(rd16(p + l4)) || is_udp_tunnel_port(rd16(p + l4 + 2))) return false;
+    if (is_udp_tunnel(p, l4 + 8, std::min(cap, l4 + ulen), l4 + ulen, rd16(p + l4), rd16(p + l4 + 2))) return false;
     // Peer-to-peer Teredo nests too (decode_l4).
     if (ulen >= 48 && teredo_by_content(p, l4 + 8, std::min(cap, l4 + ulen), l4 + ulen)) return false;
     flags |= l4_class(kProtoUdp, rd16(p + l4), rd16(p + l4 + 2));  // RIP, RIPng route entries

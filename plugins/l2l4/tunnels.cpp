@@ -3,6 +3,7 @@
 // tunnel context of the flow key; the fast path of one GTP-U or VXLAN layer.
 #include <algorithm>
 #include <cstring>
+#include <utility>
 
 #include "decode_impl.h"
 
@@ -10,13 +11,98 @@ namespace amon {
 
 namespace l2l4_decode {
 
-bool teredo_by_content(const uint8_t* p, uint32_t o, uint32_t end, uint32_t lim) {
+namespace {
+
+// Where the IPv6 header of a Teredo datagram would start, after the
+// optional authentication and origin indicators: [o, lim) the UDP payload,
+// end the captured part of it.
+uint32_t teredo_ipv6_at(const uint8_t* p, uint32_t o, uint32_t end) {
   uint32_t q = o;
   if (q + 4 <= end && p[q] == 0 && p[q + 1] == 1) q += 4 + p[q + 2] + p[q + 3] + 9;
   if (q + 2 <= end && p[q] == 0 && p[q + 1] == 0) q += 8;
-  if (q + 40 > end || (p[q] >> 4) != 6 || uint32_t(p[q + 4] << 8 | p[q + 5]) + 40 > lim - q) return false;
-  auto teredo = [&](uint32_t a) { return p[a] == 0x20 && p[a + 1] == 0x01 && p[a + 2] == 0 && p[a + 3] == 0; };
-  return teredo(q + 8) || teredo(q + 24);
+  return q;
+}
+
+bool teredo_address(const uint8_t* a) { return a[0] == 0x20 && a[1] == 0x01 && a[2] == 0 && a[3] == 0; }
+
+// An IPv6 header at q that fits in the rest of the datagram (bubbles come padded).
+bool ipv6_fits(const uint8_t* p, uint32_t q, uint32_t end, uint32_t lim) {
+  return q + 40 <= end && (p[q] >> 4) == 6 && uint32_t(p[q + 4] << 8 | p[q + 5]) + 40 <= lim - q;
+}
+
+// A datagram from or to the GTP-U port holds GTP-U: a version 1 header
+// (protocol type GTP) of a GTP-U message type (TS 29.281 6.1). A G-PDU fits
+// in the datagram and its packet, where captured, starts with an IPv4 or
+// IPv6 header (extension headers are parse_gtpu's to follow; an inner
+// datagram longer than its carrier is a malformed tunnel, not plain UDP:
+// the decoder says so and the runtime fails closed); a signalling message is the rest of the datagram exactly, with
+// the sequence number the specification requires of echo, error
+// indication and extension header notification.
+bool gtpu_plausible(const uint8_t* p, uint32_t o, uint32_t end, uint32_t lim) {
+  if (o + 8 > end) return o + 8 <= lim;  // not captured: fail closed
+  const uint8_t fl = p[o], type = p[o + 1];
+  const uint32_t gend = o + 8 + rd16(p + o + 2);
+  if ((fl >> 5) != 1 || !(fl & 0x10) || gend > lim) return false;
+  if (type != 0xff) {
+    if (gend != lim) return false;
+    if (type == 1 || type == 2 || type == 26 || type == 31) return fl & 0x02;
+    return type == 253 || type == 254;  // tunnel status, end marker
+  }
+  if (fl & 0x07) return true;  // optional fields and extension headers: parse_gtpu
+  const uint32_t q = o + 8;
+  if (q >= end) return true;  // not captured: fail closed
+  return (p[q] >> 4) == 6 || (p[q] >> 4 == 4 && (p[q] & 0xf) >= 5);
+}
+
+// A datagram from or to the Teredo port holds an IPv6 packet that fits in
+// it, from or to a Teredo address (2001:0::/32), or from a link-local one
+// (a client's qualification: its router solicitation to the server).
+bool teredo_plausible(const uint8_t* p, uint32_t o, uint32_t end, uint32_t lim) {
+  const uint32_t q = teredo_ipv6_at(p, o, end);
+  if (q + 40 > end) return q + 40 <= lim;  // not captured: fail closed
+  if (!ipv6_fits(p, q, end, lim)) return false;
+  return teredo_address(p + q + 8) || teredo_address(p + q + 24) || (p[q + 8] == 0xfe && (p[q + 9] & 0xc0) == 0x80);
+}
+
+}  // namespace
+
+// Peer-to-peer Teredo: the IPv6 packet names a Teredo address at one end.
+bool teredo_by_content(const uint8_t* p, uint32_t o, uint32_t end, uint32_t lim) {
+  const uint32_t q = teredo_ipv6_at(p, o, end);
+  return ipv6_fits(p, q, end, lim) && (teredo_address(p + q + 8) || teredo_address(p + q + 24));
+}
+
+namespace {
+// A datagram to the VXLAN (RFC 7348), VXLAN-GPE or Geneve (RFC 8926) port
+// holds such a header: the I flag (VXLAN, VXLAN-GPE) or version 0 (Geneve,
+// VXLAN-GPE), the reserved bits zero (VXLAN's bytes 1-3 carry a group
+// policy when its G flag is set), the options within the datagram and, for
+// Geneve, a protocol it is known to carry (Ethernet, IP, MPLS, NSH). What
+// it carries may still be unknown to the decoder: such a tunnel stays
+// opaque, as before.
+bool vni_header_plausible(Encap k, const uint8_t* p, uint32_t o, uint32_t end, uint32_t lim) {
+  if (o + 8 > end) return o + 8 <= lim;  // not captured: fail closed
+  const uint8_t fl = p[o];
+  if (p[o + 7] != 0) return false;
+  switch (k) {
+    case Encap::Vxlan: return (fl & 0x08) && ((fl & 0x80) || (p[o + 1] | p[o + 2] | p[o + 3]) == 0);
+    case Encap::VxlanGpe: return (fl & 0x08) && !(fl & 0x30) && p[o + 1] == 0 && p[o + 2] == 0;
+    default: {  // Geneve: an EtherType it is known to carry
+      const uint16_t et = rd16(p + o + 2);
+      return (fl >> 6) == 0 && (p[o + 1] & 0x3f) == 0 && o + 8 + (fl & 0x3f) * 4u <= lim &&
+             (et == 0x6558 || et == kEthIpv4 || et == kEthIpv6 || et == kEthMpls || et == kEthMplsMc || et == 0x894f);
+    }
+  }
+}
+}  // namespace
+
+Encap udp_tunnel(const uint8_t* p, uint32_t o, uint32_t end, uint32_t lim, uint16_t sport, uint16_t dport) {
+  if ((sport == kPortGtpU || dport == kPortGtpU) && gtpu_plausible(p, o, end, lim)) return Encap::GtpU;
+  for (const auto [port, k] : {std::pair{kPortVxlan, Encap::Vxlan}, std::pair{kPortVxlanGpe, Encap::VxlanGpe},
+                               std::pair{kPortGeneve, Encap::Geneve}})
+    if (dport == port && vni_header_plausible(k, p, o, end, lim)) return k;
+  if ((sport == kPortTeredo || dport == kPortTeredo) && teredo_plausible(p, o, end, lim)) return Encap::Teredo;
+  return Encap::None;
 }
 
 namespace {
@@ -247,8 +333,8 @@ inline bool decode_fast_tunnel(const uint8_t* p, uint32_t cap, uint32_t wire, De
   uint16_t et;
   uint8_t n_vlan = 0;
   uint16_t eth_off = 0;
-  // The order of descend's port tests: GTP-U's port wins over VXLAN's.
-  if (sport == 2152 || dport == 2152) {
+  const Encap kind = udp_tunnel(p, l4 + 8, end, lim, sport, dport);
+  if (kind == Encap::GtpU) {
     L.kind = Encap::GtpU;
     const uint32_t g = l4 + 8;
     if (g + 8 <= end && p[g] == 0x30 && p[g + 1] == 0xff) {
@@ -270,7 +356,7 @@ inline bool decode_fast_tunnel(const uint8_t* p, uint32_t cap, uint32_t wire, De
     else if (v == 6) et = kEthIpv6;
     else return false;
     o = inner;
-  } else if (sport == 4789 || dport == 4789) {
+  } else if (kind == Encap::Vxlan) {
     L.kind = Encap::Vxlan;
     if (parse_vxlan(p, l4 + 8, end, L, inner) != Next::Eth || inner + 14 > end || inner > 0xffff) return false;
     eth_off = uint16_t(inner);
@@ -323,14 +409,17 @@ void descend(const uint8_t* p, uint32_t cap, Decoded& d) {
     L.hdr_off = uint16_t(d.payload_off);
     lim = std::min<uint32_t>(lim, d.l4_off + rd16(p + d.l4_off + 4));
     end = std::min(lim, cap);
-    const uint16_t sp = d.sport, dp = d.dport;
-    auto port = [&](uint16_t x) { return sp == x || dp == x; };
     const uint32_t o = d.payload_off;
-    if (port(2152)) L.kind = Encap::GtpU, next = parse_gtpu(p, o, end, L, inner);
-    else if (port(4789)) L.kind = Encap::Vxlan, next = parse_vxlan(p, o, end, L, inner);
-    else if (port(4790)) L.kind = Encap::VxlanGpe, next = parse_vxlan_gpe(p, o, end, L, inner);
-    else if (port(6081)) L.kind = Encap::Geneve, next = parse_geneve(p, o, end, L, inner);
-    else if (port(3544) || teredo_by_content(p, o, end, lim)) L.kind = Encap::Teredo, next = parse_teredo(p, o, end, inner);
+    L.kind = tunnel_ports(d.sport, d.dport) ? udp_tunnel(p, o, end, lim, d.sport, d.dport) : Encap::None;
+    if (L.kind == Encap::None && teredo_by_content(p, o, end, lim)) L.kind = Encap::Teredo;
+    switch (L.kind) {
+      case Encap::GtpU: next = parse_gtpu(p, o, end, L, inner); break;
+      case Encap::Vxlan: next = parse_vxlan(p, o, end, L, inner); break;
+      case Encap::VxlanGpe: next = parse_vxlan_gpe(p, o, end, L, inner); break;
+      case Encap::Geneve: next = parse_geneve(p, o, end, L, inner); break;
+      case Encap::Teredo: next = parse_teredo(p, o, end, inner); break;
+      default: break;
+    }
   } else if (d.l4_proto == kProtoGre) {
     L.hdr_off = uint16_t(d.l4_off);
     L.kind = Encap::Gre;

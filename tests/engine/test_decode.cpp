@@ -574,8 +574,12 @@ TEST_CASE("Encapsulations are decoded through to the inner packet", "[decode][tu
     CHECK(d.n_encap == 0);
   }
   SECTION("both directions of an inner flow share the tunnel context; other tunnels do not") {
+    // VXLAN goes to its port both ways (RFC 7348 5: the source port is the
+    // sender's hash): the other direction only swaps the addresses.
+    Bytes back = udp_in(4789, vxlan(4242, cat({eth(0x0800), inner4(true)})));
+    for (int i = 0; i < 4; ++i) std::swap(back[12 + i], back[16 + i]);
     Decoded a = dec(cat({eth(0x0800), udp_in(4789, vxlan(4242, in_eth))}));
-    Decoded b = dec(cat({eth(0x0800), udp_in(4789, vxlan(4242, cat({eth(0x0800), inner4(true)})), true)}));
+    Decoded b = dec(cat({eth(0x0800), back}));
     Decoded c = dec(cat({eth(0x0800), udp_in(4789, vxlan(4243, in_eth))}));
     CHECK(a.tun_ctx == b.tun_ctx);
     CHECK(a.tun_ctx != c.tun_ctx);
@@ -618,14 +622,19 @@ TEST_CASE("Encapsulations are decoded through to the inner packet", "[decode][tu
     put16(gre_v1, 0xff03), put16(gre_v1, 0xc021);
     Bytes gre_unknown;
     put16(gre_unknown, 0), put16(gre_unknown, 0x1234);
+    Bytes gpe_nsh;  // VXLAN-GPE carrying NSH (next protocol 4): a tunnel whose content is not decoded
+    put32(gpe_nsh, 0x0c000004), put32(gpe_nsh, 9u << 8);
     for (const Bytes& f : {cat({eth(0x0800), udp_in(2152, echo)}), cat({eth(0x0800), gre_in(cat({gre_v1, payload(20)}))}),
                            cat({eth(0x0800), gre_in(cat({gre_unknown, payload(20)}))}),
-                           cat({eth(0x0800), udp_in(4789, payload(20))}), cat({eth(0x0800), udp_in(6081, payload(4))})}) {
+                           cat({eth(0x0800), udp_in(4790, cat({gpe_nsh, payload(20)}))})}) {
       Decoded d = dec(f);
       CHECK(d.status == DecodeStatus::Ok);
       CHECK(d.flags == kFlagTunnel);
       CHECK(d.n_encap == 0);
     }
+    // No tunnel header at all on the port: the plain UDP it is.
+    for (const Bytes& f : {cat({eth(0x0800), udp_in(4789, payload(20))}), cat({eth(0x0800), udp_in(6081, payload(4))})})
+      CHECK(dec(f).flags == 0);
     // A fragment of a tunnel datagram holds only part of the inner packet.
     V4 fr;
     fr.proto = 47;
@@ -928,3 +937,66 @@ TEST_CASE("Fast path equals the full decoder on every shared capture, mutated an
   CHECK(cmp.differ == 0);
 }
 #endif
+
+// Windows and NAT gateways use the tunnels' ports as ephemeral ports: a DNS
+// query, a QUIC Initial or any other datagram from one of them, and the
+// answer to it, are the UDP they are. VXLAN, VXLAN-GPE and Geneve are known
+// by their destination port, GTP-U and Teredo by either, and each only
+// when the datagram holds its header.
+TEST_CASE("Plain UDP from or to a tunnel's port stays plain UDP", "[decode]") {
+  Bytes query;  // a DNS query for www.example.com, A; its ID reads as GTP-U flags and a G-PDU, and as VXLAN's I flag
+  put16(query, 0x3aff), put16(query, 0x0100), put16(query, 1), put16(query, 0), put16(query, 0), put16(query, 0);
+  for (std::string l : {"www", "example", "com"}) {
+    put8(query, uint8_t(l.size()));
+    for (char ch : l) put8(query, uint8_t(ch));
+  }
+  put8(query, 0), put16(query, 1), put16(query, 1);
+  Bytes answer = query;  // NXDOMAIN: no records, so the bytes VXLAN reserves are zero
+  answer[2] = 0x81, answer[3] = 0x83;
+  Bytes quic;  // the start of a QUIC v1 Initial, padded as clients pad it
+  put8(quic, 0xc3), put32(quic, 1), put8(quic, 8);
+  for (int i = 0; i < 8; ++i) put8(quic, uint8_t(0x11 * i));
+  quic = cat({quic, Bytes{0, 0}, payload(1180)});
+  const Bytes other = payload(64);
+  struct Case {
+    const char* what;
+    const Bytes& body;
+    uint16_t server;
+  };
+  int n = 0;
+  for (uint16_t port : {4789, 4790, 6081, 2152, 3544})
+    for (const Case& c : {Case{"dns query", query, 53}, Case{"dns answer", answer, 53}, Case{"quic", quic, 443},
+                          Case{"other", other, 5000}})
+      for (bool from_port : {true, false})
+        for (bool v6 : {false, true}) {
+          const uint16_t sp = from_port ? port : c.server, dp = from_port ? c.server : port;
+          const Bytes udp = cat({udp_hdr(sp, dp, uint16_t(8 + c.body.size())), c.body});
+          Bytes f;
+          if (v6) {
+            V6 h;
+            f = cat({eth(0x86dd), ipv6(h, {}, 17, udp)});
+          } else {
+            V4 h;
+            h.proto = 17;
+            f = cat({eth(0x0800), ipv4(h, udp)});
+          }
+          INFO(c.what << (from_port ? " from port " : " to port ") << port << (v6 ? " over IPv6" : ""));
+          const Decoded d = dec(f);
+          CHECK(d.status == DecodeStatus::Ok);
+          CHECK(d.flags == 0);
+          CHECK(d.n_encap == 0);
+          CHECK(d.sport == sp);
+          CHECK(d.dport == dp);
+          CHECK(d.payload_len == c.body.size());
+          Decoded full;
+          decode_full(f.data(), uint32_t(f.size()), uint32_t(f.size()), full);
+          CHECK(full == d);
+          ++n;
+        }
+  CHECK(n == 80);
+  // The tunnels themselves: to the port (and GTP-U from it too).
+  Bytes in = cat({eth(0x0800), inner4(false)});
+  CHECK(dec(cat({eth(0x0800), udp_in(4789, vxlan(7, in))})).n_encap == 1);
+  CHECK(dec(cat({eth(0x0800), udp_in(4789, vxlan(7, in), true)})).n_encap == 0);  // from 4789: not VXLAN
+  CHECK(dec(cat({eth(0x0800), udp_in(2152, gtpu(7, inner4(false)), true)})).n_encap == 1);
+}

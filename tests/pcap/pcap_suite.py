@@ -227,11 +227,11 @@ def encap_next(d, r, force_teredo=False):
             if q >= gend:
                 return None
             nxt = ("nibble", q)
-        elif 4789 in ports:
+        elif dp == 4789:  # VXLAN, VXLAN-GPE and Geneve: by their destination port
             if h + 8 > end or not (d[h] & 8):
                 return None
             nxt = ("eth", h + 8)
-        elif 4790 in ports:
+        elif dp == 4790:
             if h + 8 > end or not (d[h] & 8) or (d[h] & 0x30):
                 return None
             if not (d[h] & 4):
@@ -239,7 +239,7 @@ def encap_next(d, r, force_teredo=False):
             else:
                 nxt = {1: ("ip", h + 8, 0x0800), 2: ("ip", h + 8, 0x86DD), 3: ("eth", h + 8),
                        5: ("ip", h + 8, 0x8847)}.get(d[h + 3])
-        elif 6081 in ports:
+        elif dp == 6081:
             if h + 8 > end or (d[h] >> 6):
                 return None
             hl = 8 + (d[h] & 0x3F) * 4
