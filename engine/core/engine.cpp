@@ -96,6 +96,7 @@ void start_zstore(Engine& E) {
       }
   E.zmax = zmax;
   E.zmax_dt = max_dt;
+  if (cfg.share.enabled() && !zmax) log_line(kWarn, "zanon.share: no policy uses zanon, so nothing is shared");
   if (zmax) {
     zanon::Config zc;
     zc.max_values = E.sizes.zanon_values;

@@ -43,6 +43,7 @@ std::string needs_restart(const EngineConfig& a, const EngineConfig& b) {
       a.hold.timeout_ns != b.hold.timeout_ns)
     what.push_back("reassembly");
   if (a.zanon_max_values != b.zanon_max_values) what.push_back("zanon");
+  if (!share::same_settings(a.share, b.share)) what.push_back("zanon.share");
   if (a.mbufs != b.mbufs) what.push_back("mbufs");
   if (a.eal_config != b.eal_config) what.push_back("eal");
   std::string r;

@@ -140,6 +140,12 @@ bool load_keys(const std::string& path, Keys& out, std::string& err) {
   return true;
 }
 
+bool same_settings(const Settings& a, const Settings& b) {
+  return a.url == b.url && a.stream == b.stream && a.key_file == b.key_file && a.replay_at_start == b.replay_at_start &&
+         a.replay_timeout_ns == b.replay_timeout_ns && a.replicas == b.replicas && a.creds == b.creds &&
+         a.tls_ca == b.tls_ca && a.tls_cert == b.tls_cert && a.tls_key == b.tls_key;
+}
+
 bool check_settings(const Settings& s, std::string& err) {
   if (s.url.empty()) return err = "zanon.share.url is missing", false;
   if (s.url.rfind("nats://", 0) != 0 && s.url.rfind("tls://", 0) != 0)

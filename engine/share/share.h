@@ -44,6 +44,9 @@ struct Keys {
 // Reads and checks the key file; false with `err` set when it cannot be used.
 bool load_keys(const std::string& path, Keys& out, std::string& err);
 
+// Whether two settings are the same connection (a reload cannot change it).
+bool same_settings(const Settings& a, const Settings& b);
+
 // Checks settings without connecting (amon check): the key file, the names.
 bool check_settings(const Settings& s, std::string& err);
 // Whether a server answers at s.url within timeout_ms (amon check's warning).
