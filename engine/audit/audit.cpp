@@ -238,7 +238,7 @@ struct Auditor {
       CryptoPAnKey base;
       std::memcpy(base.data(), kv->key->bytes.data(), 32);
       cp = std::make_unique<CryptoPAnCache>(rot > 0 ? CryptoPAn::derive_epoch_key(base, epoch) : base, 1 << 12,
-                                            1 << 10);
+                                            1 << 10, /*keep_classes=*/true);  // the mapping cryptopan() applies
     }
     if (k == Kind::Addr4) {
       uint32_t v;
