@@ -26,12 +26,11 @@ constexpr Range4 kKeep4[] = {{0x00000000, 8}, {0x7F000000, 8}, {0xE0000000, 4}, 
 constexpr Range4 kInClass4[] = {
     {0xA9FE0000, 16},  // 169.254/16 link-local
     {0x64400000, 10},  // 100.64/10 shared address space (CGN)
-    {0xC0000000, 24},  // 192.0.0/24 IETF protocol assignments
-    {0xC0000200, 24},  // 192.0.2/24 TEST-NET-1
-    {0xC6120000, 15},  // 198.18/15 benchmarking
-    {0xC6336400, 24},  // 198.51.100/24 TEST-NET-2
-    {0xCB007100, 24},  // 203.0.113/24 TEST-NET-3
 };
+// Documentation and benchmarking ranges (192.0.2/24, 198.51.100/24,
+// 203.0.113/24, 198.18/15) are ordinary: generators and labs use them as
+// real hosts, and a pseudonym kept inside a /24 would mostly be another
+// host's real address.
 
 template <size_t N>
 const Range4* find4(uint32_t a, const Range4 (&rs)[N]) {
