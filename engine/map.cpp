@@ -1,6 +1,7 @@
 // amon map: what a consumer's Crypto-PAn makes of addresses and prefixes,
 // so that IDS rules and HOME_NET can be written in the anonymized space.
-// The mapping is the runtime's own: the same CryptoPAn class and, for a
+// The mapping is the runtime's own: the same class-preserving Crypto-PAn
+// (special-purpose addresses keep their class, doc/cryptopan.md) and, for a
 // rotating key, the same epoch key derivation (epoch = time / period).
 #include "map.h"
 
@@ -73,7 +74,7 @@ std::string map_one(CryptoPAn& cp, const std::string& arg, std::string& err) {
     }
     uint32_t v;
     std::memcpy(&v, a, 4);
-    v = htonl(cp.anon_v4(ntohl(v)));
+    v = htonl(cp.anon_v4_classes(ntohl(v)));
     std::memcpy(a, &v, 4);
     // A prefix maps to a prefix: the output's first n bits depend on the
     // input's first n bits only.
@@ -84,7 +85,7 @@ std::string map_one(CryptoPAn& cp, const std::string& arg, std::string& err) {
       err = "'" + arg + "': an IPv6 prefix has at most 128 bits";
       return "";
     }
-    cp.anon_v6(a, a);
+    cp.anon_v6_classes(a, a);
     if (bits >= 0) mask(a, 16, bits);
     inet_ntop(AF_INET6, a, out, sizeof out);
   } else {

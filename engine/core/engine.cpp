@@ -176,7 +176,11 @@ void open_outputs(Engine& E) {
     if (!o.ring) throw std::runtime_error("output ring: " + std::string(rte_strerror(rte_errno)));
     if (c.output.kind == PortSpec::Kind::PcapFile) {
       o.file = std::make_unique<FileWriter>();
-      o.file->pcap = std::make_unique<PcapWriter>(c.output, nano_out, snaplen, output_link_type(E));
+      try {
+        o.file->pcap = std::make_unique<PcapWriter>(c.output, nano_out, snaplen, output_link_type(E));
+      } catch (const std::runtime_error& e) {  // the file header could not be written: name the consumer
+        throw std::runtime_error("consumer '" + c.name + "': output " + e.what());
+      }
       o.file->ring = o.ring;
     } else {
       o.port = attach_port(c.output.spec);

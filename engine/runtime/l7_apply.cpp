@@ -153,7 +153,10 @@ bool ProgramInstance::apply_addr_occ(FieldId f, uint8_t* a, uint8_t family, Eval
   uint8_t saved = e.ctx->family;
   e.ctx->family = family;
   bool ok = true;
-  if (call.desc->uses_zstore) {
+  if (prog_.user_rule_ >= 0 && is_user(a, family)) {
+    // A user's address takes ip.client's rule wherever it travels.
+    ok = actions_[prog_.user_rule_]->undecided()->addr(a, *e.ctx) != ActResult::Drop;
+  } else if (call.desc->uses_zstore) {
     zanon::Store* st = prog_.services_->zstore;
     if (!e.have_user) e.user = user_of(e.client, e.alen), e.have_user = true;
     zanon::ZParams zp{uint32_t(call.int_or("z", 10)), uint64_t(call.int_or("dt", 0))};

@@ -175,6 +175,11 @@ Program::Program(std::shared_ptr<const dsl::Policy> policy, int consumer_index, 
         break;
       }
   }
+  for (uint32_t ri : field_rules_[F.ip_client])
+    if (!rules[ri].when) {
+      if (rules[ri].action.desc->protects) user_rule_ = int(ri);
+      break;
+    }
   // The server side may be weaker than the client side only where `clients`
   // says who the users are; else a host that also initiates flows is a user.
   guard_users_ = policy_->clients.empty() && !field_rules_[F.ip_client].empty() &&
@@ -420,12 +425,14 @@ RtAction* ProgramInstance::endpoint_action(RtAction* dflt, const uint8_t* a, uin
   const Program& P = prog_;
   const auto& F = l2l4::g_fields;
   if (P.tunnel_client_rule_ < 0 || !P.field_rules_[F.tunnel_addr].empty()) return dflt;
-  const dsl::Policy& pol = *P.policy_;
-  bool user = false;
-  for (const auto& cidr : pol.clients) user = user || cidr.contains(family, a);
-  if (!user && guard_users_) user = known_initiator(a, family == 4 ? 4 : 16);
-  if (!user) return dflt;
+  if (!is_user(a, family)) return dflt;
   return actions_[P.tunnel_client_rule_]->undecided();
+}
+
+bool ProgramInstance::is_user(const uint8_t* a, uint8_t family) {
+  for (const auto& cidr : prog_.policy_->clients)
+    if (cidr.contains(family, a)) return true;
+  return guard_users_ && known_initiator(a, family == 4 ? 4 : 16);
 }
 
 uint64_t ProgramInstance::user_hash(const uint8_t* client, uint32_t alen) {

@@ -111,6 +111,11 @@ class Program {
   // initiating flows): a user's address never inherits the server's
   // weaker action. -1 none.
   int tunnel_client_rule_ = -1;
+  // ip.client's unconditional rule when it protects: what an address inside
+  // `clients` gets in every other address field (DNS answers, NBNS
+  // records, ...), so a user's address is never written in clear beside its
+  // pseudonym. -1 none, or ip.client is kept.
+  int user_rule_ = -1;
   // No `clients`, and ip.server is not ruled as ip.client is: a host seen
   // initiating flows counts as a user also where it accepts connections
   // (ProgramInstance::both_users).
@@ -221,6 +226,9 @@ class ProgramInstance {
   // What a tunnel endpoint without a tunnel.addr rule gets: `dflt`
   // (ip.server's), or ip.client's rule for a user's address.
   RtAction* endpoint_action(RtAction* dflt, const uint8_t* a, uint8_t family);
+  // Whether an address is a user's: inside `clients`, or (Program::guard_users_)
+  // seen initiating flows.
+  bool is_user(const uint8_t* a, uint8_t family);
   static bool hdr_packet(const Decoded& d, uint32_t cap) {
     return d.status == DecodeStatus::Ok && d.flags == 0 && d.pppoe_off == 0 && d.ip_version != 0 && d.l4_hdr_len &&
            (d.l4_proto == kProtoTcp || d.l4_proto == kProtoUdp || d.l4_proto == kProtoIcmp ||

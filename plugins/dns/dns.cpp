@@ -560,6 +560,15 @@ struct Parser {
           if (rdlen != want) return fail(Status::Malformed, Error::RdataLength, rd);
           if (r.n_addrs >= ParseResult::kMaxAddrs) return fail(Status::Malformed, Error::Capacity, rd);
           r.addrs[r.n_addrs++] = {sections[s], uint8_t(type == 1 ? 4 : 6), rr_index, uint16_t(rd)};
+        } else if (type == 32 && (klass & 0x7fff) == 1 && rdlen % 6 == 0) {
+          // NetBIOS name service (RFC 1002) NB record: entries of 2 bytes
+          // of flags and an IPv4 address each, the address a host registers
+          // for its name. (Type 32 in DNS proper is the obsolete NIMLOC,
+          // opaque bytes: rewriting them as addresses hides, never leaks.)
+          for (uint32_t k = 0; k < rdlen; k += 6) {
+            if (r.n_addrs >= ParseResult::kMaxAddrs) return fail(Status::Malformed, Error::Capacity, rd);
+            r.addrs[r.n_addrs++] = {sections[s], uint8_t(4), rr_index, uint16_t(rd + k + 2)};
+          }
         } else if ((klass & 0x7fff) == 1 || type == 6 || type == 2 || type == 5 || type == 12) {
           // Name-bearing layouts are class-independent for the classic
           // types; others only trusted in IN (CH/HS reuse type numbers).

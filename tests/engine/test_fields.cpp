@@ -409,12 +409,12 @@ TEST_CASE("dns.ecs: every action the checker accepts does what it says on the su
   CHECK(run("prefix(20)", q24) == Bytes{198, 51, 96});
   CHECK(run("prefix(32)", q24) == s24);
   // cryptopan(): the subnet's network as Crypto-PAn maps the whole address
-  // (prefix-preserving, so its leading bytes depend on the subnet only),
-  // cut back to the source prefix.
+  // (prefix-preserving, so its leading bytes depend on the subnet only; the
+  // class-preserving mapping cryptopan() applies), cut back to the source prefix.
   std::array<uint8_t, 32> k{};
   for (size_t i = 0; i < 32; ++i) k[i] = uint8_t(std::stoi(std::string(kEcsKey + 2 * i, 2), nullptr, 16));
   CryptoPAn cp(k);
-  const uint32_t m24 = cp.anon_v4(0xC6336400), m20 = cp.anon_v4(0xC6336000);
+  const uint32_t m24 = cp.anon_v4_classes(0xC6336400), m20 = cp.anon_v4_classes(0xC6336000);
   CHECK(run("cryptopan(key=k)", q24) == Bytes{uint8_t(m24 >> 24), uint8_t(m24 >> 16), uint8_t(m24 >> 8)});
   CHECK(run("cryptopan(key=k)", q20) == Bytes{uint8_t(m20 >> 24), uint8_t(m20 >> 16), uint8_t(m20 >> 8 & 0xf0)});
   CHECK(uint8_t(m20 >> 24) == uint8_t(m24 >> 24));  // one /16, one mapped /16

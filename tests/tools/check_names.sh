@@ -29,11 +29,15 @@ re="(==|!=)[[:space:]]*\"($alt)\"|\"($alt)\"[[:space:]]*(==|!=)"
 
 # file: an extended regex of the lines allowed there, and why.
 declare -A allowed=(
-  # The YAML configuration's `zanon:` section (the store's size), not the action.
-  [engine/core/config.cpp]='k == "zanon"'
   # `amon whatif --field`: the option's words, off the packet path (a report
   # on the three domain-name fields it knows how to replay).
   [engine/whatif/whatif.cpp]='f == "(dns\.qname|tls\.sni|http\.host)"'
+  # The YAML configuration's `zanon:` section (the store's size) and the
+  # `rotate:` mapping's `keep:` key (how many files), not the actions.
+  [engine/core/config.cpp]='k == "(zanon|keep)"'
+  # The audit's own description of where a hit lies (the IP header's
+  # source or destination), which it wrote itself, not a field lookup.
+  [engine/audit/audit_search.cpp]='h\.context == "ip\.(src|dst)"'
 )
 
 fail=0
