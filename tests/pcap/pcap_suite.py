@@ -15,6 +15,7 @@ written from the formats, not from amon's code, so they can disagree with it.
 """
 
 import argparse
+import ipaddress
 import json
 import os
 import shutil
@@ -420,6 +421,25 @@ def addr_text_spans(d, a):
                 spans.append((at, end))
             at = d.find(f, at + 1)
     return spans
+
+
+# The `prefix` consumer's `clients` (write_policies): users' addresses.
+PREFIX_CLIENTS = [ipaddress.ip_network(n) for n in ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "fc00::/7",
+                                                      "fe80::/10")]
+
+
+def in_prefix_clients(a):
+    x = ipaddress.ip_address(bytes(a))
+    return any(x.version == n.version and x in n for n in PREFIX_CLIENTS)
+
+
+def endpoint_expect(x, cp):
+    """A tunnel endpoint under the `prefix` consumer: a user's (inside
+    `clients`) takes ip.client's Crypto-PAn (protect's mapping), any
+    other ip.server's /24 (v6 /48)."""
+    if in_prefix_clients(x) and cp.fwd.get(x) is not None:
+        return cp.fwd[x]
+    return mask(x, 24, 48)
 
 
 def kept_class(a):
@@ -959,22 +979,23 @@ def check_capture(args, ck, cap, policies, have_tshark):
                 # test_tunnel_frag.py.
                 r0, r1 = outer_ip(a.data), outer_ip(b.data)
                 o_in, o_out = addrs(a.data, r0), addrs(b.data, r1)
-                ck.check(o_in is None or o_out == (mask(o_in[0], 24, 48), mask(o_in[1], 24, 48)), w,
-                         "%s: fragment of a tunnel datagram: endpoints %s became %s; expected /24"
+                ck.check(o_in is None or o_out == (endpoint_expect(o_in[0], cp), endpoint_expect(o_in[1], cp)), w,
+                         "%s: fragment of a tunnel datagram: endpoints %s became %s; expected /24, or a user's Crypto-PAn"
                          % (fr, o_in and [fmt_addr(x) for x in o_in], o_out and [fmt_addr(x) for x in o_out]))
                 continue
             la, lb = ip_layers(a.data), ip_layers(b.data, like=a.data)
             ra, rb = (la[-1][0] if la else None), (lb[len(la) - 1][0] if la and len(lb) >= len(la) else None)
             # The tunnel around the packet: its endpoints take ip.server's
-            # action (/24) when the policy protects addresses.
+            # action (/24) when the policy protects addresses, a user's
+            # endpoint ip.client's.
             tunnel = []
             for j in range(len(la) - 1):
                 o_in = addrs(a.data, la[j][0])
                 o_out = addrs(b.data, lb[j][0]) if j < len(lb) else None
                 if o_in and o_out:
                     tunnel += list(o_in)
-                    ck.check(o_out == (mask(o_in[0], 24, 48), mask(o_in[1], 24, 48)), w,
-                             "%s: tunnel endpoints %s > %s (layer %d) became %s > %s; expected /24"
+                    ck.check(o_out == (endpoint_expect(o_in[0], cp), endpoint_expect(o_in[1], cp)), w,
+                             "%s: tunnel endpoints %s > %s (layer %d) became %s > %s; expected /24, or a user's Crypto-PAn"
                              % (fr, fmt_addr(o_in[0]), fmt_addr(o_in[1]), j + 1, fmt_addr(o_out[0]),
                                 fmt_addr(o_out[1])))
             ad_in, ad_out = addrs(a.data, ra), addrs(b.data, rb)
