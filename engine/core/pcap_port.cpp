@@ -336,7 +336,11 @@ PcapWriter::PcapWriter(const PortSpec& out, bool nanosecond, int snaplen, int li
   for (size_t i = 0; i < paths_.size(); ++i) {
     if (!out.files.empty()) make_parents(paths_[i]);
     Sink& s = sink(uint16_t(i), linktype_);
-    if (s.err) throw std::runtime_error(s.path + ": " + std::strerror(s.err));
+    if (s.err) {
+      const std::string e = s.path + ": " + std::strerror(s.err);
+      close();  // a constructor that throws runs no destructor
+      throw std::runtime_error(e);
+    }
   }
 }
 

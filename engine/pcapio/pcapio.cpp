@@ -61,16 +61,24 @@ uint16_t Capture::r16(const uint8_t* p) const {
 uint32_t Capture::r32(const uint8_t* p) const { return swap_ ? bswap(raw32(p)) : raw32(p); }
 
 Capture::Capture(const std::string& path) : path_(path) {
-  open_source();
-  read_file_header();
+  try {
+    open_source();
+    read_file_header();
+  } catch (...) {
+    release();  // a constructor that throws runs no destructor
+    throw;
+  }
 }
 
-Capture::~Capture() {
+Capture::~Capture() { release(); }
+
+void Capture::release() {
   if (zs_) {
     inflateEnd(static_cast<z_stream*>(zs_));
     delete static_cast<z_stream*>(zs_);
+    zs_ = nullptr;
   }
-  if (fd_ >= 0) ::close(fd_);
+  if (fd_ >= 0) ::close(fd_), fd_ = -1;
 }
 
 void Capture::open_source() {

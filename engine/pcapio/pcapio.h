@@ -66,6 +66,7 @@ class Capture {
   const std::vector<int>& interfaces() const { return ifaces_linktype_; }
 
  private:
+  void release();  // the source and the gzip stream, once
   struct Iface {
     int linktype;
     uint32_t snaplen;
