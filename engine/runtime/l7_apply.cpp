@@ -147,16 +147,17 @@ bool ProgramInstance::apply_role_addr(uint8_t* a, uint8_t family, Eval& e) {
 }
 
 bool ProgramInstance::apply_addr_occ(FieldId f, uint8_t* a, uint8_t family, Eval& e) {
-  int ri = pick(f, e);
-  if (ri < 0) return true;
-  const ActionCall& call = prog_.policy_->rules[ri].action;
+  const int ri = pick(f, e);
+  // A user's address takes ip.client's rule wherever it travels, in a
+  // field a rule names or not.
+  const bool user = prog_.user_rule_ >= 0 && is_user(a, family);
+  if (ri < 0 && !user) return true;
   uint8_t saved = e.ctx->family;
   e.ctx->family = family;
   bool ok = true;
-  if (prog_.user_rule_ >= 0 && is_user(a, family)) {
-    // A user's address takes ip.client's rule wherever it travels.
+  if (user) {
     ok = actions_[prog_.user_rule_]->undecided()->addr(a, *e.ctx) != ActResult::Drop;
-  } else if (call.desc->uses_zstore) {
+  } else if (const ActionCall& call = prog_.policy_->rules[ri].action; call.desc->uses_zstore) {
     zanon::Store* st = prog_.services_->zstore;
     if (!e.have_user) e.user = user_of(e.client, e.alen), e.have_user = true;
     zanon::ZParams zp{uint32_t(call.int_or("z", 10)), uint64_t(call.int_or("dt", 0))};

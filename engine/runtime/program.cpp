@@ -90,6 +90,13 @@ Program::Program(std::shared_ptr<const dsl::Policy> policy, int consumer_index, 
   for (const FieldDesc& f : Registry::instance().fields())
     if (!f.split_from.empty() && field_rules_[f.id].empty())
       field_rules_[f.id] = field_rules_[Registry::instance().field(f.split_from)->id];
+  // ip.client's unconditional rule, when it protects, is what a user's
+  // address gets in every address field, ruled or not (users_apps).
+  for (uint32_t ri : field_rules_[F.ip_client])
+    if (!rules[ri].when) {
+      if (rules[ri].action.desc->protects) user_rule_ = int(ri);
+      break;
+    }
   if (policy_->payload_default && policy_->payload_default->desc->protects) {
     auto plan = std::make_unique<ActionPlan>();
     plan->call = &*policy_->payload_default;
@@ -132,6 +139,7 @@ Program::Program(std::shared_ptr<const dsl::Policy> policy, int consumer_index, 
   for (const auto& r : rules)
     if (r.when) masks(*r.when);
   if (policy_->select_cond) masks(*policy_->select_cond);
+  users_apps();
   // Flows give roles (ip.client/ip.server, clients), per-flow z-anonymity
   // decisions and application stream state; a policy using none skips them.
   wants_flows_ = !identity_ && (!zslot_rule_.empty() || !field_rules_[F.ip_client].empty() ||
@@ -175,11 +183,6 @@ Program::Program(std::shared_ptr<const dsl::Policy> policy, int consumer_index, 
         break;
       }
   }
-  for (uint32_t ri : field_rules_[F.ip_client])
-    if (!rules[ri].when) {
-      if (rules[ri].action.desc->protects) user_rule_ = int(ri);
-      break;
-    }
   // The server side may be weaker than the client side only where `clients`
   // says who the users are; else a host that also initiates flows is a user.
   guard_users_ = policy_->clients.empty() && !field_rules_[F.ip_client].empty() &&
@@ -189,6 +192,29 @@ Program::Program(std::shared_ptr<const dsl::Policy> policy, int consumer_index, 
   pay_rule_ = fixed_rule_[F.payload];
   pay_counts_ = pay_rule_ >= 0;
   if (pay_rule_ < 0) pay_rule_ = payload_default_plan_;
+}
+
+// A user's address in an application's address field that no rule names
+// (a DNS A record under a policy with no dns.answer.addr rule) would leave
+// in clear beside its pseudonym: the applications with such fields are
+// parsed and rewritten for it (fail closed, as for any protected field),
+// unless every payload is cut, where nothing of them leaves.
+void Program::users_apps() {
+  const auto& F = l2l4::g_fields;
+  if (user_rule_ < 0 || (policy_->clients.empty() && field_rules_[F.ip_server] == field_rules_[F.ip_client])) return;
+  if (!field_rules_[F.payload].empty()) {
+    const dsl::Rule& r = policy_->rules[field_rules_[F.payload][0]];
+    const ActionKind k = r.action.desc->kind;
+    if (!r.when && (k == ActionKind::Cut || k == ActionKind::Snap || k == ActionKind::Drop)) return;
+  }
+  const L7Fields& L = L7Fields::get();
+  for (const FieldDesc& f : Registry::instance().fields())
+    if (f.type == ValueType::Addr && L.is_l7(f.id) && field_rules_[f.id].empty())
+      if (const uint32_t apps = apps_of(proto_bit(f.protocol))) {
+        l7_protect_ |= apps;
+        has_l7_ = protects_anything_ = true;
+        identity_ = false;
+      }
 }
 
 Program::~Program() = default;
@@ -302,6 +328,7 @@ ProgramInstance::ProgramInstance(const Program& p) : prog_(p), uhash_(p.services
         return false;
       }
       bool protects_addresses() const override { return p.protects_addresses_; }
+      bool protects_users() const override { return p.user_rule_ >= 0; }
     } setup(p);
     for (const ProtocolPlugin* pp : Registry::instance().protocols())
       plugin_consumer_.state.push_back(pp->make_consumer ? pp->make_consumer(setup) : nullptr);

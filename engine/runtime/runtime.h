@@ -116,6 +116,9 @@ class Program {
   // records, ...), so a user's address is never written in clear beside its
   // pseudonym. -1 none, or ip.client is kept.
   int user_rule_ = -1;
+  // Adds to the applications parsed those with an address field no rule
+  // names, where users' addresses would otherwise go unvisited.
+  void users_apps();
   // No `clients`, and ip.server is not ruled as ip.client is: a host seen
   // initiating flows counts as a user also where it accepts connections
   // (ProgramInstance::both_users).

@@ -192,6 +192,10 @@ class ConsumerSetup {
   virtual bool zanon(FieldId f) const = 0;
   // Some rule protects an address field (ip.*): see RewriteHost::protects_addr.
   virtual bool protects_addresses() const = 0;
+  // A rule protects ip.client: a user's address in any of the plugin's
+  // address fields gets it (RewriteHost::addr), whether a rule names the
+  // field or not, so the plugin visits them all.
+  virtual bool protects_users() const = 0;
   // Set by the plugin: keep this consumer's exchanges (RewriteHost::open_exchange).
   bool exchanges = false;
 

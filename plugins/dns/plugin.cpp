@@ -90,8 +90,10 @@ void* make_consumer(ConsumerSetup& setup) {
   if (setup.has_rules(F.qname)) c->roles |= kQname;
   if (setup.has_rules(F.answer_name)) c->roles |= kOwners;
   if (setup.has_rules(F.rdata_name)) c->roles |= ~(kQname | kOwners);
-  c->addr_rules = setup.has_rules(F.answer_addr);
-  c->ecs_rules = setup.has_rules(F.ecs);
+  // A user's address in an answer or a client subnet takes ip.client's
+  // rule where no rule names the field (RewriteHost::addr decides).
+  c->addr_rules = setup.has_rules(F.answer_addr) || setup.protects_users();
+  c->ecs_rules = setup.has_rules(F.ecs) || setup.protects_users();
   c->owner_rules = setup.has_rules(F.eth_src);
   c->protects_addresses = setup.protects_addresses();
   // A response's names are decided as its query's were only where the
