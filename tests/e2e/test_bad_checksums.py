@@ -5,7 +5,7 @@ recomputed), and a right one stays right: an IDS behind amon still sees
 evasion attempts, an offloaded capture stays recognisable.
 
 Inputs: crafted TCP and UDP frames, every other one with a wrong header
-checksum, and the shared captures that carry wrong ones (MPLS, QUIC). Policies: the shipped ids (general path, application
+checksum, and shared captures that carry wrong ones (QUIC, TLS). Policies: the shipped ids (general path, application
 fields), flows (header kernels, the payload cut: lengths change) and meter
 (z-anonymity, snap). Oracle: tshark's IPv4 checksum check: as many headers
 are wrong in the output as in the input (holding reorders records across
@@ -21,7 +21,7 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import e2e_lib as L  # noqa: E402
 
-SHARED = ["mpls-vlan.pcap", "quic-illustrated.pcap", "tls13-quic-sites.pcap"]
+SHARED = ["quic-illustrated.pcap", "tls13-quic-sites.pcap"]
 
 
 def spoil(frame, l3=14):
