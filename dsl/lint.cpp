@@ -334,6 +334,7 @@ constexpr LintCheck kLintChecks[] = {
     {"roles-without-clients", lint_roles_without_clients},
     {"addr-carrier-payload", lint_addr_carrier_payload},
     {"related-in-clear", lint_related_in_clear},
+    {"sizes", lint_sizes},
     {"catch-alls", [](LintContext& c) { lint_catch_alls(c.pol, c.reg, c.d); }},
     {"privacy", [](LintContext& c) {
        lint_privacy(c.pol, c.reg, c.d, [&c](const FieldDesc& f) { return c.in_clear(f); });

@@ -55,6 +55,7 @@ void lint_identifiers_in_clear(LintContext& c);  // identifiers kept while addre
 void lint_roles_without_clients(LintContext& c);
 void lint_addr_carrier_payload(LintContext& c);  // clear addresses in payloads no plugin rewrites
 void lint_related_in_clear(LintContext& c);      // a protected field's related fields left in clear
+void lint_sizes(LintContext& c);                 // cut() where the consumer keeps sizes (lint_sizes.cpp)
 
 // Runs every check in kLintChecks' order.
 void run_lint_checks(LintContext& c);

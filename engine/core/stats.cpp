@@ -72,6 +72,9 @@ std::string render_report_text(const Report& r) {
   if (r.streams_held || r.hold_refused)
     o << "  split headers held: " << r.streams_held << " (" << r.segments_held << " segments) completed="
       << r.streams_completed << " failed=" << r.streams_failed << " refused=" << r.hold_refused << "\n";
+  if (r.stream_gaps || r.gap_closed_segments)
+    o << "  stream gaps: " << r.stream_gaps << " resynced=" << r.stream_resyncs << " closed after a gap: "
+      << r.gap_closed_segments << " segments (" << r.gap_closed_bytes << " payload bytes)\n";
   if (r.outer_fragments || r.outer_failed)
     o << "  fragmented tunnel datagrams: " << r.outer_datagrams << " made whole (" << r.outer_fragments
       << " fragments) failed=" << r.outer_failed << " fragments_cut=" << r.outer_cut << "\n";
@@ -121,7 +124,8 @@ std::string render_report_json(const Report& r) {
     << ",\"evicted\":" << r.flows_evicted << ",\"closed\":" << r.flows_closed << ",\"roles_uncertain\":" << r.roles_uncertain << "}";
   o << ",\"reassembly\":{\"held\":" << r.streams_held << ",\"segments\":" << r.segments_held
     << ",\"completed\":" << r.streams_completed << ",\"failed\":" << r.streams_failed
-    << ",\"refused\":" << r.hold_refused << "}";
+    << ",\"refused\":" << r.hold_refused << ",\"gaps\":" << r.stream_gaps << ",\"resyncs\":" << r.stream_resyncs
+    << ",\"gap_closed_segments\":" << r.gap_closed_segments << ",\"gap_closed_bytes\":" << r.gap_closed_bytes << "}";
   o << ",\"outer_fragments\":{\"fragments\":" << r.outer_fragments << ",\"datagrams\":" << r.outer_datagrams
     << ",\"failed\":" << r.outer_failed << ",\"cut\":" << r.outer_cut << "}";
   o << ",\"consumers\":[";

@@ -30,6 +30,9 @@ struct Report {
   uint64_t copy_failures = 0;
   // TCP stream holding: headers completed from held segments / not completed (fail closed) / holds refused (full).
   uint64_t streams_held = 0, streams_completed = 0, streams_failed = 0, hold_refused = 0, segments_held = 0;
+  // TCP capture gaps: holes that lost a direction's message boundaries, resumptions at a plugin's message start,
+  // and the segments / payload bytes in between left unparsed (cut where a policy protects the protocol).
+  uint64_t stream_gaps = 0, stream_resyncs = 0, gap_closed_segments = 0, gap_closed_bytes = 0;
   // Outer datagrams the link fragmented: fragments collected, datagrams made
   // whole, given up (fail closed), output fragments a shortening rewrite left out.
   uint64_t outer_fragments = 0, outer_datagrams = 0, outer_failed = 0, outer_cut = 0;

@@ -98,6 +98,11 @@ Report build_report(Engine& E) {
     rep.streams_failed += ws.streams_failed;
     rep.hold_refused += ws.hold_refused;
     rep.segments_held += ws.segments_held;
+    const StreamGapStats gs = w->path->gap_stats();
+    rep.stream_gaps += gs.gaps;
+    rep.stream_resyncs += gs.resyncs;
+    rep.gap_closed_segments += gs.closed_segments;
+    rep.gap_closed_bytes += gs.closed_bytes;
     const OuterFragStats& os = w->path->outer_frag_stats();
     rep.outer_fragments += os.fragments;
     rep.outer_datagrams += os.datagrams;

@@ -226,6 +226,16 @@ bool WorkerPath::hold_add(Hold& h, rte_mbuf* m, const uint8_t* data, const Decod
     return false;
   }
   const int64_t off = int32_t(tcp_seq(data, d) - h.base);
+  if (StreamTracker::resumes_past_hold(plugin_of(h.app), off, h.contiguous, data + d.payload_off,
+                                       d.cap_len > d.payload_off ? std::min(d.payload_len, d.cap_len - d.payload_off) : 0,
+                                       h.dir == 0,
+                                       l7_->gaps)) {
+    // Bytes were lost after the held header and a new message starts here:
+    // the header leaves failed (cut), this segment is parsed afresh.
+    for (const HeldSeg& sg : h.segs) l7_->gaps.closed(sg.len);
+    release(idx, L7State::Incomplete, sink, ctx);
+    return false;
+  }
   if (off < 0 || off + d.payload_len > hl_.bytes || h.segs.size() >= hl_.stream_segments ||
       held_segs_ >= hl_.segments || !holdable(m, d, meta)) {
     // Bytes before the stream (already forwarded), or past a bound: the

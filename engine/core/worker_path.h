@@ -111,6 +111,8 @@ class WorkerPath {
   FlowTable& flows() { return *flows_; }
   std::vector<ConsumerCounters>& counters() { return counters_; }
   const WorkerPathStats& stats() const { return st_; }
+  // Capture gaps in its TCP streams (none while no consumer looks past L4).
+  StreamGapStats gap_stats() const { return l7_ ? l7_->gaps : StreamGapStats{}; }
 
  private:
   // Everything after the flow lookup: stream holding, the application

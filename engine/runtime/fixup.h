@@ -1,6 +1,9 @@
 // The last step of every rewrite of a packet's own headers: a cut's
-// lengths, the IPv4 header checksum, the L4 checksum (recomputed over what a
-// cut left, else updated for the addresses, the payload and the spans an L7
+// lengths, the IPv4 header checksum (updated for the addresses and the
+// length, RFC 1624, never recomputed: a header checksum that was wrong in
+// the input stays wrong by as much, evidence an IDS looks for and the mark
+// of an offloaded capture), the L4 checksum (recomputed over what a cut
+// left, else updated for the addresses, the payload and the spans an L7
 // rewrite changed). One function for the general path and the header path;
 // kHdr compiles it for the packets the header path takes.
 #pragma once
@@ -39,7 +42,8 @@ template <bool kHdr>
   const uint32_t cut_at = r.cut_at;
   bool cut = false;
   bool v4_len = false, udp_len = false;  // kHdr: a length still to store
-  uint16_t new_l3 = 0, new_udp = 0;
+  bool l3_len_changed = false;           // IPv4: total length old_l3 -> new_l3
+  uint16_t new_l3 = 0, new_udp = 0, old_l3 = 0;
   // A cut at the end of the captured bytes still shortens a record the
   // capture had cut short (wire > cap): its lengths must shrink too.
   if (cut_at != UINT32_MAX && (cut_at < cap || (cut_at == cap && wire > cap))) {
@@ -47,9 +51,13 @@ template <bool kHdr>
     cap = wire = cut_at;
     if (kHdr || cut_at >= d.l3_off + (v4 ? 20u : 40u)) {
       const uint32_t l3len = cut_at - d.l3_off;
-      if (!v4) wr16(ip + 4, uint16_t(l3len - 40));
-      else if (kHdr) v4_len = true, new_l3 = uint16_t(l3len);
-      else wr16(ip + 2, uint16_t(l3len));
+      if (!v4) {
+        wr16(ip + 4, uint16_t(l3len - 40));
+      } else {
+        old_l3 = rd16(ip + 2), new_l3 = uint16_t(l3len), l3_len_changed = true;
+        if (kHdr) v4_len = true;
+        else wr16(ip + 2, new_l3);
+      }
       if (!kHdr && d.pppoe_off) wr16(buf + d.pppoe_off + 4, uint16_t(cut_at - (d.pppoe_off + 6)));
       if (udp && (kHdr || (d.l4_hdr_len && cut_at >= d.l4_off + 8))) {
         if (kHdr) udp_len = true, new_udp = uint16_t(cut_at - d.l4_off);
@@ -58,13 +66,19 @@ template <bool kHdr>
     }
   }
 
-  if (v4 && (r.addr_changed || cut) && (kHdr || (cap >= d.l3_off + d.l3_hdr_len && d.l3_hdr_len >= 20))) {
-    if (kHdr && d.l3_hdr_len == 20) {
-      wr16(ip + 10, ipv4_header_checksum20(ip, v4_len ? int32_t(new_l3) : -1));
-    } else {
-      if (v4_len) wr16(ip + 2, new_l3), v4_len = false;
-      wr16(ip + 10, ipv4_header_checksum({ip, d.l3_hdr_len}));
+  if (v4 && (r.addr_changed || l3_len_changed) && (kHdr || (cap >= d.l3_off + d.l3_hdr_len && d.l3_hdr_len >= 20))) {
+    // Only the addresses and the total length change in an IPv4 header (its
+    // options carry no address a rule rewrites).
+    uint16_t ck = rd16(ip + 10);
+    if (r.addr_changed) {
+      ck = csum_replace_addr(ck, r.old, buf + so, true);
+      ck = csum_replace_addr(ck, r.old + alen, buf + dof, true);
     }
+    if (l3_len_changed) {
+      const uint8_t o[2] = {uint8_t(old_l3 >> 8), uint8_t(old_l3)}, n[2] = {uint8_t(new_l3 >> 8), uint8_t(new_l3)};
+      ck = csum_replace(ck, {o, 2}, {n, 2});
+    }
+    wr16(ip + 10, ck);
   }
   if (v4_len) wr16(ip + 2, new_l3);
 

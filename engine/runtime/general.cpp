@@ -56,8 +56,11 @@ Verdict ProgramInstance::process_encap(uint8_t* buf, uint32_t& cap, uint32_t& wi
         none.valid = 0;
         encap_fix(buf, cap, true, d, none, encap_old_, encap_changed_);
       } else if (encap_changed_) {
-        const uint16_t ck = ipv4_header_checksum20(ip);
-        ip[10] = uint8_t(ck >> 8), ip[11] = uint8_t(ck);
+        // Updated, not recomputed: a wrong header checksum stays wrong (fixup.h).
+        uint16_t ck = rd16(ip + 10);
+        ck = csum_replace_addr(ck, encap_old_[0], ip + 12, true);
+        ck = csum_replace_addr(ck, encap_old_[0] + 4, ip + 16, true);
+        wr16(ip + 10, ck);
       }
     }
     if (snap_at_ < cap) cap = snap_at_;

@@ -10,6 +10,7 @@
 
 #include "l2l4.h"
 #include "protocol.h"
+#include "stream.h"
 
 struct hs_database;
 typedef struct hs_database hs_database_t;
@@ -132,6 +133,7 @@ struct L7Parse {
   // The payload ends inside a header that more bytes of this direction
   // would complete (the engine may hold the segment until they come).
   bool hold_hint = false;
+  StreamGapStats gaps;  // this worker's TCP streams' gaps (stream.h)
   hs_scratch_t* probe_scratch = nullptr;  // ContentProbes
   // Protocol plugins: each one's per-worker state (by plugin index), the
   // occurrences of this packet's parse, and the plugin applications whose

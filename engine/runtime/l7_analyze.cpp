@@ -106,7 +106,7 @@ void analyze_l7(const uint8_t* p, const Decoded& d, PacketMeta& m, L7Parse& P) {
   if (fs && d.l4_proto == kProtoTcp) {
     StreamTracker st(*fs, dir);
     if (pp && pp->ordered) {
-      switch (st.order(*pp, pl, avail, tcp_seq(p, d), d.payload_len, from_init)) {
+      switch (st.order(*pp, pl, avail, tcp_seq(p, d), d.payload_len, from_init, P.gaps)) {
         case StreamTracker::Order::InOrder: break;
         case StreamTracker::Order::Closed: m.l7 = L7State::Incomplete; return;
         case StreamTracker::Order::Repeat: {
@@ -124,7 +124,7 @@ void analyze_l7(const uint8_t* p, const Decoded& d, PacketMeta& m, L7Parse& P) {
           return;
         }
       }
-    } else if (st.failed_before() || st.repeats_released(tcp_seq(p, d))) {
+    } else if (st.closed(pp, pl, avail, tcp_seq(p, d), d.payload_len, from_init, P.gaps)) {
       m.l7 = L7State::Incomplete;
       return;
     }

@@ -12,9 +12,9 @@ namespace amon {
 // lost or unseen segment) that may have held the start of a head loses the
 // message boundaries: the direction fails closed (stream_failed) until a
 // segment begins with a message's first line (ProtocolPlugin::
-// message_start), where the parse starts afresh.
+// message_start), where the parse starts afresh (resume).
 StreamTracker::Order StreamTracker::order(const ProtocolPlugin& pp, const uint8_t* pl, uint32_t avail, uint32_t seq,
-                                          uint32_t len, bool from_init) {
+                                          uint32_t len, bool from_init, StreamGapStats& gs) {
   if (fs_.released & bit_) {
     const int32_t delta = int32_t(seq - fs_.released_end[dir_]);
     if (delta < 0 && delta > -(1 << 30)) {
@@ -32,7 +32,7 @@ StreamTracker::Order StreamTracker::order(const ProtocolPlugin& pp, const uint8_
       // start ends it, gap or not (analyze_l7). Anything else may have held
       // a head's start.
       if (fs_.body[dir_] >= uint32_t(delta)) fs_.body[dir_] -= uint32_t(delta);
-      else if (!fs_.unbounded[dir_]) fs_.stream_failed |= bit_;
+      else if (!fs_.unbounded[dir_] && !(fs_.stream_failed & bit_)) fs_.stream_failed |= bit_, ++gs.gaps;
     } else if (delta != 0) {
       fs_.stream_failed |= bit_;
     }
@@ -40,11 +40,36 @@ StreamTracker::Order StreamTracker::order(const ProtocolPlugin& pp, const uint8_
   fs_.released |= bit_;
   fs_.released_end[dir_] = seq + len;
   if (!(fs_.stream_failed & bit_)) return Order::InOrder;
-  if (!pp.message_start(pl, avail, from_init)) return Order::Closed;
+  if (!pp.message_start(pl, avail, from_init)) {
+    gs.closed(len);
+    return Order::Closed;
+  }
+  resume(gs);
+  return Order::InOrder;
+}
+
+bool StreamTracker::closed(const ProtocolPlugin* pp, const uint8_t* pl, uint32_t avail, uint32_t seq, uint32_t len,
+                           bool from_init, StreamGapStats& gs) {
+  // A retransmission of bytes rewritten from a held stream stays closed
+  // even when it starts a message: its slice of that rewrite is gone.
+  if (repeats_released(seq)) return true;
+  if (!failed_before()) return false;
+  if (!pp || !pp->message_start || !pp->message_start(pl, avail, from_init)) {
+    gs.closed(len);
+    return true;
+  }
+  resume(gs);
+  return false;
+}
+
+// The counts of the messages before the gap say nothing of the bytes after
+// it: the parse starts afresh at the message start.
+void StreamTracker::resume(StreamGapStats& gs) {
   fs_.stream_failed &= uint8_t(~bit_);
   fs_.pending[dir_] = fs_.body[dir_] = 0;
   fs_.unbounded[dir_] = 0;
-  return Order::InOrder;
+  fs_.names_done &= uint8_t(~bit_);
+  ++gs.resyncs;
 }
 
 }  // namespace amon

@@ -25,6 +25,16 @@ inline void count_verdict(ConsumerCounters& c, Verdict v, uint64_t n = 1) {
   (v == Verdict::Filtered ? c.filtered : c.dropped) += n;
 }
 
+// What capture gaps cost a worker's TCP streams: holes that lost a
+// direction's message boundaries (gaps), directions that resumed at a
+// message start a plugin recognised (resyncs), and the segments and payload
+// bytes left unparsed in between (closed_*: cut by every consumer that
+// protects the protocol's fields). Written only through StreamTracker.
+struct StreamGapStats {
+  uint64_t gaps = 0, resyncs = 0, closed_segments = 0, closed_bytes = 0;
+  void closed(uint32_t payload_len) { ++closed_segments, closed_bytes += payload_len; }
+};
+
 // A TCP segment's sequence number (d decoded through its TCP header).
 inline uint32_t tcp_seq(const uint8_t* p, const Decoded& d) { return rd32(p + d.l4_off + 4); }
 
@@ -49,6 +59,19 @@ class StreamTracker {
   }
   // The held header could not be completed: the rest stays closed.
   void failed() { fs_.stream_failed |= bit_; }
+  // A segment `off` bytes past the start of the held header, which is whole
+  // for its first `contiguous` bytes: past a hole, a segment that starts a
+  // message (ProtocolPlugin::message_start) cannot continue the held
+  // header, and the stream resumes there (the held header then leaves
+  // failed, cut). A hole that a late segment might still fill is otherwise
+  // waited for, as before.
+  static bool resumes_past_hold(const ProtocolPlugin* pp, int64_t off, uint32_t contiguous, const uint8_t* pl,
+                                uint32_t avail, bool from_init, StreamGapStats& gs) {
+    if (off <= int64_t(contiguous) || !pp || !pp->message_start || !pp->message_start(pl, avail, from_init))
+      return false;
+    ++gs.gaps;
+    return true;
+  }
 
   // --- Messages (the L7 analysis) ---
   // What a plugin's parse says of the bytes that follow (parse_plugin):
@@ -73,7 +96,13 @@ class StreamTracker {
   // sequence number `seq` stands in the direction (stream.cpp).
   enum class Order : uint8_t { InOrder, Closed, Repeat };
   Order order(const ProtocolPlugin& pp, const uint8_t* pl, uint32_t avail, uint32_t seq, uint32_t len,
-              bool from_init);
+              bool from_init, StreamGapStats& gs);
+  // For any other plugin: a direction closed by a header that could not be
+  // completed stays closed (true: this segment of `len` payload bytes is
+  // not parsed) until a segment starts a message (message_start, where the
+  // plugin has one): the parse starts afresh there.
+  bool closed(const ProtocolPlugin* pp, const uint8_t* pl, uint32_t avail, uint32_t seq, uint32_t len,
+              bool from_init, StreamGapStats& gs);
   // A repeated segment parsed on its own leaves the counts as they were.
   struct Counts {
     uint32_t pending, body;
@@ -124,6 +153,7 @@ class StreamTracker {
   void end_unbounded() { fs_.unbounded[dir_] = 0; }
 
  private:
+  void resume(StreamGapStats& gs);
   FlowState& fs_;
   const int dir_;
   const uint8_t bit_;

@@ -281,11 +281,20 @@ struct ProtocolPlugin {
   // chunks): the count is right only while segments come in order. The
   // runtime follows the stream's sequence numbers; after a gap that may
   // have held a message's start, or new bytes in a retransmission, the
-  // direction fails closed until a segment for which message_start (a
-  // strict test: the message's whole first line) holds, where the parse
-  // starts afresh. A repeated segment is parsed only when it starts a
-  // message, without touching the stream's counts.
+  // direction fails closed until a segment for which message_start holds,
+  // where the parse starts afresh. A repeated segment is parsed only when
+  // it starts a message, without touching the stream's counts.
   bool ordered;
+  // TCP; required with `ordered`, optional otherwise: whether a segment's
+  // first byte starts one of the protocol's messages in that direction
+  // (HTTP's whole request or status line, a TLS record header, DNS's
+  // length prefix and message header). After a capture gap, or a header
+  // that could not be completed, the direction resumes at such a segment
+  // instead of staying closed to its end; what lies between is cut where a
+  // policy protects the protocol. Strict on purpose: a false start makes
+  // the parse place fields where there are none, and misses the real ones
+  // of that segment (a Cookie, an SNI) in clear. Null: the direction stays
+  // closed.
   bool (*message_start)(const uint8_t* payload, uint32_t len, bool from_initiator);
   // Inside a payload_open payload: whether this segment starts a new
   // message (the payload ends before it). `recognised`: the runtime's

@@ -52,6 +52,14 @@ std::string plugin_problem(const ProtocolPlugin& p, const Registry& r) {
     return "rewrite without values: amon audit and amon whatif would read none of its values";
   if (p.ordered && !p.message_start) return "ordered without message_start (where a stream resumes after a gap)";
   if (p.ordered && p.l4_proto != 6) return "ordered on a transport other than TCP";
+  if (p.message_start) {
+    if (p.l4_proto != 6) return "message_start on a transport other than TCP (it resumes a TCP stream)";
+    // The least a strict test refuses: no bytes, or one byte of anything.
+    static const uint8_t kOne[1] = {0};
+    if (p.message_start(kOne, 0, true) || p.message_start(kOne, 0, false) || p.message_start(kOne, 1, true) ||
+        p.message_start(kOne, 1, false))
+      return "message_start accepts an empty or one-byte segment (it must recognise a whole message start)";
+  }
   // A parse may leave a message's payload open (ProtoOccs::payload_open)
   // wherever the protocol has a payload field.
   if (p.payload_field && !p.payload_ends)

@@ -368,6 +368,24 @@ bool rewrite_tcp(void* vs, void* vc, RewriteHost& host, uint8_t* payload, const 
   return true;
 }
 
+// Where DNS over TCP resumes after a capture gap, strictly: length-prefixed
+// messages from the segment's first byte, each a query from the client or a
+// response from the server (QR), a standard opcode, one question, each
+// whole one ending where the next begins; the last may continue past the
+// segment (its parse then waits for the rest).
+bool message_start(const uint8_t* pl, uint32_t avail, bool from_init) {
+  uint32_t off = 0;
+  while (off + 8 <= avail) {
+    const uint32_t len = uint32_t(pl[off]) << 8 | pl[off + 1];
+    const uint8_t flags = pl[off + 4], opcode = uint8_t(flags >> 3 & 0xf);
+    if (len < 12 || bool(flags & 0x80) == from_init || (opcode != 0 && opcode != 4 && opcode != 5) ||
+        pl[off + 6] != 0 || pl[off + 7] != 1)
+      return false;
+    off += 2 + len;
+  }
+  return off >= avail && avail >= 8;
+}
+
 const ProtocolPlugin kUdp = {
     .name = "dns",
     .l4_proto = 17,
@@ -399,6 +417,7 @@ const ProtocolPlugin kTcp = {
     .make_state = make_state,
     .free_state = free_state,
     .parse = parse_tcp,
+    .message_start = message_start,
     .rewrite = rewrite_tcp,
     .make_consumer = make_consumer,
     .free_consumer = free_consumer,

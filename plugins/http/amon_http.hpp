@@ -57,6 +57,8 @@ enum class Field : uint8_t {
   ContentLength, TransferEncoding,
   Origin, ProxyAuthorization, XRealIp,
   From,
+  // What meters classify content with; they name no person, site or page.
+  ContentType, ContentEncoding, CacheControl, Date, Expires, Pragma,
   OtherHeader,  // the value of a header none of the kinds above names, framing headers aside
 };
 const char* field_name(Field f);  // "http.host", "http.referer.domain", ...

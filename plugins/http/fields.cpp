@@ -65,6 +65,21 @@ const std::vector<Spec>& specs() {
       {"http.from", VT::Text, R::Identifier, "",
        "HTTP From header (the e-mail address of the user making the request, RFC 9110 10.1.2)",
        {"http.authorization"}, {Field::From, Field::Other}, true},
+      // Content description and caching: what traffic meters (Tstat, nDPI)
+      // classify content and services with. Standard tokens, media types and
+      // times; none names a person, a site or a page.
+      {"http.content_type", VT::Text, R::Other, "", "HTTP Content-Type header (media type, charset, boundary)",
+       {"http.content_encoding"}, {Field::ContentType, Field::Other}, true},
+      {"http.content_encoding", VT::Text, R::Other, "", "HTTP Content-Encoding header (gzip, br, ...)",
+       {"http.content_type"}, {Field::ContentEncoding, Field::Other}, true},
+      {"http.cache_control", VT::Text, R::Other, "", "HTTP Cache-Control header (caching directives)",
+       {"http.expires", "http.pragma"}, {Field::CacheControl, Field::Other}, true},
+      {"http.date", VT::Text, R::Other, "", "HTTP Date header (when the message was sent)", {"http.expires"},
+       {Field::Date, Field::Other}, true},
+      {"http.expires", VT::Text, R::Other, "", "HTTP Expires header (when a response goes stale)",
+       {"http.cache_control", "http.date"}, {Field::Expires, Field::Other}, true},
+      {"http.pragma", VT::Text, R::Other, "", "HTTP Pragma header (no-cache)", {"http.cache_control"},
+       {Field::Pragma, Field::Other}, true},
   };
   return s;
 }

@@ -35,6 +35,12 @@ const char* field_name(Field f) {
     case Field::ProxyAuthorization: return "http.proxy_authorization";
     case Field::XRealIp: return "http.x_real_ip";
     case Field::From: return "http.from";
+    case Field::ContentType: return "http.content_type";
+    case Field::ContentEncoding: return "http.content_encoding";
+    case Field::CacheControl: return "http.cache_control";
+    case Field::Date: return "http.date";
+    case Field::Expires: return "http.expires";
+    case Field::Pragma: return "http.pragma";
     case Field::OtherHeader: return "http.other_headers";
   }
   return "?";
@@ -63,6 +69,12 @@ constexpr Pattern kPatterns[] = {
     {"proxy-authorization", Field::ProxyAuthorization},
     {"x-real-ip", Field::XRealIp},
     {"from", Field::From},
+    {"content-type", Field::ContentType},
+    {"content-encoding", Field::ContentEncoding},
+    {"cache-control", Field::CacheControl},
+    {"date", Field::Date},
+    {"expires", Field::Expires},
+    {"pragma", Field::Pragma},
 };
 constexpr unsigned kNumPatterns = sizeof kPatterns / sizeof kPatterns[0];
 

@@ -59,6 +59,7 @@ void encap_fix(uint8_t* p, uint32_t cap, bool cut, const Decoded& d, const Encap
     const bool v4 = L.ip_version == 4;
     const uint32_t al = v4 ? 4 : 16, so = v4 ? 12 : 8;
     if (L.l3_off + L.l3_hdr_len > cap) continue;  // cannot happen: a cut never reaches the outer headers
+    const uint16_t old_len = v4 ? rd16(ip + 2) : 0;
     if (cut) {
       // Everything after `cap` is gone, from each layer that held it.
       auto shrink = [&](uint32_t len_at, uint32_t start, uint32_t old_len) {
@@ -75,7 +76,15 @@ void encap_fix(uint8_t* p, uint32_t cap, bool cut, const Decoded& d, const Encap
       }
     }
     const bool addr = (addr_changed >> i) & 1;
-    if (v4 && (cut || addr)) wr16(ip + 10, ipv4_header_checksum({ip, L.l3_hdr_len}));
+    if (v4 && (cut || addr)) {
+      // Updated for what changed (RFC 1624), never recomputed: a header
+      // checksum wrong in the input stays wrong by as much.
+      uint16_t hc = rd16(ip + 10);
+      if (addr) hc = csum_replace(hc, {old_addrs[i], 8}, {ip + 12, 8});
+      const uint8_t o[2] = {uint8_t(old_len >> 8), uint8_t(old_len)}, n[2] = {ip[2], ip[3]};
+      hc = csum_replace(hc, {o, 2}, {n, 2});
+      wr16(ip + 10, hc);
+    }
     uint32_t from, to, ck;
     if (!checked_span(p, cap, L, from, to, ck)) continue;
     uint16_t c;

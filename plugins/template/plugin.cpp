@@ -61,6 +61,9 @@ const ProtocolPlugin kPlugin = {
     .free_state = free_state,
     .parse = parse,
     .rewrite_name = rewrite_name,
+    // Over TCP, `.message_start` (protocol.h): the strict test of a segment
+    // that starts a message, where the stream resumes after a capture gap
+    // instead of staying cut to its end. A datagram protocol needs none.
 };
 
 }  // namespace

@@ -158,6 +158,28 @@ void rewrite_name_occ(void* vs, uint8_t* payload, const ProtoOcc& o, const names
   }
 }
 
+// Where a client's or a server's records resume after a capture gap, strictly:
+// a ClientHello's record from the client (its handshake length agreeing with
+// the record's), or record headers (content type 20-23, version 3.x, a
+// length within the limit) whose lengths tile the segment to its last byte.
+// Five bytes of a hello's rest can pass for a header; a chain of them ending
+// exactly at the segment's end does not, by chance.
+bool message_start(const uint8_t* pl, uint32_t avail, bool from_init) {
+  auto header = [&](uint32_t off) {
+    const uint32_t len = uint32_t(pl[off + 3]) << 8 | pl[off + 4];
+    return pl[off] >= 20 && pl[off] <= 23 && pl[off + 1] == 3 && pl[off + 2] <= 4 && len && len <= 18432;
+  };
+  if (avail < 5 || !header(0)) return false;
+  if (from_init && avail >= 11 && pl[0] == 22 && pl[5] == 1 && pl[9] == 3 && pl[10] <= 4) {
+    const uint32_t rec = uint32_t(pl[3]) << 8 | pl[4];
+    const uint32_t hs = uint32_t(pl[6]) << 16 | uint32_t(pl[7]) << 8 | pl[8];
+    if (hs + 4 == rec || (hs + 4 > rec && rec == 16384)) return true;
+  }
+  uint32_t off = 0;
+  while (off + 5 <= avail && header(off)) off += 5 + (uint32_t(pl[off + 3]) << 8 | pl[off + 4]);
+  return off == avail;
+}
+
 // A handshake record at the stream's start, after a ChangeCipherSpec.
 const char* const kPatterns[] = {"^(\\x14\\x03[\\x00-\\x04]\\x00\\x01\\x01)?\\x16\\x03[\\x00-\\x04]", nullptr};
 
@@ -172,6 +194,7 @@ const ProtocolPlugin kPlugin = {
     .free_state = free_state,
     .parse = parse_packet,
     .rewrite_name = rewrite_name_occ,
+    .message_start = message_start,
 };
 
 }  // namespace

@@ -24,6 +24,8 @@ bool rewrite(void*, void*, RewriteHost&, uint8_t*, const uint8_t*, uint32_t, con
 void values(void*, const uint8_t*, uint32_t, void (*)(void*, const ProtoOcc&), void*) {}
 void* make_consumer(ConsumerSetup&) { return nullptr; }
 bool message_start(const uint8_t*, uint32_t, bool) { return true; }
+// Refuses what a real message start test refuses: a start needs bytes.
+bool strict_start(const uint8_t* pl, uint32_t len, bool) { return len >= 4 && pl[0] == 'V'; }
 bool payload_ends(const uint8_t*, uint32_t, bool) { return true; }
 bool parse_datagram(void*, const uint8_t*, uint32_t) { return true; }
 
@@ -74,7 +76,7 @@ TEST_CASE("add_protocol refuses a descriptor that breaks one rule, naming the pl
   Registry& reg = Registry::instance();
   const size_t fields = reg.fields().size(), protocols = reg.protocols().size();
 
-  constexpr int kRules = 16;
+  constexpr int kRules = 18;
   static ProtocolPlugin p[kRules];
   for (auto& x : p) x = good("vt");
   p[0].l4_proto = 1;
@@ -93,6 +95,8 @@ TEST_CASE("add_protocol refuses a descriptor that breaks one rule, naming the pl
   p[13].l4_proto = 6, p[13].payload_field = "vt.nothing", p[13].payload_ends = payload_ends;
   p[14].shortcut = true;
   p[15].ordered = true, p[15].message_start = message_start;
+  p[16].message_start = strict_start;
+  p[17].l4_proto = 6, p[17].message_start = message_start;
   const char* rules[kRules] = {
       "l4_proto is 1; it must be 6 (TCP) or 17 (UDP)",
       "no parse",
@@ -110,6 +114,8 @@ TEST_CASE("add_protocol refuses a descriptor that breaks one rule, naming the pl
       "payload_field vt.nothing is not a registered field of vt",
       "shortcut without rewrite",
       "ordered on a transport other than TCP",
+      "message_start on a transport other than TCP",
+      "message_start accepts an empty or one-byte segment",
   };
   for (int i = 0; i < kRules; ++i) {
     const std::string err = refusal(p[i]);

@@ -11,7 +11,9 @@ const std::string kRequest =
     "Proxy-Authorization: Basic cHJveHk=\r\nX-Real-IP: 198.51.100.77\r\nFrom: user@mail.example\r\n\r\n";
 const std::string kResponse =
     "HTTP/1.1 302 Found\r\nServer: srv/2\r\nSet-Cookie: id=42\r\nLocation: http://loc.example.org/b\r\n"
-    "Content-Location: /c.html\r\nContent-Length: 0\r\n\r\n";
+    "Content-Location: /c.html\r\nContent-Type: text/html; charset=utf-8\r\nContent-Encoding: gzip\r\n"
+    "Cache-Control: max-age=60\r\nDate: Sun, 19 Oct 2014 19:12:11 GMT\r\nExpires: Sun, 19 Oct 2014 19:13:11 GMT\r\n"
+    "Pragma: no-cache\r\nContent-Length: 0\r\n\r\n";
 
 const amon_test::SampleSource kHttp([] {
   using amon_test::tcp4, amon_test::text;
@@ -34,6 +36,12 @@ const amon_test::SampleSource kHttp([] {
       {"http.set_cookie", {rsp, "id=42", false}},
       {"http.location", {rsp, "http://loc.example.org/b", false}},
       {"http.other_headers", {rsp, "/c.html", false}},
+      {"http.content_type", {rsp, "text/html; charset=utf-8", false}},
+      {"http.content_encoding", {rsp, "gzip", false}},
+      {"http.cache_control", {rsp, "max-age=60", false}},
+      {"http.date", {rsp, "Sun, 19 Oct 2014 19:12:11 GMT", false}},
+      {"http.expires", {rsp, "Sun, 19 Oct 2014 19:13:11 GMT", false}},
+      {"http.pragma", {rsp, "no-cache", false}},
   };
 });
 
