@@ -171,9 +171,7 @@ void open_outputs(Engine& E) {
     Output o;
     o.name = c.name;
     o.spec = c.output;
-    o.ring = rte_ring_create(("out_" + std::to_string(E.outputs.size())).c_str(), E.sizes.ring, int(rte_socket_id()),
-                             RING_F_SC_DEQ);
-    if (!o.ring) throw std::runtime_error("output ring: " + std::string(rte_strerror(rte_errno)));
+    o.q = std::make_unique<OutQueue>("out_" + std::to_string(E.outputs.size()), E.sizes.ring, E.cfg.workers);
     if (c.output.kind == PortSpec::Kind::PcapFile) {
       o.file = std::make_unique<FileWriter>();
       try {
@@ -181,7 +179,7 @@ void open_outputs(Engine& E) {
       } catch (const std::runtime_error& e) {  // the file header could not be written: name the consumer
         throw std::runtime_error("consumer '" + c.name + "': output " + e.what());
       }
-      o.file->ring = o.ring;
+      o.file->q = o.q.get();
     } else {
       o.port = attach_port(c.output.spec);
       if (c.output.spec.rfind("net_pcap", 0) == 0) o.tx_cap = RTE_ETHER_MAX_JUMBO_FRAME_LEN;
@@ -384,8 +382,7 @@ void teardown(Engine& E) {
       }
   E.workers.clear();
   for (auto& o : E.outputs) {
-    rte_mbuf* m = nullptr;
-    while (o.ring && rte_ring_dequeue(o.ring, reinterpret_cast<void**>(&m)) == 0) rte_pktmbuf_free(m);
+    o.q.reset();  // its records and rings, while the EAL still holds their memory
     if (o.port != UINT16_MAX) {
       rte_eth_dev_stop(o.port);
     }
