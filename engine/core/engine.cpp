@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <csignal>
 #include <cstdio>
 #include <cstring>
 #include <future>
@@ -321,9 +322,17 @@ void main_lcore_loop(Engine& E, bool live) {
   uint64_t last_sweep = 0;
   Idle main_idle(cfg.offline);
   Progress progress(!cfg.quiet && E.sizes.input_bytes && isatty(STDERR_FILENO), E.sizes.input_bytes);
+  bool told_stop = false;
   for (;;) {
     // A failed output stops the reading as a signal does.
-    bool stopping = g_signal.load(std::memory_order_relaxed) != 0 || output_failed(E);
+    const int sig = g_signal.load(std::memory_order_relaxed);
+    bool stopping = sig != 0 || output_failed(E);
+    if (sig && !told_stop) {
+      told_stop = true;
+      progress.finish();
+      log_line(kInfo, "stopping on %s: no more input is read; held segments and queued records are written out",
+               sig == SIGINT ? "SIGINT" : sig == SIGTERM ? "SIGTERM" : "a signal");
+    }
     const bool got = !stopping && read_inputs(E, pkts);
     const bool wrote = drain_outputs(E) != 0;
     // ftell is an lseek: asked for only when the line is redrawn.
@@ -337,6 +346,8 @@ void main_lcore_loop(Engine& E, bool live) {
     for (auto& w : E.workers) last_rx_tsc = std::max(last_rx_tsc, w->last_rx_tsc.load(std::memory_order_relaxed));
     if (run_over(E, stopping, now_tsc - last_rx_tsc > idle_tsc)) break;
     if (live) control.turn(E, stopping, now_tsc);
+    // Offline too, a SIGUSR1 is answered with the statistics line.
+    else if (g_usr1.exchange(0, std::memory_order_relaxed)) write_stats_line(E);
     if (got || wrote) main_idle.reset();
     else main_idle.wait();
   }
