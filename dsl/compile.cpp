@@ -313,7 +313,7 @@ std::shared_ptr<const Policy> Compiler::run(std::string_view src, const std::str
   for (const auto& [n, k] : keys_)
     if (k.ok) pol_->keys.push_back(k.km);
   std::sort(pol_->keys.begin(), pol_->keys.end(), [](const auto& a, const auto& b) { return a->name < b->name; });
-  if (d_.errors() == 0) analyze();
+  analyze();
   d_.sort_by_location(first_diag);
   if (d_.errors() != 0) return nullptr;
   return pol_;

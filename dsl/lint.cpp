@@ -324,12 +324,17 @@ namespace {
 struct LintCheck {
   const char* name;
   void (*run)(LintContext&);
+  // Reasons about the policy as a whole (what it leaves in clear): run only
+  // on a policy with no error, where no rule is missing. The others judge
+  // the rules that compiled among themselves, and run whatever else is
+  // wrong in the file, so one run reports every error.
+  bool whole_policy = true;
 };
 
 // In this order: the identifiers check marks what it warned about
 // (`warned`), which the related-fields check then leaves alone.
 constexpr LintCheck kLintChecks[] = {
-    {"rule-conflicts", lint_rule_conflicts},
+    {"rule-conflicts", lint_rule_conflicts, false},
     {"identifiers-in-clear", lint_identifiers_in_clear},
     {"roles-without-clients", lint_roles_without_clients},
     {"addr-carrier-payload", lint_addr_carrier_payload},
@@ -344,10 +349,8 @@ constexpr LintCheck kLintChecks[] = {
 }  // namespace
 
 void run_lint_checks(LintContext& c) {
-  for (const LintCheck& check : kLintChecks) {
-    check.run(c);
-    if (c.d.errors()) return;
-  }
+  for (const LintCheck& check : kLintChecks)
+    if (!check.whole_policy || !c.d.errors()) check.run(c);
 }
 
 void Compiler::analyze() {

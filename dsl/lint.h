@@ -47,9 +47,9 @@ struct LintContext {
   bool in_clear(const FieldDesc& f) const;
 };
 
-// The checks, in the order they run (kLintChecks). The checks after the
-// first one that reports an error do not run: they assume a policy without
-// errors.
+// The checks, in the order they run (kLintChecks). Those about the policy
+// as a whole run only while it has no error; the rule conflicts run always,
+// beside whatever other error the file has.
 void lint_rule_conflicts(LintContext& c);       // same field, rules that cannot both apply
 void lint_identifiers_in_clear(LintContext& c);  // identifiers kept while addresses are protected
 void lint_roles_without_clients(LintContext& c);

@@ -36,6 +36,9 @@ namespace {
 struct ConfigError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
+// A mistake already recorded (Doc::fail): it abandons the setting it is in,
+// and the reading goes on with the next one, so one run reports them all.
+struct Recorded {};
 
 class Doc {
  public:
@@ -62,8 +65,24 @@ class Doc {
   yaml_node_t* root() { return yaml_document_get_root_node(&doc_); }
   yaml_node_t* node(int i) { return yaml_document_get_node(&doc_, i); }
   [[noreturn]] void fail(yaml_node_t* n, const std::string& msg) {
-    throw ConfigError(path_ + ":" + std::to_string(n->start_mark.line + 1) + ":" +
+    errors_.push_back(path_ + ":" + std::to_string(n->start_mark.line + 1) + ":" +
                       std::to_string(n->start_mark.column + 1) + ": " + msg);
+    throw Recorded{};
+  }
+  // Runs one setting's reading; a mistake in it is recorded and the next
+  // setting is read all the same.
+  template <typename F>
+  void attempt(F&& f) {
+    try {
+      f();
+    } catch (const Recorded&) {
+    }
+  }
+  // Every mistake recorded, one a line (empty: none).
+  std::string errors() const {
+    std::string e;
+    for (const auto& x : errors_) e += (e.empty() ? "" : "\n") + x;
+    return e;
   }
   std::string scalar(yaml_node_t* n, const char* what) {
     if (n->type != YAML_SCALAR_NODE) fail(n, std::string(what) + " must be a single value");
@@ -85,16 +104,17 @@ class Doc {
   void each_pair(yaml_node_t* map, const char* what, F&& f) {
     if (map->type != YAML_MAPPING_NODE) fail(map, std::string(what) + " must be a mapping");
     for (auto* p = map->data.mapping.pairs.start; p < map->data.mapping.pairs.top; ++p)
-      f(scalar(node(p->key), "key"), node(p->key), node(p->value));
+      attempt([&] { f(scalar(node(p->key), "key"), node(p->key), node(p->value)); });
   }
   template <typename F>
   void each_item(yaml_node_t* seq, const char* what, F&& f) {
     if (seq->type != YAML_SEQUENCE_NODE) fail(seq, std::string(what) + " must be a list");
-    for (auto* i = seq->data.sequence.items.start; i < seq->data.sequence.items.top; ++i) f(node(*i));
+    for (auto* i = seq->data.sequence.items.start; i < seq->data.sequence.items.top; ++i) attempt([&] { f(node(*i)); });
   }
 
  private:
   std::string path_;
+  std::vector<std::string> errors_;
   yaml_document_t doc_{};
   bool loaded_ = false;
 };
@@ -213,12 +233,12 @@ bool load_share_config(const std::string& path, share::Settings& s, std::string&
     std::string dir;
     if (auto sl = path.rfind('/'); sl != std::string::npos) dir = path.substr(0, sl);
     if (!d.root()) throw ConfigError(path + ": empty");
-    share_settings(d, d.root(), dir, s);
+    d.attempt([&] { share_settings(d, d.root(), dir, s); });
+    err = d.errors();
   } catch (const ConfigError& e) {
     err = e.what();
-    return false;
   }
-  return true;
+  return err.empty();
 }
 
 bool load_config(const std::string& path, EngineConfig& cfg, std::string& err) {
@@ -229,7 +249,7 @@ bool load_config(const std::string& path, EngineConfig& cfg, std::string& err) {
     d.load();
     yaml_node_t* root = d.root();
     if (!root) throw ConfigError(path + ": empty configuration");
-    d.each_pair(root, "the configuration", [&](const std::string& k, yaml_node_t* kn, yaml_node_t* v) {
+    d.attempt([&] { d.each_pair(root, "the configuration", [&](const std::string& k, yaml_node_t* kn, yaml_node_t* v) {
       if (k == "workers") {
         cfg.workers = unsigned(d.number(v, "workers"));
         if (cfg.workers < 1 || cfg.workers > 64) d.fail(v, "workers must be 1 to 64");
@@ -307,14 +327,15 @@ bool load_config(const std::string& path, EngineConfig& cfg, std::string& err) {
                         did_you_mean(k, {"workers", "inputs", "consumers", "eal", "flows", "reassembly", "zanon", "stats",
                                          "stats_json", "mbufs"}));
       }
-    });
-    if (cfg.inputs.empty()) throw ConfigError(path + ": no inputs");
-    if (cfg.consumers.empty()) throw ConfigError(path + ": no consumers");
+    }); });
+    err = d.errors();
+    // Not said again when a mistake in them already was.
+    if (err.empty() && cfg.inputs.empty()) err = path + ": no inputs";
+    if (err.empty() && cfg.consumers.empty()) err = path + ": no consumers";
   } catch (const ConfigError& e) {
     err = e.what();
-    return false;
   }
-  return true;
+  return err.empty();
 }
 
 }  // namespace amon

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <csignal>
 #include <cstdio>
 #include <cstring>
 #include <future>
@@ -171,9 +172,7 @@ void open_outputs(Engine& E) {
     Output o;
     o.name = c.name;
     o.spec = c.output;
-    o.ring = rte_ring_create(("out_" + std::to_string(E.outputs.size())).c_str(), E.sizes.ring, int(rte_socket_id()),
-                             RING_F_SC_DEQ);
-    if (!o.ring) throw std::runtime_error("output ring: " + std::string(rte_strerror(rte_errno)));
+    o.q = std::make_unique<OutQueue>("out_" + std::to_string(E.outputs.size()), E.sizes.ring, E.cfg.workers);
     if (c.output.kind == PortSpec::Kind::PcapFile) {
       o.file = std::make_unique<FileWriter>();
       try {
@@ -181,7 +180,7 @@ void open_outputs(Engine& E) {
       } catch (const std::runtime_error& e) {  // the file header could not be written: name the consumer
         throw std::runtime_error("consumer '" + c.name + "': output " + e.what());
       }
-      o.file->ring = o.ring;
+      o.file->q = o.q.get();
     } else {
       o.port = attach_port(c.output.spec);
       if (c.output.spec.rfind("net_pcap", 0) == 0) o.tx_cap = RTE_ETHER_MAX_JUMBO_FRAME_LEN;
@@ -323,9 +322,17 @@ void main_lcore_loop(Engine& E, bool live) {
   uint64_t last_sweep = 0;
   Idle main_idle(cfg.offline);
   Progress progress(!cfg.quiet && E.sizes.input_bytes && isatty(STDERR_FILENO), E.sizes.input_bytes);
+  bool told_stop = false;
   for (;;) {
     // A failed output stops the reading as a signal does.
-    bool stopping = g_signal.load(std::memory_order_relaxed) != 0 || output_failed(E);
+    const int sig = g_signal.load(std::memory_order_relaxed);
+    bool stopping = sig != 0 || output_failed(E);
+    if (sig && !told_stop) {
+      told_stop = true;
+      progress.finish();
+      log_line(kInfo, "stopping on %s: no more input is read; held segments and queued records are written out",
+               sig == SIGINT ? "SIGINT" : sig == SIGTERM ? "SIGTERM" : "a signal");
+    }
     const bool got = !stopping && read_inputs(E, pkts);
     const bool wrote = drain_outputs(E) != 0;
     // ftell is an lseek: asked for only when the line is redrawn.
@@ -339,6 +346,8 @@ void main_lcore_loop(Engine& E, bool live) {
     for (auto& w : E.workers) last_rx_tsc = std::max(last_rx_tsc, w->last_rx_tsc.load(std::memory_order_relaxed));
     if (run_over(E, stopping, now_tsc - last_rx_tsc > idle_tsc)) break;
     if (live) control.turn(E, stopping, now_tsc);
+    // Offline too, a SIGUSR1 is answered with the statistics line.
+    else if (g_usr1.exchange(0, std::memory_order_relaxed)) write_stats_line(E);
     if (got || wrote) main_idle.reset();
     else main_idle.wait();
   }
@@ -384,8 +393,7 @@ void teardown(Engine& E) {
       }
   E.workers.clear();
   for (auto& o : E.outputs) {
-    rte_mbuf* m = nullptr;
-    while (o.ring && rte_ring_dequeue(o.ring, reinterpret_cast<void**>(&m)) == 0) rte_pktmbuf_free(m);
+    o.q.reset();  // its records and rings, while the EAL still holds their memory
     if (o.port != UINT16_MAX) {
       rte_eth_dev_stop(o.port);
     }

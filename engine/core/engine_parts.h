@@ -29,6 +29,7 @@
 
 #include "engine.h"
 #include "mbuf_meta.h"
+#include "ordered.h"
 #include "pcap_port.h"
 #include "policy.h"
 #include "sizing.h"
@@ -82,11 +83,11 @@ class Idle {
 // writing every output made it the bottleneck with several consumers (the
 // kernel's page-cache copy of each file is most of a write); a thread per
 // file spreads those copies over the cores. Its ring is the back-pressure:
-// offline, a worker waits while it is full. Records leave in ring order, so
-// a file's order is the order the workers enqueued, as before.
+// offline, a worker waits while it is full. Records leave in input order
+// (ordered.h).
 struct FileWriter {
   std::unique_ptr<PcapWriter> pcap;
-  rte_ring* ring = nullptr;
+  OutQueue* q = nullptr;
   std::thread th;
   std::atomic<bool> stop{false};  // no more enqueues: drain the ring and close
   std::atomic<bool> failed{false};
@@ -97,7 +98,7 @@ struct FileWriter {
 struct Output {
   std::string name;
   PortSpec spec;
-  rte_ring* ring = nullptr;
+  std::unique_ptr<OutQueue> q;
   bool direct_tx = false;  // each worker transmits on its own queue (no ring, no main lcore)
   std::unique_ptr<FileWriter> file;  // pcap file outputs
   uint16_t port = UINT16_MAX;
@@ -136,6 +137,13 @@ struct Worker {
   uint64_t dispatched = 0;  // written by the main lcore only
   uint64_t out_full_drops = 0;
   std::vector<std::pair<uint16_t, uint16_t>> rx_queues;  // (port, queue) polled directly
+  // Per output: no fresh record below this input number will come from this
+  // worker (ordered.h).
+  std::unique_ptr<OrderFloor[]> floors;
+  unsigned nfloors = 0;
+  void raise_floors(uint64_t s) {
+    for (unsigned i = 0; i < nfloors; ++i) floors[i].raise(s);
+  }
   // A new generation of programs for this worker (reload); the worker
   // takes it between bursts and sets it back to null.
   std::atomic<ProgramSet*> next{nullptr};
@@ -164,6 +172,10 @@ struct Engine {
   // Input is over (or a signal came): workers release held segments.
   std::atomic<bool> flush_holds{false};
   uint64_t rx_total = 0, rx_nonip = 0, rx_dispatch_drops = 0;
+  // Input sequence numbers (ordered.h): the next to give, and the last one
+  // given (published before the packet is enqueued).
+  uint64_t next_seq = 1;
+  std::atomic<uint64_t> dispatched_seq{0};
   uint64_t start_ns = 0, tsc_hz = 0, tsc0 = 0, wall0 = 0;
   std::string input_error;
   // Reloads. Workers report a quiescent state (rte_rcu_qsbr) once per loop

@@ -10,6 +10,7 @@
 #include <rte_mbuf_dyn.h>
 
 #include <cstdint>
+#include <cstring>
 
 namespace amon {
 
@@ -62,6 +63,24 @@ inline bool mbuf_origin(const rte_mbuf* m, uint16_t& input, uint16_t& dlt) {
   if (o->tag != kOriginTag) return false;
   input = o->input, dlt = o->dlt;
   return true;
+}
+// The input sequence number the dispatcher gives each packet when several
+// workers share the input, by which the outputs are merged (ordered.h). It
+// lives in the mbuf's 8-byte hash union: the dynamic field area is full, and
+// nothing past the receive reads the NIC's RSS hash (the workers hash the
+// flow themselves). Copies carry it (rte_pktmbuf_copy, mbuf_copy_meta).
+inline uint64_t mbuf_seq(const rte_mbuf* m) {
+  uint64_t s;
+  static_assert(sizeof(m->hash) == sizeof(s));
+  std::memcpy(&s, &m->hash, sizeof(s));
+  return s;
+}
+inline void mbuf_set_seq(rte_mbuf* m, uint64_t s) { std::memcpy(&m->hash, &s, sizeof(s)); }
+// Every per-packet field of `src` a record made from it needs (the dynamic
+// fields and the sequence number).
+inline void mbuf_copy_meta(rte_mbuf* dst, const rte_mbuf* src) {
+  rte_mbuf_dynfield_copy(dst, src);
+  dst->hash = src->hash;
 }
 inline LinkHdr* mbuf_link_hdr(rte_mbuf* m) { return RTE_MBUF_DYNFIELD(m, g_meta.link_off, LinkHdr*); }
 inline const LinkHdr* mbuf_link_hdr(const rte_mbuf* m) { return RTE_MBUF_DYNFIELD(m, g_meta.link_off, const LinkHdr*); }

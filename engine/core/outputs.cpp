@@ -37,13 +37,6 @@ std::string identity(const std::string& p) {
   return "p:" + p;
 }
 
-bool ends_with_ci(const std::string& s, const char* suffix) {
-  size_t n = std::strlen(suffix);
-  if (s.size() < n) return false;
-  for (size_t i = 0; i < n; ++i)
-    if (std::tolower(static_cast<unsigned char>(s[s.size() - n + i])) != suffix[i]) return false;
-  return true;
-}
 
 // Why `p` cannot be written as a new file, or "".
 std::string unwritable(const std::string& p) {
@@ -96,8 +89,6 @@ std::vector<std::string> check_ports(const EngineConfig& cfg) {
   auto writes_file = [&](const std::string& who, const std::string& path) {
     std::string why = unwritable(path);
     if (!why.empty()) errs.push_back(who + ": output " + path + ": " + why);
-    if (ends_with_ci(path, ".pcapng"))
-      errs.push_back(who + ": output " + path + ": amon writes pcap, not pcapng; name the file .pcap");
     std::string id = identity(path);
     for (auto& [rp, what] : reads)
       if (identity(rp) == id) errs.push_back(who + ": output " + path + " is " + what + " (it would be overwritten)");

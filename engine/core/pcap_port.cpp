@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <sys/uio.h>
+#include <strings.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -330,6 +331,8 @@ PcapWriter::PcapWriter(const PortSpec& out, bool nanosecond, int snaplen, int li
     : rot_size_(out.rotate_size), rot_every_(out.rotate_every_ns), rot_keep_(out.rotate_keep),
       reopen_seen_(g_reopen.load(std::memory_order_relaxed)), nano_(nanosecond), snaplen_(snaplen),
       linktype_(linktype), paths_(pcap_output_paths(out)) {
+  const std::string& p = out.spec;
+  pcapng_ = out.files.empty() && p.size() >= 7 && strcasecmp(p.c_str() + p.size() - 7, ".pcapng") == 0;
   // Each input's output in the run's link type exists from the start, so a
   // wrong path fails before anything is read (and an empty input still has
   // its output).
@@ -347,6 +350,7 @@ PcapWriter::PcapWriter(const PortSpec& out, bool nanosecond, int snaplen, int li
 PcapWriter::~PcapWriter() { close(); }
 
 PcapWriter::Sink& PcapWriter::sink(uint16_t input, int dlt) {
+  if (pcapng_) dlt = linktype_;  // one file, an interface block per link type
   const uint32_t key = uint32_t(input) << 16 | uint32_t(dlt & 0xffff);
   if (last_ && last_key_ == key) return *last_;
   auto it = by_key_.find(key);
@@ -365,6 +369,20 @@ PcapWriter::Sink& PcapWriter::sink(uint16_t input, int dlt) {
   return *last_;
 }
 
+int PcapWriter::dlt_of(const rte_mbuf* m) const {
+  uint16_t input = 0, dlt = uint16_t(linktype_);
+  if (!mbuf_origin(m, input, dlt) || !link_type_supported(dlt)) return linktype_;
+  return dlt;
+}
+
+uint32_t PcapWriter::iface_of(Sink& s, int dlt) {
+  for (size_t i = 0; i < s.ifaces.size(); ++i)
+    if (s.ifaces[i] == dlt) return uint32_t(i);
+  s.ifaces.push_back(dlt);
+  pcapng::interface(blocks_, dlt, uint32_t(snaplen_), nano_);
+  return uint32_t(s.ifaces.size() - 1);
+}
+
 PcapWriter::Sink& PcapWriter::sink_of(const rte_mbuf* m) {
   uint16_t input = 0, dlt = uint16_t(linktype_);
   // Packets that came from no capture file (a live port) carry no origin.
@@ -373,6 +391,25 @@ PcapWriter::Sink& PcapWriter::sink_of(const rte_mbuf* m) {
 }
 
 void PcapWriter::open_sink(Sink& s, bool append) {
+  if (pcapng_) {
+    // A file appended to (a reopen) gets a new section: a section header
+    // and its interface blocks again, as pcapng allows.
+    s.fd = ::open(s.path.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC | (append ? O_APPEND : O_TRUNC), 0644);
+    if (s.fd < 0) {
+      s.err = errno;
+      return;
+    }
+    std::vector<uint8_t> shb;
+    pcapng::section_header(shb);
+    if (::write(s.fd, shb.data(), shb.size()) != ssize_t(shb.size())) s.err = errno ? errno : EIO;
+    s.ifaces.clear();
+    struct stat st;
+    s.reserve = fstat(s.fd, &st) == 0 && S_ISREG(st.st_mode);
+    const off_t at = lseek(s.fd, 0, SEEK_CUR);
+    s.end = s.reserved = at > 0 ? uint64_t(at) : 0;
+    s.head = s.end;
+    return;
+  }
   if (!s.dead)
     s.dead = pcap_open_dead_with_tstamp_precision(s.linktype, snaplen_,
                                                   nano_ ? PCAP_TSTAMP_PRECISION_NANO : PCAP_TSTAMP_PRECISION_MICRO);
@@ -410,6 +447,7 @@ void PcapWriter::open_sink(Sink& s, bool append) {
   s.reserve = fstat(s.fd, &st) == 0 && S_ISREG(st.st_mode);
   const off_t at = lseek(s.fd, 0, SEEK_CUR);
   s.end = s.reserved = at > 0 ? uint64_t(at) : 0;
+  s.head = 24;
 }
 
 bool PcapWriter::failed() const {
@@ -425,6 +463,14 @@ std::string PcapWriter::failure() const {
 }
 
 void PcapWriter::close_sink(Sink& s) {
+  if (pcapng_ && s.fd >= 0) {
+    if (s.reserved > s.end && ftruncate(s.fd, off_t(s.end)) != 0 && s.err == 0) s.err = errno;
+    if (::close(s.fd) != 0 && s.err == 0) s.err = errno;
+    s.fd = -1;
+    s.reserve = false;
+    s.end = s.reserved = 0;
+    return;
+  }
   if (!s.d) return;
   FILE* f = pcap_dump_file(s.d);
   // pcap_dump_close() reports nothing, so the stream is flushed here
@@ -489,14 +535,17 @@ void PcapWriter::reopen_all() {
 
 // An upper bound of a record's bytes in the file (its header, and a link
 // header that may be longer than the stand-in Ethernet one).
-static uint64_t record_bound(const rte_mbuf* m) { return 16 + uint64_t(m->pkt_len) + 32; }
+// (pcapng: its block's head and trailer, padding, and an interface block.)
+uint64_t PcapWriter::record_bound(const rte_mbuf* m) const {
+  return pcapng_ ? 28 + 8 + uint64_t(m->pkt_len) + 32 + 32 : 16 + uint64_t(m->pkt_len) + 32;
+}
 
 bool PcapWriter::part_ends(const Sink& s, const rte_mbuf* m, uint64_t end) const {
   if (!rotating()) return false;
-  if (s.fresh || !s.d) return true;
+  if (s.fresh || s.fd < 0) return true;
   if (rot_every_ && mbuf_ts(m) >= s.period_end) return true;
   // A part holds at least one record, whatever its size.
-  return rot_size_ && end > 24 && end + record_bound(m) > rot_size_;
+  return rot_size_ && end > s.head && end + record_bound(m) > rot_size_;
 }
 
 void PcapWriter::new_part(Sink& s, uint64_t ts) {
@@ -539,25 +588,31 @@ void PcapWriter::write_burst(rte_mbuf* const* pkts, unsigned n) {
     uint64_t end = s.end + record_bound(pkts[i]);
     unsigned j = i + 1;
     while (j < n && &sink_of(pkts[j]) == &s && !part_ends(s, pkts[j], end)) end += record_bound(pkts[j++]);
-    if (!s.err && s.d) write_run(s, pkts + i, j - i);
+    if (!s.err && s.fd >= 0) write_run(s, pkts + i, j - i);
     i = j;
   }
 }
 
 void PcapWriter::write_run(Sink& s, rte_mbuf* const* pkts, unsigned n) {
   recs_.resize(n);
-  iov_.resize(size_t(2) * n);
-  const int lt = s.linktype;
+  iov_.clear();
+  iov_.reserve(size_t(3) * n + 1);
+  if (pcapng_) {
+    epbs_.resize(n);
+    trailers_.resize(n);
+    blocks_.clear();
+  }
   // Records of another link type, and chained mbufs, are made whole in
   // linear_: sized first, so the pointers into it stay valid.
   size_t need = 0;
   for (unsigned i = 0; i < n; ++i)
-    if (lt != DLT_EN10MB || pkts[i]->nb_segs != 1) need += pkts[i]->pkt_len + 32;
+    if ((pcapng_ ? dlt_of(pkts[i]) : s.linktype) != DLT_EN10MB || pkts[i]->nb_segs != 1) need += pkts[i]->pkt_len + 32;
   linear_.resize(need);
   size_t used = 0;
   const uint64_t bytes_before = bytes_;
   for (unsigned i = 0; i < n; ++i) {
     const rte_mbuf* m = pkts[i];
+    const int lt = pcapng_ ? dlt_of(m) : s.linktype;
     const uint64_t ts = mbuf_ts(m);
     Rec& r = recs_[i];
     // libpcap's record header: 32-bit seconds and fraction, host order.
@@ -592,10 +647,22 @@ void PcapWriter::write_run(Sink& s, rte_mbuf* const* pkts, unsigned n) {
       data = out;
       used += m->pkt_len;
     }
-    iov_[2 * i] = {&r, sizeof r};
-    iov_[2 * i + 1] = {const_cast<uint8_t*>(data), r.caplen};
+    if (pcapng_) {
+      pcapng::Trailer& t = trailers_[i];
+      const unsigned tl = pcapng::packet(epbs_[i], t, iface_of(s, lt), nano_ ? ts : ts / 1000, r.caplen, r.len);
+      iov_.push_back({&epbs_[i], sizeof(pcapng::EpbHead)});
+      iov_.push_back({const_cast<uint8_t*>(data), r.caplen});
+      iov_.push_back({reinterpret_cast<uint8_t*>(&t) + 8 - tl, tl});
+      bytes_ += r.caplen;
+      continue;
+    }
+    iov_.push_back({&r, sizeof r});
+    iov_.push_back({const_cast<uint8_t*>(data), r.caplen});
     bytes_ += r.caplen;
   }
+  // New interface blocks go before the records (blocks_ is not touched
+  // again until the writes are done).
+  if (!blocks_.empty()) iov_.insert(iov_.begin(), {blocks_.data(), blocks_.size()});
   packets_ += n;
   reserve(s, size_t(n) * sizeof(Rec) + (bytes_ - bytes_before));
   // The records go out from the mbufs themselves: the kernel's copy into

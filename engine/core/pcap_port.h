@@ -17,6 +17,7 @@
 
 #include "engine.h"
 #include "pcapio.h"
+#include "pcapng_out.h"
 
 namespace amon {
 
@@ -87,7 +88,8 @@ class PcapWriter {
   // of the input's name (.gz and pcapng inputs give .pcap names). Packets of
   // a link type other than `linktype` (a pcapng with interfaces of several
   // types, or inputs of several types) go to a file of their own named
-  // after the type: out.pcap -> out.linux_sll.pcap.
+  // after the type: out.pcap -> out.linux_sll.pcap; a file named .pcapng
+  // is written as pcapng and keeps every link type itself.
   // With out.rotate_size or out.rotate_every_ns, each file is a part:
   // out.pcap is written as out-20261126T040000Z.pcap (the UTC start of the
   // period, or for size alone the first record's second; -2, -3 ... on a
@@ -123,7 +125,9 @@ class PcapWriter {
     int linktype = 0;
     pcap_t* dead = nullptr;
     pcap_dumper_t* d = nullptr;  // writes the file header; owns the FILE
-    int fd = -1;
+    int fd = -1;  // open while >= 0
+    uint64_t head = 24;  // the file header's bytes (records come after)
+    std::vector<int> ifaces;  // pcapng: the link type of each interface block written
     int err = 0;  // errno of the first failed open or write, 0 while none has
     // Disk space reserved ahead of the writes (a regular file whose file
     // system takes fallocate): the file offset written up to and reserved to.
@@ -149,6 +153,15 @@ class PcapWriter {
   void open_sink(Sink& s, bool append = false);
   void write_run(Sink& s, rte_mbuf* const* pkts, unsigned n);
   void reserve(Sink& s, size_t batch);
+  int dlt_of(const rte_mbuf* m) const;
+  uint32_t iface_of(Sink& s, int dlt);
+  uint64_t record_bound(const rte_mbuf* m) const;
+  // Records are pcapng (an output named .pcapng): each keeps its link type
+  // in one file, an interface block per type.
+  bool pcapng_ = false;
+  std::vector<uint8_t> blocks_;  // interface blocks due before a run's records
+  std::vector<pcapng::EpbHead> epbs_;
+  std::vector<pcapng::Trailer> trailers_;
   bool nano_;
   int snaplen_, linktype_;
   std::vector<std::string> paths_;  // per input (one when not mirrored)

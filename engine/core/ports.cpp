@@ -19,7 +19,7 @@ unsigned drain_outputs(Engine& E) {
   for (auto& o : E.outputs) {
     if (o.file) continue;  // its own thread writes it
     unsigned n;
-    while ((n = rte_ring_sc_dequeue_burst(o.ring, reinterpret_cast<void**>(pkts), kBurst, nullptr)) > 0) {
+    while ((n = o.q->dequeue(pkts, kBurst)) > 0) {
       total += n;
       for (unsigned i = 0; i < n; ++i) o.tx_truncated += pkts[i]->pkt_len > o.tx_cap;
       uint16_t sent = 0;
@@ -91,6 +91,11 @@ void dispatch(Engine& E, rte_mbuf** pkts, unsigned n) {
       // The first segment holds every header we hash on.
       decode(data, m->data_len, mbuf_wire_len(m), d);
       wi = symmetric_flow_hash(data, d) % nw;
+      // Published before the enqueue: a worker that finds its ring empty
+      // after reading it has had every earlier packet meant for it, and a
+      // reader never sees a record with a number not yet given (ordered.h).
+      mbuf_set_seq(m, E.next_seq);
+      E.dispatched_seq.store(E.next_seq++, std::memory_order_release);
     }
     Worker& w = *E.workers[wi];
     if (E.cfg.offline) {
@@ -168,7 +173,7 @@ int output_link_type(const Engine& E) {
 
 bool outputs_empty(Engine& E) {
   for (auto& o : E.outputs)
-    if (!rte_ring_empty(o.ring)) return false;
+    if (!o.q->rings_empty()) return false;
   return true;
 }
 

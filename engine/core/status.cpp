@@ -126,7 +126,6 @@ void refresh_snapshot(Engine& E) {
 
 // One JSON line: the totals, and the rates since the previous line.
 void write_stats_line(Engine& E) {
-  if (E.cfg.stats_lines.empty()) return;
   Report r = build_report(E);
   double secs = double(r.elapsed_ns - E.stats_line_prev.elapsed_ns) / 1e9;
   auto rate = [&](uint64_t now, uint64_t before) { return secs > 0 ? double(now - before) / secs : 0.0; };
@@ -146,7 +145,11 @@ void write_stats_line(Engine& E) {
   std::string totals = render_report_json(r);
   while (!totals.empty() && (totals.back() == '\n' || totals.back() == ' ')) totals.pop_back();
   line += "},\"totals\":" + totals + "}\n";
-  if (FILE* f = std::fopen(E.cfg.stats_lines.c_str(), "a")) {
+  // Without a stats file the line goes where the log goes: a SIGUSR1 is
+  // always answered.
+  if (E.cfg.stats_lines.empty()) {
+    log_line(kInfo, "stats %s", line.c_str());
+  } else if (FILE* f = std::fopen(E.cfg.stats_lines.c_str(), "a")) {
     std::fwrite(line.data(), 1, line.size(), f);
     std::fclose(f);
   } else {

@@ -610,7 +610,7 @@ __attribute__((always_inline)) inline void WorkerPath::deliver(rte_mbuf* m, cons
           continue;
         }
         // Every per-packet field the writer needs (time, the original link header).
-        rte_mbuf_dynfield_copy(out, m);
+        mbuf_copy_meta(out, m);
         mbuf_set_ts(out, meta.ts_ns);
       }
     }
@@ -727,7 +727,7 @@ void WorkerPath::outer_whole(uint32_t idx, Sink sink, void* ctx) {
         ++c.dropped;
         continue;
       }
-      rte_mbuf_dynfield_copy(out, f.m);  // the writer's per-packet fields (the original link header)
+      mbuf_copy_meta(out, f.m);  // the writer's per-packet fields (the original link header)
       mbuf_set_ts(out, f.ts);
       mbuf_set_wire_len(out, full);
       ++c.copied;

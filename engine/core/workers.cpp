@@ -12,6 +12,14 @@ namespace amon::engine {
 
 namespace {
 
+// A worker about to wait on a full ring tells the reader that nothing fresh
+// below this record will follow, so the reader can take what lies below it
+// from every worker's ring (ordered.h); without it two workers could each
+// wait for the other's ring to drain.
+void wait_floor(Worker& w, const Output& o, unsigned ci, const rte_mbuf* m) {
+  if (o.q->ordered()) w.floors[ci].raise(mbuf_seq(m));
+}
+
 void enqueue_out(void* ctx, unsigned ci, rte_mbuf* m) {
   Worker& w = *static_cast<Worker*>(ctx);
   Output& o = w.eng->outputs[ci];
@@ -19,13 +27,16 @@ void enqueue_out(void* ctx, unsigned ci, rte_mbuf* m) {
     rte_eth_tx_buffer(o.port, uint16_t(w.id), w.txb[ci], m);
     return;
   }
+  rte_ring* r = o.q->ring(w.id);
   if (w.eng->cfg.offline) {
     // Offline never loses a packet: wait for the writer.
+    if (rte_ring_mp_enqueue(r, m) == 0) return;
+    wait_floor(w, o, ci, m);
     Idle idle(true);
-    while (rte_ring_mp_enqueue(o.ring, m) != 0) idle.wait();
+    while (rte_ring_mp_enqueue(r, m) != 0) idle.wait();
     return;
   }
-  if (rte_ring_mp_enqueue(o.ring, m) != 0) {
+  if (rte_ring_mp_enqueue(r, m) != 0) {
     rte_pktmbuf_free(m);
     ++w.out_full_drops;
     auto& c = w.path->counters()[ci];
@@ -45,13 +56,15 @@ void enqueue_out_burst(void* ctx, unsigned ci, rte_mbuf** ms, unsigned n) {
     for (unsigned i = 0; i < n; ++i) rte_eth_tx_buffer(o.port, uint16_t(w.id), w.txb[ci], ms[i]);
     return;
   }
-  unsigned done = rte_ring_mp_enqueue_burst(o.ring, reinterpret_cast<void**>(ms), n, nullptr);
+  rte_ring* r = o.q->ring(w.id);
+  unsigned done = rte_ring_mp_enqueue_burst(r, reinterpret_cast<void**>(ms), n, nullptr);
   if (w.eng->cfg.offline) {
     // Offline never loses a packet: wait for the writer.
     Idle idle(true);
+    if (done < n) wait_floor(w, o, ci, ms[done]);
     while (done < n) {
       idle.wait();
-      done += rte_ring_mp_enqueue_burst(o.ring, reinterpret_cast<void**>(ms + done), n - done, nullptr);
+      done += rte_ring_mp_enqueue_burst(r, reinterpret_cast<void**>(ms + done), n - done, nullptr);
     }
     return;
   }
@@ -104,10 +117,21 @@ int worker_main(void* arg) {
       n = rte_eth_rx_burst(port, q, pkts, kBurst);
       if (!n) continue;
       stamp_rx(E, pkts, n);
+      // What a worker takes from its own queue never passed the dispatcher:
+      // it goes after whatever the dispatcher had handed out.
+      const uint64_t after = E.dispatched_seq.load(std::memory_order_acquire);
+      for (unsigned i = 0; i < n; ++i) mbuf_set_seq(pkts[i], after);
       w.last_rx_tsc.store(rte_rdtsc(), std::memory_order_relaxed);
       w.rx_direct.fetch_add(n, std::memory_order_relaxed);
     }
     if (n == 0) {
+      // An empty ring after the last number given was read: every earlier
+      // packet that was ours has been processed, and that one, if ours,
+      // is yet to come.
+      if (w.nfloors) {
+        const uint64_t d = E.dispatched_seq.load(std::memory_order_acquire);
+        if (rte_ring_empty(w.in)) w.raise_floors(d);
+      }
       // Held segments leave at the end of input, or when nothing came for a
       // hold timeout (a quiet link has no packet time to expire them by).
       if (w.path->held_segments()) {
@@ -132,7 +156,13 @@ int worker_main(void* arg) {
     for (unsigned i = 0; i < n; ++i) rte_prefetch0(rte_pktmbuf_mtod(pkts[i], void*));
     idle_since = 0;
     uint64_t burst_ts = mbuf_ts(pkts[n - 1]);  // before the burst: held mbufs stay, the others may be gone
+    uint64_t burst_last = 0;
+    if (w.nfloors) {
+      w.raise_floors(mbuf_seq(pkts[0]));
+      burst_last = mbuf_seq(pkts[n - 1]);
+    }
     w.path->process_burst(pkts, n, enqueue_out, &w);
+    if (w.nfloors) w.raise_floors(burst_last);
     w.held.store(w.path->held_segments(), std::memory_order_release);
     w.last_ts.store(burst_ts, std::memory_order_relaxed);
     for (size_t ci = 0; ci < w.txb.size(); ++ci)
@@ -143,6 +173,8 @@ int worker_main(void* arg) {
     // Idle flows are reclaimed a little at a time, off no particular packet.
     if (++last_expire % 64 == 0) w.path->flows().expire(burst_ts, 64);
   }
+  // Nothing more comes from this worker.
+  w.raise_floors(UINT64_MAX);
   if (E.qs) {
     rte_rcu_qsbr_thread_offline(E.qs, w.id);
     rte_rcu_qsbr_thread_unregister(E.qs, w.id);
@@ -179,6 +211,15 @@ void start_workers(Engine& E) {
     w->path->set_burst_sink(enqueue_out_burst);
     for (auto& i : E.inputs)
       if (i.direct) w->rx_queues.emplace_back(i.port, uint16_t(wi));
+    // Floors only where the outputs are merged (several workers).
+    if (cfg.workers > 1) {
+      w->nfloors = unsigned(E.outputs.size());
+      w->floors = std::make_unique<OrderFloor[]>(E.outputs.size());
+      for (size_t ci = 0; ci < E.outputs.size(); ++ci) {
+        E.outputs[ci].q->set_floor(wi, &w->floors[ci]);
+        E.outputs[ci].q->set_newest(&E.dispatched_seq);
+      }
+    }
     w->txb.assign(E.outputs.size(), nullptr);
     w->tx_unsent.assign(E.outputs.size(), 0);
     for (size_t ci = 0; ci < E.outputs.size(); ++ci) {

@@ -21,7 +21,7 @@ void file_writer_main(FileWriter* fw) {
   // Records leave in batches of up to kWriteBatch (one writev each) but
   // never more than the ring holds: the pool is sized for a ring's worth in
   // each writer's hands.
-  const unsigned batch = std::min<unsigned>(kWriteBatch, rte_ring_get_capacity(fw->ring));
+  const unsigned batch = std::min<unsigned>(kWriteBatch, fw->q->capacity());
   std::vector<rte_mbuf*> pkts(batch);
   unsigned have = 0;
   bool waited = false;
@@ -29,11 +29,10 @@ void file_writer_main(FileWriter* fw) {
   // live or offline, so a writer never takes a core from a worker.
   Idle idle(true);
   for (;;) {
-    const unsigned n = rte_ring_sc_dequeue_burst(fw->ring, reinterpret_cast<void**>(pkts.data() + have),
-                                                 batch - have, nullptr);
+    const unsigned n = fw->q->dequeue(pkts.data() + have, batch - have);
     have += n;
     // stop is set after the last enqueue; the ring is read again after it.
-    const bool last = n == 0 && fw->stop.load(std::memory_order_acquire) && rte_ring_empty(fw->ring);
+    const bool last = n == 0 && fw->stop.load(std::memory_order_acquire) && fw->q->drained();
     // Write a full batch, or what there is once the ring stayed empty over
     // a wait (the workers are slower than the file: no reason to hold it).
     if (have == batch || (have && n == 0 && (waited || last))) {

@@ -21,6 +21,9 @@ nanosecond clocks, folders.
   ifaces  a pcapng with an Ethernet and a raw-IP interface: every packet is
           read, each written in its own link type (out.pcap and
           out.raw.pcap)
+  ifaces_ng  the same into out.pcapng: one file, an interface block per link
+          type, every packet on its own type's interface; the input's
+          comments and interface names are not carried over
 
 usage: test_capture_io.py MODE AMON"""
 
@@ -265,6 +268,86 @@ def mode_ifaces(amon, fails):
             fails.append(f"{f}: records do not start with an IPv4 header")
 
 
+def read_blocks(path):
+    """[(type, body)] of a little-endian pcapng."""
+    d, out, off = open(path, "rb").read(), [], 0
+    while off + 12 <= len(d):
+        t, n = struct.unpack("<II", d[off:off + 8])
+        if n < 12 or off + n > len(d) or struct.unpack("<I", d[off + n - 4:off + n])[0] != n:
+            raise ValueError(f"{path}: bad block at {off}")
+        out.append((t, d[off + 8:off + n - 4]))
+        off += n
+    if off != len(d):
+        raise ValueError(f"{path}: {len(d) - off} bytes after the last block")
+    return out
+
+
+def options(body):
+    """Option codes of a block's options part."""
+    codes, off = [], 0
+    while off + 4 <= len(body):
+        c, n = struct.unpack("<HH", body[off:off + 4])
+        if c == 0:
+            break
+        codes.append(c)
+        off += 4 + n + (4 - n % 4) % 4
+    return codes
+
+
+def mode_ifaces_ng(amon, fails):
+    fr = frames(n=2)
+    raw = [(ts + 1000, f[14:]) for ts, f in fr]
+    both = sorted(fr + raw)
+    eth_ts = {ts for ts, _ in fr}
+    write_pcapng("two.pcapng", both, tsresol=9, linktypes=(1, 101), which=lambda i: 0 if both[i][0] in eth_ts else 1)
+    # The input's metadata: a comment on the section, a name on each interface.
+    data = open("two.pcapng", "rb").read()
+    comment = b"capture at alice-laptop\0"
+    shb = block(0x0A0D0D0A, struct.pack("<IHHq", 0x1A2B3C4D, 1, 0, -1) + struct.pack("<HH", 1, len(comment)) +
+                comment + b"\0" * ((4 - len(comment) % 4) % 4) + struct.pack("<HH", 0, 0))
+    open("two.pcapng", "wb").write(shb + data[28:])
+    r = pcap(amon, "two.pcapng", "out.pcapng")
+    if not ok(r, fails, "pcapng output of a pcapng with two link types"):
+        return
+    if os.path.exists("out.raw.pcapng") or os.path.exists("out.raw.pcap"):
+        fails.append("a second file for the second link type")
+    try:
+        blocks = read_blocks("out.pcapng")
+    except ValueError as e:
+        fails.append(str(e))
+        return
+    types = [t for t, _ in blocks]
+    if types[0] != 0x0A0D0D0A or any(t not in (0x0A0D0D0A, 1, 6) for t in types):
+        fails.append(f"blocks other than a section header, interfaces and packets: {sorted(set(types))}")
+    if any(t == 0x0A0D0D0A and len(b) != 16 for t, b in blocks):
+        fails.append("the section header carries options (the input's comment)")
+    ifaces = [b for t, b in blocks if t == 1]
+    lts = [struct.unpack("<H", b[:2])[0] for b in ifaces]
+    if sorted(lts) != [1, 101]:
+        fails.append(f"interface link types {lts}, expected one Ethernet and one raw IPv4")
+    if any(set(options(b[8:])) - {9} for b in ifaces):
+        fails.append("an interface block carries options other than its time resolution")
+    pkts = [struct.unpack("<IIIII", b[:20]) + (b[20:],) for t, b in blocks if t == 6]
+    if len(pkts) != len(both):
+        fails.append(f"{len(pkts)} packets written, {len(both)} read")
+        return
+    for (iface, hi, lo, cap, wire, body), (ts, f) in zip(pkts, both):
+        lt = lts[iface] if iface < len(lts) else None
+        want = 1 if ts in eth_ts else 101
+        if lt != want or (hi << 32 | lo) != ts or cap != len(f):
+            fails.append(f"packet at {ts}: interface of link type {lt} ({want} expected), time {hi << 32 | lo}, "
+                         f"{cap} bytes ({len(f)})")
+            break
+        if lt == 101 and body[0] >> 4 != 4:
+            fails.append("a raw-IP packet does not start with an IPv4 header")
+            break
+    if shutil.which("tshark"):
+        t = subprocess.run(["tshark", "-r", "out.pcapng", "-T", "fields", "-e", "frame.interface_id"],
+                           capture_output=True, text=True)
+        if t.returncode != 0 or len(t.stdout.split()) != len(both):
+            fails.append(f"tshark reads {len(t.stdout.split())} packets (exit {t.returncode}): {t.stderr[-300:]}")
+
+
 def main():
     mode, amon = sys.argv[1], os.path.abspath(sys.argv[2])
     work = L.tmpdir("capio-")
@@ -272,7 +355,7 @@ def main():
     L.write_policy(work, "p.amon", POLICY)
     os.chdir(work)
     fails = []
-    {"inputs": mode_inputs, "nano": mode_nano, "stdout": mode_stdout, "merge": mode_merge,
+    {"inputs": mode_inputs, "nano": mode_nano, "stdout": mode_stdout, "merge": mode_merge, "ifaces_ng": mode_ifaces_ng,
      "ifaces": mode_ifaces}[mode](amon, fails)
     return L.report(fails, f"capture_io {mode}: ok")
 

@@ -18,7 +18,7 @@ python3 -c 'import struct,sys; sys.stdout.buffer.write(struct.pack("<IHHiIII",0x
 ln in.pcap link.pcap
 before=$(ls -lA --time-style=+%s . | sort)
 fail=0
-for y in good outputs policies typo program; do
+for y in good outputs policies typo program mistakes; do
   set +e
   "$amon" check --config "$y.yaml" > "$y.out" 2>&1
   rc=$?
