@@ -95,7 +95,11 @@ Store::Store(const Config& cfg) : cfg_(cfg), impl_(std::make_unique<Impl>()) {
   const size_t nslots = m.nb * kSlots;
   const size_t tag_bytes = (nslots * 4 + 63) & ~size_t{63};
   const size_t planes = cfg.lanes > 1 ? nslots * m.lane_stride * cfg.lanes : 0;
-  m.mem_bytes = tag_bytes + nslots * m.stride + planes;
+  // The admission doorkeeper: per shard two generations of 16 bits per slot.
+  m.door_lines = std::max<size_t>(1, size_t(m.bps) * kSlots / 32);
+  m.door_limit = uint32_t(size_t(m.bps) * kSlots);
+  const size_t door_bytes = size_t(ns) * 2 * m.door_lines * 64;
+  m.mem_bytes = tag_bytes + nslots * m.stride + planes + door_bytes;
   void* p = mmap(nullptr, m.mem_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (p == MAP_FAILED) throw std::bad_alloc();
   // A hint either way. NOHUGEPAGE also keeps the kernel's "always" THP
@@ -113,6 +117,7 @@ Store::Store(const Config& cfg) : cfg_(cfg), impl_(std::make_unique<Impl>()) {
     m.lane_slot = m.lane_stride;
     m.lane_plane = nslots * m.lane_stride;
   }
+  m.door = reinterpret_cast<uint64_t*>(m.mem + tag_bytes + nslots * m.stride + planes);
   m.locks = std::make_unique<LaneLock[]>(size_t(ns) * m.lanes);
 }
 
@@ -192,8 +197,8 @@ bool Store::observe(const Key& k, uint64_t user, uint64_t t_ns, ZParams consumer
   const uint32_t sh = m.shard_of(k.h);
   LaneLock& s = m.lock_of(sh)[0];
   SpinGuard g(s.lock);
-  const size_t slot = m.count_locked(sh, k, 0, user, t_ns);
-  const bool rel = m.releases(slot, t_ns, consumer);
+  const ptrdiff_t slot = m.count_locked(sh, k, 0, user, t_ns);
+  const bool rel = slot >= 0 ? m.releases(size_t(slot), t_ns, consumer) : consumer.z <= 1 && consumer.z <= m.zmax;
   bump(s.observations);
   bump(rel ? s.released : s.hidden);
   return rel;
@@ -297,6 +302,7 @@ Stats Store::stats() const noexcept {
     st.inserts += rd(s.inserts);
     st.fingerprinted += rd(s.fingerprinted);
     st.evictions += rd(s.evictions);
+    st.refused += rd(s.refused);
     st.expirations += rd(s.expirations);
     st.relocations += rd(s.relocations);
   }

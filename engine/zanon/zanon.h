@@ -120,6 +120,10 @@ struct Stats {
   uint64_t inserts = 0;          // new values entered
   uint64_t fingerprinted = 0;    // of which stored as a 128-bit fingerprint
   uint64_t evictions = 0;        // live values dropped to make room
+  // New values not admitted: their bucket pair was full and the doorkeeper
+  // had not seen them before (doc/zanon.md, "Admission under churn"). Each
+  // such occurrence is decided as a value's first: one user.
+  uint64_t refused = 0;
   uint64_t expirations = 0;      // entries reclaimed for age (on access or sweep)
   uint64_t relocations = 0;      // entries moved to their other bucket to make room
   uint64_t sweeps = 0;           // sweep() calls

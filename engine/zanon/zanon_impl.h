@@ -81,7 +81,11 @@ inline void bump(std::atomic<uint64_t>& c, uint64_t by = 1) {
 struct alignas(64) LaneLock {
   std::atomic<uint32_t> lock{0};
   std::atomic<uint64_t> tracked{0}, observations{0}, released{0}, hidden{0}, inserts{0}, fingerprinted{0},
-      evictions{0}, expirations{0}, relocations{0};
+      evictions{0}, expirations{0}, relocations{0}, refused{0};
+  // Lane 0's only (the shard's doorkeeper, every lane lock held): values
+  // added to the current generation, and which generation is current.
+  uint32_t door_n = 0;
+  uint8_t door_gen = 0;
 };
 
 // Every lane's lock of a shard, in lane order (the only order anyone takes
@@ -198,6 +202,13 @@ struct Store::Impl {
 
   uint8_t* mem = nullptr;
   size_t mem_bytes = 0;
+  // The admission doorkeeper (doc/zanon.md, "Admission under churn"): per
+  // shard two generations of a blocked Bloom filter, door_lines 64-byte
+  // lines each; a generation that has taken door_limit values becomes the
+  // old one and the old one is cleared to be the new current.
+  uint64_t* door = nullptr;
+  size_t door_lines = 0;
+  uint32_t door_limit = 0;
   uint32_t* tags = nullptr;  // nb * kSlots; 0 = free
   uint8_t* bodies = nullptr;
   std::unique_ptr<LaneLock[]> locks;  // nshards * lanes
@@ -331,6 +342,39 @@ struct Store::Impl {
     return -1;
   }
 
+  // Whether a new value may take a place when its bucket pair has no free
+  // slot: only if the doorkeeper saw it before (either generation). A value
+  // seen for the first time is remembered and refused, so values seen once
+  // (a random-subdomain flood's labels) never push out tracked ones; the
+  // check costs one line per generation instead of the pair's 16 entries.
+  // Every lane lock of the shard held.
+  bool admit(uint32_t shard, const Hash128& h) {
+    LaneLock& s = lock_of(shard)[0];
+    const uint64_t x = (h.lo ^ std::rotl(h.hi, 29)) * 0x9E3779B97F4A7C15ULL;
+    const size_t line = fastrange(uint32_t(x >> 32), uint32_t(door_lines));
+    uint64_t bits[8] = {};
+    for (unsigned i = 0; i < 4; ++i) {
+      const unsigned b = unsigned(x >> (9 * i)) & 511;
+      bits[b >> 6] |= uint64_t(1) << (b & 63);
+    }
+    auto gen = [&](unsigned g) { return door + ((size_t(shard) * 2 + g) * door_lines + line) * 8; };
+    for (unsigned g = 0; g < 2; ++g) {
+      const uint64_t* w = gen(g);
+      bool all = true;
+      for (unsigned i = 0; i < 8; ++i) all &= (w[i] & bits[i]) == bits[i];
+      if (all) return true;
+    }
+    uint64_t* w = gen(s.door_gen);
+    for (unsigned i = 0; i < 8; ++i) w[i] |= bits[i];
+    if (++s.door_n >= door_limit) {
+      s.door_gen ^= 1;
+      s.door_n = 0;
+      std::memset(door + (size_t(shard) * 2 + s.door_gen) * door_lines * 8, 0, door_lines * 64);
+    }
+    bump(s.refused);
+    return false;
+  }
+
   // Finds room for a new value in its bucket pair: a free slot (in the emptier
   // bucket), else an expired entry, else a relocation, else the least recently
   // observed entry of the pair is evicted. Eviction can only hide more: see
@@ -342,12 +386,20 @@ struct Store::Impl {
       bump(s.tracked);
       return size_t(first_free(f1 >= f2 ? b1 : b2));
     }
-    size_t oldest = b1 * kSlots;
-    uint64_t oldest_t = newest(oldest);
+    // The oldest entry (reclaimed if expired); else the victim is the entry
+    // with the fewest users stored, oldest first among equals: a value many
+    // users share outlives one that few do (doc/zanon.md, "Admission under
+    // churn").
+    size_t oldest = b1 * kSlots, victim = oldest;
+    uint64_t oldest_t = newest(oldest), victim_t = oldest_t;
+    uint32_t victim_n = users_stored(oldest);
     for (size_t b : {b1, b2})
       for (unsigned i = 0; i < kSlots; ++i) {
-        const uint64_t n = newest(b * kSlots + i);
-        if (n < oldest_t) oldest = b * kSlots + i, oldest_t = n;
+        const size_t e = b * kSlots + i;
+        const uint64_t n = newest(e);
+        const uint32_t u = users_stored(e);
+        if (n < oldest_t) oldest = e, oldest_t = n;
+        if (u < victim_n || (u == victim_n && n < victim_t)) victim = e, victim_n = u, victim_t = n;
       }
     if (expired(oldest_t, t)) {
       bump(s.expirations);
@@ -355,7 +407,7 @@ struct Store::Impl {
     }
     // Relocation pays 16 entry reads; skip it when the shard is nearly full and
     // the search would mostly fail.
-    if (s.tracked.load(std::memory_order_relaxed) * 20 < uint64_t(bps) * kSlots * 19) {
+    if (!nearly_full(s)) {
       const ptrdiff_t v = relocate(shard, b1, b2);
       if (v >= 0) {
         bump(s.relocations);
@@ -364,7 +416,13 @@ struct Store::Impl {
       }
     }
     bump(s.evictions);
-    return oldest;
+    return victim;
+  }
+
+  uint32_t users_stored(size_t slot) const {
+    uint32_t n = 0;
+    for (unsigned l = 0; l < lanes; ++l) n += lane(slot, l)->n;
+    return n;
   }
 
   void fill(size_t slot, const Key& k) {
@@ -496,12 +554,30 @@ struct Store::Impl {
 
   // The observation with every lane lock of shard sh held: find or insert,
   // count in lane l. Returns the entry's slot.
-  size_t count_locked(uint32_t sh, const Key& k, unsigned l, uint64_t user, uint64_t t) {
+  // -1: a new value refused admission (admit), nothing counted.
+  ptrdiff_t count_locked(uint32_t sh, const Key& k, unsigned l, uint64_t user, uint64_t t) {
     ptrdiff_t slot = find(k, sh, l);
-    if (slot < 0) slot = ptrdiff_t(insert(sh, k, t));
+    if (slot < 0) {
+      if (!room(sh, k.h) && !admit(sh, k.h)) return -1;
+      slot = ptrdiff_t(insert(sh, k, t));
+    }
     if (touch(lock_of(sh, l), size_t(slot), l, user, t) && out) [[unlikely]]
       queue_out(Store::obs_of(k, user, t));
-    return size_t(slot);
+    return slot;
+  }
+
+  // Room without pressure: a free slot in the value's bucket pair (the tag
+  // rows find just read), or a shard not yet nearly full, where relocation
+  // finds a slot (what keeps max_values values); the doorkeeper decides only
+  // beyond that.
+  bool room(uint32_t sh, const Hash128& h) const {
+    size_t b1, b2;
+    buckets(sh, h.hi, b1, b2);
+    if (free_in(b1) + free_in(b2) > 0) return true;
+    return nearly_full(lock_of(sh)[0]) == false;
+  }
+  bool nearly_full(const LaneLock& s) const {
+    return s.tracked.load(std::memory_order_relaxed) * 20 >= uint64_t(bps) * kSlots * 19;
   }
 
   // Shared: a local observation that changed the store goes to the outbox;
@@ -594,10 +670,13 @@ struct Store::Impl {
       }
     }
     AllGuard g(ll, lanes, nshards);
-    const size_t slot = count_locked(sh, k, l, user, t);
+    const ptrdiff_t slot = count_locked(sh, k, l, user, t);
     size_t nrel = 0;
     for (size_t i = 0; i < nc; ++i) {
-      const bool rel = releases(slot, t, cs[i]);
+      // A refused value is decided as seen by this one user: released only
+      // where one user is enough (z <= 1), which is the exact answer for a
+      // value seen once and hides more otherwise.
+      const bool rel = slot >= 0 ? releases(size_t(slot), t, cs[i]) : cs[i].z <= 1 && cs[i].z <= zmax;
       out(i, rel);
       nrel += rel;
     }

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
+#include <iterator>
 #include <memory>
 #include <queue>
 #include <stdexcept>
@@ -20,6 +21,7 @@ namespace {
 constexpr uint64_t kUs = 1000, kMs = 1000000, kSec = 1000000000;
 
 enum class Kind { Tls, Http, Dns, Bulk, Icmp, TcpEmpty, SmallHttp };
+enum class Flood { None, DnsRsub, Syn, Udp, Sni, Host };
 
 struct Flow {
   FlowBuf fb;
@@ -48,7 +50,23 @@ class World {
     else if (o.tunnel == "gre") tunnel_ = Tunnel::Gre;
     else if (o.tunnel == "ipip") tunnel_ = Tunnel::IpIp;
     else if (!o.tunnel.empty()) throw std::runtime_error("bad --tunnel " + o.tunnel + " (gtpu, vxlan, geneve, gre, ipip)");
+    static const char* kOnly[] = {"dns", "tls", "http", "small-http", "tcp", "icmp"};
+    static const Kind kOnlyKind[] = {Kind::Dns, Kind::Tls, Kind::Http, Kind::SmallHttp, Kind::TcpEmpty, Kind::Icmp};
+    for (size_t i = 0; i < std::size(kOnly); ++i)
+      if (o.only == kOnly[i]) only_ = kOnlyKind[i], has_only_ = true;
+    if (!o.only.empty() && !has_only_)
+      throw std::runtime_error("bad --only " + o.only + " (dns, tls, http, small-http, tcp, icmp)");
+    static const char* kFlood[] = {"dns-rsub", "syn", "udp", "sni", "host"};
+    for (size_t i = 0; i < std::size(kFlood); ++i)
+      if (o.flood == kFlood[i]) flood_ = static_cast<Flood>(i + 1);
+    if (!o.flood.empty() && flood_ == Flood::None)
+      throw std::runtime_error("bad --flood " + o.flood + " (dns-rsub, syn, udp, sni, host)");
+    cat.fill(upstream_mac_ + 1, 5);
+    upstream_mac_[0] = 0x02;
   }
+
+  // One flood connection (or datagram) starting at t.
+  Flow* flood_flow(Rng& r, uint64_t t);
 
   // Builds one activity starting at t0; appends its flows to `out`.
   void activity(uint64_t t0, uint64_t index, uint64_t pkt_budget, uint64_t flow_budget, std::vector<Flow*>& out);
@@ -105,9 +123,14 @@ class World {
   std::vector<uint8_t> client_active_;
   std::vector<std::unordered_set<uint32_t>> name_clients_;
   uint64_t next_flow_id_ = 0;
+  Kind only_ = Kind::Dns;
+  bool has_only_ = false;
+  Flood flood_ = Flood::None;
+  uint8_t upstream_mac_[6]{};
 };
 
 Kind World::pick_kind(Rng& r) {
+  if (has_only_) return only_;
   if (o_.small) {
     static const unsigned w[] = {45, 30, 15, 10};
     static const Kind k[] = {Kind::Dns, Kind::TcpEmpty, Kind::SmallHttp, Kind::Icmp};
@@ -439,6 +462,84 @@ Flow* World::tcp_empty_flow(Rng& r, uint64_t t, uint32_t ci, uint32_t ni, bool w
   return f;
 }
 
+// Floods come from many sources: spoofed at random for what needs no answer
+// (queries, SYNs, datagrams), a botnet's spread of real addresses for what
+// needs a handshake (the TLS and HTTP floods). Every source is a new user to
+// the anonymizer, every random label a new value.
+Flow* World::flood_flow(Rng& r, uint64_t t) {
+  static const Addr kResolver{192, 0, 2, 53}, kVictim{198, 51, 100, 80};
+  Flow* f = new_flow();
+  Path p;
+  p.tunnel = tunnel_;
+  p.tunnel_csum = o_.tunnel_csum;
+  p.tunnel_mtu = uint16_t(o_.tunnel_mtu);
+  std::memcpy(p.cmac, upstream_mac_, 6);
+  std::memcpy(p.smac, router_mac_, 6);
+  // Any unicast IPv4 address outside 0/8, 10/8 and 127/8.
+  const uint32_t a = static_cast<uint32_t>(r.next());
+  p.cip[0] = static_cast<uint8_t>(1 + (a >> 24) % 223);
+  if (p.cip[0] == 10 || p.cip[0] == 127) ++p.cip[0];
+  p.cip[1] = static_cast<uint8_t>(a >> 16), p.cip[2] = static_cast<uint8_t>(a >> 8), p.cip[3] = static_cast<uint8_t>(a);
+  std::memcpy(p.sip, (flood_ == Flood::DnsRsub ? kResolver : kVictim).data(), 4);
+  static const uint8_t kTtl[] = {44, 51, 57, 64, 113, 116, 128, 238};
+  p.cttl = r.pick(kTtl);
+  p.sttl = 64;
+  p.cipid = static_cast<uint16_t>(r.next());
+  p.sipid = static_cast<uint16_t>(r.next());
+  p.tunnel_ipid = static_cast<uint16_t>(p.cipid * 40503u ^ p.sipid);
+  const uint16_t sport = static_cast<uint16_t>(r.range(1024, 65535));
+  // A fresh 12-letter label under the attacked domain, or its popular name.
+  auto name = [&] {
+    if (r.chance(o_.flood_popular)) return "www." + o_.flood_domain;
+    std::string l(12, 'a');
+    for (char& c : l) c = static_cast<char>('a' + r.below(26));
+    return l + "." + o_.flood_domain;
+  };
+  Bytes seg;
+  switch (flood_) {
+    case Flood::DnsRsub:
+      put_udp(seg, sport, 53, dns_query(static_cast<uint16_t>(r.next()), name(), kTypeA, r.chance(0.5)));
+      emit(f->fb, t, p, true, kUdp, seg.data(), seg.size());
+      break;
+    case Flood::Syn: {
+      Tcp tcp(f->fb, p, r, sport, r.chance(0.5) ? 80 : 443);
+      tcp.seg(t, true, kSyn);
+      break;
+    }
+    case Flood::Udp: {
+      Bytes pl(r.range(16, 120));
+      r.fill(pl.data(), pl.size());
+      put_udp(seg, sport, static_cast<uint16_t>(r.range(1, 65535)), pl);
+      emit(f->fb, t, p, true, kUdp, seg.data(), seg.size());
+      break;
+    }
+    case Flood::Sni: {
+      Tcp tcp(f->fb, p, r, sport, 443);
+      const uint64_t rt = r.range(5 * kMs, 80 * kMs);
+      tcp.syn_exchange(t, rt, r);
+      const TlsHello ch = tls_client_hello(r, name(), static_cast<TlsProfile>(r.below(5)));
+      t = tcp.transfer(t + r.range(30 * kUs, 300 * kUs), true, ch.record, rt, 80, r);
+      tcp.seg(t + rt, false, kRst | kAck);
+      break;
+    }
+    case Flood::Host: {
+      Tcp tcp(f->fb, p, r, sport, 80);
+      const uint64_t rt = r.range(5 * kMs, 80 * kMs);
+      tcp.syn_exchange(t, rt, r);
+      const std::string req = "GET / HTTP/1.1\r\nHost: " + name() + "\r\n\r\n";
+      t = tcp.transfer(t + r.range(30 * kUs, 300 * kUs), true, {reinterpret_cast<const uint8_t*>(req.data()), req.size()}, rt, 80, r);
+      static const char resp[] = "HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n";
+      t = tcp.transfer(t + rt, false, {reinterpret_cast<const uint8_t*>(resp), sizeof resp - 1}, rt, 80, r);
+      tcp.close(t, rt, r);
+      break;
+    }
+    case Flood::None: break;
+  }
+  f->fb.sort_by_time();
+  s.flood += f->fb.pkts.size();
+  return f;
+}
+
 void World::activity(uint64_t t0, uint64_t index, uint64_t pkt_budget, uint64_t flow_budget, std::vector<Flow*>& out) {
   Rng r = substream(o_.seed, index + 2);
   const Kind k = pick_kind(main_);
@@ -458,7 +559,7 @@ void World::activity(uint64_t t0, uint64_t index, uint64_t pkt_budget, uint64_t 
   }
   // Browsers answer most lookups from their cache; the rest go to the resolver
   // first, and the connection waits for its answer.
-  if (k == Kind::Dns || (tcp_visit && flow_budget != 1 && r.chance(0.6))) {
+  if (k == Kind::Dns || (!has_only_ && tcp_visit && flow_budget != 1 && r.chance(0.6))) {
     uint64_t answered;
     out.push_back(dns_flow(r, t, ci, ni, o_.small, answered));
     t = answered + r.range(100 * kUs, 3 * kMs);
@@ -519,22 +620,43 @@ Summary generate(const Options& o) {
   Rng sched = substream(o.seed, 0x7157);
   uint64_t next_act = o.start_sec * kSec, planned = 0, acts = 0;
   uint64_t last_out = 0;
-  bool more = true;
   std::vector<Flow*> fresh;
   Summary& s = w.s;
   s.first_ns = next_act;
+  // The flood runs on its own clock and its own random streams, so the
+  // ordinary traffic of a seed is the same with or without it.
+  const bool flooding = !o.flood.empty() && o.flood_share > 0;
+  const bool ordinary = !flooding || o.flood_share < 1;
+  Rng flood_sched = substream(o.seed, 0xf100d);
+  uint64_t next_flood = next_act, floods = 0;
 
   while (true) {
-    if (more && (heap.empty() || next_act <= heap.top().ts)) {
+    const uint64_t all = planned + s.flood;
+    const bool more = target_pkts ? all < target_pkts : s.flows < o.flows;
+    if (more && flooding && (!ordinary || next_flood < next_act) && (heap.empty() || next_flood <= heap.top().ts)) {
+      Rng r = substream(o.seed, 0xf100d00000000ULL + floods++);
+      Flow* f = w.flood_flow(r, next_flood);
+      heap.push({f->fb.pkts[0].ts, f->id, f, 0});
+      // At a share below 1 the flood keeps that share of the ordinary
+      // traffic's packet rate so far; alone it runs at --flood-rate.
+      double pps = o.flood_rate;
+      if (ordinary) {
+        const double secs = std::max(1e-3, static_cast<double>(next_act - s.first_ns) / 1e9);
+        pps = std::max(1.0, static_cast<double>(planned) / secs * o.flood_share / (1 - o.flood_share));
+      }
+      const uint64_t mean = std::max<uint64_t>(1, static_cast<uint64_t>(1e9 * f->fb.pkts.size() / pps));
+      next_flood += flood_sched.below(2 * mean + 1);
+      continue;
+    }
+    if (more && ordinary && (heap.empty() || next_act <= heap.top().ts)) {
       fresh.clear();
-      const uint64_t pb = target_pkts ? target_pkts - std::min(planned, target_pkts) : 0;
+      const uint64_t pb = target_pkts ? target_pkts - std::min(planned + s.flood, target_pkts) : 0;
       const uint64_t fb = o.flows ? o.flows - s.flows : 0;
       w.activity(next_act, acts++, pb, fb, fresh);
       for (Flow* f : fresh) {
         planned += f->fb.pkts.size();
         heap.push({f->fb.pkts[0].ts, f->id, f, 0});
       }
-      more = target_pkts ? planned < target_pkts : s.flows < o.flows;
       // Mean gap between activity starts; under --duration it follows what the
       // activities so far cost, so the file ends near the requested span.
       double gap_ns = 1e9 / o.rate;

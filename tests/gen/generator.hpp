@@ -28,6 +28,21 @@ struct Options {
   unsigned tunnel_mtu = 0;  // outer datagrams above this are fragmented (0: never)
   bool small = false;
   bool micro = false;
+  // Restrict the ordinary activities to one kind: dns, tls, http, small-http
+  // (handshake, one short request with a Host, close), tcp (handshake and close,
+  // no payload), icmp. Empty: the usual mix.
+  std::string only;
+  // A flood mixed into (or, at share 1, replacing) the ordinary traffic:
+  // dns-rsub (random-subdomain queries under one domain from spoofed sources,
+  // with the domain's popular name mixed in), syn (SYNs from spoofed sources),
+  // udp (datagrams from spoofed sources and ports to random ports), sni (TLS
+  // connections each naming a new host in its ClientHello), host (HTTP
+  // connections each naming a new Host).
+  std::string flood;
+  double flood_share = 1.0;     // share of the file's packets that are the flood's
+  double flood_rate = 200000;   // flood packets per second
+  double flood_popular = 0.02;  // dns-rsub/sni/host: share that names the domain's popular name
+  std::string flood_domain = "victim-shop.com";
   std::string client_net4 = "10.0.0.0/8";
   std::string client_net6 = "2001:db8:1::/48";
 };
@@ -36,6 +51,7 @@ struct Summary {
   uint64_t packets = 0, bytes = 0, flows = 0, activities = 0;
   uint64_t names_seen = 0, clients_seen = 0;
   uint64_t tls = 0, http = 0, dns = 0, bulk = 0, icmp = 0, tcp_empty = 0, dhcp = 0;
+  uint64_t flood = 0;  // packets of the flood
   uint64_t first_ns = 0, last_ns = 0;
 };
 

@@ -35,6 +35,12 @@ void usage(FILE* f) {
       "  --tunnel-mtu N      fragment outer IPv4 datagrams longer than N bytes (576..9000), as a link\n"
       "                      with that MTU in front of the tunnel does\n"
       "  --small             header-heavy mix of 60-130 byte frames for packet-rate benchmarks\n"
+      "  --only KIND         ordinary activities of one kind: dns, tls, http, small-http, tcp, icmp\n"
+      "  --flood KIND        add a flood: dns-rsub, syn, udp, sni, host (doc/generator.md)\n"
+      "  --flood-share F     share of the packets that are the flood's (default 1: flood only)\n"
+      "  --flood-rate N      flood packets per second (default 200000)\n"
+      "  --flood-popular F   share of dns-rsub/sni/host packets naming the popular name (default 0.02)\n"
+      "  --flood-domain D    the attacked domain (default victim-shop.com)\n"
       "  --micro             microsecond pcap instead of nanosecond\n"
       "  --names-out FILE    write the catalogue with visits and distinct clients per name\n"
       "  --quiet             no summary line\n",
@@ -98,6 +104,12 @@ int main(int argc, char** argv) {
     }
     else if (a == "--small") o.small = true;
     else if (a == "--micro") o.micro = true;
+    else if (a == "--only") o.only = val();
+    else if (a == "--flood") o.flood = val();
+    else if (a == "--flood-share") o.flood_share = real("--flood-share", val(), 0, 1);
+    else if (a == "--flood-rate") o.flood_rate = real("--flood-rate", val(), 1, 1e9);
+    else if (a == "--flood-popular") o.flood_popular = real("--flood-popular", val(), 0, 1);
+    else if (a == "--flood-domain") o.flood_domain = val();
     else if (a == "--names-out") o.names_out = val();
     else if (a == "--quiet") quiet = true;
     else if (a == "-h" || a == "--help") { usage(stdout); return 0; }
@@ -125,6 +137,8 @@ int main(int argc, char** argv) {
                  (unsigned long long)s.bulk, (unsigned long long)s.icmp, (unsigned long long)s.tcp_empty,
                  (unsigned long long)s.names_seen, (unsigned long long)s.clients_seen,
                  (double)(s.last_ns - s.first_ns) / 1e9, o.out.c_str(), secs, secs > 0 ? s.packets / secs / 1e6 : 0.0);
+  if (!quiet && !o.flood.empty())
+    std::fprintf(stderr, "amon-gen: %llu packets of the %s flood\n", (unsigned long long)s.flood, o.flood.c_str());
   if (!quiet && o.dhcp > 0)
     std::fprintf(stderr, "amon-gen: %llu DHCP lease exchanges\n", (unsigned long long)s.dhcp);
   return 0;
