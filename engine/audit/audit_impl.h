@@ -90,6 +90,12 @@ struct Pattern {
 struct Slots {
   std::unordered_map<uint32_t, uint32_t> at;  // offset -> the field's length
   std::vector<std::pair<uint32_t, uint32_t>> regions;
+  // Values a plugin finds stored XOR-ed (ProtoOcc::coded): the value's
+  // offset, its key's, its length.
+  struct Coded {
+    uint32_t at, key, len;
+  };
+  std::vector<Coded> coded;
   void add(uint32_t off, uint32_t len) {
     auto [it, fresh] = at.emplace(off, len);
     if (!fresh) it->second = std::max(it->second, len);

@@ -10,6 +10,7 @@
 #include <unordered_set>
 
 #include "audit_impl.h"
+#include "bytes.h"
 
 namespace amon::audit {
 
@@ -171,15 +172,21 @@ void Auditor::addr_slots(const Frame& fr, Slots& sl) {
     uint8_t type = d.sport >> 8;
     if (type >= 133 && type <= 137) sl.regions.push_back({d.l4_off, end});
   }
-  if (d.l4_proto != kProtoUdp || end <= d.payload_off) return;
+  if (end <= d.payload_off) return;
   auto dhcp = [](uint16_t p) { return p == 67 || p == 68 || p == 546 || p == 547; };
-  if (dhcp(d.sport) || dhcp(d.dport)) sl.regions.push_back({d.payload_off, end});
-  // Where a plugin finds an address or a MAC (an A record's 4 bytes, an
-  // AAAA's 16, an ECS prefix): a slot as wide as the widest address, so a
-  // shorter prefix still holds the match that starts there.
+  if (d.l4_proto == kProtoUdp && (dhcp(d.sport) || dhcp(d.dport))) sl.regions.push_back({d.payload_off, end});
+  // Where a plugin finds an address or a MAC in a datagram (an A record's
+  // 4 bytes, an AAAA's 16, an ECS prefix): a slot as wide as the widest
+  // address, so a shorter prefix still holds the match that starts there.
+  // In a datagram or a segment: the values stored XOR-ed.
   each_value(f, d, cap, 2, [&](const uint8_t* p, const ProtoOcc& o) {
-    if (o.kind == OccKind::Addr4 || o.kind == OccKind::Addr6 || o.kind == OccKind::Mac)
+    if (d.l4_proto == kProtoUdp && (o.kind == OccKind::Addr4 || o.kind == OccKind::Addr6 || o.kind == OccKind::Mac))
       sl.add(uint32_t(p - f) + o.off, 16);
+    // Read both ways (side 2), a value comes twice: XOR-ed twice it would
+    // be back as it was.
+    const uint32_t at = uint32_t(p - f) + o.off;
+    if (o.coded && std::none_of(sl.coded.begin(), sl.coded.end(), [&](const Slots::Coded& c) { return c.at == at; }))
+      sl.coded.push_back({at, uint32_t(p - f) + o.key, o.len});
   });
 }
 
@@ -269,6 +276,27 @@ bool Auditor::search(std::string& err) {
                 return 0;
               },
               &ms);
+      // A value stored XOR-ed is searched in clear too: left as it came,
+      // its XOR is undone by anyone who reads the protocol.
+      if (!slots.coded.empty()) {
+        std::vector<uint8_t> clear(fr.bytes);
+        for (const auto& c : slots.coded) xor_with(clear.data() + c.at, fr.bytes.data() + c.key, c.len);
+        const size_t before = ms.size();
+        hs_scan(db, reinterpret_cast<const char*>(clear.data()), unsigned(clear.size()), 0, scratch,
+                [](unsigned id, unsigned long long, unsigned long long to, unsigned, void* ctx) {
+                  static_cast<std::vector<M>*>(ctx)->push_back({id, to});
+                  return 0;
+                },
+                &ms);
+        // Only what lies within a clear value: the rest was scanned above.
+        auto within = [&](const M& m) {
+          const uint64_t from = m.to - pats[m.id].len;
+          for (const auto& c : slots.coded)
+            if (from >= c.at && m.to <= uint64_t(c.at) + c.len) return true;
+          return false;
+        };
+        ms.erase(std::remove_if(ms.begin() + long(before), ms.end(), [&](const M& m) { return !within(m); }), ms.end());
+      }
       if (n4 && fr.bytes.size() >= 4) {
         uint64_t opaque = fr.bytes.size() - 3 - std::min<size_t>(slots.at.size(), fr.bytes.size() - 3);
         r.opaque_bytes += opaque;

@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "audit_impl.h"
+#include "bytes.h"
 #include "registry.h"
 
 namespace amon::audit {
@@ -127,7 +128,8 @@ void Auditor::mac_value(size_t fi, const std::string& field, const std::string& 
 // One value a plugin found in the original, by the kind of value it is.
 void Auditor::occ_value(size_t fi, const uint8_t* f, const Decoded& d, const uint8_t* p, const ProtoOcc& o,
                const std::string& user, uint64_t t) {
-  const std::string v(reinterpret_cast<const char*>(p + o.off), o.len);
+  std::string v(reinterpret_cast<const char*>(p + o.off), o.len);
+  if (o.coded) xor_with(reinterpret_cast<uint8_t*>(v.data()), p + o.key, o.len);  // collected in clear
   const bool addr4 = o.kind == OccKind::Addr4 && o.len == 4, addr6 = o.kind == OccKind::Addr6 && o.len == 16;
   if (o.role) {
     if (addr4 || addr6) role_value(fi, f, d, addr4 ? Kind::Addr4 : Kind::Addr6, v, user, t);

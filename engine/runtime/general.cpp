@@ -43,6 +43,7 @@ Verdict ProgramInstance::process_encap(uint8_t* buf, uint32_t& cap, uint32_t& wi
   // cut changed lengths (encap_fix), only the outer header checksum
   // follows rewritten addresses, where encap_fix's loop over layers and
   // checksum kinds cost ~4x the instructions.
+  ayiya_note(buf, cap, d);
   if (encap_fast_ && encap_fast_packet(buf, cap, d)) {
     const uint32_t cap0 = cap, wire0 = wire;
     uint8_t* ip = buf + d.encap[0].l3_off;
@@ -51,6 +52,7 @@ Verdict ProgramInstance::process_encap(uint8_t* buf, uint32_t& cap, uint32_t& wi
     const Verdict v =
         prog_.l7_only_ ? general_path<true>(buf, cap, wire, d, m, c) : general_path<false>(buf, cap, wire, d, m, c);
     if (v == Verdict::Forward) {
+      ayiya_follow(buf, cap, d);
       if (cap != cap0 || wire != wire0) {
         EncapSums none;
         none.valid = 0;
@@ -78,10 +80,43 @@ Verdict ProgramInstance::process_encap(uint8_t* buf, uint32_t& cap, uint32_t& wi
   }
   const Verdict v =
       prog_.l7_only_ ? general_path<true>(buf, cap, wire, d, m, c) : general_path<false>(buf, cap, wire, d, m, c);
-  if (v == Verdict::Forward) encap_fix(buf, cap, cap != cap0 || wire != wire0, d, sums, encap_old_, encap_changed_);
+  if (v == Verdict::Forward) {
+    ayiya_follow(buf, cap, d);
+    encap_fix(buf, cap, cap != cap0 || wire != wire0, d, sums, encap_old_, encap_changed_);
+  }
   // After the outer layers: their lengths count the bytes snap() removes.
   if (snap_at_ < cap) cap = snap_at_;
   return v;
+}
+
+void ProgramInstance::ayiya_note(const uint8_t* buf, uint32_t cap, const Decoded& d) {
+  for (int i = 0; i < d.n_encap; ++i) {
+    const EncapLayer& L = d.encap[i];
+    uint32_t at, n;
+    ayiya_id_[i] = kIdNone;
+    if (!ayiya_identity(buf, cap, L, at, n)) continue;
+    // What the layer carries starts with an IP header (parse_ayiya).
+    const uint8_t* ip = buf + L.inner_off;
+    const uint32_t al = (ip[0] >> 4) == 4 ? 4u : 16u, so = al == 4 ? 12u : 8u;
+    ayiya_id_[i] = kIdOther;
+    if (n != al || L.inner_off + so + 2 * al > cap) continue;
+    if (std::memcmp(buf + at, ip + so, al) == 0) ayiya_id_[i] = kIdSrc;
+    else if (std::memcmp(buf + at, ip + so + al, al) == 0) ayiya_id_[i] = kIdDst;
+  }
+}
+
+void ProgramInstance::ayiya_follow(uint8_t* buf, uint32_t cap, const Decoded& d) const {
+  for (int i = 0; i < d.n_encap; ++i) {
+    if (ayiya_id_[i] != kIdSrc && ayiya_id_[i] != kIdDst) continue;
+    const EncapLayer& L = d.encap[i];
+    uint32_t at, n;
+    // A cut may have taken the packet's header: the identity goes with it.
+    if (!ayiya_identity(buf, cap, L, at, n)) continue;
+    const uint8_t* ip = buf + L.inner_off;
+    const uint32_t so = n == 4 ? 12u : 8u;
+    if (L.inner_off + so + 2 * n > cap) std::memset(buf + at, 0, n);
+    else std::memcpy(buf + at, ip + so + (ayiya_id_[i] == kIdDst ? n : 0u), n);
+  }
 }
 
 bool ProgramInstance::encap_rules(uint8_t* buf, uint32_t cap, const Decoded& d, Eval& e, ApplyCtx& ctx) {
@@ -125,6 +160,17 @@ bool ProgramInstance::encap_rules(uint8_t* buf, uint32_t cap, const Decoded& d, 
       encap_changed_ |= uint8_t(1u << i);
     }
   }
+  // An AYIYA identity that names neither end of what it carries (a
+  // heartbeat's, a multicast report's): the sender's tunnel address, which
+  // its other packets show as a client's or a server's, or a number or
+  // name that identifies it as well. Nothing here tells which: zeroed
+  // where addresses are protected (the outer endpoints still name the
+  // tunnel).
+  if (P.protects_addresses_)
+    for (int i = 0; i < d.n_encap; ++i) {
+      uint32_t at, n;
+      if (ayiya_id_[i] == kIdOther && ayiya_identity(buf, cap, d.encap[i], at, n)) std::memset(buf + at, 0, n);
+    }
   // Identifiers, rewritten in place (their length kept).
   if (P.tunnel_rules_) {
     for (int i = 0; i < d.n_encap; ++i) {

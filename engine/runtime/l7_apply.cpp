@@ -79,6 +79,7 @@ bool ProgramInstance::l7_plugin(const ProtocolPlugin& pp, void* state, uint8_t* 
     uint8_t before[16];
     const bool whole = o.len <= sizeof before;
     if (o.fixup && whole) std::memcpy(before, v, o.len);
+    if (o.coded) xor_with(v, pl + o.key, o.len);
     bool ok = true;
     switch (o.kind) {
       case OccKind::Name: {
@@ -98,6 +99,7 @@ bool ProgramInstance::l7_plugin(const ProtocolPlugin& pp, void* state, uint8_t* 
       case OccKind::Bytes: ok = apply_text(o.field, v, o.len, e); break;
       case OccKind::Payload: break;
     }
+    if (o.coded) xor_with(v, pl + o.key, o.len);
     if (!ok) e.drop = true;
     if (o.fixup && pp.after_action && (!whole || std::memcmp(before, v, o.len) != 0))
       pp.after_action(state, pl, o);

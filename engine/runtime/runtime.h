@@ -308,6 +308,15 @@ class ProgramInstance {
   bool encap_rules(uint8_t* buf, uint32_t cap, const Decoded& d, Eval& e, ApplyCtx& ctx);
   uint8_t encap_old_[kMaxEncap][32] = {};  // each layer's addresses before encap_rules
   uint8_t encap_changed_ = 0;             // bit per layer: its addresses were rewritten
+  // An AYIYA layer's identity is the sending end's tunnel address, written
+  // again in the packet it carries: before the rewrite, which address of
+  // that packet it is (kIdSrc, kIdDst; kIdOther: neither, encap_rules zeroes
+  // it where addresses are protected); after, it takes that address's new
+  // value (one address, one treatment).
+  enum : uint8_t { kIdNone, kIdSrc, kIdDst, kIdOther };
+  uint8_t ayiya_id_[kMaxEncap] = {};
+  void ayiya_note(const uint8_t* buf, uint32_t cap, const Decoded& d);
+  void ayiya_follow(uint8_t* buf, uint32_t cap, const Decoded& d) const;
   // The general path; kL7Only drops what Program::l7_only_ rules out.
   template <bool kL7Only>
   Verdict general_path(uint8_t* buf, uint32_t& cap, uint32_t& wire, const Decoded& d, const PacketMeta& m,

@@ -6,6 +6,7 @@
 #include "amon_dns.hpp"
 #include "amon_http.hpp"
 #include "amon_quic.hpp"
+#include "amon_stun.hpp"
 #include "amon_tls.hpp"
 #include "carriers.h"
 #include "l2l4.h"
@@ -55,6 +56,8 @@ void register_builtin_plugins() {
     r.add_protocol(http::protocol_plugin());
     r.add_protocol(dhcp::protocol_plugin());
     r.add_protocol(http::ssdp_plugin());
+    r.add_protocol(stun_plugin::protocol_plugin());
+    r.add_protocol(stun_plugin::tcp_protocol_plugin());
     actions::register_actions(r);
   });
 }

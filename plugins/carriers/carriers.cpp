@@ -15,7 +15,6 @@ void register_ports(Registry& r) {
   r.add_addr_carrier("h323", {1719, 1720});                 // RAS and call signalling
   r.add_addr_carrier("flow-export", {2055, 4739, 6343, 9995, 9996});  // NetFlow, IPFIX, sFlow records
   r.add_addr_carrier("mgcp", {2427, 2727});                 // SDP
-  r.add_addr_carrier("stun", {3478});                       // (XOR-)MAPPED-ADDRESS
   r.add_addr_carrier("ws-discovery", {3702});               // XAddrs
   r.add_addr_carrier("sip", {5060});                        // SIP/SDP
   r.add_addr_carrier("irc", {6667});                        // DCC

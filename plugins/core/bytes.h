@@ -21,4 +21,10 @@ inline void wr16(uint8_t* p, uint16_t v) {
   std::memcpy(p, &v, 2);
 }
 
+// p[i] ^= key[i] for n bytes: a value stored XOR-ed (ProtoOcc::coded), in
+// clear and back.
+inline void xor_with(uint8_t* p, const uint8_t* key, uint32_t n) {
+  for (uint32_t i = 0; i < n; ++i) p[i] ^= key[i];
+}
+
 }  // namespace amon

@@ -67,6 +67,12 @@ struct ProtoOcc {
   // that hardware address elsewhere, so one MAC has one pseudonym; with no
   // rule for `field`, the carrier's rule takes its bytes.
   FieldId carrier = kNoField;
+  // The value is stored XOR-ed with the `len` bytes at `key` (offset in the
+  // payload, outside the value: STUN's XOR-MAPPED-ADDRESS and its kin).
+  // The rule applies to the value in clear, written back XOR-ed again; amon
+  // audit collects it in clear and looks for it XOR-ed too.
+  bool coded = false;
+  uint32_t key = 0;
   uint16_t index = 0;      // the plugin's own number for it (its fix-ups get the occurrence back)
   uint32_t off = 0, len = 0;
   std::string_view text;   // Name: the name as dotted lowercase text (decided on this, not on the bytes)

@@ -20,18 +20,20 @@ constexpr int kMaxVlan = 4, kMaxMpls = 8, kMaxV6Ext = 8;
 // or, when that fails, cut for a consumer that protects addresses. VXLAN
 // (RFC 7348), VXLAN-GPE and Geneve (RFC 8926) are sent to their port
 // whatever the source: recognised by the destination port. GTP-U (3GPP TS
-// 29.281) and Teredo (RFC 4380) use their port at either end. Windows and
+// 29.281), Teredo (RFC 4380) and AYIYA (a SixXS PoP answers from its port)
+// use their port at either end. Windows and
 // NAT gateways pick these ports as ephemeral ports too, so the datagram
 // must also hold the tunnel's header (udp_tunnel): a DNS query from port
 // 4789, and its answer to that port, are the plain UDP they are, never cut
 // or dropped for failing to be a tunnel.
 constexpr uint16_t kPortGtpU = 2152, kPortVxlan = 4789, kPortVxlanGpe = 4790, kPortGeneve = 6081,
-                   kPortTeredo = 3544;
+                   kPortTeredo = 3544, kPortAyiya = 5072;
 // The ports that may make a datagram a tunnel: the test every UDP packet
 // takes before udp_tunnel's.
 inline bool tunnel_ports(uint16_t sport, uint16_t dport) {
   return dport == kPortVxlan || dport == kPortGtpU || dport == kPortGeneve || dport == kPortVxlanGpe ||
-         dport == kPortTeredo || sport == kPortGtpU || sport == kPortTeredo;
+         dport == kPortTeredo || dport == kPortAyiya || sport == kPortGtpU || sport == kPortTeredo ||
+         sport == kPortAyiya;
 }
 // The tunnel a UDP datagram on such ports carries, Encap::None for plain
 // UDP: [o, lim) the UDP payload, end the captured part of it (tunnels.cpp).

@@ -2,7 +2,7 @@
 // IPv4 (options), IPv6 (extension headers), TCP, UDP, ICMP, ICMPv6, and the
 // encapsulations that carry them: GTP-U v1, VXLAN, VXLAN-GPE, Geneve, GRE
 // (with key/sequence/checksum, transparent Ethernet bridging, ERSPAN I/II/III),
-// IPv4/IPv6 in IPv4/IPv6, Teredo.
+// IPv4/IPv6 in IPv4/IPv6, Teredo, AYIYA.
 //
 // An encapsulated packet is decoded through to the innermost packet, which is
 // what Decoded's L3/L4 fields then describe: every consumer treats it as if it
@@ -80,7 +80,7 @@ inline RouteList route_list(uint8_t ip_version, uint16_t sport) {
 // Encapsulations decoded, at most (deeper nesting stops with kFlagTunnel).
 constexpr int kMaxEncap = 4;
 
-enum class Encap : uint8_t { None, Ip, Gre, Erspan, Vxlan, VxlanGpe, Geneve, GtpU, Teredo };
+enum class Encap : uint8_t { None, Ip, Gre, Erspan, Vxlan, VxlanGpe, Geneve, GtpU, Teredo, Ayiya };
 
 // One encapsulating layer: the IP datagram (and its UDP or GRE header) that
 // carries the next layer in.
@@ -150,6 +150,10 @@ struct Decoded {
 };
 
 const char* encap_name(Encap e);
+// An AYIYA layer's identity field, [at, at + len) when captured: the
+// sending endpoint's tunnel address (a SixXS identity is the IPv6 address
+// of the tunnel's end), or a number or name that identifies it.
+bool ayiya_identity(const uint8_t* p, uint32_t cap, const EncapLayer& L, uint32_t& at, uint32_t& len);
 
 // One fragment of an outer IP datagram (no encapsulation decoded above it,
 // no PPPoE, every byte captured; IPv6: the fragment header after the fixed

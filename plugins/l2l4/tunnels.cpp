@@ -1,5 +1,5 @@
 // The encapsulations the decoder descends through: GTP-U v1, VXLAN,
-// VXLAN-GPE, Geneve, GRE (v0 with ERSPAN, PPTP's v1), IP in IP, Teredo; the
+// VXLAN-GPE, Geneve, GRE (v0 with ERSPAN, PPTP's v1), IP in IP, Teredo, AYIYA; the
 // tunnel context of the flow key; the fast path of one GTP-U or VXLAN layer.
 #include <algorithm>
 #include <cstring>
@@ -64,6 +64,36 @@ bool teredo_plausible(const uint8_t* p, uint32_t o, uint32_t end, uint32_t lim) 
   return teredo_address(p + q + 8) || teredo_address(p + q + 24) || (p[q + 8] == 0xfe && (p[q + 9] & 0xc0) == 0x80);
 }
 
+// AYIYA (draft-massar-v6ops-ayiya, SixXS tunnels through NAT): an 8-byte
+// header (identity length as a power of two and type, signature length in
+// 4-byte words and hash, authentication method and opcode, next header,
+// epoch time), the identity, the signature, then the packet. Each of those
+// small enumerations within its defined values; a forwarded packet (opcode
+// forward, or echo request and forward) of IPv4 or IPv6 that is what its
+// next header says and fits in the datagram; any other message carries no
+// packet (next header 59).
+uint32_t ayiya_payload_at(const uint8_t* p, uint32_t o) {
+  return o + 8 + (1u << (p[o] >> 4)) + (p[o + 1] >> 4) * 4u;
+}
+
+bool ayiya_forwards(const uint8_t* p, uint32_t o) {
+  const uint8_t op = p[o + 2] & 0x0f, nh = p[o + 3];
+  return (op == 1 || op == 3) && (nh == kProtoIpIp || nh == kProtoIpv6);
+}
+
+bool ayiya_plausible(const uint8_t* p, uint32_t o, uint32_t end, uint32_t lim) {
+  if (o + 8 > end) return o + 8 <= lim;  // not captured: fail closed
+  const uint8_t idlen = p[o] >> 4, idtype = p[o] & 0x0f, hash = p[o + 1] & 0x0f, auth = p[o + 2] >> 4,
+                op = p[o + 2] & 0x0f;
+  if (idlen > 8 || idtype > 2 || hash > 2 || auth > 2 || op > 7) return false;
+  const uint32_t q = ayiya_payload_at(p, o);
+  if (q > lim) return false;
+  if (!ayiya_forwards(p, o)) return p[o + 3] == 59;
+  if (q >= end) return q < lim;  // not captured: fail closed
+  if (p[o + 3] == kProtoIpv6) return ipv6_fits(p, q, end, lim) || (q + 40 > end && (p[q] >> 4) == 6);
+  return (p[q] >> 4) == 4 && (p[q] & 0x0f) >= 5 && (q + 4 > end || rd16(p + q + 2) <= lim - q);
+}
+
 }  // namespace
 
 // Peer-to-peer Teredo: the IPv6 packet names a Teredo address at one end.
@@ -102,6 +132,7 @@ Encap udp_tunnel(const uint8_t* p, uint32_t o, uint32_t end, uint32_t lim, uint1
                                std::pair{kPortGeneve, Encap::Geneve}})
     if (dport == port && vni_header_plausible(k, p, o, end, lim)) return k;
   if ((sport == kPortTeredo || dport == kPortTeredo) && teredo_plausible(p, o, end, lim)) return Encap::Teredo;
+  if ((sport == kPortAyiya || dport == kPortAyiya) && ayiya_plausible(p, o, end, lim)) return Encap::Ayiya;
   return Encap::None;
 }
 
@@ -276,6 +307,15 @@ Next parse_teredo(const uint8_t* p, uint32_t o, uint32_t end, uint32_t& inner) {
   return Next::Ip6;
 }
 
+// AYIYA: the packet after the identity and signature, when the message
+// forwards one; heartbeats, echoes and queries carry none (opaque).
+Next parse_ayiya(const uint8_t* p, uint32_t o, uint32_t end, uint32_t& inner) {
+  if (o + 8 > end || !ayiya_forwards(p, o)) return Next::None;
+  inner = ayiya_payload_at(p, o);
+  if (inner >= end) return Next::None;
+  return p[o + 3] == kProtoIpv6 ? Next::Ip6 : Next::Ip4;
+}
+
 // Mixes one layer into the tunnel context: the encapsulation, the outer
 // endpoints ordered (so both directions of an inner flow share it) and,
 // for VXLAN, VXLAN-GPE and Geneve, the VNI (the same both ways). Not GTP-U's
@@ -418,6 +458,7 @@ void descend(const uint8_t* p, uint32_t cap, Decoded& d) {
       case Encap::VxlanGpe: next = parse_vxlan_gpe(p, o, end, L, inner); break;
       case Encap::Geneve: next = parse_geneve(p, o, end, L, inner); break;
       case Encap::Teredo: next = parse_teredo(p, o, end, inner); break;
+      case Encap::Ayiya: next = parse_ayiya(p, o, end, inner); break;
       default: break;
     }
   } else if (d.l4_proto == kProtoGre) {
@@ -481,6 +522,13 @@ void descend(const uint8_t* p, uint32_t cap, Decoded& d) {
 
 }  // namespace l2l4_decode
 
+bool ayiya_identity(const uint8_t* p, uint32_t cap, const EncapLayer& L, uint32_t& at, uint32_t& len) {
+  if (L.kind != Encap::Ayiya || L.hdr_off + 8u > cap || (p[L.hdr_off] & 0x0f) == 0) return false;
+  at = L.hdr_off + 8u;
+  len = 1u << (p[L.hdr_off] >> 4);
+  return at + len <= std::min<uint32_t>(cap, L.inner_off);
+}
+
 const char* encap_name(Encap e) {
   switch (e) {
     case Encap::Ip: return "ip-in-ip";
@@ -491,6 +539,7 @@ const char* encap_name(Encap e) {
     case Encap::Geneve: return "geneve";
     case Encap::GtpU: return "gtp-u";
     case Encap::Teredo: return "teredo";
+    case Encap::Ayiya: return "ayiya";
     default: return "none";
   }
 }

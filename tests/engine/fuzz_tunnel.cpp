@@ -18,7 +18,7 @@ using namespace amon;
 
 namespace {
 
-enum Kind { kGtpu, kVxlan, kVxlanGpe, kGeneve, kGre, kIpIp, kTeredo };
+enum Kind { kGtpu, kVxlan, kVxlanGpe, kGeneve, kGre, kIpIp, kTeredo, kAyiya };
 
 #ifndef AMON_FUZZ_ENCAP
 #define AMON_FUZZ_ENCAP kGtpu
@@ -50,7 +50,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const uint32_t len = uint32_t(f.size());
   ip[2] = uint8_t((len - 14) >> 8), ip[3] = uint8_t(len - 14);
   if (udp) {
-    static const uint16_t port[] = {2152, 4789, 4790, 6081, 0, 0, 3544};
+    static const uint16_t port[] = {2152, 4789, 4790, 6081, 0, 0, 3544, 5072};
     uint8_t* u = ip + 20;
     u[0] = 0xc0, u[1] = 0x01;
     u[2] = uint8_t(port[k] >> 8), u[3] = uint8_t(port[k]);
@@ -79,6 +79,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     check((a.flags & kFlagEncap) && a.tun_ctx != 0);
     if (a.ip_version) check(a.l3_off >= prev);
     if (a.status == DecodeStatus::Ok && a.has_ip()) check(a.payload_off <= a.l3_off + a.l3_len);
+    uint32_t at, n;
+    if (ayiya_identity(f.data(), cap, L, at, n)) check(at > L.udp_off && at + n <= L.inner_off);
   }
   if (a.status == DecodeStatus::Ok && a.has_ip()) check(a.l3_off + a.l3_hdr_len <= cap);
 

@@ -573,6 +573,48 @@ TEST_CASE("Encapsulations are decoded through to the inner packet", "[decode][tu
     d = dec(cat({eth(0x0800), udp_in(49690, cut6)}));
     CHECK(d.n_encap == 0);
   }
+
+  SECTION("AYIYA: forwarded packets decoded, heartbeats opaque, other datagrams on its port plain") {
+    const Bytes i6 = inner6();
+    // Identity of 2^4 bytes (an IPv6 address), a 5-word SHA-1 signature,
+    // shared-secret authentication, opcode forward, next header IPv6.
+    auto ayiya = [&](uint8_t op_auth, uint8_t nh, uint8_t idtype = 1) {
+      Bytes h;
+      put8(h, uint8_t(0x40 | idtype)), put8(h, 0x52), put8(h, op_auth), put8(h, nh), put32(h, 0x4af64bfd);
+      put(h, Bytes(i6.begin() + 8, i6.begin() + 24));  // the sender's tunnel address
+      put(h, payload(20));
+      return h;
+    };
+    for (bool reverse : {false, true}) {  // to the PoP's port, and its answer from it
+      const Bytes f = cat({eth(0x0800), udp_in(5072, cat({ayiya(0x11, 41), i6}), reverse)});
+      Decoded d = dec(f);
+      CHECK(d.flags == kFlagEncap);
+      REQUIRE(d.n_encap == 1);
+      CHECK(d.encap[0].kind == Encap::Ayiya);
+      CHECK(d.encap[0].inner_off == 14 + 20 + 8 + 44);
+      CHECK(d.ip_version == 6);
+      CHECK(d.dport == 80);
+      uint32_t at, n;
+      REQUIRE(ayiya_identity(f.data(), uint32_t(f.size()), d.encap[0], at, n));
+      CHECK(at == 14 + 20 + 8 + 8);
+      CHECK(n == 16);
+    }
+    // A heartbeat (opcode nop, no next header) is AYIYA carrying no packet:
+    // a tunnel left opaque.
+    Decoded d = dec(cat({eth(0x0800), udp_in(5072, ayiya(0x10, 59))}));
+    CHECK(d.flags == kFlagTunnel);
+    CHECK(d.n_encap == 0);
+    // Not AYIYA: an identity type, hash or opcode out of range, a next
+    // header that is not what the packet is, a header beyond the datagram.
+    const Bytes whole = ayiya(0x11, 41);
+    for (const Bytes& b : {cat({ayiya(0x11, 41, 5), i6}), cat({ayiya(0x1c, 41), i6}), cat({ayiya(0x11, 4), i6}),
+                           Bytes(whole.begin(), whole.begin() + 30)}) {
+      d = dec(cat({eth(0x0800), udp_in(5072, b)}));
+      CHECK(d.status == DecodeStatus::Ok);
+      CHECK(d.flags == 0);
+      CHECK(d.n_encap == 0);
+    }
+  }
   SECTION("both directions of an inner flow share the tunnel context; other tunnels do not") {
     // VXLAN goes to its port both ways (RFC 7348 5: the source port is the
     // sender's hash): the other direction only swaps the addresses.
@@ -941,7 +983,7 @@ TEST_CASE("Fast path equals the full decoder on every shared capture, mutated an
 // Windows and NAT gateways use the tunnels' ports as ephemeral ports: a DNS
 // query, a QUIC Initial or any other datagram from one of them, and the
 // answer to it, are the UDP they are. VXLAN, VXLAN-GPE and Geneve are known
-// by their destination port, GTP-U and Teredo by either, and each only
+// by their destination port, GTP-U, Teredo and AYIYA by either, and each only
 // when the datagram holds its header.
 TEST_CASE("Plain UDP from or to a tunnel's port stays plain UDP", "[decode]") {
   Bytes query;  // a DNS query for www.example.com, A; its ID reads as GTP-U flags and a G-PDU, and as VXLAN's I flag
@@ -964,7 +1006,7 @@ TEST_CASE("Plain UDP from or to a tunnel's port stays plain UDP", "[decode]") {
     uint16_t server;
   };
   int n = 0;
-  for (uint16_t port : {4789, 4790, 6081, 2152, 3544})
+  for (uint16_t port : {4789, 4790, 6081, 2152, 3544, 5072})
     for (const Case& c : {Case{"dns query", query, 53}, Case{"dns answer", answer, 53}, Case{"quic", quic, 443},
                           Case{"other", other, 5000}})
       for (bool from_port : {true, false})
@@ -993,7 +1035,7 @@ TEST_CASE("Plain UDP from or to a tunnel's port stays plain UDP", "[decode]") {
           CHECK(full == d);
           ++n;
         }
-  CHECK(n == 80);
+  CHECK(n == 96);
   // The tunnels themselves: to the port (and GTP-U from it too).
   Bytes in = cat({eth(0x0800), inner4(false)});
   CHECK(dec(cat({eth(0x0800), udp_in(4789, vxlan(7, in))})).n_encap == 1);

@@ -54,12 +54,6 @@ def is_ip_literal(n):
         return False
 
 
-# Tunnels amon does not decode yet: their inner names travel as UDP payload.
-UNDECODED_TUNNELS = {
-    "tunnel-ayiya-http.pcap": "AYIYA (UDP 5072) is not decoded as a tunnel; its inner HTTP Host stays in clear",
-}
-
-
 def capture_list(pdir):
     """Every capture that can carry DNS/TLS/HTTP names; the ones where
     tshark finds none are dropped by the caller."""
@@ -105,11 +99,6 @@ def mode_hide(amon, pdir, d):
         run(amon, inp, pol, out, "hide")
         names_out = frame_names(out)
         leaks = [(fr, n) for fr, s in sorted(names_out.items()) for n in sorted(s & all_in)]
-        if leaks and f in UNDECODED_TUNNELS:
-            # A known leak, listed so that it stays visible: amon does not
-            # decode this tunnel yet, so its inner packets pass as payload.
-            print(f"  KNOWN LEAK {f}: {len(leaks)} name occurrence(s): {UNDECODED_TUNNELS[f]}")
-            leaks = []
         if leaks:
             show = ", ".join(f"frame {fr}: {n}" for fr, n in leaks[:6])
             fails.append(f"{f}: LEAK of {len(leaks)} name occurrence(s) in the output ({show}"
