@@ -99,6 +99,7 @@ bool LintContext::protected_any(const FieldDesc& f) const {
 
 bool LintContext::in_clear(const FieldDesc& f) const {
   if (protected_any(f)) return false;
+  if (f.hidden_without_rule && by_field[f.id].empty()) return false;
   if (below_payload(f)) return true;
   if (payload_gone) return false;
   if (payload_only_for &&

@@ -149,7 +149,8 @@ void open_inputs(Engine& E, EngineResult& result) {
       if (!link_type_supported(i.pcap->linktype()))
         throw std::runtime_error(in.spec + ": link type " + link_type_name(i.pcap->linktype()) +
                                  " is not supported (Ethernet, Linux cooked v1/v2, raw IPv4/IPv6, "
-                                 "BSD NULL/loopback, PPP, Cisco HDLC are)");
+                                 "BSD NULL/loopback, PPP, Cisco HDLC, 802.11 with radiotap, PPI or "
+                                 "no capture header are)");
     } else {
       i.port = attach_port(in.spec);
     }

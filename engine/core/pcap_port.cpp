@@ -17,6 +17,7 @@
 
 #include "mbuf_meta.h"
 #include "bytes.h"
+#include "l2l4.h"
 
 namespace amon {
 
@@ -198,7 +199,7 @@ bool link_type_supported(int dlt) {
     case DLT_NULL: case DLT_LOOP: case DLT_PPP: case DLT_PPP_SERIAL: case DLT_C_HDLC:
       return true;
     default:
-      return false;
+      return link_layer_for(dlt) != nullptr;
   }
 }
 
@@ -225,6 +226,18 @@ rte_mbuf* PcapReader::to_mbuf(const pcapio::Record& r, size_t input) {
     m = mbuf_from_bytes(pool_, r.data, r.caplen);
     if (!m) return nullptr;
     mbuf_link_hdr(m)->len = 0;
+  } else if (const LinkLayer* L = link_layer_for(r.linktype)) {
+    // A link layer with fields of its own (802.11): its frame, as the layer
+    // reduces it, rides whole behind the stand-in and goes out without it.
+    uint8_t eth[kEthLen];
+    link_stand_in(r.linktype, eth);
+    norm_.resize(size_t(r.caplen) + 64);
+    uint32_t nw = 0;
+    const uint32_t n = L->normalize(r.linktype, r.data, r.caplen, wire, norm_.data(), nw);
+    m = mbuf_from_bytes(pool_, norm_.data(), n, eth, kEthLen);
+    if (!m) return nullptr;
+    mbuf_link_hdr(m)->len = 0;
+    wire = nw + kEthLen;
   } else {
     uint8_t eth[kEthLen];
     LinkHdr lh;

@@ -29,7 +29,10 @@ namespace amon {
 // header's other bytes ride in the mbuf (mbuf_meta.h, LinkHdr) and the writer
 // puts the original header back, with the address as the policy left it, so
 // the output has the input's link type and every layer above is anonymized
-// exactly as in an Ethernet capture. Values are libpcap's DLT_* numbers.
+// exactly as in an Ethernet capture. A link layer with fields of its own
+// (802.11 with radiotap, PPI or nothing: l2l4.h, LinkLayer) keeps its whole
+// frame, reduced by the layer, behind a stand-in that names the link type;
+// the writer drops the stand-in. Values are libpcap's DLT_* numbers.
 bool link_type_supported(int dlt);
 std::string link_type_name(int dlt);
 
@@ -76,6 +79,7 @@ class PcapReader {
   pcapio::Record pending_rec_{};
   size_t pending_input_ = 0;
   std::vector<uint8_t> pending_copy_;
+  std::vector<uint8_t> norm_;  // a link layer's record as it reduced it (to_mbuf)
 };
 
 class PcapWriter {

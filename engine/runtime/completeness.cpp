@@ -28,6 +28,8 @@ bool located(const FieldDesc& f) {
   for (FieldId x : {F.eth_src, F.eth_dst, F.ip_src, F.ip_dst, F.ip_client, F.ip_server, F.payload, F.tunnel_addr,
                     F.tunnel_vni, F.gre_key, F.gtp_teid})
     if (f.id == x) return true;
+  // A link layer's fields: located by its walk of every frame (link.cpp).
+  if (const LinkLayer* L = link_layer(); L && f.protocol == L->name) return true;
   return plugin_locates(f);
 }
 

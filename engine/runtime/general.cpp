@@ -493,11 +493,16 @@ Verdict ProgramInstance::general_path(uint8_t* buf, uint32_t& cap, uint32_t& wir
   // Select, L2 and the layers around the packet.
   if (!kL7Only && pol.select_cond && !eval(*pol.select_cond, e)) return Verdict::Filtered;
   if (!kL7Only && P.bpf_ && !P.bpf_->match(m.orig ? m.orig : buf, cap, wire)) return Verdict::Filtered;
+  // A link layer's values before the MAC rules, which see its stand-in
+  // Ethernet header (and may rewrite the bytes that name the layer).
+  if ((d.flags & kFlagLink) && !link_rules(g, e)) [[unlikely]]
+    return Verdict::Drop;
   if (!kL7Only && !l2_rules(g, e, ctx)) return Verdict::Drop;
 
   // Decode errors.
   g.cut.snap = pol.on_error == dsl::Policy::OnError::Snap;
   g.cut.drop = pol.on_error == dsl::Policy::OnError::Drop;
+  if ((d.flags & kFlagLink) && d.status == DecodeStatus::NotIp && d.link_body) return link_body<kL7Only>(g, e, ctx);
   if (d.status == DecodeStatus::NotIp || !d.has_ip() || d.ip_version == 0 || !ip_ok) return undecoded(g);
   if ((d.flags & kFlagV6Routing) && g.protects_addr) {
     // Addresses in the routing header would need the same rewrite; no

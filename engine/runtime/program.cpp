@@ -69,6 +69,11 @@ Program::Program(std::shared_ptr<const dsl::Policy> policy, int consumer_index, 
         if (modifies) protects_anything_ = true;
         continue;
       }
+      // A link layer's fields: its step (link.cpp) reads field_rules_.
+      if (const LinkLayer* link = link_layer(); link && f->protocol == link->name) {
+        if (modifies) protects_anything_ = true;
+        continue;
+      }
       if (f->id != F.eth_src && f->id != F.eth_dst && !is_addr_field(f->id) && f->id != F.payload)
         throw std::runtime_error(r.loc.file + ":" + std::to_string(r.loc.line) + ": field '" + f->name +
                                  "' is not handled by this engine yet");

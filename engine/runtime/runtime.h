@@ -326,6 +326,12 @@ class ProgramInstance {
   // drop it has counted.
   struct GenPacket;
   bool l2_rules(GenPacket& g, Eval& e, ApplyCtx& ctx);
+  // A link layer's values (802.11 addresses, SSIDs, elements; link.cpp),
+  // and a frame of it that carries no IP. false: drop (counted).
+  bool link_rules(GenPacket& g, Eval& e);
+  template <bool kL7Only>
+  Verdict link_body(GenPacket& g, Eval& e, ApplyCtx& ctx);
+  std::unique_ptr<LinkOccs> link_occs_;
   Verdict undecoded(GenPacket& g);
   bool l7_shortcut(GenPacket& g, Eval& e, Verdict& v);  // true: done, with verdict v
   bool addr_rules(GenPacket& g, Eval& e, ApplyCtx& ctx);

@@ -8,6 +8,7 @@
 #include "amon_quic.hpp"
 #include "amon_stun.hpp"
 #include "amon_tls.hpp"
+#include "amon_wlan.hpp"
 #include "carriers.h"
 #include "l2l4.h"
 #include "registry.h"
@@ -48,6 +49,7 @@ void register_builtin_plugins() {
     Registry& r = Registry::instance();
     register_settings(r);
     l2l4::register_fields(r);
+    wlan::register_plugin(r);
     carriers::register_ports(r);
     r.add_protocol(dns::protocol_plugin());
     r.add_protocol(dns::tcp_protocol_plugin());

@@ -70,6 +70,11 @@ struct FieldDesc {
   // rule names this field, the catch-all's rules apply to it (the runtime
   // binds them; the linter says so).
   std::string split_from;
+  // While no rule names it, the field is not kept: its plugin protects it
+  // by a default of its own whenever the policy protects anything (a link
+  // layer's addresses, names and elements: l2l4.h, LinkLayer). The linter
+  // does not count it as left in clear.
+  bool hidden_without_rule = false;
 };
 
 // Operators of a field comparison in a condition (`==`, `!=`, `in`, `~`).

@@ -12,6 +12,8 @@ namespace amon {
 
 using namespace l2l4_decode;
 
+void decode_foreign_link(const LinkLayer& L, const uint8_t* p, uint32_t cap, Decoded& d);
+
 namespace {
 
 void decode_ipv4(const uint8_t* p, uint32_t cap, Decoded& d);
@@ -298,7 +300,57 @@ void decode_full(const uint8_t* p, uint32_t cap, uint32_t wire_len, Decoded& d) 
   d.wire_len = wire_len < cap ? cap : wire_len;
   if (cap < 14) { d.status = DecodeStatus::Truncated; return; }
   d.good_until = 14;
-  decode_link(p, cap, 14, rd16(p + 12), d);
+  const uint16_t et = rd16(p + 12);
+  if (et == kEthLinkStandIn) [[unlikely]]
+    if (const LinkLayer* L = link_layer()) return decode_foreign_link(*L, p, cap, d);
+  decode_link(p, cap, 14, et, d);
+}
+
+namespace {
+const LinkLayer* g_link = nullptr;
+}  // namespace
+
+void link_stand_in(int dlt, uint8_t* eth) {
+  std::memset(eth, 0, 14);
+  wr16(eth + 4, uint16_t(dlt));
+  wr16(eth + 12, kEthLinkStandIn);
+}
+
+int link_stand_in_dlt(const uint8_t* p, uint32_t cap) {
+  if (cap < 14 || rd16(p + 12) != kEthLinkStandIn) return 0;
+  for (int i : {0, 1, 2, 3, 6, 7, 8, 9, 10, 11})
+    if (p[i]) return 0;
+  const int dlt = rd16(p + 4);
+  return link_layer_for(dlt) ? dlt : 0;
+}
+
+void set_link_layer(const LinkLayer* l) { g_link = l; }
+const LinkLayer* link_layer() { return g_link; }
+const LinkLayer* link_layer_for(int dlt) {
+  if (!g_link || dlt <= 0) return nullptr;
+  for (int x : g_link->dlts)
+    if (x == dlt) return g_link;
+  return nullptr;
+}
+
+// A stand-in Ethernet header (link_stand_in) before a link layer's
+// frame: the layer's header, then what it carries. An Ethernet frame that
+// merely looks like one (the experimental EtherType, the same bytes) is
+// walked the same way: its bytes are rewritten as a frame's would be, never
+// passed on unread.
+void decode_foreign_link(const LinkLayer& L, const uint8_t* p, uint32_t cap, Decoded& d) {
+  const int dlt = link_stand_in_dlt(p, cap);
+  if (!dlt) return decode_link(p, cap, 14, kEthLinkStandIn, d);
+  d.flags |= kFlagLink;
+  LinkDecode r;
+  r.good_until = 14;
+  L.decode(dlt, p, cap, 14, r);
+  d.good_until = std::max<uint32_t>(14, std::min(r.good_until, cap));
+  if (r.status == DecodeStatus::Ok && r.off <= cap) return decode_link(p, cap, r.off, r.ethertype, d);
+  d.status = r.status == DecodeStatus::Ok ? DecodeStatus::Truncated : r.status;
+  d.ethertype = kEthLinkStandIn;
+  d.l3_off = uint16_t(std::min<uint32_t>(r.off ? r.off : d.good_until, 0xffff));
+  d.link_body = uint8_t(r.body);
 }
 
 namespace l2l4_decode {

@@ -23,6 +23,7 @@
 #include <cstdint>
 #include <tuple>
 
+#include "protocol.h"
 #include "registry.h"
 
 namespace amon {
@@ -47,6 +48,7 @@ enum : uint8_t {  // Decoded::flags
   kFlagIcmpError = 16,    // ICMP/ICMPv6 error quoting an earlier packet's IP header
   kFlagEncap = 32,        // the L3/L4 fields are of a packet carried in the encapsulations listed in encap
   kFlagAddrBody = 64,     // addresses in a body the header rules map: ICMPv6 neighbour discovery (133-137), RIPng (UDP 521), RIP (UDP 520)
+  kFlagLink = 128,        // a link layer's frame follows the stand-in Ethernet header (LinkLayer below)
 };
 
 // RIP (RFC 2453, IPv4) and RIPng (RFC 2080, IPv6) route entries: from and
@@ -127,6 +129,7 @@ struct Decoded {
   uint16_t inner_eth_off = 0;  // the innermost Ethernet header when an encapsulation carries one, else 0
   uint64_t tun_ctx = 0;     // the encapsulations' identity, 0 when none (see tunnel_context in tunnels.cpp)
   EncapLayer encap[kMaxEncap];
+  uint8_t link_body = 0;    // kFlagLink, status NotIp: what follows the link header (LinkBody)
 
   bool has_ip() const { return ip_version != 0 && status != DecodeStatus::NotIp; }
   uint32_t src_off() const { return l3_off + (ip_version == 4 ? 12u : 8u); }
@@ -143,6 +146,7 @@ struct Decoded {
                       x.wire_len, x.n_encap, x.inner_eth_off, x.tun_ctx);
     };
     if (head(*this) != head(o)) return false;
+    if ((flags & kFlagLink) && link_body != o.link_body) return false;
     for (int i = 0; i < n_encap && i < kMaxEncap; ++i)
       if (!(encap[i] == o.encap[i])) return false;
     return true;
@@ -208,6 +212,71 @@ void decode(const uint8_t* p, uint32_t cap, uint32_t wire_len, Decoded& d);
 // frames and for one GTP-U or VXLAN layer over such a frame: the
 // reference the fast paths are tested against.
 void decode_full(const uint8_t* p, uint32_t cap, uint32_t wire_len, Decoded& d);
+
+// Link layers other than Ethernet whose frames carry fields of their own
+// (802.11 with radiotap, PPI or nothing before it). A capture reader hands
+// such a record to the packet path as a stand-in Ethernet header (both
+// addresses zero but bytes 4-5, the record's link type), EtherType
+// kEthLinkStandIn) followed by the record as the
+// layer's `normalize` left it; the decoder then walks the layer's header
+// (`decode`), the runtime gives the fields its `locate` finds their rules,
+// and the writer puts the frame back without the stand-in. A plugin
+// registers its layer (set_link_layer); nothing here names it.
+constexpr uint16_t kEthLinkStandIn = 0x88b5;  // IEEE 802 local experimental EtherType 1
+
+// What follows a link header that carries no IP (Decoded::link_body).
+enum class LinkBody : uint8_t {
+  Unknown = 0,  // another protocol: on_unknown applies, as to a non-IP Ethernet frame
+  Located,      // every byte is the header's, its fields located: nothing else to decide
+  Opaque,       // encrypted: no field can be in clear in it; the payload rule decides it
+};
+
+// What the layer's decode found: the next protocol (an EtherType, at `off`)
+// or a body without IP, how far the bytes are known, and whether they end
+// cleanly.
+struct LinkDecode {
+  DecodeStatus status = DecodeStatus::Malformed;  // Ok: `ethertype` at `off`; NotIp: `body` at `off`
+  LinkBody body = LinkBody::Unknown;
+  uint16_t ethertype = 0;
+  uint32_t off = 0;
+  uint32_t good_until = 0;  // every byte before is the header's, located (Malformed/Truncated: cut there)
+};
+
+// Values a link header holds: its addresses (Mac), names (Name) and opaque
+// identifiers (Bytes), offsets from the first byte of the packet (the
+// stand-in included). Room for every value of a frame; a frame with more
+// is Malformed at its first value past kMax.
+struct LinkOccs {
+  static constexpr unsigned kMax = 64;
+  uint32_t n = 0;
+  ProtoOcc occ[kMax];
+};
+
+struct LinkLayer {
+  const char* name;  // its protocol name (FieldDesc::protocol of its fields)
+  int dlts[4];       // libpcap DLT_* values it reads, 0 ends the list
+  // The record of link type `dlt` as the frame the packet path sees, into
+  // `out` (room for cap + 64 bytes): what a monitor needs of the capture
+  // header and nothing that names a device. Returns the bytes written and
+  // sets `out_wire`, the record's wire length less what was removed.
+  uint32_t (*normalize)(int dlt, const uint8_t* in, uint32_t cap, uint32_t wire, uint8_t* out, uint32_t& out_wire);
+  // The frame of link type `dlt` at `off` (after the stand-in) of a packet
+  // of `cap` captured bytes.
+  void (*decode)(int dlt, const uint8_t* p, uint32_t cap, uint32_t off, LinkDecode& r);
+  // Its values before the decode's good_until, in the order found.
+  void (*locate)(int dlt, const uint8_t* p, uint32_t cap, uint32_t off, LinkOccs& out);
+  // A name decision written into a Name occurrence, length kept.
+  void (*rewrite_name)(uint8_t* p, const ProtoOcc& o, const names::Decision& d);
+};
+// One link layer at most; null clears.
+void set_link_layer(const LinkLayer* l);
+const LinkLayer* link_layer();
+// The layer that reads link type `dlt`, or null.
+const LinkLayer* link_layer_for(int dlt);
+// The stand-in Ethernet header for a record of link type `dlt` (14 bytes);
+// and the link type a packet's stand-in names (0: none, or not a layer's).
+void link_stand_in(int dlt, uint8_t* eth);
+int link_stand_in_dlt(const uint8_t* p, uint32_t cap);
 
 namespace l2l4 {
 struct FieldIds {

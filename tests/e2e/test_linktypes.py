@@ -200,13 +200,13 @@ def main():
     if olt != LINKTYPE_SLL or len(orecs) > 1 or (orecs and (orecs[0][3][:6] != short[:6] or orecs[0][3][6:] != b"\0" * 4)):
         failures.append(f"cut cooked header: link type {olt}, records {[r[3].hex() for r in orecs]}")
 
-    # A link type amon does not read (802.11 with radiotap) is refused by name.
-    fin = os.path.join(work, "radiotap.pcap")
-    write_pcap(fin, 127, [(1_000_000_000, b"\0" * 40, 40)])
+    # A link type amon does not read (802.11 with an AVS header) is refused by name.
+    fin = os.path.join(work, "avs.pcap")
+    write_pcap(fin, 163, [(1_000_000_000, b"\0" * 40, 40)])
     r = subprocess.run([amon, "pcap", "--read", fin, "--policy", pol, "--write", os.path.join(work, "x.pcap"),
                         "--quiet"], capture_output=True, text=True, timeout=60)
-    if r.returncode != 1 or "link type 127" not in r.stderr or "not supported" not in r.stderr:
-        failures.append(f"radiotap input: exit {r.returncode}, stderr {r.stderr.strip()!r}")
+    if r.returncode != 1 or "link type 163" not in r.stderr or "not supported" not in r.stderr:
+        failures.append(f"AVS input: exit {r.returncode}, stderr {r.stderr.strip()!r}")
 
     if failures:
         print("\n".join(failures))
