@@ -114,7 +114,15 @@ struct Input {
   uint16_t port = UINT16_MAX;
   bool direct = false;  // workers poll one RSS queue each
   bool done = false;
+  // A vdev reading a capture file (net_pcap rx_pcap=): it has no line rate
+  // to keep up with, so its packets wait for room instead of being dropped.
+  bool file_backed = false;
   uint64_t packets = 0;
+  // Loss before amon reads a packet (loss.cpp): the sockets of a
+  // net_af_packet port, whose kernel drops its driver does not report, and
+  // what has been counted so far.
+  std::vector<int> packet_sockets;
+  InputLoss loss;
 };
 
 struct Engine;
@@ -134,7 +142,7 @@ struct Worker {
   std::vector<rte_eth_dev_tx_buffer*> txb;
   std::vector<uint64_t> tx_unsent;
   uint64_t dispatched = 0;  // written by the main lcore only
-  uint64_t out_full_drops = 0;
+  std::vector<uint64_t> out_full;  // per output: packets dropped because its ring was full (live)
   std::vector<std::pair<uint16_t, uint16_t>> rx_queues;  // (port, queue) polled directly
   // A new generation of programs for this worker (reload); the worker
   // takes it between bursts and sets it back to null.
@@ -164,6 +172,9 @@ struct Engine {
   // Input is over (or a signal came): workers release held segments.
   std::atomic<bool> flush_holds{false};
   uint64_t rx_total = 0, rx_nonip = 0, rx_dispatch_drops = 0;
+  // Every input a capture file or a file-backed vdev: outputs wait for room
+  // as offline runs do (nothing has a line rate to keep up with).
+  bool lossless_out = false;
   uint64_t start_ns = 0, tsc_hz = 0, tsc0 = 0, wall0 = 0;
   std::string input_error;
   // Reloads. Workers report a quiescent state (rte_rcu_qsbr) once per loop
@@ -219,11 +230,16 @@ rte_mempool* create_pool(const Engine& E);
 uint16_t attach_port(const std::string& spec);
 void setup_port(Engine& E, uint16_t port, uint16_t nrxq, uint16_t ntxq, bool rss);
 int output_link_type(const Engine& E);
-void dispatch(Engine& E, rte_mbuf** pkts, unsigned n);
+void dispatch(Engine& E, rte_mbuf** pkts, unsigned n, bool wait);
 unsigned drain_outputs(Engine& E);
 bool outputs_empty(Engine& E);
 uint64_t pcap_bytes_read(const Engine& E);
 void start_ports(Engine& E);
+
+// loss.cpp
+bool file_backed_vdev(const std::string& spec);
+void open_loss_counters(Engine& E);
+void poll_loss(Engine& E);
 
 // workers.cpp
 void enqueue_out_burst(void* ctx, unsigned ci, rte_mbuf** ms, unsigned n);

@@ -78,9 +78,9 @@ void setup_port(Engine& E, uint16_t port, uint16_t nrxq, uint16_t ntxq, bool rss
 // Hands packets read on the main lcore to workers by symmetric flow hash.
 // With more than one worker each packet is decoded here just to hash it
 // (the worker decodes it again). A live input drops the packet when its
-// worker's ring is full (counted); offline the main lcore waits, sending on
-// port outputs meanwhile.
-void dispatch(Engine& E, rte_mbuf** pkts, unsigned n) {
+// worker's ring is full (counted); a capture file or a file-backed vdev
+// (`wait`) waits instead, sending on port outputs meanwhile.
+void dispatch(Engine& E, rte_mbuf** pkts, unsigned n, bool wait) {
   const unsigned nw = unsigned(E.workers.size());
   for (unsigned i = 0; i < n; ++i) {
     rte_mbuf* m = pkts[i];
@@ -93,7 +93,7 @@ void dispatch(Engine& E, rte_mbuf** pkts, unsigned n) {
       wi = symmetric_flow_hash(data, d) % nw;
     }
     Worker& w = *E.workers[wi];
-    if (E.cfg.offline) {
+    if (wait) {
       Idle idle(true);
       while (rte_ring_sp_enqueue(w.in, m) != 0)
         if (!drain_outputs(E)) idle.wait();

@@ -204,6 +204,8 @@ void apply_reload(Engine& E, StagedReload& st) {
   for (size_t i = 0; i < E.cfg.consumers.size(); ++i) E.cfg.consumers[i].policy_path = st.cfg.consumers[i].policy_path;
   E.cfg.stats_interval_ns = st.cfg.stats_interval_ns;
   E.cfg.stats_lines = st.cfg.stats_lines;
+  E.cfg.loss_warn = st.cfg.loss_warn;
+  E.cfg.loss_fail = st.cfg.loss_fail;
   E.last_result = "ok";
   E.last_error.clear();
   // compile: YAML, policies, keys, programs and per-worker instances (on

@@ -19,7 +19,7 @@ void enqueue_out(void* ctx, unsigned ci, rte_mbuf* m) {
     rte_eth_tx_buffer(o.port, uint16_t(w.id), w.txb[ci], m);
     return;
   }
-  if (w.eng->cfg.offline) {
+  if (w.eng->lossless_out) {
     // Offline never loses a packet: wait for the writer.
     Idle idle(true);
     while (rte_ring_mp_enqueue(o.ring, m) != 0) idle.wait();
@@ -27,7 +27,7 @@ void enqueue_out(void* ctx, unsigned ci, rte_mbuf* m) {
   }
   if (rte_ring_mp_enqueue(o.ring, m) != 0) {
     rte_pktmbuf_free(m);
-    ++w.out_full_drops;
+    ++w.out_full[ci];
     auto& c = w.path->counters()[ci];
     ++c.dropped;
     --c.out;
@@ -46,7 +46,7 @@ void enqueue_out_burst(void* ctx, unsigned ci, rte_mbuf** ms, unsigned n) {
     return;
   }
   unsigned done = rte_ring_mp_enqueue_burst(o.ring, reinterpret_cast<void**>(ms), n, nullptr);
-  if (w.eng->cfg.offline) {
+  if (w.eng->lossless_out) {
     // Offline never loses a packet: wait for the writer.
     Idle idle(true);
     while (done < n) {
@@ -58,7 +58,7 @@ void enqueue_out_burst(void* ctx, unsigned ci, rte_mbuf** ms, unsigned n) {
   if (done < n) {
     const unsigned left = n - done;
     rte_pktmbuf_free_bulk(ms + done, left);
-    w.out_full_drops += left;
+    w.out_full[ci] += left;
     auto& c = w.path->counters()[ci];
     c.dropped += left;
     c.out -= left;
@@ -181,6 +181,7 @@ void start_workers(Engine& E) {
       if (i.direct) w->rx_queues.emplace_back(i.port, uint16_t(wi));
     w->txb.assign(E.outputs.size(), nullptr);
     w->tx_unsent.assign(E.outputs.size(), 0);
+    w->out_full.assign(E.outputs.size(), 0);
     for (size_t ci = 0; ci < E.outputs.size(); ++ci) {
       if (!E.outputs[ci].direct_tx) continue;
       auto* b = static_cast<rte_eth_dev_tx_buffer*>(
