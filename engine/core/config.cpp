@@ -155,6 +155,18 @@ void loss_settings(Doc& d, yaml_node_t* n, EngineConfig& cfg) {
   });
 }
 
+// `idle: { busy: 100us, max_sleep: 50us }`.
+void idle_settings(Doc& d, yaml_node_t* n, EngineConfig& cfg) {
+  d.each_pair(n, "idle", [&](const std::string& k, yaml_node_t* kn, yaml_node_t* v) {
+    if (k == "busy") cfg.idle.busy_ns = d.duration(v, "idle.busy");
+    else if (k == "max_sleep") {
+      cfg.idle.max_sleep_ns = d.duration(v, "idle.max_sleep");
+      if (cfg.idle.max_sleep_ns > 100000000ULL) d.fail(v, "idle.max_sleep: at most 100ms");
+    } else
+      d.fail(kn, "unknown key '" + k + "' in idle (expected busy, max_sleep)" + did_you_mean(k, {"busy", "max_sleep"}));
+  });
+}
+
 // `rotate: { size: 1GiB, every: 1h, keep: 48 }` of a pcap output.
 void rotation(Doc& d, yaml_node_t* n, PortSpec& s) {
   d.each_pair(n, "rotate", [&](const std::string& k, yaml_node_t* kn, yaml_node_t* v) {
@@ -324,10 +336,12 @@ bool load_config(const std::string& path, EngineConfig& cfg, std::string& err) {
         cfg.mbufs = uint32_t(d.number(v, "mbufs"));
       } else if (k == "loss") {
         loss_settings(d, v, cfg);
+      } else if (k == "idle") {
+        idle_settings(d, v, cfg);
       } else {
-        d.fail(kn, "unknown key '" + k + "' (expected workers, inputs, consumers, eal, flows, reassembly, zanon, stats, stats_json, mbufs, loss)" +
+        d.fail(kn, "unknown key '" + k + "' (expected workers, inputs, consumers, eal, flows, reassembly, zanon, stats, stats_json, mbufs, loss, idle)" +
                         did_you_mean(k, {"workers", "inputs", "consumers", "eal", "flows", "reassembly", "zanon", "stats",
-                                         "stats_json", "mbufs", "loss"}));
+                                         "stats_json", "mbufs", "loss", "idle"}));
       }
     });
     if (cfg.inputs.empty()) throw ConfigError(path + ": no inputs");

@@ -327,7 +327,7 @@ void main_lcore_loop(Engine& E, bool live) {
   uint64_t last_rx_tsc = rte_rdtsc();
   const uint64_t idle_tsc = cfg.idle_ns * E.tsc_hz / 1000000000ULL;
   uint64_t last_sweep = 0;
-  Idle main_idle(cfg.offline);
+  Idle main_idle(cfg.offline, cfg.idle, E.tsc_hz);
   Progress progress(!cfg.quiet && E.sizes.input_bytes && isatty(STDERR_FILENO), E.sizes.input_bytes);
   for (;;) {
     // A failed output stops the reading as a signal does.
@@ -433,7 +433,22 @@ EngineResult run_engine(const EngineConfig& cfg_in) {
   // than ending the process.
   install_signals();
   if (int rc = load_policies(E)) return {rc};
-  if (!start_eal(E.cfg)) return {1};
+  RuntimeDir rundir;
+  std::string clash;
+  if (!claim_runtime_dir(E.cfg.eal_args, rundir, clash)) {
+    log_line(kErr, "%s", clash.c_str());
+    return {2};
+  }
+  if (!start_eal(E.cfg)) {
+    release_runtime_dir(rundir);
+    return {1};
+  }
+  if (!check_lcores(rundir, E.cfg.workers, clash)) {
+    log_line(kErr, "%s", clash.c_str());
+    rte_eal_cleanup();
+    release_runtime_dir(rundir);
+    return {2};
+  }
   EngineResult result;
   try {
     start_memory(E);
@@ -462,6 +477,7 @@ EngineResult run_engine(const EngineConfig& cfg_in) {
     finish_writers(E);
   }
   teardown(E);
+  release_runtime_dir(rundir);
   return result;
 }
 

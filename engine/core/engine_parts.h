@@ -17,7 +17,9 @@
 #include <rte_ring.h>
 
 #include <sched.h>
+#include <sys/prctl.h>
 
+#include <algorithm>
 #include <atomic>
 #include <climits>
 #include <ctime>
@@ -50,18 +52,38 @@ extern std::atomic<int> g_usr1;    // a statistics line asked for
 
 constexpr int kErr = 3, kWarn = 4, kInfo = 6;
 
-// How a thread waits for the other side of a ring. Live, it polls: a NIC's
-// queue fills in microseconds and the core is the thread's own. Offline the
-// reader, the workers and the writer may share fewer cores than there are
-// threads, and a spinning wait takes the core from the thread it waits for;
-// so after a short spin it yields, then sleeps in short steps (a ring holds
-// far more packets than arrive in one step).
+// How a thread waits for the other side of a ring or a quiet port.
+// Offline the reader, the workers and the writer may share fewer cores than
+// there are threads, and a spinning wait takes the core from the thread it
+// waits for; so after a short spin it yields, then sleeps in short steps (a
+// ring holds far more packets than arrive in one step). Live, it polls while
+// packets come and for `idle.busy` after the last one (a burst's next packet
+// is microseconds away), then sleeps between polls, 1 us doubling up to
+// `idle.max_sleep`: a quiet port no longer takes a core, and the first packet
+// after the quiet waits at most one sleep in the port's ring
+// (doc/performance.md, Idle ports). max_sleep 0: always poll.
 class Idle {
  public:
   explicit Idle(bool offline) : offline_(offline) {}
-  void reset() { n_ = 0; }
+  Idle(bool offline, const IdleSettings& s, uint64_t tsc_hz) : offline_(offline) {
+    if (offline) return;
+    busy_tsc_ = s.busy_ns * tsc_hz / 1000000000ULL;
+    max_sleep_ns_ = s.max_sleep_ns;
+    // A sleep of a few microseconds otherwise lasts the default timer slack
+    // of 50 us more; the slack is the calling thread's own.
+    if (max_sleep_ns_) prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);
+  }
+  void reset() { n_ = 0, since_ = 0, step_ns_ = 0; }
   void wait() {
-    if (!offline_ || n_ < 64) {
+    if (!offline_) {
+      if (!max_sleep_ns_) return rte_pause();
+      const uint64_t now = rte_rdtsc();
+      if (!since_) since_ = now;
+      if (now - since_ < busy_tsc_) return rte_pause();
+      step_ns_ = std::min<uint64_t>(step_ns_ ? step_ns_ * 2 : 1000, max_sleep_ns_);
+      const timespec ts{0, long(step_ns_)};
+      nanosleep(&ts, nullptr);
+    } else if (n_ < 64) {
       ++n_;
       rte_pause();
     } else if (n_ < 96) {
@@ -76,6 +98,7 @@ class Idle {
  private:
   bool offline_;
   unsigned n_ = 0;
+  uint64_t busy_tsc_ = 0, max_sleep_ns_ = 0, since_ = 0, step_ns_ = 0;
 };
 
 // A pcap output file's own thread. The main lcore reading the input and
@@ -235,6 +258,16 @@ unsigned drain_outputs(Engine& E);
 bool outputs_empty(Engine& E);
 uint64_t pcap_bytes_read(const Engine& E);
 void start_ports(Engine& E);
+
+// instance.cpp: the DPDK runtime folder of this process's file prefix,
+// held (flock) from before the EAL starts until after it ends.
+struct RuntimeDir {
+  std::string prefix, path;
+  int fd = -1;
+};
+bool claim_runtime_dir(const std::vector<std::string>& eal, RuntimeDir& rd, std::string& err);
+bool check_lcores(RuntimeDir& rd, unsigned workers, std::string& err);
+void release_runtime_dir(RuntimeDir& rd);
 
 // loss.cpp
 bool file_backed_vdev(const std::string& spec);

@@ -45,6 +45,7 @@ std::string needs_restart(const EngineConfig& a, const EngineConfig& b) {
   if (a.zanon_max_values != b.zanon_max_values) what.push_back("zanon");
   if (!share::same_settings(a.share, b.share)) what.push_back("zanon.share");
   if (a.mbufs != b.mbufs) what.push_back("mbufs");
+  if (a.idle.busy_ns != b.idle.busy_ns || a.idle.max_sleep_ns != b.idle.max_sleep_ns) what.push_back("idle");
   if (a.eal_config != b.eal_config) what.push_back("eal");
   std::string r;
   for (auto& w : what) r += (r.empty() ? "" : ", ") + w;

@@ -83,7 +83,7 @@ int worker_main(void* arg) {
     for (size_t ci = 0; ci < w.txb.size(); ++ci)
       if (w.txb[ci]) rte_eth_tx_buffer_flush(E.outputs[ci].port, uint16_t(w.id), w.txb[ci]);
   };
-  Idle idle(E.cfg.offline);
+  Idle idle(E.cfg.offline, E.cfg.idle, E.tsc_hz);
   if (E.qs) {
     rte_rcu_qsbr_thread_register(E.qs, w.id);
     rte_rcu_qsbr_thread_online(E.qs, w.id);

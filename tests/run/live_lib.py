@@ -196,3 +196,45 @@ def finish(checks, work, cleanups, skipped=None):
         print("SKIP:", skipped)
         sys.exit(77)
     sys.exit(1 if checks.failures else 0)
+
+
+def probe_frame(seq):
+    """Ethernet/IPv4/UDP from 10.1.2.3 to 192.0.2.1; the UDP source port carries the sequence number."""
+    import struct
+    payload = b"amon-probe"
+    udp = struct.pack("!HHHH", 20000 + seq, 9, 8 + len(payload), 0) + payload
+    ip = struct.pack("!BBHHHBBH4s4s", 0x45, 0, 20 + len(udp), seq, 0, 64, 17, 0, bytes([10, 1, 2, 3]),
+                     bytes([192, 0, 2, 1]))
+    s = sum(struct.unpack("!10H", ip))
+    s = (s & 0xffff) + (s >> 16)
+    ip = ip[:10] + struct.pack("!H", ~(s + (s >> 16)) & 0xffff) + ip[12:]
+    return b"\x02\x00\x00\x00\x00\x02" + b"\x02\x00\x00\x00\x00\x01" + b"\x08\x00" + ip + udp
+
+
+def probe(send_if, recv_if, n, quiet):
+    """Inside the namespace: n probes into send_if, each after `quiet` seconds,
+    and the delay (us) until each came out of recv_if; prints one per line."""
+    import socket
+    import struct
+    rx = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(0x0800))
+    rx.bind((recv_if, 0))
+    rx.settimeout(0.5)
+    tx = socket.socket(socket.AF_PACKET, socket.SOCK_RAW)
+    tx.bind((send_if, 0))
+    for seq in range(n):
+        time.sleep(quiet)
+        frame = probe_frame(seq)
+        t0 = time.perf_counter_ns()
+        tx.send(frame)
+        try:
+            while True:
+                got = rx.recv(2048)
+                if len(got) >= 36 and got[23] == 17 and struct.unpack("!H", got[34:36])[0] == 20000 + seq:
+                    print((time.perf_counter_ns() - t0) // 1000, flush=True)
+                    break
+        except socket.timeout:
+            pass
+
+
+if __name__ == "__main__" and len(sys.argv) == 6 and sys.argv[1] == "probe":
+    probe(sys.argv[2], sys.argv[3], int(sys.argv[4]), float(sys.argv[5]))
