@@ -25,6 +25,7 @@
 #include <ctime>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -142,9 +143,10 @@ struct Input {
   bool file_backed = false;
   uint64_t packets = 0;
   // Loss before amon reads a packet (loss.cpp): the sockets of a
-  // net_af_packet port, whose kernel drops its driver does not report, and
-  // what has been counted so far.
+  // net_af_packet or net_af_xdp port, whose kernel
+  // ring drops their drivers do not report, and what has been counted so far.
   std::vector<int> packet_sockets;
+  std::vector<int> xdp_sockets;  // net_af_xdp: its sockets (their ring-full drops)
   InputLoss loss;
 };
 
@@ -272,6 +274,8 @@ void release_runtime_dir(RuntimeDir& rd);
 // loss.cpp
 bool file_backed_vdev(const std::string& spec);
 void open_loss_counters(Engine& E);
+std::set<int> xdp_sockets();
+void claim_xdp_sockets(Engine& E, uint16_t port, const std::set<int>& before);
 void poll_loss(Engine& E);
 
 // workers.cpp
