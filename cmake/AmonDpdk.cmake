@@ -27,15 +27,24 @@ else()
 endif()
 option(AMON_DPDK_STATIC "Link DPDK statically (only the drivers in AMON_DPDK_DRIVERS; no plugin loading at start-up)"
        ${_amon_dpdk_static_default})
-# The virtual devices amon documents (null, ring, pcap, af_packet), the vdev
+# The virtual devices amon documents (null, ring, pcap, af_packet, af_xdp), the vdev
 # and PCI buses, the mempool handlers (ring for live pools, stack for
 # offline ones), and the NIC drivers that need no library outside DPDK
 # (Intel 1/10/25/40/100G, virtio, VMXNET3, ENA, Broadcom). Mellanox NICs
 # need rdma-core: add net_mlx5 (and link libibverbs/libmlx5) or build with
 # AMON_DPDK_STATIC=OFF.
 set(AMON_DPDK_DRIVERS
-    "bus_vdev;bus_pci;mempool_ring;mempool_stack;net_null;net_ring;net_pcap;net_af_packet;net_virtio;net_vmxnet3;net_e1000;net_ixgbe;net_i40e;common_iavf;net_iavf;net_ice;net_ena;net_bnxt"
+    "bus_vdev;bus_pci;mempool_ring;mempool_stack;net_null;net_ring;net_pcap;net_af_packet;net_af_xdp;net_virtio;net_vmxnet3;net_e1000;net_ixgbe;net_i40e;common_iavf;net_iavf;net_ice;net_ena;net_bnxt"
     CACHE STRING "DPDK drivers linked into a static build (librte_<name>.a)")
+# net_af_xdp needs libxdp and libbpf (Debian: libxdp-dev, libbpf-dev);
+# without them it is left out, as DPDK's own build leaves it out.
+if("net_af_xdp" IN_LIST AMON_DPDK_DRIVERS)
+  pkg_check_modules(XDP IMPORTED_TARGET libxdp libbpf)
+  if(NOT XDP_FOUND)
+    list(REMOVE_ITEM AMON_DPDK_DRIVERS net_af_xdp)
+    message(STATUS "DPDK: net_af_xdp left out (libxdp-dev and libbpf-dev not found)")
+  endif()
+endif()
 # Core libraries linked whole: their constructors register what the engine
 # looks up by name at run time. EAL is searched instead, so that the TSC
 # frequency hook below replaces its x86 one (every other EAL object the
@@ -106,6 +115,9 @@ target_link_libraries(amon_dpdk INTERFACE
   # What the linked archives need from the system (libdpdk-libs' Libs.private,
   # libdpdk's Requires: libbsd; net_pcap: libpcap).
   PkgConfig::PCAP numa fdt bsd dl m atomic Threads::Threads)
+if("net_af_xdp" IN_LIST AMON_DPDK_DRIVERS)
+  target_link_libraries(amon_dpdk INTERFACE PkgConfig::XDP)
+endif()
 # EAL's x86 TSC frequency source, without its 100 ms sleep (dpdk_tsc.c). It
 # must be an object of each program, not an archive member: an archive member
 # is only pulled for a symbol already wanted, and by then EAL's would win.

@@ -107,7 +107,7 @@ set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)
 # documents.
 if(NOT AMON_DPDK_STATIC)
   set(CPACK_DEBIAN_PACKAGE_DEPENDS
-      "librte-mempool-ring23, librte-mempool-stack23, librte-net-pcap23, librte-net-af-packet23, librte-net-null23, librte-net-ring23")
+      "librte-mempool-ring23, librte-mempool-stack23, librte-net-pcap23, librte-net-af-packet23, librte-net-af-xdp23, librte-net-null23, librte-net-ring23")
 endif()
 # dpdk-telemetry.py (amon(8), live counters) is in dpdk-dev; the NIC drivers
 # a deployment binds are in dpdk.

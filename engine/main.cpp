@@ -388,6 +388,9 @@ int cmd_pcap(int argc, char** argv) {
   cfg.offline = true;
   cfg.until_idle = true;
   cfg.eal_args = offline_eal(cfg);
+  // Offline runs never clash: each has a file prefix of its own (and no
+  // telemetry anyone would connect to).
+  cfg.eal_args.push_back("--file-prefix=amon-pcap-" + std::to_string(getpid()));
   return amon::run_engine(cfg).exit_code;
 }
 

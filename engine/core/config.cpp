@@ -155,6 +155,38 @@ bool parse_size(const std::string& s, uint64_t& out) {
   return true;
 }
 
+// A share: 0.5%, or 0.005.
+bool parse_share(const std::string& s, double& out) {
+  char* end;
+  double v = std::strtod(s.c_str(), &end);
+  if (end == s.c_str()) return false;
+  if (*end == '%') v /= 100, ++end;
+  if (*end || !(v >= 0 && v <= 1)) return false;
+  out = v;
+  return true;
+}
+
+// `loss: { warn: 0.1%, fail: 5% }`.
+void loss_settings(Doc& d, yaml_node_t* n, EngineConfig& cfg) {
+  d.each_pair(n, "loss", [&](const std::string& k, yaml_node_t* kn, yaml_node_t* v) {
+    double* to = k == "warn" ? &cfg.loss_warn : k == "fail" ? &cfg.loss_fail : nullptr;
+    if (!to) d.fail(kn, "unknown key '" + k + "' in loss (expected warn, fail)" + did_you_mean(k, {"warn", "fail"}));
+    if (!parse_share(d.scalar(v, "share"), *to)) d.fail(v, "loss " + k + " takes a share from 0 to 100%, like 0.1%");
+  });
+}
+
+// `idle: { busy: 100us, max_sleep: 50us }`.
+void idle_settings(Doc& d, yaml_node_t* n, EngineConfig& cfg) {
+  d.each_pair(n, "idle", [&](const std::string& k, yaml_node_t* kn, yaml_node_t* v) {
+    if (k == "busy") cfg.idle.busy_ns = d.duration(v, "idle.busy");
+    else if (k == "max_sleep") {
+      cfg.idle.max_sleep_ns = d.duration(v, "idle.max_sleep");
+      if (cfg.idle.max_sleep_ns > 100000000ULL) d.fail(v, "idle.max_sleep: at most 100ms");
+    } else
+      d.fail(kn, "unknown key '" + k + "' in idle (expected busy, max_sleep)" + did_you_mean(k, {"busy", "max_sleep"}));
+  });
+}
+
 // `rotate: { size: 1GiB, every: 1h, keep: 48 }` of a pcap output.
 void rotation(Doc& d, yaml_node_t* n, PortSpec& s) {
   d.each_pair(n, "rotate", [&](const std::string& k, yaml_node_t* kn, yaml_node_t* v) {
@@ -322,10 +354,14 @@ bool load_config(const std::string& path, EngineConfig& cfg, std::string& err) {
         cfg.stats_json = rel(dir, d.scalar(v, "stats_json"));
       } else if (k == "mbufs") {
         cfg.mbufs = uint32_t(d.number(v, "mbufs"));
+      } else if (k == "loss") {
+        loss_settings(d, v, cfg);
+      } else if (k == "idle") {
+        idle_settings(d, v, cfg);
       } else {
-        d.fail(kn, "unknown key '" + k + "' (expected workers, inputs, consumers, eal, flows, reassembly, zanon, stats, stats_json, mbufs)" +
+        d.fail(kn, "unknown key '" + k + "' (expected workers, inputs, consumers, eal, flows, reassembly, zanon, stats, stats_json, mbufs, loss, idle)" +
                         did_you_mean(k, {"workers", "inputs", "consumers", "eal", "flows", "reassembly", "zanon", "stats",
-                                         "stats_json", "mbufs"}));
+                                         "stats_json", "mbufs", "loss", "idle"}));
       }
     }); });
     err = d.errors();

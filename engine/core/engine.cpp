@@ -153,8 +153,14 @@ void open_inputs(Engine& E, EngineResult& result) {
                                  "no capture header are)");
     } else {
       i.port = attach_port(in.spec);
+      i.file_backed = file_backed_vdev(in.spec);
     }
     E.inputs.push_back(std::move(i));
+  }
+  E.lossless_out = E.cfg.offline;
+  if (!E.lossless_out) {
+    E.lossless_out = true;
+    for (auto& i : E.inputs) E.lossless_out = E.lossless_out && (i.pcap || i.file_backed);
   }
 }
 
@@ -242,7 +248,7 @@ bool read_inputs(Engine& E, rte_mbuf** pkts) {
       got = true;
       in.packets += n;
       E.rx_total += n;
-      dispatch(E, pkts, n);
+      dispatch(E, pkts, n, E.cfg.offline || in.pcap || in.file_backed);
     }
   }
   return got;
@@ -321,7 +327,7 @@ void main_lcore_loop(Engine& E, bool live) {
   uint64_t last_rx_tsc = rte_rdtsc();
   const uint64_t idle_tsc = cfg.idle_ns * E.tsc_hz / 1000000000ULL;
   uint64_t last_sweep = 0;
-  Idle main_idle(cfg.offline);
+  Idle main_idle(cfg.offline, cfg.idle, E.tsc_hz);
   Progress progress(!cfg.quiet && E.sizes.input_bytes && isatty(STDERR_FILENO), E.sizes.input_bytes);
   bool told_stop = false;
   for (;;) {
@@ -357,6 +363,25 @@ void main_lcore_loop(Engine& E, bool live) {
   if (control.reload_job.valid()) control.reload_job.get();  // a reload still compiling is dropped
 }
 
+// A live run's loss at exit: a warning above `loss.warn` (by default any
+// loss), exit status 3 above `loss.fail` (when set and nothing worse
+// happened).
+void judge_loss(const EngineConfig& cfg, const Report& rep, EngineResult& result) {
+  const LossTotals t = loss_totals(rep);
+  if (!t.lost) return;
+  const bool fail = cfg.loss_fail >= 0 && t.share > cfg.loss_fail;
+  if (!fail && t.share <= cfg.loss_warn) return;
+  log_line(fail ? kErr : kWarn,
+           "lost %llu of %llu packets (%.3f%%, above loss.%s %.3f%%): kernel_ring=%llu nic_missed=%llu "
+           "nic_errors=%llu no_mbuf=%llu dispatch=%llu output_queues=%llu tx=%llu",
+           (unsigned long long)t.lost, (unsigned long long)t.offered, 100.0 * t.share, fail ? "fail" : "warn",
+           100.0 * (fail ? cfg.loss_fail : cfg.loss_warn), (unsigned long long)t.ports.kernel_ring,
+           (unsigned long long)t.ports.missed, (unsigned long long)t.ports.errors,
+           (unsigned long long)t.ports.no_mbuf, (unsigned long long)t.dispatch, (unsigned long long)t.output_queues,
+           (unsigned long long)t.tx);
+  if (fail && result.exit_code == 0) result.exit_code = 3;
+}
+
 // The exit report (stdout, the stats JSON file) and the exit code of a run
 // whose input stopped early or whose output failed.
 void report(Engine& E, bool outputs_ok, EngineResult& result) {
@@ -381,6 +406,7 @@ void report(Engine& E, bool outputs_ok, EngineResult& result) {
     result.exit_code = 1;
   }
   if (!outputs_ok) result.exit_code = 1;
+  if (rep.live) judge_loss(cfg, rep, result);
 }
 
 // Releases everything that holds mbufs before the pool goes, stops the
@@ -416,7 +442,22 @@ EngineResult run_engine(const EngineConfig& cfg_in) {
   // than ending the process.
   install_signals();
   if (int rc = load_policies(E)) return {rc};
-  if (!start_eal(E.cfg)) return {1};
+  RuntimeDir rundir;
+  std::string clash;
+  if (!claim_runtime_dir(E.cfg.eal_args, rundir, clash)) {
+    log_line(kErr, "%s", clash.c_str());
+    return {2};
+  }
+  if (!start_eal(E.cfg)) {
+    release_runtime_dir(rundir);
+    return {1};
+  }
+  if (!check_lcores(rundir, E.cfg.workers, clash)) {
+    log_line(kErr, "%s", clash.c_str());
+    rte_eal_cleanup();
+    release_runtime_dir(rundir);
+    return {2};
+  }
   EngineResult result;
   try {
     start_memory(E);
@@ -425,6 +466,7 @@ EngineResult run_engine(const EngineConfig& cfg_in) {
     open_inputs(E, result);
     open_outputs(E);
     start_ports(E);
+    open_loss_counters(E);
     start_workers(E);
     const bool live = launch(E);
     main_lcore_loop(E, live);
@@ -444,6 +486,7 @@ EngineResult run_engine(const EngineConfig& cfg_in) {
     finish_writers(E);
   }
   teardown(E);
+  release_runtime_dir(rundir);
   return result;
 }
 

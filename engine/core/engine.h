@@ -45,6 +45,13 @@ struct ConsumerSpec {
   PortSpec output;
 };
 
+// `idle: { busy: 100us, max_sleep: 50us }`: a live thread polls for `busy`
+// after its last packet, then sleeps between polls up to `max_sleep`
+// (engine_parts.h, Idle). max_sleep 0: it always polls.
+struct IdleSettings {
+  uint64_t busy_ns = 100000, max_sleep_ns = 50000;
+};
+
 struct EngineConfig {
   std::vector<PortSpec> inputs;
   std::vector<ConsumerSpec> consumers;
@@ -67,11 +74,15 @@ struct EngineConfig {
   std::vector<std::string> eal_args;  // complete EAL argv tail (after argv[0])
   std::vector<std::string> eal_config;  // the YAML's `eal` as written (a reload compares it)
   bool quiet = false;
+  // `loss: { warn: 0.1%, fail: 5% }`: a live run that lost more than this
+  // share of what its ports were offered warns at exit / exits 3. fail < 0: off.
+  double loss_warn = 0, loss_fail = -1;
+  IdleSettings idle;
   share::Settings share;  // zanon.share: other boxes' observations through NATS JetStream
 };
 
 struct EngineResult {
-  int exit_code = 0;  // 0 ok, 1 runtime failure, 2 configuration/policy error
+  int exit_code = 0;  // 0 ok, 1 runtime failure, 2 configuration/policy error, 3 live loss above loss.fail
 };
 
 EngineResult run_engine(const EngineConfig& cfg);

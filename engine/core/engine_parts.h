@@ -17,12 +17,15 @@
 #include <rte_ring.h>
 
 #include <sched.h>
+#include <sys/prctl.h>
 
+#include <algorithm>
 #include <atomic>
 #include <climits>
 #include <ctime>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -51,18 +54,38 @@ extern std::atomic<int> g_usr1;    // a statistics line asked for
 
 constexpr int kErr = 3, kWarn = 4, kInfo = 6;
 
-// How a thread waits for the other side of a ring. Live, it polls: a NIC's
-// queue fills in microseconds and the core is the thread's own. Offline the
-// reader, the workers and the writer may share fewer cores than there are
-// threads, and a spinning wait takes the core from the thread it waits for;
-// so after a short spin it yields, then sleeps in short steps (a ring holds
-// far more packets than arrive in one step).
+// How a thread waits for the other side of a ring or a quiet port.
+// Offline the reader, the workers and the writer may share fewer cores than
+// there are threads, and a spinning wait takes the core from the thread it
+// waits for; so after a short spin it yields, then sleeps in short steps (a
+// ring holds far more packets than arrive in one step). Live, it polls while
+// packets come and for `idle.busy` after the last one (a burst's next packet
+// is microseconds away), then sleeps between polls, 1 us doubling up to
+// `idle.max_sleep`: a quiet port no longer takes a core, and the first packet
+// after the quiet waits at most one sleep in the port's ring
+// (doc/performance.md, Idle ports). max_sleep 0: always poll.
 class Idle {
  public:
   explicit Idle(bool offline) : offline_(offline) {}
-  void reset() { n_ = 0; }
+  Idle(bool offline, const IdleSettings& s, uint64_t tsc_hz) : offline_(offline) {
+    if (offline) return;
+    busy_tsc_ = s.busy_ns * tsc_hz / 1000000000ULL;
+    max_sleep_ns_ = s.max_sleep_ns;
+    // A sleep of a few microseconds otherwise lasts the default timer slack
+    // of 50 us more; the slack is the calling thread's own.
+    if (max_sleep_ns_) prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);
+  }
+  void reset() { n_ = 0, since_ = 0, step_ns_ = 0; }
   void wait() {
-    if (!offline_ || n_ < 64) {
+    if (!offline_) {
+      if (!max_sleep_ns_) return rte_pause();
+      const uint64_t now = rte_rdtsc();
+      if (!since_) since_ = now;
+      if (now - since_ < busy_tsc_) return rte_pause();
+      step_ns_ = std::min<uint64_t>(step_ns_ ? step_ns_ * 2 : 1000, max_sleep_ns_);
+      const timespec ts{0, long(step_ns_)};
+      nanosleep(&ts, nullptr);
+    } else if (n_ < 64) {
       ++n_;
       rte_pause();
     } else if (n_ < 96) {
@@ -77,6 +100,7 @@ class Idle {
  private:
   bool offline_;
   unsigned n_ = 0;
+  uint64_t busy_tsc_ = 0, max_sleep_ns_ = 0, since_ = 0, step_ns_ = 0;
 };
 
 // A pcap output file's own thread. The main lcore reading the input and
@@ -115,7 +139,16 @@ struct Input {
   uint16_t port = UINT16_MAX;
   bool direct = false;  // workers poll one RSS queue each
   bool done = false;
+  // A vdev reading a capture file (net_pcap rx_pcap=): it has no line rate
+  // to keep up with, so its packets wait for room instead of being dropped.
+  bool file_backed = false;
   uint64_t packets = 0;
+  // Loss before amon reads a packet (loss.cpp): the sockets of a
+  // net_af_packet or net_af_xdp port, whose kernel
+  // ring drops their drivers do not report, and what has been counted so far.
+  std::vector<int> packet_sockets;
+  std::vector<int> xdp_sockets;  // net_af_xdp: its sockets (their ring-full drops)
+  InputLoss loss;
 };
 
 struct Engine;
@@ -135,7 +168,7 @@ struct Worker {
   std::vector<rte_eth_dev_tx_buffer*> txb;
   std::vector<uint64_t> tx_unsent;
   uint64_t dispatched = 0;  // written by the main lcore only
-  uint64_t out_full_drops = 0;
+  std::vector<uint64_t> out_full;  // per output: packets dropped because its ring was full (live)
   std::vector<std::pair<uint16_t, uint16_t>> rx_queues;  // (port, queue) polled directly
   // Per output: no fresh record below this input number will come from this
   // worker (ordered.h).
@@ -176,6 +209,9 @@ struct Engine {
   // given (published before the packet is enqueued).
   uint64_t next_seq = 1;
   std::atomic<uint64_t> dispatched_seq{0};
+  // Every input a capture file or a file-backed vdev: outputs wait for room
+  // as offline runs do (nothing has a line rate to keep up with).
+  bool lossless_out = false;
   uint64_t start_ns = 0, tsc_hz = 0, tsc0 = 0, wall0 = 0;
   std::string input_error;
   // Reloads. Workers report a quiescent state (rte_rcu_qsbr) once per loop
@@ -231,11 +267,28 @@ rte_mempool* create_pool(const Engine& E);
 uint16_t attach_port(const std::string& spec);
 void setup_port(Engine& E, uint16_t port, uint16_t nrxq, uint16_t ntxq, bool rss);
 int output_link_type(const Engine& E);
-void dispatch(Engine& E, rte_mbuf** pkts, unsigned n);
+void dispatch(Engine& E, rte_mbuf** pkts, unsigned n, bool wait);
 unsigned drain_outputs(Engine& E);
 bool outputs_empty(Engine& E);
 uint64_t pcap_bytes_read(const Engine& E);
 void start_ports(Engine& E);
+
+// instance.cpp: the DPDK runtime folder of this process's file prefix,
+// held (flock) from before the EAL starts until after it ends.
+struct RuntimeDir {
+  std::string prefix, path;
+  int fd = -1;
+};
+bool claim_runtime_dir(const std::vector<std::string>& eal, RuntimeDir& rd, std::string& err);
+bool check_lcores(RuntimeDir& rd, unsigned workers, std::string& err);
+void release_runtime_dir(RuntimeDir& rd);
+
+// loss.cpp
+bool file_backed_vdev(const std::string& spec);
+void open_loss_counters(Engine& E);
+std::set<int> xdp_sockets();
+void claim_xdp_sockets(Engine& E, uint16_t port, const std::set<int>& before);
+void poll_loss(Engine& E);
 
 // workers.cpp
 void enqueue_out_burst(void* ctx, unsigned ci, rte_mbuf** ms, unsigned n);

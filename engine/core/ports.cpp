@@ -7,6 +7,8 @@
 #include <rte_mbuf_pool_ops.h>
 #include <rte_mempool.h>
 
+#include <algorithm>
+#include <cstring>
 #include <map>
 #include <stdexcept>
 
@@ -48,6 +50,9 @@ void setup_port(Engine& E, uint16_t port, uint16_t nrxq, uint16_t ntxq, bool rss
   for (int i = 0; i < 40; i += 2) sym_key[i] = 0x6d, sym_key[i + 1] = 0x5a;
   rte_eth_dev_info info;
   if (rte_eth_dev_info_get(port, &info) != 0) throw std::runtime_error("cannot query port " + std::to_string(port));
+  // An AF_XDP socket is one Rx and one Tx ring: net_af_xdp refuses a port
+  // configured with unpaired queues.
+  if (info.driver_name && std::strcmp(info.driver_name, "net_af_xdp") == 0) nrxq = ntxq = std::max(nrxq, ntxq);
   if (rss) {
     conf.rxmode.mq_mode = RTE_ETH_MQ_RX_RSS;
     conf.rx_adv_conf.rss_conf.rss_key = sym_key;
@@ -78,9 +83,9 @@ void setup_port(Engine& E, uint16_t port, uint16_t nrxq, uint16_t ntxq, bool rss
 // Hands packets read on the main lcore to workers by symmetric flow hash.
 // With more than one worker each packet is decoded here just to hash it
 // (the worker decodes it again). A live input drops the packet when its
-// worker's ring is full (counted); offline the main lcore waits, sending on
-// port outputs meanwhile.
-void dispatch(Engine& E, rte_mbuf** pkts, unsigned n) {
+// worker's ring is full (counted); a capture file or a file-backed vdev
+// (`wait`) waits instead, sending on port outputs meanwhile.
+void dispatch(Engine& E, rte_mbuf** pkts, unsigned n, bool wait) {
   const unsigned nw = unsigned(E.workers.size());
   for (unsigned i = 0; i < n; ++i) {
     rte_mbuf* m = pkts[i];
@@ -98,7 +103,7 @@ void dispatch(Engine& E, rte_mbuf** pkts, unsigned n) {
       E.dispatched_seq.store(E.next_seq++, std::memory_order_release);
     }
     Worker& w = *E.workers[wi];
-    if (E.cfg.offline) {
+    if (wait) {
       Idle idle(true);
       while (rte_ring_sp_enqueue(w.in, m) != 0)
         if (!drain_outputs(E)) idle.wait();
@@ -202,7 +207,11 @@ void start_ports(Engine& E) {
     o.direct_tx = !cfg.offline && info.max_tx_queues >= cfg.workers && o.spec.spec.rfind("net_pcap", 0) != 0;
     qs[o.port].second = std::max<uint16_t>(qs[o.port].second, o.direct_tx ? uint16_t(cfg.workers) : 1);
   }
-  for (auto& [port, q] : qs) setup_port(E, port, q.first, q.second, rss[port]);
+  for (auto& [port, q] : qs) {
+    const std::set<int> before = xdp_sockets();
+    setup_port(E, port, q.first, q.second, rss[port]);
+    claim_xdp_sockets(E, port, before);
+  }
 }
 
 }  // namespace amon::engine

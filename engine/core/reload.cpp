@@ -45,6 +45,7 @@ std::string needs_restart(const EngineConfig& a, const EngineConfig& b) {
   if (a.zanon_max_values != b.zanon_max_values) what.push_back("zanon");
   if (!share::same_settings(a.share, b.share)) what.push_back("zanon.share");
   if (a.mbufs != b.mbufs) what.push_back("mbufs");
+  if (a.idle.busy_ns != b.idle.busy_ns || a.idle.max_sleep_ns != b.idle.max_sleep_ns) what.push_back("idle");
   if (a.eal_config != b.eal_config) what.push_back("eal");
   std::string r;
   for (auto& w : what) r += (r.empty() ? "" : ", ") + w;
@@ -135,6 +136,8 @@ static void take_settings(Engine& E, const StagedReload& st) {
   for (size_t i = 0; i < E.cfg.consumers.size(); ++i) E.cfg.consumers[i].policy_path = st.cfg.consumers[i].policy_path;
   E.cfg.stats_interval_ns = st.cfg.stats_interval_ns;
   E.cfg.stats_lines = st.cfg.stats_lines;
+  E.cfg.loss_warn = st.cfg.loss_warn;
+  E.cfg.loss_fail = st.cfg.loss_fail;
   E.last_result = "ok";
   E.last_error.clear();
 }

@@ -2,6 +2,7 @@
 
 #include "json.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <sstream>
 
@@ -19,6 +20,28 @@ void accumulate(ConsumerCounters& a, const ConsumerCounters& c) {
   a.addr_text += c.addr_text, a.addr_text_zeroed += c.addr_text_zeroed;
   if (a.rule_hits.size() < c.rule_hits.size()) a.rule_hits.resize(c.rule_hits.size());
   for (size_t i = 0; i < c.rule_hits.size(); ++i) a.rule_hits[i] += c.rule_hits[i];
+}
+
+LossTotals loss_totals(const Report& r) {
+  LossTotals t;
+  for (const auto& l : r.input_loss) {
+    t.ports.kernel_ring += l.kernel_ring;
+    t.ports.missed += l.missed;
+    t.ports.errors += l.errors;
+    t.ports.no_mbuf += l.no_mbuf;
+  }
+  t.dispatch = r.rx_dispatch_drops;
+  // rx counts what amon took from the ports, dispatch drops included.
+  t.offered = r.rx + t.ports.total();
+  const uint64_t before = t.ports.total() + t.dispatch;
+  t.lost = before;
+  for (const auto& c : r.consumers) {
+    t.output_queues += c.queue_dropped;
+    t.tx += c.tx_dropped;
+    t.lost = std::max(t.lost, before + c.queue_dropped + c.tx_dropped);
+  }
+  t.share = t.offered ? double(t.lost) / double(t.offered) : 0.0;
+  return t;
 }
 
 namespace {
@@ -61,7 +84,23 @@ std::string render_report_text(const Report& r) {
   o << "amon: " << r.rx << " packets in " << secs << " s";
   if (secs > 0) o << " (" << double(r.rx) / secs / 1e6 << " Mpps)";
   o << "\n";
-  for (auto& [name, n] : r.inputs) o << "  input " << name << ": " << n << " packets\n";
+  for (size_t i = 0; i < r.inputs.size(); ++i) {
+    o << "  input " << r.inputs[i].first << ": " << r.inputs[i].second << " packets";
+    if (i < r.input_loss.size() && r.input_loss[i].total()) {
+      const InputLoss& l = r.input_loss[i];
+      o << ", lost before amon read them: kernel_ring=" << l.kernel_ring << " missed=" << l.missed
+        << " errors=" << l.errors << " no_mbuf=" << l.no_mbuf;
+    }
+    o << "\n";
+  }
+  if (r.live) {
+    const LossTotals t = loss_totals(r);
+    char share[32];
+    std::snprintf(share, sizeof share, "%.3f%%", 100.0 * t.share);
+    o << "  lost: " << t.lost << " of " << t.offered << " (" << share << "): kernel_ring=" << t.ports.kernel_ring
+      << " nic_missed=" << t.ports.missed << " nic_errors=" << t.ports.errors << " no_mbuf=" << t.ports.no_mbuf
+      << " dispatch=" << t.dispatch << " output_queues=" << t.output_queues << " tx=" << t.tx << "\n";
+  }
   if (r.live)
     o << "  policies: generation " << r.generation << " (" << r.reloads << " reloads applied, " << r.reloads_failed
       << " refused)\n";
@@ -84,6 +123,7 @@ std::string render_report_text(const Report& r) {
     o << "  packets: in=" << c.counters.in << " out=" << c.counters.out << " dropped=" << c.counters.dropped
       << " written=" << c.written;
     if (c.tx_dropped) o << " tx_dropped=" << c.tx_dropped;
+    if (c.queue_dropped) o << " queue_dropped=" << c.queue_dropped << " (output ring full)";
     if (c.tx_truncated) o << " tx_truncated=" << c.tx_truncated << " (frames the output port cut)";
     o << "\n  ";
     int k = 0;
@@ -116,8 +156,15 @@ std::string render_report_json(const Report& r) {
   if (r.live)
     o << ",\"generation\":" << r.generation << ",\"reloads\":" << r.reloads << ",\"reloads_failed\":" << r.reloads_failed;
   o << ",\"inputs\":[";
-  for (size_t i = 0; i < r.inputs.size(); ++i)
-    o << (i ? "," : "") << "{\"name\":" << json_str(r.inputs[i].first) << ",\"packets\":" << r.inputs[i].second << "}";
+  for (size_t i = 0; i < r.inputs.size(); ++i) {
+    o << (i ? "," : "") << "{\"name\":" << json_str(r.inputs[i].first) << ",\"packets\":" << r.inputs[i].second;
+    if (i < r.input_loss.size()) {
+      const InputLoss& l = r.input_loss[i];
+      o << ",\"kernel_ring_dropped\":" << l.kernel_ring << ",\"imissed\":" << l.missed << ",\"ierrors\":" << l.errors
+        << ",\"rx_nombuf\":" << l.no_mbuf;
+    }
+    o << "}";
+  }
   o << "],\"decode\":{";
   for (int s = 0; s < 4; ++s) o << (s ? "," : "") << "\"" << kStatus[s] << "\":" << r.decode_status[s];
   o << "},\"flows\":{\"created\":" << r.flows_created << ",\"expired\":" << r.flows_expired
@@ -128,12 +175,21 @@ std::string render_report_json(const Report& r) {
     << ",\"gap_closed_segments\":" << r.gap_closed_segments << ",\"gap_closed_bytes\":" << r.gap_closed_bytes << "}";
   o << ",\"outer_fragments\":{\"fragments\":" << r.outer_fragments << ",\"datagrams\":" << r.outer_datagrams
     << ",\"failed\":" << r.outer_failed << ",\"cut\":" << r.outer_cut << "}";
+  {
+    const LossTotals t = loss_totals(r);
+    char share[32];
+    std::snprintf(share, sizeof share, "%.6f", t.share);
+    o << ",\"loss\":{\"offered\":" << t.offered << ",\"lost\":" << t.lost << ",\"share\":" << share
+      << ",\"kernel_ring\":" << t.ports.kernel_ring << ",\"nic_missed\":" << t.ports.missed
+      << ",\"nic_errors\":" << t.ports.errors << ",\"no_mbuf\":" << t.ports.no_mbuf << ",\"dispatch\":" << t.dispatch
+      << ",\"output_queues\":" << t.output_queues << ",\"tx\":" << t.tx << "}";
+  }
   o << ",\"consumers\":[";
   for (size_t i = 0; i < r.consumers.size(); ++i) {
     auto& c = r.consumers[i];
     o << (i ? "," : "") << "{\"name\":" << json_str(c.name) << ",\"policy\":" << json_str(c.policy)
       << ",\"output\":" << json_str(c.output) << ",\"written\":" << c.written << ",\"tx_dropped\":" << c.tx_dropped
-      << ",\"tx_truncated\":" << c.tx_truncated;
+      << ",\"tx_truncated\":" << c.tx_truncated << ",\"queue_dropped\":" << c.queue_dropped;
     for (auto& [n, v] : reasons(c.counters)) o << ",\"" << n << "\":" << v;
     o << ",\"rules\":[";
     if (c.policy_ptr) {

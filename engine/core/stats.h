@@ -16,13 +16,35 @@ struct ConsumerReport {
   std::string name, policy, output;
   ConsumerCounters counters;
   uint64_t written = 0, tx_dropped = 0, tx_truncated = 0;
+  uint64_t queue_dropped = 0;  // live: its output ring was full (also in counters.dropped)
   std::shared_ptr<const dsl::Policy> policy_ptr;
+};
+
+// What a live input lost before amon could read it, as its port (or the
+// kernel beneath it) counts it. Zero for capture files.
+struct InputLoss {
+  uint64_t kernel_ring = 0;  // net_af_packet: the socket's ring was full (PACKET_STATISTICS tp_drops)
+  uint64_t missed = 0;       // rte_eth_stats imissed: the NIC's (or the driver's) receive queue was full
+  uint64_t errors = 0;       // ierrors: frames the port refused
+  uint64_t no_mbuf = 0;      // rx_nombuf: no packet buffer to receive into
+  uint64_t total() const { return kernel_ring + missed + errors + no_mbuf; }
+};
+
+// Every place a live run loses packets, summed over inputs; `lost` is the
+// worst consumer's (what it never got: every input-side loss, and its own
+// output ring and port), `share` that over what the ports were offered.
+struct LossTotals {
+  InputLoss ports;
+  uint64_t dispatch = 0, output_queues = 0, tx = 0;  // output_queues, tx: summed over consumers
+  uint64_t offered = 0, lost = 0;
+  double share = 0;
 };
 
 struct Report {
   uint64_t elapsed_ns = 0;
   uint64_t rx = 0, rx_dispatch_drops = 0;
   std::vector<std::pair<std::string, uint64_t>> inputs;
+  std::vector<InputLoss> input_loss;  // one per input, in the same order
   std::vector<ConsumerReport> consumers;
   uint64_t flows_created = 0, flows_evicted = 0, flows_expired = 0, flows_closed = 0;
   uint64_t roles_uncertain = 0;  // flows with no evidence of which end is the client
@@ -48,6 +70,7 @@ struct Report {
 };
 
 void accumulate(ConsumerCounters& into, const ConsumerCounters& c);
+LossTotals loss_totals(const Report& r);
 std::string render_report_text(const Report& r);
 std::string render_report_json(const Report& r);
 

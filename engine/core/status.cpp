@@ -56,12 +56,16 @@ uint64_t wall_ns() {
 Report build_report(Engine& E) {
   const EngineConfig& cfg = E.cfg;
   Report rep;
+  poll_loss(E);
   rep.elapsed_ns = wall_ns() - E.start_ns;
   rep.rx = E.rx_total;
   for (auto& w : E.workers) rep.rx += w->rx_direct.load();
   rep.rx_dispatch_drops = E.rx_dispatch_drops;
   rep.input_error = E.input_error;
-  for (auto& in : E.inputs) rep.inputs.push_back({in.spec.describe(), in.packets});
+  for (auto& in : E.inputs) {
+    rep.inputs.push_back({in.spec.describe(), in.packets});
+    rep.input_loss.push_back(in.loss);
+  }
   for (size_t ci = 0; ci < E.programs.size(); ++ci) {
     ConsumerReport cr;
     cr.name = cfg.consumers[ci].name;
@@ -80,6 +84,7 @@ Report build_report(Engine& E) {
       cr.written = cr.counters.out - unsent;
     }
     cr.tx_truncated = E.outputs[ci].tx_truncated;
+    for (auto& w : E.workers) cr.queue_dropped += w->out_full[ci];
     cr.policy_ptr = E.policies[ci];
     rep.consumers.push_back(std::move(cr));
   }

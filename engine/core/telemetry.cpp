@@ -69,6 +69,18 @@ int tel_stats(const char*, const char*, rte_tel_data* d) {
   rte_tel_data_add_dict_u64(d, "reloads", r.reloads);
   rte_tel_data_add_dict_u64(d, "reloads_failed", r.reloads_failed);
   rte_tel_data_add_dict_u64(d, "flows_created", r.flows_created);
+  // Loss by where it happened (stats.h, LossTotals); the share in parts per million.
+  const LossTotals t = loss_totals(r);
+  rte_tel_data_add_dict_u64(d, "offered", t.offered);
+  rte_tel_data_add_dict_u64(d, "lost", t.lost);
+  rte_tel_data_add_dict_u64(d, "lost_ppm", uint64_t(t.share * 1e6 + 0.5));
+  rte_tel_data_add_dict_u64(d, "lost_kernel_ring", t.ports.kernel_ring);
+  rte_tel_data_add_dict_u64(d, "lost_nic_missed", t.ports.missed);
+  rte_tel_data_add_dict_u64(d, "lost_nic_errors", t.ports.errors);
+  rte_tel_data_add_dict_u64(d, "lost_no_mbuf", t.ports.no_mbuf);
+  rte_tel_data_add_dict_u64(d, "lost_dispatch", t.dispatch);
+  rte_tel_data_add_dict_u64(d, "lost_output_queues", t.output_queues);
+  rte_tel_data_add_dict_u64(d, "lost_tx", t.tx);
   return 0;
 }
 

@@ -28,7 +28,7 @@ void enqueue_out(void* ctx, unsigned ci, rte_mbuf* m) {
     return;
   }
   rte_ring* r = o.q->ring(w.id);
-  if (w.eng->cfg.offline) {
+  if (w.eng->lossless_out) {
     // Offline never loses a packet: wait for the writer.
     if (rte_ring_mp_enqueue(r, m) == 0) return;
     wait_floor(w, o, ci, m);
@@ -38,7 +38,7 @@ void enqueue_out(void* ctx, unsigned ci, rte_mbuf* m) {
   }
   if (rte_ring_mp_enqueue(r, m) != 0) {
     rte_pktmbuf_free(m);
-    ++w.out_full_drops;
+    ++w.out_full[ci];
     auto& c = w.path->counters()[ci];
     ++c.dropped;
     --c.out;
@@ -58,7 +58,7 @@ void enqueue_out_burst(void* ctx, unsigned ci, rte_mbuf** ms, unsigned n) {
   }
   rte_ring* r = o.q->ring(w.id);
   unsigned done = rte_ring_mp_enqueue_burst(r, reinterpret_cast<void**>(ms), n, nullptr);
-  if (w.eng->cfg.offline) {
+  if (w.eng->lossless_out) {
     // Offline never loses a packet: wait for the writer.
     Idle idle(true);
     if (done < n) wait_floor(w, o, ci, ms[done]);
@@ -71,7 +71,7 @@ void enqueue_out_burst(void* ctx, unsigned ci, rte_mbuf** ms, unsigned n) {
   if (done < n) {
     const unsigned left = n - done;
     rte_pktmbuf_free_bulk(ms + done, left);
-    w.out_full_drops += left;
+    w.out_full[ci] += left;
     auto& c = w.path->counters()[ci];
     c.dropped += left;
     c.out -= left;
@@ -96,7 +96,7 @@ int worker_main(void* arg) {
     for (size_t ci = 0; ci < w.txb.size(); ++ci)
       if (w.txb[ci]) rte_eth_tx_buffer_flush(E.outputs[ci].port, uint16_t(w.id), w.txb[ci]);
   };
-  Idle idle(E.cfg.offline);
+  Idle idle(E.cfg.offline, E.cfg.idle, E.tsc_hz);
   if (E.qs) {
     rte_rcu_qsbr_thread_register(E.qs, w.id);
     rte_rcu_qsbr_thread_online(E.qs, w.id);
@@ -222,6 +222,7 @@ void start_workers(Engine& E) {
     }
     w->txb.assign(E.outputs.size(), nullptr);
     w->tx_unsent.assign(E.outputs.size(), 0);
+    w->out_full.assign(E.outputs.size(), 0);
     for (size_t ci = 0; ci < E.outputs.size(); ++ci) {
       if (!E.outputs[ci].direct_tx) continue;
       auto* b = static_cast<rte_eth_dev_tx_buffer*>(

@@ -93,7 +93,8 @@ def main():
     # is moved away and amon gets SIGHUP.
     os.mkfifo("in.fifo")
     config("r.pcap", None, inp="in.fifo")
-    p = subprocess.Popen([amon, "run", "--config", "amon.yaml", "--quiet"], stderr=subprocess.PIPE)
+    p = subprocess.Popen([amon, "run", "--config", "amon.yaml", "--quiet", "--", "--file-prefix=amonrot%d" % os.getpid()],
+                         stderr=subprocess.PIPE)
     with open("in.pcap", "rb") as f:
         data = f.read()
     half = 24 + sum(16 + len(b) for _, b in fr[:len(fr) // 2])

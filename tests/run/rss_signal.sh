@@ -17,9 +17,11 @@ consumers:
     policy: p.amon
     output: { port: net_null1 }
 YAML
-"$amon" run --config "$work/amon.yaml" --stats-json "$work/s.json" --quiet 2>"$work/err" &
+"$amon" run --config "$work/amon.yaml" --stats-json "$work/s.json" --quiet -- --file-prefix=amonrss$$ 2>"$work/err" &
 pid=$!
-sleep 2
+# Packets flow once it has started (a loaded machine may take seconds to get there).
+for _ in $(seq 300); do grep -q "amon: started" "$work/err" 2>/dev/null && break; sleep 0.1; done
+sleep 1
 kill -INT "$pid"
 for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
 if kill -0 "$pid" 2>/dev/null; then

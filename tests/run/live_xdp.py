@@ -1,0 +1,149 @@
+#!/usr/bin/env python3
+"""amon run on net_af_xdp: XDP generic mode, native mode on a veth, and the
+loss of the AF_XDP socket's ring counted.
+
+In a network namespace this test makes: two veth pairs. On the first, a
+macvlan (passthru) stacked on amon_rx0 stands for a plain NIC whose driver
+has no XDP of its own: the kernel runs the XDP program there in generic
+(skb) mode, which DPDK 22.11's net_af_xdp reaches only with a program of
+its own (`xdp_prog=`, libxdp's xsk_def_xdp_prog.o); the link must say
+`xdpgeneric` while amon runs. On the second, net_af_xdp on the veth end
+itself (native XDP, the driver's mode). For each: tcpreplay sends a real
+capture; every frame sent is received or counted lost (what amon received
+plus the socket's ring-full drops plus the veth's own drops equals what
+was sent) and every one received is written. Then amon is stopped
+(SIGSTOP) while a capture is sent, so its socket's ring overflows:
+`kernel_ring` must hold the difference exactly.
+
+Exit 77 (skipped) with the reason when namespaces cannot be made or the
+kernel refuses to attach the XDP program.
+
+usage: live_xdp.py AMON CAPTURE [--rate]
+  --rate: also compares net_af_packet and net_af_xdp at top speed on a
+  generated capture of small frames (doc/performance.md).
+"""
+import glob
+import os
+import signal
+import subprocess
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from live_lib import Amon, Checks, Netns, Skip, Stop, finish, pcap_records, workdir, write_key_policy  # noqa: E402
+
+amon, capture = sys.argv[1], sys.argv[2]
+rate = "--rate" in sys.argv[3:]
+check = Checks()
+work = workdir("xdp")
+cleanups = []
+skipped = None
+REFUSED = ("XDP mode not supported", "Failed to configure xdp socket", "Failed to set prog fd", "Operation not permitted",
+           "Failed to create xsk socket", "Failed to load custom XDP program")
+
+
+def start(ns, port, tag, extra_yaml=""):
+    for f in ("stats.json", "out.pcap"):
+        if os.path.exists(os.path.join(work, f)):
+            os.unlink(os.path.join(work, f))
+    a = Amon(amon, ns, work,
+             "workers: 1\ninputs:\n  - port: \"%s\"\n" % port +
+             "consumers:\n  - { name: c, policy: p.amon, output: { pcap: out.pcap } }\n" + extra_yaml,
+             "amonxdp%s%d" % (tag, os.getpid()))
+    cleanups.insert(0, a.kill)
+    if not a.wait_started():
+        log = a.log()
+        a.kill()
+        if any(r in log for r in REFUSED):
+            raise Skip("the kernel refused the XDP program on %s: %s" %
+                       (port, [line for line in log.splitlines() if any(r in line for r in REFUSED)][:3]))
+        check(False, "amon on %s did not start: %s" % (port, log[-1500:]))
+        raise Stop
+    return a
+
+
+def account(ns, a, sent, pair, what):
+    """Stops amon; checks that sent frames are received or counted lost, and received ones written."""
+    rc = a.stop()
+    st = a.report()
+    c = st["consumers"][0]
+    ring = st["inputs"][0]["kernel_ring_dropped"]
+    veth = ns.link_drops("amon_tx%d" % pair) + ns.link_drops("amon_rx%d" % pair)
+    n_out, whole = pcap_records(os.path.join(work, "out.pcap"))
+    check(rc in (0, 3), "%s: exit status %s" % (what, rc))
+    # A ring-full drop in native mode is also a drop of the veth's own
+    # counter (the redirect failed): counted once.
+    below = veth - ring if veth >= ring else veth
+    check(st["rx"] + ring + below == sent,
+          "%s: sent %d != received %d + socket ring %d + veth %d" % (what, sent, st["rx"], ring, below))
+    check(c["in"] == st["rx"] and c["written"] == st["rx"] and n_out == st["rx"] and whole,
+          "%s: received %d, consumer in %d, written %d, records %d" % (what, st["rx"], c["in"], c["written"], n_out))
+    print("%s: sent %d, received %d, socket ring drops %d, veth drops %d" % (what, sent, st["rx"], ring, veth),
+          flush=True)
+    return st
+
+
+try:
+    progs = sorted(glob.glob("/usr/lib/*/bpf/xsk_def_xdp_prog.o"))
+    if not progs:
+        raise Skip("libxdp's xsk_def_xdp_prog.o is not installed (Debian: libxdp1)")
+    write_key_policy(work, "clients = { 10.0.0.0/8 }\neth.src, eth.dst : zero()\nip.client : cryptopan(key=k)\n"
+                           "ip.server : prefix(24)\npayload : snap()\n")
+    ns = Netns("xdp", pairs=2)
+    cleanups.append(ns.remove)
+    ns.run("ip", "link", "add", "link", "amon_rx0", "name", "amon_xg0", "type", "macvlan", "mode", "passthru")
+    ns.run("ip", "link", "set", "amon_xg0", "up")
+
+    # 1. Generic mode: the macvlan, with libxdp's program.
+    a = start(ns, "net_af_xdp0,iface=amon_xg0,xdp_prog=" + progs[0], "g")
+    link = ns.run("ip", "link", "show", "amon_xg0").stdout
+    check("xdpgeneric" in link, "amon_xg0 is not in XDP generic mode: " + link)
+    sent = ns.replay("amon_tx0", capture, "--pps=20000")
+    time.sleep(0.5)
+    account(ns, a, sent, 0, "generic")
+
+    # 2. Native mode on the veth end, the driver's default program.
+    a = start(ns, "net_af_xdp1,iface=amon_rx1", "n")
+    link = ns.run("ip", "link", "show", "amon_rx1").stdout
+    check(" xdp " in link or "xdpdrv" in link or "prog/xdp" in link, "amon_rx1 has no XDP program: " + link)
+    sent = ns.replay("amon_tx1", capture, "--pps=20000")
+    time.sleep(0.5)
+    account(ns, a, sent, 1, "native")
+
+    # 3. The socket's ring overflows while amon is stopped: counted.
+    a = start(ns, "net_af_xdp0,iface=amon_xg0,xdp_prog=" + progs[0], "s", "loss: { warn: 0% }\n")
+    time.sleep(0.3)
+    os.kill(a.proc.pid, signal.SIGSTOP)
+    try:
+        sent = ns.replay("amon_tx0", capture, "--topspeed")
+        sent += ns.replay("amon_tx0", capture, "--topspeed")
+    finally:
+        os.kill(a.proc.pid, signal.SIGCONT)
+    time.sleep(1)
+    st = account(ns, a, sent, 0, "stopped reader")
+    check(st["inputs"][0]["kernel_ring_dropped"] > 0 and st["loss"]["kernel_ring"] > 0,
+          "no ring-full drop counted while amon was stopped: %s" % st["loss"])
+    check("amon: lost %d of" % st["loss"]["lost"] in a.log(), "no loss line at exit")
+
+    if rate:
+        gen = os.path.join(work, "small.pcap")
+        subprocess.run([os.path.join(os.path.dirname(amon), "amon-gen"), "--out", gen, "--small", "--packets",
+                        "200000", "--quiet"], check=True)
+        for what, port, pair in (("net_af_packet", "net_af_packet1,iface=amon_rx1", 1),
+                                 ("net_af_packet, framecnt=4096", "net_af_packet1,iface=amon_rx1,framecnt=4096", 1),
+                                 ("net_af_xdp native", "net_af_xdp1,iface=amon_rx1", 1),
+                                 ("net_af_xdp generic", "net_af_xdp0,iface=amon_xg0,xdp_prog=" + progs[0], 0)):
+            a = start(ns, port, "r")
+            t0 = time.time()
+            r = ns.run("tcpreplay", "--topspeed", "-i", "amon_tx%d" % pair, gen)
+            secs = time.time() - t0
+            sent = int([x for x in r.stdout.split("\n") if "Successful" in x][0].split()[-1])
+            time.sleep(0.5)
+            st = account(ns, a, sent, pair, what)
+            print("RATE %s: offered %.0f kpps, received %.0f kpps, lost %.1f %%" %
+                  (what, sent / secs / 1e3, st["rx"] / secs / 1e3, 100.0 * (sent - st["rx"]) / sent), flush=True)
+except Stop:
+    pass
+except Skip as e:
+    skipped = str(e)
+finish(check, work, cleanups, skipped)
