@@ -64,9 +64,11 @@ class Doc {
   }
   yaml_node_t* root() { return yaml_document_get_root_node(&doc_); }
   yaml_node_t* node(int i) { return yaml_document_get_node(&doc_, i); }
+  std::string where(const yaml_node_t* n) const {
+    return path_ + ":" + std::to_string(n->start_mark.line + 1) + ":" + std::to_string(n->start_mark.column + 1);
+  }
   [[noreturn]] void fail(yaml_node_t* n, const std::string& msg) {
-    errors_.push_back(path_ + ":" + std::to_string(n->start_mark.line + 1) + ":" +
-                      std::to_string(n->start_mark.column + 1) + ": " + msg);
+    errors_.push_back(where(n) + ": " + msg);
     throw Recorded{};
   }
   // Runs one setting's reading; a mistake in it is recorded and the next
@@ -210,6 +212,7 @@ void rotation(Doc& d, yaml_node_t* n, PortSpec& s) {
 // `pcap: file` or `port: devargs` (a vdev spec or a PCI address).
 PortSpec port_spec(Doc& d, yaml_node_t* n, const std::string& dir, const char* what) {
   PortSpec s;
+  s.at = d.where(n);
   bool set = false;
   bool rotate = false;
   d.each_pair(n, what, [&](const std::string& k, yaml_node_t* kn, yaml_node_t* v) {

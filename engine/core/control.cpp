@@ -103,20 +103,26 @@ int check_config(const EngineConfig& cfg, const std::string& config_path) {
   std::string diags;
   bool ok = compile_all(cfg, policies, diags);
   if (!diags.empty()) std::fputs(diags.c_str(), stderr);
-  std::vector<std::string> errs = check_ports(cfg);
-  if (std::string m = registry_problems(); !m.empty()) errs.push_back(m);
+  // Each error beside where the configuration says what it is about.
+  std::vector<std::string> where;
+  std::vector<std::string> errs = check_ports(cfg, &where);
+  auto fail = [&](const std::string& at, const std::string& m) {
+    errs.push_back(m);
+    where.push_back(at);
+  };
+  if (std::string m = registry_problems(); !m.empty()) fail("", m);
   for (auto& in : cfg.inputs) {
     if (in.kind == PortSpec::Kind::PcapFile) {
-      if (access(in.spec.c_str(), R_OK) != 0) errs.push_back("input " + in.spec + ": " + std::strerror(errno));
+      if (access(in.spec.c_str(), R_OK) != 0) fail(in.at, "input " + in.spec + ": " + std::strerror(errno));
     } else {
-      for (auto& e : check_vdev(in.spec)) errs.push_back(e);
+      for (auto& e : check_vdev(in.spec)) fail(in.at, e);
     }
   }
   for (auto& c : cfg.consumers)
     if (c.output.kind == PortSpec::Kind::Ethdev)
-      for (auto& e : check_vdev(c.output.spec)) errs.push_back("consumer '" + c.name + "': " + e);
+      for (auto& e : check_vdev(c.output.spec)) fail(c.output.at, "consumer '" + c.name + "': " + e);
   if (cfg.consumers.size() > size_t(kMaxConsumers))
-    errs.push_back("at most " + std::to_string(kMaxConsumers) + " consumers");
+    fail("", "at most " + std::to_string(kMaxConsumers) + " consumers");
   // Each policy as start-up builds it for its consumer (Program): what only
   // that step finds (more per-flow zanon rules on ip.* fields than a
   // consumer has slots for, a regex Hyperscan or a BPF select libpcap
@@ -126,10 +132,11 @@ int check_config(const EngineConfig& cfg, const std::string& config_path) {
     for (size_t i = 0; i < policies.size() && i < cfg.consumers.size(); ++i) try {
         Program program(policies[i], int(i), &services);
       } catch (const std::exception& e) {
-        errs.push_back("consumer '" + cfg.consumers[i].name + "': " + e.what());
+        fail("", "consumer '" + cfg.consumers[i].name + "': " + e.what());
       }
   }
-  for (auto& e : errs) std::fprintf(stderr, "%s: error: %s\n", config_path.c_str(), e.c_str());
+  for (size_t i = 0; i < errs.size(); ++i)
+    std::fprintf(stderr, "%s: error: %s\n", (where[i].empty() ? config_path : where[i]).c_str(), errs[i].c_str());
   ok = ok && errs.empty();
   // The sharing server down is a warning: amon runs on its own counts then.
   if (cfg.share.enabled()) {

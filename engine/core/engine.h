@@ -36,6 +36,9 @@ struct PortSpec {
   // the newest `keep` (0: all). 0: none.
   uint64_t rotate_size = 0, rotate_every_ns = 0;
   unsigned rotate_keep = 0;
+  // Where the configuration names it ("file:line:col"), for messages; empty
+  // from the command line.
+  std::string at;
   std::string describe() const { return (kind == Kind::PcapFile ? "pcap:" : "port:") + spec; }
 };
 

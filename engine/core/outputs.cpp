@@ -71,8 +71,13 @@ void vdev_files(const std::string& spec, std::vector<std::string>& reads, std::v
   }
 }
 
-std::vector<std::string> check_ports(const EngineConfig& cfg) {
+std::vector<std::string> check_ports(const EngineConfig& cfg, std::vector<std::string>* where) {
   std::vector<std::string> errs;
+  std::string at;  // the place of what is being checked
+  auto fail = [&](const std::string& m) {
+    errs.push_back(m);
+    if (where) where->push_back(at);
+  };
   // Everything read: pcap inputs and the files vdevs read.
   std::vector<std::pair<std::string, std::string>> reads;  // (path, what)
   for (auto& in : cfg.inputs) {
@@ -88,15 +93,16 @@ std::vector<std::string> check_ports(const EngineConfig& cfg) {
   std::map<std::string, std::string> out_ports;  // ethdev name -> consumer
   auto writes_file = [&](const std::string& who, const std::string& path) {
     std::string why = unwritable(path);
-    if (!why.empty()) errs.push_back(who + ": output " + path + ": " + why);
+    if (!why.empty()) fail(who + ": output " + path + ": " + why);
     std::string id = identity(path);
     for (auto& [rp, what] : reads)
-      if (identity(rp) == id) errs.push_back(who + ": output " + path + " is " + what + " (it would be overwritten)");
+      if (identity(rp) == id) fail(who + ": output " + path + " is " + what + " (it would be overwritten)");
     auto [it, fresh] = out_ids.emplace(id, who);
-    if (!fresh) errs.push_back(who + ": output " + path + " is also written by " + it->second);
+    if (!fresh) fail(who + ": output " + path + " is also written by " + it->second);
   };
   for (auto& c : cfg.consumers) {
     std::string who = "consumer '" + c.name + "'";
+    at = c.output.at;
     if (c.output.kind == PortSpec::Kind::PcapFile) {
       if (c.output.files.empty()) {
         writes_file(who, c.output.spec);
@@ -104,17 +110,17 @@ std::vector<std::string> check_ports(const EngineConfig& cfg) {
       }
       // A folder mirroring the inputs: its subfolders are made as needed.
       if (::access(c.output.spec.c_str(), W_OK | X_OK) != 0)
-        errs.push_back(who + ": output folder " + c.output.spec + ": " + std::strerror(errno));
+        fail(who + ": output folder " + c.output.spec + ": " + std::strerror(errno));
       for (const auto& p : pcap_output_paths(c.output)) {
         const std::string id = identity(p);
         for (auto& [rp, what] : reads)
-          if (identity(rp) == id) errs.push_back(who + ": output " + p + " is " + what + " (it would be overwritten)");
+          if (identity(rp) == id) fail(who + ": output " + p + " is " + what + " (it would be overwritten)");
       }
       continue;
     }
     std::string name = c.output.spec.substr(0, c.output.spec.find(','));
     auto [it, fresh] = out_ports.emplace(name, who);
-    if (!fresh) errs.push_back(who + ": output port " + name + " is also the output of " + it->second);
+    if (!fresh) fail(who + ": output port " + name + " is also the output of " + it->second);
     std::vector<std::string> r, w;
     vdev_files(c.output.spec, r, w);
     for (auto& f : w) writes_file(who, f);

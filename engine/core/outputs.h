@@ -13,8 +13,10 @@
 namespace amon {
 
 // One message per problem ("consumer 'x': output a.pcap: ..."); empty: fine.
-// Touches no file: nothing is created or truncated.
-std::vector<std::string> check_ports(const EngineConfig& cfg);
+// With `where`, beside each message the place in the configuration of the
+// output or input it is about ("" when not from a configuration). Touches
+// no file: nothing is created or truncated.
+std::vector<std::string> check_ports(const EngineConfig& cfg, std::vector<std::string>* where = nullptr);
 
 // The files a vdev's devargs read and write (net_pcap's rx_pcap=/tx_pcap=,
 // also rx_iface-less forms): for check_ports and `amon check`.
