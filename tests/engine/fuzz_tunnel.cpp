@@ -73,14 +73,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     check(L.l3_off >= prev && L.l3_off + L.l3_hdr_len <= cap);
     check(L.inner_off > L.l3_off && L.inner_off <= cap);
     if (L.udp_off) check(L.udp_off + 8u <= cap);
+    uint32_t at, n;  // AYIYA's identity: within its header
+    if (ayiya_identity(f.data(), cap, L, at, n)) check(at > L.udp_off && at + n <= L.inner_off);
     prev = L.inner_off;
   }
   if (a.n_encap) {
     check((a.flags & kFlagEncap) && a.tun_ctx != 0);
     if (a.ip_version) check(a.l3_off >= prev);
     if (a.status == DecodeStatus::Ok && a.has_ip()) check(a.payload_off <= a.l3_off + a.l3_len);
-    uint32_t at, n;
-    if (ayiya_identity(f.data(), cap, L, at, n)) check(at > L.udp_off && at + n <= L.inner_off);
   }
   if (a.status == DecodeStatus::Ok && a.has_ip()) check(a.l3_off + a.l3_hdr_len <= cap);
 
