@@ -203,14 +203,18 @@ Program::Program(std::shared_ptr<const dsl::Policy> policy, int consumer_index, 
 // (a DNS A record under a policy with no dns.answer.addr rule) would leave
 // in clear beside its pseudonym: the applications with such fields are
 // parsed and rewritten for it (fail closed, as for any protected field),
-// unless every payload is cut, where nothing of them leaves.
+// unless every payload is rewritten whole, where nothing of them leaves.
+// Only where `clients` names the users: without it, users are known by
+// the flows they initiate, and a header-only policy keeps its header
+// kernel (answers are visited where the policy parses DNS anyway).
 void Program::users_apps() {
   const auto& F = l2l4::g_fields;
-  if (user_rule_ < 0 || (policy_->clients.empty() && field_rules_[F.ip_server] == field_rules_[F.ip_client])) return;
+  if (user_rule_ < 0 || policy_->clients.empty()) return;
   if (!field_rules_[F.payload].empty()) {
     const dsl::Rule& r = policy_->rules[field_rules_[F.payload][0]];
-    const ActionKind k = r.action.desc->kind;
-    if (!r.when && (k == ActionKind::Cut || k == ActionKind::Snap || k == ActionKind::Drop)) return;
+    if (!r.when && r.action.desc->protects) return;
+  } else if (policy_->payload_default && policy_->payload_default->desc->protects) {
+    return;
   }
   const L7Fields& L = L7Fields::get();
   for (const FieldDesc& f : Registry::instance().fields())

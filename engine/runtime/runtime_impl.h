@@ -425,6 +425,7 @@ inline void* ProgramInstance::consumer_of(uint8_t app) const {
   const uint8_t* orig = m.orig + (pl - e.buf);
   at.flow_no = m.flow ? m.flow->flow_no : 0;
   at.from_initiator = m.initiator_is_src;
+  at.sport = e.d->sport, at.dport = e.d->dport;
   return pp.rewrite(state, consumer, host, pl, orig, avail, at);
 }
 

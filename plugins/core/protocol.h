@@ -222,6 +222,9 @@ struct ProtoRewrite {
   // 16-bit words at their offsets in the payload (a byte at an even offset
   // the high half), so the caller updates the checksum by their difference.
   uint64_t* sums;
+  // The packet's transport ports (ProtoPacket::sport/dport): a protocol
+  // spoken on several ports may mean different things on each.
+  uint16_t sport = 0, dport = 0;
 };
 
 struct ProtocolPlugin {

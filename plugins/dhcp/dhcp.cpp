@@ -339,6 +339,16 @@ struct Parser {
     // RFC 2131 4.1: the options field first, then file, then sname.
     if ((ov & 1) && !options4(a + 108, a + 236, 1, depth, seen81, seen52)) return false;
     if ((ov & 2) && !options4(a + 44, a + 108, 2, depth, seen81, seen52)) return false;
+    // sname not overloaded: the server's host name as text, which is a
+    // user's device where that device shares its connection (a Mac's
+    // Internet Sharing answers with its own name): a host name. Only when
+    // the options ended with End: a cut message may not have shown the
+    // overload option that makes sname options instead.
+    if (!(ov & 2) && m[44] && !r.missing_end) {
+      uint32_t l = 0;
+      while (l < 64 && m[44 + l]) ++l;
+      if (!name_text(a + 44, l, 0, depth, fixed)) return false;
+    }
     if (depth) r.overload = overload_before;
     return true;
   }

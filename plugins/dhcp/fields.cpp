@@ -9,7 +9,9 @@ void register_fields(Registry& r) {
   using VT = ValueType;
   using R = FieldRole;
   r.add_field({"dhcp.hostname", VT::Name, "dhcp", R::Identifier, "domain",
-               "client host name: DHCPv4 option 12, client FQDN (DHCPv4 option 81, DHCPv6 option 39)",
+               "client host name: DHCPv4 option 12, client FQDN (DHCPv4 option 81, DHCPv6 option 39); the "
+               "BOOTP server host name (sname), a user's device where it shares its connection; the device "
+               "names of mDNS, LLMNR and NBNS where no DNS name rule applies",
                {"dhcp.chaddr", "dhcp.client_id"}, kNoField, kCondAll});
   r.add_field({"dhcp.client_id", VT::Bytes, "dhcp", R::Identifier, "",
                "client identifier (DHCPv4 option 61, machine UUID option 97, DHCPv6 client DUID) and "

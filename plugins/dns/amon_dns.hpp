@@ -46,6 +46,10 @@ enum class NameRole : uint8_t {
   SoaRname,
   Dname,
   RdataOther,  // names inside other rdata: RP, AFSDB, RT, KX, MINFO, MB/MD/MF/MG/MR, NAPTR, RRSIG signer, NSEC next
+  // A name inside an EDNS option: CHAIN's closest trust point (RFC 7901),
+  // Report-Channel's agent domain (RFC 9567). The query's business, so
+  // dns.qname's rule.
+  EdnsName,
 };
 const char* role_name(NameRole r);
 
@@ -113,7 +117,7 @@ struct Owner {
 
 struct ParseResult {
   static constexpr unsigned kMaxNames = 1024, kMaxLabels = 2048, kMaxLabelRefs = 8192,
-                            kMaxRRs = 1024, kMaxAddrs = 512, kTextCap = 32768;
+                            kMaxRRs = 1024, kMaxAddrs = 512, kTextCap = 32768, kMaxTxtMacs = 64;
   // text[] extends past kTextCap so the parser may store a whole 16-byte
   // vector where a label's text may end anywhere up to kTextCap; text_len
   // never exceeds kTextCap.
@@ -129,6 +133,11 @@ struct ParseResult {
   uint32_t text_len;
   Ecs ecs;
   Owner owner;
+  // MACs written as text inside TXT strings (DNS-SD values: waMA=, deviceid=,
+  // bluetooth addresses): where each one's 17 characters start
+  // (aa:bb:cc:dd:ee:ff or with '-', standing alone between non-hex bytes).
+  uint16_t n_txt_macs;
+  uint16_t txt_mac[kMaxTxtMacs];
   NameRef names[kMaxNames];
   LabelSpan labels[kMaxLabels];
   uint16_t label_refs[kMaxLabelRefs];

@@ -29,6 +29,7 @@ const char* role_name(NameRole r) {
     case NameRole::SoaRname: return "soa_rname";
     case NameRole::Dname: return "dname";
     case NameRole::RdataOther: return "rdata_other";
+    case NameRole::EdnsName: return "edns_name";
   }
   return "?";
 }
@@ -471,14 +472,44 @@ struct Parser {
     return Status::Ok;
   }
 
-  Status opt(uint32_t rr_off, uint32_t rdlen_off, uint32_t off, uint32_t rdlen) {
+  // TXT strings: each MAC written as text (the MAC rule maps it in place).
+  Status txt(uint32_t off, uint32_t rdlen) {
+    const uint32_t end = off + rdlen;
+    auto hex = [](uint8_t c) { return (c >= '0' && c <= '9') || ((c | 0x20) >= 'a' && (c | 0x20) <= 'f'); };
+    auto part = [&](uint8_t c) { return hex(c) || c == ':' || c == '-'; };
+    for (uint32_t p = off; p < end;) {
+      const uint32_t s = p + 1, e = s + m[p];
+      if (e > end) return fail(Status::Malformed, Error::RdataLength, p);
+      for (uint32_t i = s; i + 17 <= e; ++i) {
+        const uint8_t sep = m[i + 2];
+        bool ok = (sep == ':' || sep == '-') && (i == s || !part(m[i - 1])) && (i + 17 == e || !part(m[i + 17]));
+        for (uint32_t k = 0; ok && k < 17; ++k) ok = k % 3 == 2 ? m[i + k] == sep : hex(m[i + k]);
+        if (!ok) continue;
+        if (r.n_txt_macs >= ParseResult::kMaxTxtMacs) return fail(Status::Malformed, Error::Capacity, i);
+        r.txt_mac[r.n_txt_macs++] = uint16_t(i);
+        i += 16;
+      }
+      p = e;
+    }
+    return Status::Ok;
+  }
+
+  Status opt(uint32_t rr_off, uint32_t rdlen_off, uint32_t off, uint32_t rdlen, uint16_t rr_index) {
     const uint32_t end = off + rdlen;
     uint32_t p = off;
     while (p < end) {
       if (p + 4 > end) return fail(Status::Malformed, Error::BadOpt, p);
       const uint16_t code = rd16(m + p), olen = rd16(m + p + 2);
       if (p + 4 + olen > end) return fail(Status::Malformed, Error::BadOpt, p);
-      if (code == 8) {
+      if ((code == 13 || code == 18) && olen) {
+        // CHAIN (a query's closest trust point) and Report-Channel (the
+        // agent domain): one whole name filling the option.
+        uint32_t next;
+        uint16_t idx;
+        if (Status s = name(p + 4, p + 4 + olen, NameRole::EdnsName, Section::Additional, 41, rr_index, &next, &idx);
+            s != Status::Ok || next != p + 4u + olen)
+          return fail(Status::Malformed, Error::BadOpt, p);
+      } else if (code == 8) {
         if (r.ecs.present || olen < 4) return fail(Status::Malformed, Error::BadOpt, p);
         const uint16_t fam = rd16(m + p + 4);
         const uint8_t src = m[p + 6], scope = m[p + 7];
@@ -554,7 +585,9 @@ struct Parser {
           if (have_opt || sections[s] != Section::Additional || r.names[idx].n_labels != 0)
             return fail(Status::Malformed, Error::BadOpt, rr_off);
           have_opt = true;
-          if (Status st = opt(rr_off, next + 8, rd, rdlen); st != Status::Ok) return st;
+          if (Status st = opt(rr_off, next + 8, rd, rdlen, rr_index); st != Status::Ok) return st;
+        } else if (type == 16) {
+          if (Status st = txt(rd, rdlen); st != Status::Ok) return st;
         } else if ((type == 1 || type == 28) && (klass & 0x7fff) == 1) {
           const uint16_t want = type == 1 ? 4 : 16;
           if (rdlen != want) return fail(Status::Malformed, Error::RdataLength, rd);
@@ -597,6 +630,7 @@ Status parse(const uint8_t* msg, size_t len, ParseResult& out) {
   out.text_len = 0;
   out.ecs = {};
   out.owner = {};
+  out.n_txt_macs = 0;
   Parser p{msg, uint32_t(len > 0x10000 ? 0x10000 : len), out};
   if (len > 0xffff) return p.fail(Status::Malformed, Error::TooLong, 0);
   return p.run();

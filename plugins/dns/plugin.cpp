@@ -34,21 +34,26 @@ void register_dns_fields(Registry& r) {
 }
 
 struct Fields {
-  FieldId qname, answer_name, rdata_name, answer_addr, ecs, eth_src;
+  // hostname: the DHCP client host name, the field a device's own name has
+  // where a policy names one (kNoField without a DHCP plugin).
+  FieldId qname, answer_name, rdata_name, answer_addr, ecs, eth_src, hostname;
   static const Fields& get() {
     static const Fields f = [] {
       const Registry& r = Registry::instance();
       auto id = [&](const char* n) { return r.field(n)->id; };
+      const FieldDesc* h = r.field("dhcp.hostname");
       return Fields{id("dns.qname"), id("dns.answer.name"), id("dns.rdata.name"), id("dns.answer.addr"),
-                    id("dns.ecs"), id("eth.src")};
+                    id("dns.ecs"), id("eth.src"), h ? h->id : kNoField};
     }();
     return f;
   }
-  // The field a name's role makes it: the question, an owner name of a
-  // record, or a name inside a record's data.
+  // The field a name's role makes it: the question (and a name in an EDNS
+  // option, the query's business), an owner name of a record, or a name
+  // inside a record's data.
   FieldId of(NameRole r) const {
     switch (r) {
-      case NameRole::Qname: return qname;
+      case NameRole::Qname:
+      case NameRole::EdnsName: return qname;
       case NameRole::AnswerOwner:
       case NameRole::AuthorityOwner:
       case NameRole::AdditionalOwner: return answer_name;
@@ -72,6 +77,9 @@ struct Consumer {
   // without rules is kept without asking.
   uint32_t roles = 0;
   bool addr_rules = false, ecs_rules = false, owner_rules = false, protects_addresses = false;
+  // A rule names the device host name (Fields::hostname): the device names
+  // of local name protocols take it where no DNS name rule applies.
+  bool device_rules = false;
   // The query's masks of its question, for the response (same seed, same
   // bytes: the same masks without the SipHash chain). With exchanges.
   std::unique_ptr<FirstNameMasks> first;
@@ -85,11 +93,12 @@ void* make_consumer(ConsumerSetup& setup) {
   auto* c = new Consumer;
   constexpr uint32_t kOwners = 1u << unsigned(NameRole::AnswerOwner) | 1u << unsigned(NameRole::AuthorityOwner) |
                                1u << unsigned(NameRole::AdditionalOwner);
-  constexpr uint32_t kQname = 1u << unsigned(NameRole::Qname);
-  static_assert(unsigned(NameRole::RdataOther) < 32);
+  constexpr uint32_t kQname = 1u << unsigned(NameRole::Qname) | 1u << unsigned(NameRole::EdnsName);
+  static_assert(unsigned(NameRole::EdnsName) < 32);
   if (setup.has_rules(F.qname)) c->roles |= kQname;
   if (setup.has_rules(F.answer_name)) c->roles |= kOwners;
   if (setup.has_rules(F.rdata_name)) c->roles |= ~(kQname | kOwners);
+  c->device_rules = F.hostname != kNoField && setup.has_rules(F.hostname);
   // A user's address in an answer or a client subnet takes ip.client's
   // rule where no rule names the field (RewriteHost::addr decides).
   c->addr_rules = setup.has_rules(F.answer_addr) || setup.protects_users();
@@ -247,6 +256,66 @@ void reverse_apply(uint8_t* msg, const RevLabel* rl, unsigned n, RewriteHost& ho
   }
 }
 
+// mDNS, LLMNR and NBNS: their names are the names users give their
+// devices.
+bool local_port(uint16_t p) { return p == 5353 || p == 5355 || p == 137; }
+
+// How many labels at the right of a name are the protocol's, not the
+// device's: DNS-SD service labels (`_ipp`, `_tcp`, `_sub`) and the `local`
+// domain. A name made of them only names no device.
+unsigned service_labels(std::string_view t, unsigned& n_labels) {
+  // Unescaped dots, left to right (the presentation form escapes a dot
+  // inside a label as \.).
+  uint16_t dots[128];
+  unsigned nd = 0;
+  for (size_t i = 0; i < t.size() && nd < 128; ++i)
+    if (t[i] == '\\') ++i;
+    else if (t[i] == '.') dots[nd++] = uint16_t(i);
+  n_labels = t.empty() ? 0 : nd + 1;
+  unsigned n = 0;
+  for (unsigned k = n_labels; k-- > 0;) {
+    const size_t b = k ? dots[k - 1] + 1u : 0, e = k < nd ? dots[k] : t.size();
+    const std::string_view lab = t.substr(b, e - b);
+    if (!(lab.starts_with('_') || (n == 0 && lab == "local"))) break;
+    ++n;
+  }
+  return n;
+}
+
+// A device name of a local name protocol under a policy without a rule for
+// its DNS role: the device host name's rule decides it, on the labels left
+// of the protocol's own, so a host name hashed in DHCP does not travel in
+// clear in the same device's mDNS announcements.
+names::Decision device_name(RewriteHost& host, FieldId hostname, std::string_view text) {
+  unsigned n;
+  const unsigned keep = service_labels(text, n);
+  if (keep >= n || text.ends_with(".arpa")) return names::Decision::keep();
+  names::Decision d = host.decide_name(hostname, text, false);
+  if (!keep) return d;
+  switch (d.action) {
+    case names::Action::Keep: return d;
+    case names::Action::Mask: return names::Decision::mask_left_of(uint8_t(keep), d.seed);
+    case names::Action::MaskLeftOf: d.keep_labels = uint8_t(std::max<unsigned>(keep, d.keep_labels)); return d;
+    default: return names::Decision::hidden(uint8_t(keep));
+  }
+}
+
+// A MAC written as text (TXT values) in place: parsed, given the MAC rule,
+// written back with its separator and the case of its letters.
+bool txt_mac(RewriteHost& host, FieldId f, uint8_t* p) {
+  auto nib = [](uint8_t c) { return c <= '9' ? c - '0' : (c | 0x20) - 'a' + 10; };
+  uint8_t mac[6];
+  bool upper = false;
+  for (unsigned k = 0; k < 6; ++k) {
+    mac[k] = uint8_t(nib(p[3 * k]) << 4 | nib(p[3 * k + 1]));
+    upper = upper || (p[3 * k] >= 'A' && p[3 * k] <= 'F') || (p[3 * k + 1] >= 'A' && p[3 * k + 1] <= 'F');
+  }
+  if (!host.mac(f, mac)) return false;
+  const char* digits = upper ? "0123456789ABCDEF" : "0123456789abcdef";
+  for (unsigned k = 0; k < 6; ++k) p[3 * k] = uint8_t(digits[mac[k] >> 4]), p[3 * k + 1] = uint8_t(digits[mac[k] & 15]);
+  return true;
+}
+
 // One message of a consumer's copy: every name by its role's rule (one
 // decision per label span), the reverse names' address labels, the answer
 // addresses, the ECS subnet and the mDNS Owner option's MACs. Inlined: a
@@ -267,10 +336,13 @@ void reverse_apply(uint8_t* msg, const RevLabel* rl, unsigned n, RewriteHost& ho
     RewriteHost* host;
     const Fields* F;
     bool exchange = false, recalled = false;
+    uint32_t roles;  // the roles a DNS name rule decides; the others are device names
     std::string_view qname;
   } cx;
   cx.host = &host;
   cx.F = &F;
+  cx.roles = c.roles;
+  const bool devices = c.device_rules && (local_port(at.sport) || local_port(at.dport));
   // The exchange this message belongs to: a query records its first
   // question's decision, a response recalls it for that question and for the
   // owner names equal to it. Other names (CNAME targets, rdata) are decided
@@ -284,6 +356,7 @@ void reverse_apply(uint8_t* msg, const RevLabel* rl, unsigned n, RewriteHost& ho
   auto fn = [](void* vctx, const NameView& nv) -> names::Decision {
     auto* x = static_cast<Ctx*>(vctx);
     const Fields& F = *x->F;
+    if (!(x->roles >> unsigned(nv.role) & 1)) return device_name(*x->host, F.hostname, nv.text);
     const FieldId f = F.of(nv.role);
     const bool owner = f == F.answer_name;
     const bool ex = x->exchange && (nv.index == 0 || (owner && x->recalled && nv.text == x->qname));
@@ -295,7 +368,8 @@ void reverse_apply(uint8_t* msg, const RevLabel* rl, unsigned n, RewriteHost& ho
   if (cx.exchange) c.first->reuse = cx.recalled;
   RevLabel rev[64];
   const unsigned n_rev = c.protects_addresses ? reverse_collect(msg, pr, host, rev, 64) : 0;
-  if (c.roles) rewrite_names(msg, len, pr, fn, &cx, sums, c.roles, cx.exchange ? c.first.get() : nullptr);
+  const uint32_t roles = devices ? ~0u : c.roles;
+  if (roles) rewrite_names(msg, len, pr, fn, &cx, sums, roles, cx.exchange ? c.first.get() : nullptr);
   if (n_rev) reverse_apply(msg, rev, n_rev, host, sums);
   if (c.addr_rules)
     for (unsigned i = 0; i < pr.n_addrs; ++i) {
@@ -328,6 +402,15 @@ void reverse_apply(uint8_t* msg, const RevLabel* rl, unsigned n, RewriteHost& ho
       if (sums) sums[1] += csum_span_at(msg, off, n);
     }
   }
+  if (pr.n_txt_macs && c.owner_rules && host.modifies(F.eth_src))
+    // A device's MAC in its DNS-SD values (waMA=, deviceid=) is the MAC of
+    // its frames: the source MAC's rule, as the Owner option's.
+    for (unsigned i = 0; i < pr.n_txt_macs; ++i) {
+      uint8_t* p = msg + pr.txt_mac[i];
+      if (sums) sums[0] += csum_span_at(msg, pr.txt_mac[i], 17);
+      if (!txt_mac(host, F.eth_src, p)) host.drop();
+      if (sums) sums[1] += csum_span_at(msg, pr.txt_mac[i], 17);
+    }
   if (pr.owner.present && pr.owner.data_len && c.owner_rules) {
     // The Owner option names the sending device by its MAC (and the MAC to
     // wake it with): the MACs take the rule of the packet's source MAC, so

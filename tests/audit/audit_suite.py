@@ -42,12 +42,7 @@ SKIP = 77
 # (capture, policy) -> (most leaks, why). A pair listed here is an engine
 # leak the audit is right about, waiting for its fix (the suite says NOTE
 # when a pair leaks less than listed: lower it then).
-MDNS = ("a MAC as text in an mDNS TXT record (waMA=...), and the DHCP host name in an mDNS name and in "
-        "the DHCP server host name (sname): nothing rewrites the TXT values or names there")
 KNOWN_LEAKS = {
-    ('mdns-iphone-txt', 'ids'): (8, MDNS),
-    ('mdns-iphone-txt', 'meter'): (3, MDNS),
-    ('mdns-iphone-txt', 'research'): (3, MDNS),
 }
 
 # "Possible" hits: a protected IPv4 address or a low-entropy MAC as binary
