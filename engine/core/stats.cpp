@@ -73,8 +73,9 @@ std::string render_report_text(const Report& r) {
     o << "  split headers held: " << r.streams_held << " (" << r.segments_held << " segments) completed="
       << r.streams_completed << " failed=" << r.streams_failed << " refused=" << r.hold_refused << "\n";
   if (r.outer_fragments || r.outer_failed)
-    o << "  fragmented tunnel datagrams: " << r.outer_datagrams << " made whole (" << r.outer_fragments
-      << " fragments) failed=" << r.outer_failed << " fragments_cut=" << r.outer_cut << "\n";
+    o << "  fragmented datagrams: " << r.outer_datagrams << " made whole (" << r.outer_fragments
+      << " fragments) failed=" << r.outer_failed << " (timeout=" << r.outer_timeout << " overlap=" << r.outer_overlap
+      << " limit=" << r.outer_limit << ") fragments_cut=" << r.outer_cut << "\n";
   if (r.rx_dispatch_drops) o << "  dropped at dispatch (workers behind): " << r.rx_dispatch_drops << "\n";
   for (auto& c : r.consumers) {
     o << "consumer " << c.name << " (" << c.policy << " -> " << c.output << ")\n";
@@ -123,7 +124,8 @@ std::string render_report_json(const Report& r) {
     << ",\"completed\":" << r.streams_completed << ",\"failed\":" << r.streams_failed
     << ",\"refused\":" << r.hold_refused << "}";
   o << ",\"outer_fragments\":{\"fragments\":" << r.outer_fragments << ",\"datagrams\":" << r.outer_datagrams
-    << ",\"failed\":" << r.outer_failed << ",\"cut\":" << r.outer_cut << "}";
+    << ",\"failed\":" << r.outer_failed << ",\"timeout\":" << r.outer_timeout << ",\"overlap\":" << r.outer_overlap
+    << ",\"limit\":" << r.outer_limit << ",\"cut\":" << r.outer_cut << "}";
   o << ",\"consumers\":[";
   for (size_t i = 0; i < r.consumers.size(); ++i) {
     auto& c = r.consumers[i];

@@ -30,9 +30,11 @@ struct Report {
   uint64_t copy_failures = 0;
   // TCP stream holding: headers completed from held segments / not completed (fail closed) / holds refused (full).
   uint64_t streams_held = 0, streams_completed = 0, streams_failed = 0, hold_refused = 0, segments_held = 0;
-  // Outer datagrams the link fragmented: fragments collected, datagrams made
-  // whole, given up (fail closed), output fragments a shortening rewrite left out.
+  // IP datagrams the link fragmented: fragments collected, datagrams made
+  // whole, given up (fail closed; of them: timed out, conflicting bytes,
+  // past a limit), output fragments a shortening rewrite left out.
   uint64_t outer_fragments = 0, outer_datagrams = 0, outer_failed = 0, outer_cut = 0;
+  uint64_t outer_timeout = 0, outer_overlap = 0, outer_limit = 0;
   bool has_zstats = false;
   zanon::Stats zstats;
   bool has_share = false;  // zanon.share configured
