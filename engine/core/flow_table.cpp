@@ -396,6 +396,13 @@ void FlowTable::insert(const uint8_t* pkt, const Decoded& d, const FlowKey& k, u
     const bool s_srv = likely_server_port(d.sport), d_srv = likely_server_port(d.dport);
     if (s_srv != d_srv) src_init = d_srv, decided = true;
   }
+  // PPTP's GRE between two ends (when not decoded as a tunnel: its PPP
+  // frames are control frames) takes the roles of their control connection.
+  if (!decided && d.l4_proto == kProtoGre) {
+    const bool s_srv = seen_server(endpoint_fp(pkt + d.src_off(), alen, 1723, kProtoTcp));
+    const bool d_srv = seen_server(endpoint_fp(pkt + d.dst_off(), alen, 1723, kProtoTcp));
+    if (s_srv != d_srv) src_init = d_srv, decided = true;
+  }
   if (!decided && (d.l4_proto == kProtoIcmp || d.l4_proto == kProtoIcmpv6) && d.l4_hdr_len &&
       !(d.flags & kFlagIcmpError)) {
     const uint8_t type = d.sport >> 8;

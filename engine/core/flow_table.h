@@ -206,9 +206,14 @@ class FlowTable {
   // only falls back to the port rule.
   static constexpr unsigned kServerSlots = 1u << 14;
   std::vector<uint64_t> servers_ = std::vector<uint64_t>(kServerSlots);
-  static uint64_t endpoint_fp(const uint8_t* addr, unsigned alen, uint16_t port, uint8_t proto);
   void note_server(uint64_t fp) { servers_[fp % kServerSlots] = fp; }
+
+ public:
+  static uint64_t endpoint_fp(const uint8_t* addr, unsigned alen, uint16_t port, uint8_t proto);
+  // An endpoint (endpoint_fp) seen accepting a connection.
   bool seen_server(uint64_t fp) const { return servers_[fp % kServerSlots] == fp; }
+
+ private:
   struct Staged {
     FlowKey keys[kBurstMax];
     uint32_t hs[kBurstMax], homes[kBurstMax], hits[kBurstMax];

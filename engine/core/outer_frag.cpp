@@ -8,11 +8,7 @@
 
 namespace amon {
 
-namespace {
-
-}  // namespace
-
-OuterFrags::Add OuterFrags::add(rte_mbuf* m, const FragInfo& fi, bool first_tunnel, uint64_t ts, uint32_t& idx) {
+OuterFrags::Add OuterFrags::add(rte_mbuf* m, const FragInfo& fi, bool start, uint64_t ts, uint32_t& idx) {
   uint32_t found = UINT32_MAX;
   for (uint32_t a : active_)
     if (same_datagram(dg_[a].key, fi)) {
@@ -20,9 +16,10 @@ OuterFrags::Add OuterFrags::add(rte_mbuf* m, const FragInfo& fi, bool first_tunn
       break;
     }
   if (found == UINT32_MAX) {
-    if (!first_tunnel || fi.off != 0) return Add::NotOurs;
+    if (!start) return Add::NotOurs;
     if (active_.size() >= lim_.datagrams || held_ >= lim_.held) {
       ++st_.failed;
+      ++st_.limit;
       return Add::NotOurs;
     }
     if (free_.empty()) {
@@ -47,23 +44,30 @@ OuterFrags::Add OuterFrags::add(rte_mbuf* m, const FragInfo& fi, bool first_tunn
   g.frags.push_back({m, fi, ts});
   ++held_;
   ++st_.fragments;
-  // What cannot be made whole: bytes given twice (overlap or duplicate: which
-  // copy a receiver keeps is its own choice), a datagram past 64 KiB, a
-  // second last fragment, data past the last one's end, too many pieces.
-  // A different link header length (the fragments took different paths)
-  // would give the whole frame a link header that fits none of them.
-  // The whole has the first fragment's header, and a 16-bit length field.
-  // (IPv6: the payload length counts the extension headers before the
-  // fragment header too.)
+  // What cannot be made whole: too many pieces, a datagram past 64 KiB
+  // (the whole has the first fragment's header and a 16-bit length field;
+  // IPv6: the payload length counts the extension headers before the
+  // fragment header too), a different link header length (the fragments
+  // took different paths: the whole frame's link header would fit none of
+  // them); a last fragment that ends elsewhere than another last fragment,
+  // data past the last one's end, and bytes given twice that differ.
   const uint32_t max_data = 65535u - (fi.version == 4 ? g.key.data_start - g.key.l3_off : g.key.data_start - 8 - g.key.l3_off - 40);
-  bool bad = fi.l3_off != g.key.l3_off || g.frags.size() > lim_.fragments || held_ > lim_.held ||
-             uint64_t(fi.off) + fi.len > max_data ||
-             (g.last && (!fi.more || fi.off + fi.len > g.total));
+  if (fi.l3_off != g.key.l3_off || g.frags.size() > lim_.fragments || held_ > lim_.held ||
+      uint64_t(fi.off) + fi.len > max_data) {
+    ++st_.failed;
+    ++st_.limit;
+    return Add::Failed;
+  }
+  bool bad = g.last && (fi.off + fi.len > g.total || (!fi.more && fi.off + fi.len != g.total));
+  bool overlaps = false;
   for (size_t i = 0; !bad && i + 1 < g.frags.size(); ++i) {
     const FragInfo& o = g.frags[i].fi;
-    if (fi.off < o.off + o.len && o.off < fi.off + fi.len) bad = true;
+    if (fi.off < o.off + o.len && o.off < fi.off + fi.len) {
+      overlaps = true;
+      bad = !agree(g.frags[i], fi, m);
+    }
   }
-  if (!bad && !fi.more) {
+  if (!bad && !fi.more && !g.last) {
     g.last = true;
     g.total = fi.off + fi.len;
     for (const Frag& f : g.frags)
@@ -71,14 +75,39 @@ OuterFrags::Add OuterFrags::add(rte_mbuf* m, const FragInfo& fi, bool first_tunn
   }
   if (bad) {
     ++st_.failed;
+    ++st_.overlap;
     return Add::Failed;
   }
-  g.have += fi.len;
-  if (g.last && g.have == g.total) {
+  // Without overlaps the bytes add up; with some, the union is counted.
+  g.have = overlaps || g.have == UINT32_MAX ? UINT32_MAX : g.have + fi.len;
+  const uint32_t have = g.have == UINT32_MAX && g.last ? covered(g) : g.have;
+  if (g.last && have == g.total) {
     ++st_.datagrams;
     return Add::Whole;
   }
   return Add::Held;
+}
+
+uint32_t OuterFrags::covered(const Datagram& g) {
+  // At most lim_.fragments pieces, and only for datagrams with bytes given twice.
+  auto& r = spans_;
+  r.clear();
+  for (const Frag& f : g.frags) r.emplace_back(f.fi.off, f.fi.off + f.fi.len);
+  std::sort(r.begin(), r.end());
+  uint32_t n = 0, end = 0;
+  for (const auto& [a, b] : r) {
+    if (b <= end) continue;
+    n += b - std::max(a, end);
+    end = b;
+  }
+  return n;
+}
+
+bool OuterFrags::agree(const Frag& a, const FragInfo& b, const rte_mbuf* bm) {
+  const uint32_t lo = std::max(a.fi.off, b.off), hi = std::min(a.fi.off + a.fi.len, b.off + b.len);
+  const uint8_t* pa = rte_pktmbuf_mtod(a.m, const uint8_t*) + a.fi.data_start + (lo - a.fi.off);
+  const uint8_t* pb = rte_pktmbuf_mtod(bm, const uint8_t*) + b.data_start + (lo - b.off);
+  return !std::memcmp(pa, pb, hi - lo);
 }
 
 void OuterFrags::release(uint32_t idx) {
@@ -155,6 +184,13 @@ bool OuterFrags::refragment(const Datagram& g, const Frag& f, const uint8_t* w, 
   } else {
     std::memcpy(ip, wip, 4);             // version, class, flow label
     std::memcpy(ip + 7, wip + 7, 33);    // hop limit, addresses
+    // The extension headers before the fragment header (a routing header's
+    // addresses), when they are the whole's; the header that named the
+    // fragment header names it again.
+    if (ds - 8 == hlen && ds - 8 > o + 40) {
+      std::memcpy(ip + 40, wip + 40, hlen - o - 40);
+      q[f.fi.nh_at] = 44;
+    }
     wr16(ip + 4, uint16_t(ds - o - 40 + len));
     if (shortened) q[ds - 8 + 3] &= uint8_t(~1u);  // the fragment header's M flag
   }

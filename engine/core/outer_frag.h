@@ -1,20 +1,27 @@
-// Fragments of an outer tunnel datagram (GTP-U, VXLAN, Geneve, GRE, IP in
-// IP... whose outer IPv4/IPv6 datagram the link fragmented), collected until
-// the datagram is whole so the packet it carries can be decoded and
-// anonymized like any other, then cut back into the same fragments.
+// Fragments of an IP datagram (a plain TCP/UDP/ICMP datagram, or the outer
+// datagram of a tunnel: GTP-U, VXLAN, Geneve, GRE, IP in IP...), collected
+// until the datagram is whole so that its ports, its flow's roles and its
+// application fields (or the packet a tunnel carries) are decided on the
+// whole, as for any unfragmented packet, then cut back into the same
+// fragments (doc/architecture.md, "IP fragments").
 //
-// Only fragments of the outermost IP layer (no encapsulation decoded above
-// them, no PPPoE, every byte captured) whose first fragment says it carries
-// a tunnel are collected; every other fragment keeps the per-fragment path.
-// Collected fragments pin their mbufs, so datagrams, fragments per datagram
-// and fragments in all are bounded, and a datagram not whole within the
-// timeout (by packet time) is given up: its fragments then take the
-// per-fragment path, which cuts or drops a tunnel's fragments (fail closed).
+// Fragments of the outermost IP layer (no encapsulation decoded above them,
+// no PPPoE, every byte captured) are collected, in whatever order they
+// come; every other fragment keeps the per-fragment path. Collected
+// fragments pin their mbufs, so datagrams, fragments per datagram and
+// fragments in all are bounded, and a datagram not whole within the timeout
+// (by packet time) is given up: its fragments then take the per-fragment
+// path, which cuts or drops what it cannot see into (fail closed). Bytes
+// given twice must agree (a duplicate, or an overlap that repeats the same
+// bytes, is kept and written back as it came); bytes given twice that
+// differ give the datagram up at once: which copy a host keeps is its own
+// choice, so no one datagram is the one to anonymize.
 #pragma once
 
 #include <rte_mbuf.h>
 
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "l2l4.h"
@@ -31,7 +38,10 @@ struct OuterFragLimits {
 struct OuterFragStats {
   uint64_t fragments = 0;    // fragments collected
   uint64_t datagrams = 0;    // datagrams made whole and anonymized
-  uint64_t failed = 0;       // datagrams given up: missing fragment at timeout or end, overlap, a limit
+  uint64_t failed = 0;       // datagrams given up, for any of the reasons below
+  uint64_t timeout = 0;      // ... a fragment still missing at the timeout or the end of input
+  uint64_t overlap = 0;      // ... bytes given twice that differ, or past the datagram's end
+  uint64_t limit = 0;        // ... too many fragments, datagrams or held fragments; past 64 KiB
   uint64_t cut = 0;          // output fragments left out because the rewrite shortened the datagram
 };
 
@@ -45,7 +55,7 @@ class OuterFrags {
   struct Datagram {
     FragInfo key;            // the first fragment seen's (addresses, id, protocol)
     uint32_t total = 0;      // data bytes, known once the last fragment came
-    uint32_t have = 0;       // data bytes collected
+    uint32_t have = 0;       // data bytes collected; UINT32_MAX: some given twice (covered() counts)
     bool last = false;
     uint64_t deadline = 0;
     std::vector<Frag> frags;  // arrival order
@@ -54,10 +64,10 @@ class OuterFrags {
 
   explicit OuterFrags(const OuterFragLimits& l = OuterFragLimits{}) : lim_(l) {}
 
-  // A fragment: `first_tunnel` says it is a first fragment that carries a
-  // tunnel (only such a fragment starts a datagram). Held/Whole/Failed: the
-  // collector took m; `idx` names the datagram, which release() ends.
-  Add add(rte_mbuf* m, const FragInfo& fi, bool first_tunnel, uint64_t ts, uint32_t& idx);
+  // A fragment: `start` says it may start a datagram (else only one being
+  // collected takes it). Held/Whole/Failed: the collector took m; `idx`
+  // names the datagram, which release() ends.
+  Add add(rte_mbuf* m, const FragInfo& fi, bool start, uint64_t ts, uint32_t& idx);
   Datagram& datagram(uint32_t idx) { return dg_[idx]; }
   // Frees the slot; the caller has taken the fragments' mbufs.
   void release(uint32_t idx);
@@ -68,6 +78,9 @@ class OuterFrags {
   bool empty() const { return active_.empty(); }
   OuterFragStats& stats() { return st_; }
   const OuterFragStats& stats() const { return st_; }
+
+  // A datagram given up at its deadline (or at the end of input).
+  void timed_out() { ++st_.failed, ++st_.timeout; }
 
   // The whole datagram as one frame: the first fragment's link and IP
   // headers (lengths and fragment fields of an unfragmented datagram, the
@@ -88,6 +101,11 @@ class OuterFrags {
   std::vector<Datagram> dg_;
   std::vector<uint32_t> free_, active_;
   uint32_t held_ = 0;
+  // The data bytes the datagram's fragments cover (each once).
+  uint32_t covered(const Datagram& g);
+  std::vector<std::pair<uint32_t, uint32_t>> spans_;  // covered()'s scratch
+  // The bytes `a` and `b` both give are the same.
+  static bool agree(const Frag& a, const FragInfo& b, const rte_mbuf* bm);
   uint64_t next_deadline_ = UINT64_MAX;
   OuterFragStats st_;
 };

@@ -115,8 +115,9 @@ std::string render_report_text(const Report& r) {
     o << "  stream gaps: " << r.stream_gaps << " resynced=" << r.stream_resyncs << " closed after a gap: "
       << r.gap_closed_segments << " segments (" << r.gap_closed_bytes << " payload bytes)\n";
   if (r.outer_fragments || r.outer_failed)
-    o << "  fragmented tunnel datagrams: " << r.outer_datagrams << " made whole (" << r.outer_fragments
-      << " fragments) failed=" << r.outer_failed << " fragments_cut=" << r.outer_cut << "\n";
+    o << "  fragmented datagrams: " << r.outer_datagrams << " made whole (" << r.outer_fragments
+      << " fragments) failed=" << r.outer_failed << " (timeout=" << r.outer_timeout << " overlap=" << r.outer_overlap
+      << " limit=" << r.outer_limit << ") fragments_cut=" << r.outer_cut << "\n";
   if (r.rx_dispatch_drops) o << "  dropped at dispatch (workers behind): " << r.rx_dispatch_drops << "\n";
   for (auto& c : r.consumers) {
     o << "consumer " << c.name << " (" << c.policy << " -> " << c.output << ")\n";
@@ -174,7 +175,8 @@ std::string render_report_json(const Report& r) {
     << ",\"refused\":" << r.hold_refused << ",\"gaps\":" << r.stream_gaps << ",\"resyncs\":" << r.stream_resyncs
     << ",\"gap_closed_segments\":" << r.gap_closed_segments << ",\"gap_closed_bytes\":" << r.gap_closed_bytes << "}";
   o << ",\"outer_fragments\":{\"fragments\":" << r.outer_fragments << ",\"datagrams\":" << r.outer_datagrams
-    << ",\"failed\":" << r.outer_failed << ",\"cut\":" << r.outer_cut << "}";
+        << ",\"failed\":" << r.outer_failed << ",\"timeout\":" << r.outer_timeout << ",\"overlap\":" << r.outer_overlap
+    << ",\"limit\":" << r.outer_limit << ",\"cut\":" << r.outer_cut << "}";
   {
     const LossTotals t = loss_totals(r);
     char share[32];

@@ -55,9 +55,11 @@ struct Report {
   // TCP capture gaps: holes that lost a direction's message boundaries, resumptions at a plugin's message start,
   // and the segments / payload bytes in between left unparsed (cut where a policy protects the protocol).
   uint64_t stream_gaps = 0, stream_resyncs = 0, gap_closed_segments = 0, gap_closed_bytes = 0;
-  // Outer datagrams the link fragmented: fragments collected, datagrams made
-  // whole, given up (fail closed), output fragments a shortening rewrite left out.
+  // IP datagrams the link fragmented: fragments collected, datagrams made
+  // whole, given up (fail closed; of them: timed out, conflicting bytes,
+  // past a limit), output fragments a shortening rewrite left out.
   uint64_t outer_fragments = 0, outer_datagrams = 0, outer_failed = 0, outer_cut = 0;
+  uint64_t outer_timeout = 0, outer_overlap = 0, outer_limit = 0;
   bool has_zstats = false;
   zanon::Stats zstats;
   bool has_share = false;  // zanon.share configured

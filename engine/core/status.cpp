@@ -113,6 +113,9 @@ Report build_report(Engine& E) {
     rep.outer_datagrams += os.datagrams;
     rep.outer_failed += os.failed;
     rep.outer_cut += os.cut;
+    rep.outer_timeout += os.timeout;
+    rep.outer_overlap += os.overlap;
+    rep.outer_limit += os.limit;
   }
   if (E.zstore) rep.zstats = E.zstore->stats(), rep.has_zstats = true;
   if (E.share) rep.share = E.share->status(), rep.has_share = true;

@@ -76,6 +76,8 @@ void WorkerPath::adopt(ProgramSet& next) {
   progs_.swap(next.progs);
   for (size_t i = 0; i < counters_.size() && i < next.rule_hits.size(); ++i) counters_[i].rule_hits.swap(next.rule_hits[i]);
   configure();
+  // A datagram made whole under the previous policies is not reused.
+  for (Recent& rc : recent_) rc.orig.clear();
   // Per-flow decisions taken under the previous generation are forgotten
   // at each flow's next packet (refresh_flow). The tag is a byte: when it
   // wraps, every flow is forgotten here at once, so no flow last seen 255
@@ -370,6 +372,22 @@ void WorkerPath::flush_held(Sink sink, void* ctx) {
 // consumers() on each packet of a linear burst when burst_route_ holds: no
 // application layer means no held stream to expire or add to, and the one
 // consumer rewrites every packet in place, as deliver() would one by one.
+void WorkerPath::note_tunnel(const uint8_t* data, const Decoded& d, PacketMeta& meta) {
+  if (meta.flow && (d.flags & kFlagFragment) && (d.flags & kFlagTunnel)) meta.flow->frag_tunnel = 1;
+  // PPTP's GRE between two ends takes the roles of their control
+  // connection: the end that accepted it on TCP 1723 is the server, the
+  // other its client (the flow table notes who accepted a connection).
+  for (int i = 0; i < d.n_encap; ++i) {
+    const EncapLayer& L = d.encap[i];
+    if (L.kind != Encap::Gre || !L.gre_v1) continue;
+    const unsigned al = L.ip_version == 4 ? 4u : 16u;
+    const uint8_t* a = data + L.l3_off + (L.ip_version == 4 ? 12u : 8u);
+    const bool src_srv = flows_->seen_server(FlowTable::endpoint_fp(a, al, 1723, kProtoTcp));
+    const bool dst_srv = flows_->seen_server(FlowTable::endpoint_fp(a + al, al, 1723, kProtoTcp));
+    if (src_srv != dst_srv) meta.pptp_client = dst_srv ? 1 : 2;
+  }
+}
+
 void WorkerPath::prepare_burst(unsigned k) {
   for (unsigned i = 0; i < k; ++i) {
     note_packet(datas_[i], ds_[i], metas_[i]);
@@ -634,9 +652,11 @@ bool WorkerPath::outer_fragment(rte_mbuf* m, const uint8_t* data, const Decoded&
   if (!ofr_.empty() && ts > ofr_.next_deadline()) expire_outer(ts, sink, ctx);
   FragInfo fi;
   if (!outer_frag_info(data, d, fi)) return false;
-  const bool first_tunnel = ofr_on_ && (d.flags & kFlagTunnel) && !(d.flags & kFlagLaterFragment);
+  // Collected while some consumer rewrites: its ports, its flow's roles
+  // and its fields are decided on the whole datagram.
   uint32_t idx = 0;
-  const OuterFrags::Add r = ofr_.add(m, fi, first_tunnel, ts, idx);
+  const bool again = ofr_on_ && outer_again(m, data, fi, ts, sink, ctx);
+  const OuterFrags::Add r = again ? OuterFrags::Add::Held : ofr_.add(m, fi, ofr_on_, ts, idx);
   if (r == OuterFrags::Add::NotOurs) return false;
   // A consumer that changes nothing gets the fragment now, in arrival
   // order, as it gets every other packet; the others get the datagram's
@@ -651,7 +671,8 @@ bool WorkerPath::outer_fragment(rte_mbuf* m, const uint8_t* data, const Decoded&
         ++c.out;
         sink(ctx, unsigned(i), m);
       }
-  if (r == OuterFrags::Add::Whole) outer_whole(idx, sink, ctx);
+  if (again) rte_pktmbuf_free(m);
+  else if (r == OuterFrags::Add::Whole) outer_whole(idx, sink, ctx);
   else if (r == OuterFrags::Add::Failed) outer_failed(idx, sink, ctx);
   return true;
 }
@@ -666,7 +687,7 @@ void WorkerPath::outer_whole(uint32_t idx, Sink sink, void* ctx) {
   PacketMeta meta;
   meta.ts_ns = g.frags.back().ts;
   flow_of(data, d, len, meta);
-  meta.orig = data;
+  note_packet(data, d, meta);
   if (use_l7_ || !active_.empty()) {
     // As consumers_l7, but the datagram is never held: a header split
     // across it and other segments is not completed (fail closed), and a
@@ -684,15 +705,25 @@ void WorkerPath::outer_whole(uint32_t idx, Sink sink, void* ctx) {
     }
   }
   const unsigned n = unsigned(g.frags.size());
+  // Remembered until the datagram's deadline: a fragment sent again after
+  // the whole was made (a retransmitted last fragment) leaves as its twin did.
+  Recent& rc = recent_[recent_next_++ % kRecent];
+  rc.g.key = g.key;
+  rc.g.total = g.total;
+  rc.until = g.deadline;
+  rc.hlen = hlen;
+  rc.orig.assign(rb_.begin(), rb_.begin() + len);
+  rc.outs.resize(progs_.size());
   for (size_t i = 0; i < progs_.size(); ++i) {
     if (identity_[i]) continue;  // had each fragment as it came
     ConsumerCounters& c = counters_[i];
+    Recent::Out& ro = rc.outs[i];
     c.in += n;
     wb_.assign(rb_.begin(), rb_.begin() + len + 64);
     uint32_t cap = len, wire = len;
-    const Verdict v = progs_[i]->process(wb_.data(), cap, wire, d, meta, c);
-    if (v != Verdict::Forward) {
-      count_verdict(c, v, n);
+    ro.v = progs_[i]->process(wb_.data(), cap, wire, d, meta, c);
+    if (ro.v != Verdict::Forward) {
+      count_verdict(c, ro.v, n);
       continue;
     }
     // The rewritten datagram's data: what its IP header says, within what is left.
@@ -700,43 +731,72 @@ void WorkerPath::outer_whole(uint32_t idx, Sink sink, void* ctx) {
     const uint32_t iph = hlen - g.key.l3_off;
     uint32_t said = g.key.version == 4 ? rd16(ip + 2) : rd16(ip + 4) + 40u;
     said = said > iph ? said - iph : 0;
-    const uint32_t dlen = std::min(wire > hlen ? wire - hlen : 0, said);
+    ro.dlen = std::min(wire > hlen ? wire - hlen : 0, said);
     // snap() keeps the lengths (wire) but ends the record early (cap): each
     // fragment keeps its lengths and loses the data past that point.
-    const uint32_t kept = cap > hlen ? cap - hlen : 0;
-    if (dlen > g.total) {  // a rewrite never lengthens a datagram; if one did, nothing of it leaves
+    ro.kept = cap > hlen ? cap - hlen : 0;
+    if (ro.dlen > g.total) {  // a rewrite never lengthens a datagram; if one did, nothing of it leaves
       c.dropped += n;
       ++c.err_drop;
+      ro.v = Verdict::Drop;
       continue;
     }
-    for (const auto& f : g.frags) {
-      if (!OuterFrags::refragment(g, f, wb_.data(), hlen, dlen, fb_)) {
-        ++c.dropped;
-        ++ofr_.stats().cut;
-        continue;
-      }
-      const uint32_t full = uint32_t(fb_.size());
-      uint32_t rec = full;
-      if (kept < dlen) {
-        const uint32_t ds = f.fi.data_start;
-        rec = std::min(full, ds + (kept > f.fi.off ? kept - f.fi.off : 0));
-      }
-      rte_mbuf* out = mbuf_from_bytes(pool_, fb_.data(), rec);
-      if (!out) {
-        ++st_.copy_failures;
-        ++c.dropped;
-        continue;
-      }
-      mbuf_copy_meta(out, f.m);  // the writer's per-packet fields (the original link header)
-      mbuf_set_ts(out, f.ts);
-      mbuf_set_wire_len(out, full);
-      ++c.copied;
-      ++c.out;
-      sink(ctx, unsigned(i), out);
-    }
+    ro.w.swap(wb_);  // kept for a fragment sent again; wb_ is refilled for the next consumer
+    for (const auto& f : g.frags) refrag_out(unsigned(i), rc, f, sink, ctx);
   }
   for (const auto& f : g.frags) rte_pktmbuf_free(f.m);
   ofr_.release(idx);
+}
+
+void WorkerPath::refrag_out(unsigned i, const Recent& rc, const OuterFrags::Frag& f, Sink sink, void* ctx) {
+  ConsumerCounters& c = counters_[i];
+  const Recent::Out& ro = rc.outs[i];
+  if (!OuterFrags::refragment(rc.g, f, ro.w.data(), rc.hlen, ro.dlen, fb_)) {
+    ++c.dropped;
+    ++ofr_.stats().cut;
+    return;
+  }
+  const uint32_t full = uint32_t(fb_.size());
+  uint32_t rec = full;
+  if (ro.kept < ro.dlen) {
+    const uint32_t ds = f.fi.data_start;
+    rec = std::min(full, ds + (ro.kept > f.fi.off ? ro.kept - f.fi.off : 0));
+  }
+  rte_mbuf* out = mbuf_from_bytes(pool_, fb_.data(), rec);
+  if (!out) {
+    ++st_.copy_failures;
+    ++c.dropped;
+    return;
+  }
+  mbuf_copy_meta(out, f.m);  // the writer's per-packet fields (the original link header)
+  mbuf_set_ts(out, f.ts);
+  mbuf_set_wire_len(out, full);
+  ++c.copied;
+  ++c.out;
+  sink(ctx, i, out);
+}
+
+bool WorkerPath::outer_again(rte_mbuf* m, const uint8_t* data, const FragInfo& fi, uint64_t ts, Sink sink,
+                             void* ctx) {
+  for (const Recent& rc : recent_) {
+    if (rc.until < ts || rc.orig.empty() || !same_datagram(rc.g.key, fi)) continue;
+    // Its bytes are the whole's at its place, and it ends where a fragment
+    // of that datagram may end; anything else is another datagram's.
+    if (fi.l3_off != rc.g.key.l3_off || fi.off + fi.len > rc.g.total || (!fi.more && fi.off + fi.len != rc.g.total) ||
+        std::memcmp(data + fi.data_start, rc.orig.data() + rc.hlen + fi.off, fi.len))
+      return false;
+    ++ofr_.stats().fragments;
+    const OuterFrags::Frag f{m, fi, ts};
+    for (size_t i = 0; i < progs_.size(); ++i) {
+      if (identity_[i]) continue;
+      ConsumerCounters& c = counters_[i];
+      ++c.in;
+      if (rc.outs[i].v != Verdict::Forward) count_verdict(c, rc.outs[i].v, 1);
+      else refrag_out(unsigned(i), rc, f, sink, ctx);
+    }
+    return true;
+  }
+  return false;
 }
 
 void WorkerPath::outer_failed(uint32_t idx, Sink sink, void* ctx) {
@@ -757,7 +817,7 @@ void WorkerPath::expire_outer(uint64_t now_ns, Sink sink, void* ctx) {
   std::vector<uint32_t> due;
   ofr_.expired(now_ns, due);
   for (uint32_t idx : due) {
-    ++ofr_.stats().failed;
+    ofr_.timed_out();
     outer_failed(idx, sink, ctx);
   }
   ofr_expiring_ = false;

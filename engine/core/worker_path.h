@@ -158,6 +158,28 @@ class WorkerPath {
   bool ofr_expiring_ = false;
   const rte_mbuf* replay_ = nullptr;  // a fragment of a given-up datagram, on its per-fragment path
   std::vector<uint8_t> rb_, wb_, fb_;
+  // Datagrams made whole lately, until their deadline: what each consumer
+  // made of them, so that a fragment sent again after the whole was made
+  // (a retransmitted last fragment) leaves as its twin did.
+  struct Recent {
+    OuterFrags::Datagram g;  // key and total only
+    uint64_t until = 0;
+    uint32_t hlen = 0;
+    std::vector<uint8_t> orig;  // the whole frame as it came
+    struct Out {
+      Verdict v = Verdict::Drop;
+      uint32_t dlen = 0, kept = 0;
+      std::vector<uint8_t> w;  // the consumer's rewrite of the whole frame
+    };
+    std::vector<Out> outs;  // per consumer
+  };
+  static constexpr unsigned kRecent = 4;
+  Recent recent_[kRecent];
+  unsigned recent_next_ = 0;
+  // Fragment f of a datagram made whole, as consumer i rewrote it, to the sink.
+  void refrag_out(unsigned i, const Recent& rc, const OuterFrags::Frag& f, Sink sink, void* ctx);
+  // True: a fragment of a datagram made whole lately, with its bytes; sent.
+  bool outer_again(rte_mbuf* m, const uint8_t* data, const FragInfo& fi, uint64_t ts, Sink sink, void* ctx);
   // True: the fragment was taken.
   bool outer_fragment(rte_mbuf* m, const uint8_t* data, const Decoded& d, uint64_t ts, Sink sink, void* ctx);
   void outer_whole(uint32_t idx, Sink sink, void* ctx);
@@ -183,10 +205,11 @@ class WorkerPath {
   // datagram is a tunnel, and later fragments (same flow entry: fragments
   // key on addresses) inherit it; the original bytes.
   [[gnu::always_inline]] void note_packet(const uint8_t* data, const Decoded& d, PacketMeta& meta) {
-    if (meta.flow && (d.flags & kFlagFragment) && (d.flags & kFlagTunnel)) [[unlikely]]
-      meta.flow->frag_tunnel = 1;
+    if (d.flags & (kFlagTunnel | kFlagEncap)) [[unlikely]] note_tunnel(data, d, meta);
     meta.orig = data;
   }
+  // ... of a tunnel or a tunnelled packet: the tunnel bit of fragments, PPTP's roles.
+  void note_tunnel(const uint8_t* data, const Decoded& d, PacketMeta& meta);
   void refresh_flow(FlowState* fs) {
     FlowEntry* e = reinterpret_cast<FlowEntry*>(reinterpret_cast<char*>(fs) - offsetof(FlowEntry, state));
     if (e->gen != gen_) {

@@ -152,8 +152,9 @@ bool ProgramInstance::encap_rules(uint8_t* buf, uint32_t cap, const Decoded& d, 
       if (zero) {
         std::memset(a, 0, 2 * al);
       } else {
-        RtAction* sa = endpoint_action(act, a, L.ip_version);
-        RtAction* da = endpoint_action(act, a + al, L.ip_version);
+        const uint8_t pc = L.kind == Encap::Gre && L.gre_v1 ? e.m->pptp_client : 0;
+        RtAction* sa = endpoint_action(act, a, L.ip_version, pc & 1);
+        RtAction* da = endpoint_action(act, a + al, L.ip_version, pc & 2);
         if (sa->addr(a, ctx) == ActResult::Drop || da->addr(a + al, ctx) == ActResult::Drop) return false;
         if (!sa->modifies && !da->modifies) continue;
       }
@@ -436,7 +437,13 @@ template <bool kL7Only>
   const ActResult r = actions_[prule]->bytes(g.pl, g.plen, ctx);
   if (r == ActResult::Drop) return ++g.c.policy_drop, false;
   // A cut keeps what an address body's message cannot be without (kept_header).
-  if (r == ActResult::Cut)
+  // A fragment that reaches here alone (its datagram could not be made
+  // whole) is snapped instead: cut, it would be a fragment without its data
+  // or with a length no fragment may have; snapped, it keeps its lengths
+  // and the record ends where its payload begins.
+  if (r == ActResult::Cut && (d.flags & kFlagFragment)) [[unlikely]]
+    snap_at_ = std::min(snap_at_, d.payload_off);
+  else if (r == ActResult::Cut)
     g.cut.at = d.payload_off + (d.flags & (kFlagAddrBody | kFlagIcmpError) ? kept_header(d, g.pl, g.plen) : 0);
   else if (actions_[prule]->modifies && g.plen) g.changed = true;
   if (actions_[prule]->snaps) snap_at_ = std::min(snap_at_, d.payload_off);

@@ -100,6 +100,11 @@ struct PacketMeta {
   // both ends then take the client's rules (fail closed).
   bool roles_uncertain = false;
   bool flow_first = false;       // first packet of the flow in this worker
+  // PPTP's GRE (enhanced GRE) around the packet: bit 0, its outer source is
+  // the client of the PPTP control connection (TCP 1723) between the two
+  // ends; bit 1, its outer destination is. Such an endpoint takes the
+  // client's rule, as it does in the control connection.
+  uint8_t pptp_client = 0;
   FlowState* flow = nullptr;     // null for non-IP frames
   const uint8_t* orig = nullptr; // the packet's original bytes (conditions read these)
   uint8_t app = 0;               // App (l7.h)

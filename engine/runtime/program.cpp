@@ -457,11 +457,11 @@ bool ProgramInstance::server_initiates(const uint8_t* buf, const Decoded& d, con
   return initiator_is_server(client_is_src ? src : dst, client_is_src ? dst : src, d.addr_len(), m);
 }
 
-RtAction* ProgramInstance::endpoint_action(RtAction* dflt, const uint8_t* a, uint8_t family) {
+RtAction* ProgramInstance::endpoint_action(RtAction* dflt, const uint8_t* a, uint8_t family, bool client) {
   const Program& P = prog_;
   const auto& F = l2l4::g_fields;
   if (P.tunnel_client_rule_ < 0 || !P.field_rules_[F.tunnel_addr].empty()) return dflt;
-  if (!is_user(a, family)) return dflt;
+  if (!client && !is_user(a, family)) return dflt;
   return actions_[P.tunnel_client_rule_]->undecided();
 }
 

@@ -227,8 +227,9 @@ class ProgramInstance {
   // flows of its own, so it is a user. Notes this flow's initiator.
   bool both_users(const uint8_t* src, const uint8_t* dst, uint32_t alen, bool client_is_src, const PacketMeta& m);
   // What a tunnel endpoint without a tunnel.addr rule gets: `dflt`
-  // (ip.server's), or ip.client's rule for a user's address.
-  RtAction* endpoint_action(RtAction* dflt, const uint8_t* a, uint8_t family);
+  // (ip.server's), or ip.client's rule for a user's address or a flow's
+  // client (`client`: PacketMeta::pptp_client).
+  RtAction* endpoint_action(RtAction* dflt, const uint8_t* a, uint8_t family, bool client = false);
   // Whether an address is a user's: inside `clients`, or (Program::guard_users_)
   // seen initiating flows.
   bool is_user(const uint8_t* a, uint8_t family);

@@ -251,11 +251,31 @@ TEST_CASE("outer fragments: what cannot be made whole fails closed and is counte
   SECTION("overlapping fragments") {
     auto a = fragments(gtp_datagram(900), {400, 800}, 1);
     auto b = fragments(gtp_datagram(900), {200, 800}, 1);
+    b[1][14 + 20 + 10] ^= 0xff;  // data 200..800 overlaps 0..400, with other bytes
     r.send(path, a[0], t += 1000);
-    r.send(path, b[1], t += 1000);  // data 200..800 overlaps 0..400
+    r.send(path, b[1], t += 1000);
     sent = 2;
     CHECK(path.outer_frag_stats().failed == 1);
+    CHECK(path.outer_frag_stats().overlap == 1);
     check_closed(sent);
+  }
+  SECTION("fragments given twice with the same bytes are kept, each as it came") {
+    auto a = fragments(gtp_datagram(900), {400, 800}, 5);
+    auto b = fragments(gtp_datagram(900), {200, 800}, 5);
+    for (const Bytes& f : {a[0], a[0], b[1], a[1], a[2], a[2]}) r.send(path, f, t += 1000);
+    CHECK(path.outer_frag_stats().failed == 0);
+    CHECK(path.outer_frag_stats().datagrams == 1);
+    // The last one came after the datagram was made whole: it leaves as its twin.
+    const auto& c = path.counters()[0];
+    CHECK(c.in == 6);
+    CHECK(c.out == 6);
+    const auto out = r.of(0);
+    REQUIRE(out.size() == 6);
+    CHECK(out[4] == out[5]);
+    CHECK(out[0] == out[1]);
+    for (const Bytes& o : out) CHECK_FALSE(has(o, client));
+    CHECK(path.held_segments() == 0);
+    sent = 6;
   }
   SECTION("a missing fragment at the timeout, by packet time") {
     auto a = fragments(gtp_datagram(900), {400, 800}, 2);
