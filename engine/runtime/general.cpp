@@ -509,7 +509,7 @@ Verdict ProgramInstance::general_path(uint8_t* buf, uint32_t& cap, uint32_t& wir
   // Decode errors.
   g.cut.snap = pol.on_error == dsl::Policy::OnError::Snap;
   g.cut.drop = pol.on_error == dsl::Policy::OnError::Drop;
-  if ((d.flags & kFlagLink) && d.status == DecodeStatus::NotIp && d.link_body) return link_body<kL7Only>(g, e, ctx);
+  if ((d.flags & kFlagLink) && d.status == DecodeStatus::NotIp) return link_body<kL7Only>(g, e, ctx);
   if (d.status == DecodeStatus::NotIp || !d.has_ip() || d.ip_version == 0 || !ip_ok) return undecoded(g);
   if ((d.flags & kFlagV6Routing) && g.protects_addr) {
     // Addresses in the routing header would need the same rewrite; no

@@ -62,15 +62,26 @@ bool ProgramInstance::link_rules(GenPacket& g, Eval& e) {
   return true;
 }
 
-// A frame with no IP whose body the layer could say something of: every
-// byte located (management and control frames, null data), or encrypted
-// (a protected data frame), which the payload rule decides as it decides
-// any payload: kept, cut, snapped, zeroed.
+// A frame with no IP: every byte located (management and control frames,
+// null data); encrypted (a protected data frame), which the payload rule
+// decides as it decides any payload: kept, cut, snapped, zeroed; or
+// another protocol.
 template <bool kL7Only>
 Verdict ProgramInstance::link_body(GenPacket& g, Eval& e, ApplyCtx& ctx) {
   const Program& P = prog_;
   const Decoded& d = g.d;
   const uint32_t off = std::min<uint32_t>(d.l3_off, g.cap);
+  if (d.link_body == uint8_t(LinkBody::Unknown)) {
+    // Another protocol (an A-MSDU's subframes with their own addresses,
+    // EAPOL, ARP): on_unknown as the policy set it; by default what
+    // follows the link header is cut when the policy protects anything
+    // (a frame whose fields were protected does not go out with its body
+    // unread).
+    if (P.policy_->on_unknown != dsl::Policy::OnUnknown::Default || !P.protects_anything_) return undecoded(g);
+    ++g.c.unknown_cut;
+    g.cap = g.wire = std::max<uint32_t>(off, 14);
+    return Verdict::Forward;
+  }
   if (d.link_body == uint8_t(LinkBody::Located)) {
     // Nothing the walk did not read leaves when anything is protected.
     if (P.protects_anything_ && d.good_until < g.cap) g.cap = g.wire = std::max<uint32_t>(d.good_until, 14);

@@ -191,8 +191,19 @@ void Walk::control(uint32_t f, unsigned sub) {
     return body(LinkBody::Unknown, f + 2);
   }
   if (!addresses(f, kRoles, count)) return;
-  r.good_until = cap;
-  body(LinkBody::Located, cap);
+  // What the subtype holds after its addresses, no more: bytes beyond it
+  // are no part of the frame and are cut (when anything is protected).
+  uint32_t rest = 0;
+  switch (sub) {
+    case 4: rest = 1; break;      // sounding dialog token
+    case 5: rest = 1; break;      // sounding dialog token (the STA info list is cut)
+    case 8: rest = 4; break;      // BAR control, starting sequence
+    case 9: rest = 12; break;     // BA control, starting sequence, compressed bitmap
+    default: rest = 0; break;
+  }
+  const uint32_t end = std::min(cap, f + 4 + 6 * uint32_t(count) + rest);
+  r.good_until = end;
+  body(LinkBody::Located, end);
 }
 
 }  // namespace

@@ -46,9 +46,11 @@ void register_plugin(Registry& r) {
     d.hidden_without_rule = true;
     return r.add_field(std::move(d));
   };
-  auto mac = [&](const char* name, const std::string& doc) {
-    return add({name, ValueType::Mac, "wlan", FieldRole::Identifier, "", doc,
-                {"wlan.src", "wlan.dst", "wlan.bssid", "wlan.ra", "wlan.ta"}, kNoField, 0,
+  auto mac = [&](const std::string& name, const std::string& doc) {
+    std::vector<std::string> others;
+    for (const char* o : {"wlan.src", "wlan.dst", "wlan.bssid", "wlan.ra", "wlan.ta"})
+      if (name != o) others.push_back(o);
+    return add({name, ValueType::Mac, "wlan", FieldRole::Identifier, "", doc, others, kNoField, 0,
                 /*trailing=*/false, /*header=*/true});
   };
   constexpr const char* kNoRule =
