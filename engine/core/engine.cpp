@@ -306,6 +306,7 @@ struct LiveControl {
     if (now_tsc - last_snap > E.tsc_hz / 10) {
       last_snap = now_tsc;
       refresh_snapshot(E);
+      note_pressure(E, E.snap);
     }
     bool line_due = E.cfg.stats_interval_ns &&
                     now_tsc - E.stats_line_tsc > E.cfg.stats_interval_ns / 1000000 * (E.tsc_hz / 1000);
@@ -387,12 +388,13 @@ void judge_loss(const EngineConfig& cfg, const Report& rep, EngineResult& result
 void report(Engine& E, bool outputs_ok, EngineResult& result) {
   const EngineConfig& cfg = E.cfg;
   Report rep = build_report(E);
-  if (E.zstore && rep.zstats.evictions && !cfg.zanon_max_values)
+  if (E.zstore && rep.zstats.evictions + rep.zstats.refused && !cfg.zanon_max_values)
     std::fprintf(stderr,
                  "amon: warning: the z-anonymity store (sized %zu values from the input) was full and forgot %llu "
-                 "values, which were then hidden more than needed; raise it with --zanon-values or "
-                 "zanon.max_values\n",
-                 E.sizes.zanon_values, (unsigned long long)rep.zstats.evictions);
+                 "values and refused %llu new ones, which were then hidden more than needed; raise it with "
+                 "--zanon-values or zanon.max_values\n",
+                 E.sizes.zanon_values, (unsigned long long)rep.zstats.evictions,
+                 (unsigned long long)rep.zstats.refused);
   if (!cfg.quiet) std::fputs(render_report_text(rep).c_str(), stdout);
   if (!cfg.stats_json.empty()) {
     FILE* f = std::fopen(cfg.stats_json.c_str(), "w");

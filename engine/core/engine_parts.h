@@ -228,6 +228,10 @@ struct Engine {
   Report snap;
   uint64_t stats_line_tsc = 0;
   Report stats_line_prev;
+  // The pressure log line (note_pressure): when it was last written and the
+  // counters then.
+  uint64_t pressure_ns = 0;
+  uint64_t pressure_prev[4] = {};
 
   uint64_t now_from_tsc() const { return wall0 + (rte_rdtsc() - tsc0) * 1000000000ULL / tsc_hz; }
 };
@@ -261,6 +265,7 @@ uint64_t wall_ns();
 Report build_report(Engine& E);
 void refresh_snapshot(Engine& E);
 void write_stats_line(Engine& E);
+void note_pressure(Engine& E, const Report& r);
 
 // ports.cpp
 rte_mempool* create_pool(const Engine& E);

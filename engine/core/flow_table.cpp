@@ -12,6 +12,7 @@
 #include <cstddef>
 #include <cstring>
 #include <new>
+#include <numeric>
 #include <stdexcept>
 
 namespace amon {
@@ -82,6 +83,8 @@ FlowTable::FlowTable(const std::string& name, uint32_t capacity, const FlowTimeo
   // 4 entries per 8-slot bucket on average when full: about 2 % of the
   // buckets then spill into the next one.
   const uint32_t nb = nb_ = (cap_ + 3) / 4;
+  evict_step_ = uint32_t(uint64_t(cap_) * 618 / 1000) | 1;
+  while (std::gcd(evict_step_, cap_) != 1) evict_step_ += 2;
   size_t bbytes = size_t(nb) * sizeof(Bucket);
   size_t ebytes = (size_t(cap_) * sizeof(FlowEntry) + 63) & ~size_t(63);
   map_bytes_ = bbytes + ebytes + kHuge;  // slack to start on a 2 MiB boundary
@@ -238,12 +241,17 @@ bool FlowTable::place(uint32_t h, uint32_t idx) {
   return false;
 }
 
-uint32_t FlowTable::oldest_in_home(uint32_t h) const {
+uint32_t FlowTable::oldest_in_home(uint32_t h, uint64_t now_ns) const {
   const Bucket& b = buckets_[home(h)];
   uint32_t best = kNone;
-  for (unsigned s = 0; s < Bucket::kSlots; ++s)
-    if (b.tag[s] && !held(entries_[b.idx[s]]) && (best == kNone || entries_[b.idx[s]].last_ns < entries_[best].last_ns))
-      best = b.idx[s];  // a flow with held segments is in use by the worker: never taken
+  unsigned best_c = 3;
+  for (unsigned s = 0; s < Bucket::kSlots; ++s) {
+    if (!b.tag[s]) continue;
+    const FlowEntry& e = entries_[b.idx[s]];
+    if (held(e)) continue;  // a flow with held segments is in use by the worker: never taken
+    const unsigned c = evict_class(e, now_ns);
+    if (best == kNone || c < best_c || (c == best_c && e.last_ns < entries_[best].last_ns)) best = b.idx[s], best_c = c;
+  }
   return best;
 }
 
@@ -269,21 +277,48 @@ void FlowTable::remove(uint32_t idx) {
 }
 
 void FlowTable::evict_one(uint64_t now_ns) {
-  // Oldest of a small sample: cheap, and close enough to LRU for a table
-  // that is only full under attack or misconfiguration.
-  (void)now_ns;
-  uint32_t best = UINT32_MAX;
+  // The lowest class (evict_class), oldest first, of a sample of 8
+  // entries, widened to 64 while the sample holds only answered flows: a
+  // flood of one-way flows then pushes out an answered flow only when 64
+  // samples found nothing else (at 30 % answered flows, 0.3^64). The
+  // sample strides over the table (a step coprime with its size, near
+  // 0.618 of it): entries are handed out lowest index first, so flows
+  // created together sit together, and a run of neighbours would often be
+  // all answered ones. This runs for every new flow of a full table, so it
+  // does not scan for expired flows (expire() does, off the insert path).
+  uint32_t best = kNone;
+  unsigned best_c = 3;
   uint64_t best_t = UINT64_MAX;
   const uint32_t n = cap_;
-  for (uint32_t probes = 0, i = sweep_pos_ % n; probes < 64; ++probes, i = (i + 1) % n) {
+  uint32_t i = evict_pos_ % n, probes = 0;
+  for (; probes < 64 && (probes < 8 || best_c == 2 || best == kNone); ++probes, i = (i + evict_step_) % n) {
+    const FlowEntry& e = entries_[i];
     // A flow with held segments is in use by the worker: never taken.
-    if (entries_[i].used && entries_[i].last_ns < best_t && !held(entries_[i])) best_t = entries_[i].last_ns, best = i;
+    if (!e.used || held(e)) continue;
+    const unsigned c = evict_class(e, now_ns);
+    if (c < best_c || (c == best_c && e.last_ns < best_t)) best = i, best_c = c, best_t = e.last_ns;
   }
-  sweep_pos_ = (sweep_pos_ + 64) % n;
-  if (best != UINT32_MAX) {
-    remove(best);
+  evict_pos_ = i;
+  if (best == kNone) return;
+  release(best, best_c);
+}
+
+void FlowTable::release(uint32_t idx, unsigned cls) {
+  const FlowEntry& e = entries_[idx];
+  // Answered flows only: a flood's one-way flows would overwrite the slots
+  // of the flows worth remembering.
+  if (cls == 2 && !e.roles_uncertain) {
+    const uint64_t fp = key_fp(e.key, e.hash);
+    recall_[(fp >> 32) % kRecallSlots] = (fp & ~uint64_t(1)) | e.initiator_is_lo;
+  }
+  if (cls == 0) {
+    st_.closed += (e.fin & 3) == 3 || (e.fin & 4);
+    ++st_.expired;
+  } else {
     ++st_.evicted;
+    st_.evicted_two_way += cls == 2;
   }
+  remove(idx);
 }
 
 void FlowTable::expire(uint64_t now_ns, uint32_t budget) {
@@ -314,19 +349,15 @@ void FlowTable::insert(const uint8_t* pkt, const Decoded& d, const FlowKey& k, u
                        uint64_t ts_ns, PacketMeta& meta) {
   if (size_ >= cap_) {
     ++st_.full;
-    expire(ts_ns, 256);
-    if (size_ >= cap_) evict_one(ts_ns);
+    evict_one(ts_ns);
   }
   uint32_t idx = spare();
   bool ok = idx != kNone;
   if (ok && !place(h, idx)) {
     // Its buckets are full as far as an entry may spill: the oldest flow of
     // its home bucket makes room.
-    uint32_t victim = oldest_in_home(h);
-    if (victim != kNone) {
-      remove(victim);
-      ++st_.evicted;
-    }
+    uint32_t victim = oldest_in_home(h, ts_ns);
+    if (victim != kNone) release(victim, evict_class(entries_[victim], ts_ns));
     idx = spare();
     ok = place(h, idx);
   }
@@ -346,6 +377,7 @@ void FlowTable::insert(const uint8_t* pkt, const Decoded& d, const FlowKey& k, u
   e.used = true;
   e.last_ns = ts_ns;
   e.proto = d.l4_proto;
+  e.first_from_lo = src_is_lo;
   note_tcp(e, d, src_is_lo);
   ++size_;
   ++st_.created;
@@ -387,6 +419,14 @@ void FlowTable::insert(const uint8_t* pkt, const Decoded& d, const FlowKey& k, u
     const uint32_t ah = key_and_hash(pkt, d, ak, a_src_is_lo, false);
     if (const FlowEntry* ae = find(ak, ah); ae && ae != &e && !ae->roles_uncertain)
       src_init = ae->initiator_is_lo == a_src_is_lo, decided = true;
+  }
+  if (!decided && st_.evicted) {
+    // A flow evicted under pressure comes back with the roles it had.
+    const uint64_t fp = key_fp(k, h), r = recall_[(fp >> 32) % kRecallSlots];
+    if ((r & ~uint64_t(1)) == (fp & ~uint64_t(1))) {
+      src_init = bool(r & 1) == src_is_lo, decided = true;
+      ++st_.roles_recalled;
+    }
   }
   if (!decided && ports) {
     const bool s_srv = seen_server(src_fp), d_srv = seen_server(dst_fp);

@@ -19,6 +19,8 @@
 #include <string>
 #include <vector>
 
+#include <rte_hash_crc.h>
+
 #include "l2l4.h"
 #include "packet.h"
 
@@ -58,6 +60,10 @@ struct FlowEntry {
   // No evidence said which end is the client: initiator_is_lo is only the
   // first packet's source.
   uint8_t roles_uncertain : 1 = 0;
+  // The first packet came from lo; a packet from the other end has been seen
+  // (an answered flow: kept ahead of one-way ones when the table is full).
+  uint8_t first_from_lo : 1 = 0;
+  uint8_t two_way : 1 = 0;
   FlowState state;
 };
 // Entries start on a cache line (after the 64-byte buckets) and are a whole
@@ -76,6 +82,10 @@ struct FlowTimeouts {
 struct FlowTableStats {
   uint64_t lookups = 0, created = 0, expired = 0, evicted = 0, full = 0, closed = 0;
   uint64_t roles_uncertain = 0;  // flows created with no evidence of which end is the client
+  // Of the evicted: answered (two-way) flows, which go only when a whole
+  // sample of the table is answered flows; and flows created again after
+  // their eviction that took their roles from the eviction memory.
+  uint64_t evicted_two_way = 0, roles_recalled = 0;
 };
 
 // Ports a server listens on: the system range and registered services that
@@ -161,10 +171,31 @@ class FlowTable {
   void insert(const uint8_t* pkt, const Decoded& d, const FlowKey& k, uint32_t h, bool src_is_lo,
               uint64_t ts_ns, PacketMeta& meta);
   bool place(uint32_t h, uint32_t idx);
-  uint32_t oldest_in_home(uint32_t h) const;
+  uint32_t oldest_in_home(uint32_t h, uint64_t now_ns) const;
   void evict_one(uint64_t now_ns);
+  // Removes a flow for room (cls: evict_class), counting it and keeping its
+  // roles in the eviction memory.
+  void release(uint32_t idx, unsigned cls);
+  // What a full table gives up first (lower goes first): idle past its
+  // timeout or closed, then one-way (a spoofed SYN, an unanswered
+  // datagram), then answered flows; the older first within a class.
+  unsigned evict_class(const FlowEntry& e, uint64_t now_ns) const {
+    if (now_ns > e.last_ns + timeout_of(e)) return 0;
+    return e.two_way ? 2 : 1;
+  }
+  // Roles of evicted answered flows whose roles came from evidence, by key
+  // fingerprint, direct-mapped: the flow created again when the evicted
+  // one's next packet comes keeps its client (a wrong guess would give the
+  // client's address the server's treatment). A lost slot only falls back
+  // to the usual evidence, then to roles unknown (both ends protected).
+  static constexpr unsigned kRecallSlots = 1u << 14;
+  std::vector<uint64_t> recall_ = std::vector<uint64_t>(kRecallSlots);
+  static uint64_t key_fp(const FlowKey& k, uint32_t h) {
+    return (uint64_t(rte_hash_crc(&k, sizeof k, 0x5bd1e995)) << 32 | h) | 2;
+  }
   void hit(FlowEntry& e, const Decoded& d, bool src_is_lo, uint64_t ts_ns, PacketMeta& meta) {
     if (ts_ns > e.last_ns) e.last_ns = ts_ns;
+    e.two_way |= e.first_from_lo != src_is_lo;
     note_tcp(e, d, src_is_lo);
     meta.flow = &e.state;
     meta.flow_first = false;
@@ -185,7 +216,7 @@ class FlowTable {
   static constexpr uint32_t kNone = UINT32_MAX;
   uint32_t free_head_ = kNone;
   uint32_t fresh_ = 0;
-  uint32_t cap_, size_ = 0, sweep_pos_ = 0;
+  uint32_t cap_, size_ = 0, sweep_pos_ = 0, evict_pos_ = 0, evict_step_ = 1;
   // An entry to use: a freed one, else the next never used; kNone when full.
   uint32_t spare() const { return free_head_ != kNone ? free_head_ : fresh_ < cap_ ? fresh_ : kNone; }
   FlowTimeouts to_;

@@ -107,7 +107,11 @@ std::string render_report_text(const Report& r) {
   o << "  decode: ";
   for (int s = 0; s < 4; ++s) o << kStatus[s] << "=" << r.decode_status[s] << (s < 3 ? " " : "\n");
   o << "  flows: created=" << r.flows_created << " expired=" << r.flows_expired << " (after close "
-    << r.flows_closed << ") evicted=" << r.flows_evicted << " roles_uncertain=" << r.roles_uncertain << "\n";
+    << r.flows_closed << ") evicted=" << r.flows_evicted << " roles_uncertain=" << r.roles_uncertain;
+  if (r.flows_full)
+    o << " table_full=" << r.flows_full << " evicted_answered=" << r.flows_evicted_two_way
+      << " roles_recalled=" << r.roles_recalled;
+  o << "\n";
   if (r.streams_held || r.hold_refused)
     o << "  split headers held: " << r.streams_held << " (" << r.segments_held << " segments) completed="
       << r.streams_completed << " failed=" << r.streams_failed << " refused=" << r.hold_refused << "\n";
@@ -145,7 +149,8 @@ std::string render_report_text(const Report& r) {
   if (r.has_zstats) {
     o << "z-anonymity store: values=" << r.zstats.values_tracked << " bytes/value=" << r.zstats.bytes_per_entry
       << " observations=" << r.zstats.observations << " released=" << r.zstats.released
-      << " hidden=" << r.zstats.hidden << " evictions=" << r.zstats.evictions << "\n";
+      << " hidden=" << r.zstats.hidden << " evictions=" << r.zstats.evictions << " refused=" << r.zstats.refused
+      << "\n";
   }
   if (r.has_share) o << "z-anonymity sharing: " << share::to_text(r.share) << "\n";
   return o.str();
@@ -169,7 +174,9 @@ std::string render_report_json(const Report& r) {
   o << "],\"decode\":{";
   for (int s = 0; s < 4; ++s) o << (s ? "," : "") << "\"" << kStatus[s] << "\":" << r.decode_status[s];
   o << "},\"flows\":{\"created\":" << r.flows_created << ",\"expired\":" << r.flows_expired
-    << ",\"evicted\":" << r.flows_evicted << ",\"closed\":" << r.flows_closed << ",\"roles_uncertain\":" << r.roles_uncertain << "}";
+    << ",\"evicted\":" << r.flows_evicted << ",\"closed\":" << r.flows_closed << ",\"roles_uncertain\":" << r.roles_uncertain
+    << ",\"table_full\":" << r.flows_full << ",\"evicted_answered\":" << r.flows_evicted_two_way
+    << ",\"roles_recalled\":" << r.roles_recalled << "}";
   o << ",\"reassembly\":{\"held\":" << r.streams_held << ",\"segments\":" << r.segments_held
     << ",\"completed\":" << r.streams_completed << ",\"failed\":" << r.streams_failed
     << ",\"refused\":" << r.hold_refused << ",\"gaps\":" << r.stream_gaps << ",\"resyncs\":" << r.stream_resyncs
@@ -211,7 +218,7 @@ std::string render_report_json(const Report& r) {
     o << ",\"zanon\":{\"values\":" << z.values_tracked << ",\"capacity\":" << z.capacity
       << ",\"table_bytes\":" << z.table_bytes << ",\"bytes_per_entry\":" << z.bytes_per_entry
       << ",\"observations\":" << z.observations << ",\"released\":" << z.released << ",\"hidden\":" << z.hidden
-      << ",\"evictions\":" << z.evictions << ",\"expirations\":" << z.expirations << ",\"sweeps\":" << z.sweeps
+      << ",\"evictions\":" << z.evictions << ",\"refused\":" << z.refused << ",\"expirations\":" << z.expirations << ",\"sweeps\":" << z.sweeps
       << "}";
   }
   if (r.has_share) o << ",\"zanon_share\":" << share::to_json(r.share);

@@ -48,6 +48,9 @@ struct Report {
   std::vector<ConsumerReport> consumers;
   uint64_t flows_created = 0, flows_evicted = 0, flows_expired = 0, flows_closed = 0;
   uint64_t roles_uncertain = 0;  // flows with no evidence of which end is the client
+  // Flow-table pressure: new flows that found the table full, answered flows
+  // among the evicted, flows created again that took their evicted roles.
+  uint64_t flows_full = 0, flows_evicted_two_way = 0, roles_recalled = 0;
   uint64_t decode_status[4] = {};
   uint64_t copy_failures = 0;
   // TCP stream holding: headers completed from held segments / not completed (fail closed) / holds refused (full).

@@ -95,6 +95,9 @@ Report build_report(Engine& E) {
     rep.flows_expired += fs.expired;
     rep.flows_closed += fs.closed;
     rep.roles_uncertain += fs.roles_uncertain;
+    rep.flows_full += fs.full;
+    rep.flows_evicted_two_way += fs.evicted_two_way;
+    rep.roles_recalled += fs.roles_recalled;
     for (int s = 0; s < 4; ++s) rep.decode_status[s] += w->path->stats().decode_status[s];
     const WorkerPathStats& ws = w->path->stats();
     rep.copy_failures += ws.copy_failures;
@@ -130,6 +133,27 @@ void refresh_snapshot(Engine& E) {
   Report r = build_report(E);
   std::lock_guard<std::mutex> g(E.snap_mu);
   E.snap = std::move(r);
+}
+
+// A flood being absorbed says so, at most once a minute: how many new flows
+// found the flow table full (and how many answered flows had to go), how
+// many new values the z-store refused or evicted for others. Each of these
+// only hides more or forgets flow state with its roles kept; none releases.
+void note_pressure(Engine& E, const Report& r) {
+  constexpr uint64_t kEvery = 60ULL * 1000000000ULL;
+  const uint64_t cur[4] = {r.flows_full, r.flows_evicted_two_way, r.zstats.refused, r.zstats.evictions};
+  uint64_t d[4];
+  for (int i = 0; i < 4; ++i) d[i] = cur[i] - E.pressure_prev[i];
+  if (!(d[0] | d[2] | d[3])) return;
+  const uint64_t now = wall_ns();
+  if (E.pressure_ns && now - E.pressure_ns < kEvery) return;  // counted into the next line
+  log_line(kWarn,
+           "absorbing a flood (since %s): %llu new flows found the flow table full (%llu answered flows evicted), "
+           "the z-anonymity store refused %llu new values and evicted %llu (hidden, never released)",
+           E.pressure_ns ? "the last such line" : "the start", (unsigned long long)d[0], (unsigned long long)d[1],
+           (unsigned long long)d[2], (unsigned long long)d[3]);
+  E.pressure_ns = now;
+  std::memcpy(E.pressure_prev, cur, sizeof cur);
 }
 
 // One JSON line: the totals, and the rates since the previous line.

@@ -144,6 +144,7 @@ int tel_zanon(const char*, const char*, rte_tel_data* d) {
     rte_tel_data_add_dict_u64(d, "released", z.released);
     rte_tel_data_add_dict_u64(d, "hidden", z.hidden);
     rte_tel_data_add_dict_u64(d, "evictions", z.evictions);
+    rte_tel_data_add_dict_u64(d, "refused", z.refused);
     rte_tel_data_add_dict_u64(d, "expirations", z.expirations);
   }
   if (E.snap.has_share) add_share_telemetry(E.snap.share, d);

@@ -3,6 +3,8 @@
 // table needs no EAL (its memory is plain anonymous memory).
 #include <catch2/catch.hpp>
 
+#include <cstdio>
+#include <cstring>
 #include <random>
 #include <set>
 
@@ -275,4 +277,59 @@ TEST_CASE("flow table: burst lookups give what single lookups give, through coll
       CHECK(one.stats().expired == burst.stats().expired);
     }
   }
+}
+
+TEST_CASE("flow table: a SYN flood from spoofed sources evicts half-open flows, never the answered ones", "[flows]") {
+  FlowTable t("t", 1024, FlowTimeouts{}, 0, false);
+  uint64_t ts = 1;
+  std::vector<std::pair<Pkt, Pkt>> est;
+  for (int i = 0; i < 300; ++i) {
+    char c[32];
+    std::snprintf(c, sizeof c, "10.0.%d.%d", i / 200, i % 200 + 1);
+    Pkt syn = tcp4(c, "192.0.2.9", uint16_t(40000 + i), 443, 0x02);
+    Pkt synack = tcp4("192.0.2.9", c, 443, uint16_t(40000 + i), 0x12);
+    look(t, syn, ts++);
+    look(t, synack, ts++);
+    est.push_back({tcp4(c, "192.0.2.9", uint16_t(40000 + i), 443, 0x10), synack});
+  }
+  std::mt19937 rng(7);
+  for (int i = 0; i < 50000; ++i) {
+    const uint32_t src = uint32_t(rng()) | 0x01000000u;
+    Pkt syn = tcp4("0.0.0.0", "198.51.100.80", uint16_t(1024 + rng() % 60000), 80, 0x02);
+    std::memcpy(syn.b.data() + 14 + 12, &src, 4);
+    decode(syn.b.data(), uint32_t(syn.b.size()), uint32_t(syn.b.size()), syn.d);
+    look(t, syn, ts++);
+  }
+  CHECK(t.stats().full > 40000);
+  CHECK(t.stats().evicted > 40000);
+  CHECK(t.stats().evicted_two_way == 0);
+  INFO("evicted " << t.stats().evicted << " answered " << t.stats().evicted_two_way << " expired "
+                  << t.stats().expired << " size " << t.size());
+  for (auto& [ack, synack] : est) {
+    const PacketMeta m = look(t, ack, ts++);
+    CHECK_FALSE(m.flow_first);
+    CHECK(m.initiator_is_src);
+  }
+}
+
+TEST_CASE("flow table: an answered flow evicted under pressure comes back with its roles", "[flows]") {
+  FlowTable t("t", 64, FlowTimeouts{}, 0, false);
+  uint64_t ts = 1;
+  // The client's port looks like a server's and the server's like a
+  // client's: without the eviction memory the roles would come out swapped.
+  auto flow = [&](int i) {
+    char c[32];
+    std::snprintf(c, sizeof c, "10.1.%d.%d", i / 200, i % 200 + 1);
+    look(t, tcp4(c, "192.0.2.9", 5060, uint16_t(40000 + i), 0x02), ts++);
+    look(t, tcp4("192.0.2.9", c, uint16_t(40000 + i), 5060, 0x12), ts++);
+    return tcp4("192.0.2.9", c, uint16_t(40000 + i), 5060, 0x10);
+  };
+  const Pkt first = flow(0);
+  for (int i = 1; i < 200; ++i) flow(i);
+  REQUIRE(t.stats().evicted_two_way > 0);
+  const PacketMeta m = look(t, first, ts++);
+  CHECK(m.flow_first);  // it was evicted
+  CHECK(t.stats().roles_recalled == 1);
+  CHECK_FALSE(m.roles_uncertain);
+  CHECK_FALSE(m.initiator_is_src);  // the server sent it
 }
