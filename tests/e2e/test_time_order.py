@@ -92,7 +92,8 @@ def main():
             f.write("workers: 2\ninputs:\n  - port: net_pcap0,rx_pcap=%s\n"
                     "consumers:\n  - { name: c, policy: %s, output: { pcap: %s } }\n"
                     % (mix, named, os.path.join(work, "live.pcap")))
-        r = subprocess.run([amon, "run", "--config", os.path.join(work, "live.yaml"), "--until-idle=1s", "--quiet"],
+        r = subprocess.run([amon, "run", "--config", os.path.join(work, "live.yaml"), "--until-idle=1s", "--quiet",
+                            "--", "--file-prefix=amonorder%d" % os.getpid()],
                            capture_output=True, text=True, timeout=120)
         recs = L.read_pcap(os.path.join(work, "live.pcap"))[1] if r.returncode == 0 else []
         if r.returncode != 0 or not recs:

@@ -1203,7 +1203,8 @@ def mode_run_vdev(args, ck, have_tshark):
                     "    policy: %s\n"
                     "    output: {port: net_null0}\n" % (cap, policies["protect"], tx, policies["ident"]))
         t0 = time.time()
-        pr = subprocess.run([args.amon, "run", "--config", yaml, "--until-idle=1s", "--stats-json", stats],
+        pr = subprocess.run([args.amon, "run", "--config", yaml, "--until-idle=1s", "--stats-json", stats,
+                             "--", "--file-prefix=amonsuite%d" % os.getpid()],
                             capture_output=True, text=True, errors="replace", timeout=300)
         t1 = time.time()
         print("-- amon run %s: exit %d in %.1fs" % (name, pr.returncode, t1 - t0), flush=True)
