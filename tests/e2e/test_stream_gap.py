@@ -7,7 +7,7 @@ that segment is cut. A false message start never lets a protected value out.
 
 Crafted flows, each after a split header whose rest is lost:
   41001 HTTP: a whole request with a Cookie follows the gap: kept, Cookie hidden
-  41002 HTTP: a request line follows the gap, its Cookie in a head never completed: cut
+  41002 HTTP: a request line follows the gap, its Cookie in a head never completed: masked
   41003 HTTP: the gap ends inside a head ("ookie: ..."): cut, then the next request kept
   41004 HTTP: inside a POST body, a fake request with a Cookie: the Cookie hidden
   41005 TLS: the ClientHello's rest is lost, application-data records follow: kept
