@@ -114,7 +114,8 @@ std::string render_report_text(const Report& r) {
   o << "\n";
   if (r.streams_held || r.hold_refused)
     o << "  split headers held: " << r.streams_held << " (" << r.segments_held << " segments) completed="
-      << r.streams_completed << " failed=" << r.streams_failed << " refused=" << r.hold_refused << "\n";
+      << r.streams_completed << " failed=" << r.streams_failed << " (released partly: " << r.partial_heads << ", "
+      << r.partial_masked << " bytes masked) refused=" << r.hold_refused << "\n";
   if (r.stream_gaps || r.gap_closed_segments)
     o << "  stream gaps: " << r.stream_gaps << " resynced=" << r.stream_resyncs << " closed after a gap: "
       << r.gap_closed_segments << " segments (" << r.gap_closed_bytes << " payload bytes)\n";
@@ -179,6 +180,7 @@ std::string render_report_json(const Report& r) {
     << ",\"roles_recalled\":" << r.roles_recalled << "}";
   o << ",\"reassembly\":{\"held\":" << r.streams_held << ",\"segments\":" << r.segments_held
     << ",\"completed\":" << r.streams_completed << ",\"failed\":" << r.streams_failed
+    << ",\"partial_heads\":" << r.partial_heads << ",\"partial_masked_bytes\":" << r.partial_masked
     << ",\"refused\":" << r.hold_refused << ",\"gaps\":" << r.stream_gaps << ",\"resyncs\":" << r.stream_resyncs
     << ",\"gap_closed_segments\":" << r.gap_closed_segments << ",\"gap_closed_bytes\":" << r.gap_closed_bytes << "}";
   o << ",\"outer_fragments\":{\"fragments\":" << r.outer_fragments << ",\"datagrams\":" << r.outer_datagrams

@@ -55,6 +55,7 @@ struct Report {
   uint64_t copy_failures = 0;
   // TCP stream holding: headers completed from held segments / not completed (fail closed) / holds refused (full).
   uint64_t streams_held = 0, streams_completed = 0, streams_failed = 0, hold_refused = 0, segments_held = 0;
+  uint64_t partial_heads = 0, partial_masked = 0;  // failed headers released with their cut part masked
   // TCP capture gaps: holes that lost a direction's message boundaries, resumptions at a plugin's message start,
   // and the segments / payload bytes in between left unparsed (cut where a policy protects the protocol).
   uint64_t stream_gaps = 0, stream_resyncs = 0, gap_closed_segments = 0, gap_closed_bytes = 0;

@@ -104,6 +104,8 @@ Report build_report(Engine& E) {
     rep.streams_held += ws.streams_held;
     rep.streams_completed += ws.streams_completed;
     rep.streams_failed += ws.streams_failed;
+    rep.partial_heads += ws.partial_heads;
+    rep.partial_masked += ws.partial_masked;
     rep.hold_refused += ws.hold_refused;
     rep.segments_held += ws.segments_held;
     const StreamGapStats gs = w->path->gap_stats();

@@ -163,6 +163,8 @@ int tel_flows(const char*, const char*, rte_tel_data* d) {
   rte_tel_data_add_dict_u64(d, "closed", E.snap.flows_closed);
   rte_tel_data_add_dict_u64(d, "streams_held", E.snap.streams_held);
   rte_tel_data_add_dict_u64(d, "streams_failed", E.snap.streams_failed);
+  rte_tel_data_add_dict_u64(d, "partial_heads", E.snap.partial_heads);
+  rte_tel_data_add_dict_u64(d, "partial_masked_bytes", E.snap.partial_masked);
   rte_tel_data_add_dict_u64(d, "stream_gaps", E.snap.stream_gaps);
   rte_tel_data_add_dict_u64(d, "stream_resyncs", E.snap.stream_resyncs);
   rte_tel_data_add_dict_u64(d, "gap_closed_bytes", E.snap.gap_closed_bytes);

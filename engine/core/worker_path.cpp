@@ -233,9 +233,8 @@ bool WorkerPath::hold_add(Hold& h, rte_mbuf* m, const uint8_t* data, const Decod
                                        h.dir == 0,
                                        l7_->gaps)) {
     // Bytes were lost after the held header and a new message starts here:
-    // the header leaves failed (cut), this segment is parsed afresh.
-    for (const HeldSeg& sg : h.segs) l7_->gaps.closed(sg.len);
-    release(idx, L7State::Incomplete, sink, ctx);
+    // the header leaves failed (fail closed), this segment is parsed afresh.
+    release(idx, L7State::Incomplete, sink, ctx, &l7_->gaps);
     return false;
   }
   if (off < 0 || off + d.payload_len > hl_.bytes || h.segs.size() >= hl_.stream_segments ||
@@ -270,7 +269,7 @@ bool WorkerPath::hold_add(Hold& h, rte_mbuf* m, const uint8_t* data, const Decod
   return true;
 }
 
-void WorkerPath::release(uint16_t idx, L7State st, Sink sink, void* ctx) {
+void WorkerPath::release(uint16_t idx, L7State st, Sink sink, void* ctx, StreamGapStats* gap) {
   Hold& h = holds_[idx];
   FlowState* fs = h.fs;
   StreamTracker stream(*fs, h.dir);
@@ -283,6 +282,15 @@ void WorkerPath::release(uint16_t idx, L7State st, Sink sink, void* ctx) {
     }
   const uint32_t cov = h.contiguous;
   StreamView& sv = sview_;
+  // A header that will never complete (its stream ended, a gap, a timeout,
+  // a bound): where its plugin tells its complete parts from the one the
+  // stream cut (ProtoPacket::ends), the first are rewritten as any header's
+  // and the cut part leaves masked (rewrite_stream), never in clear.
+  uint32_t mask_from = UINT32_MAX;
+  if (st == L7State::Incomplete && cov &&
+      analyze_stream(h.bytes.data(), cov, h.app, h.dir == 0, fs, *l7_, true) == L7State::Parsed &&
+      l7_->occs->mask_from <= cov)
+    mask_from = l7_->occs->mask_from, st = L7State::Parsed;
   const bool ok = st == L7State::Parsed;
   if (ok) {
     // The header and the stream as one packet: the programs rewrite it with
@@ -315,7 +323,16 @@ void WorkerPath::release(uint16_t idx, L7State st, Sink sink, void* ctx) {
       sv.bytes[i] = b.data() + hlen;
     }
     stream.completed(h.base + cov);
-    ++st_.streams_completed;
+    if (mask_from == UINT32_MAX) {
+      ++st_.streams_completed;
+    } else {
+      // What follows may be the cut header's rest: closed until a message
+      // starts, as after any header that failed.
+      stream.failed();
+      ++st_.streams_failed;
+      ++st_.partial_heads;
+      st_.partial_masked += cov - mask_from;
+    }
   } else if (st != L7State::None) {
     stream.failed();
     ++st_.streams_failed;
@@ -340,6 +357,7 @@ void WorkerPath::release(uint16_t idx, L7State st, Sink sink, void* ctx) {
     } else {
       // Past a gap of a completed header, or a header never completed.
       pm.l7 = st == L7State::None ? L7State::None : st == L7State::Malformed ? L7State::Malformed : L7State::Incomplete;
+      if (gap) gap->closed(sg.len);
     }
     deliver(m, data, sg.d, pm, sink, ctx);
   }

@@ -24,6 +24,9 @@ struct WorkerPathStats {
   // TCP stream holding: headers completed from held segments, headers that
   // could not be completed (fail closed), holds refused for lack of room.
   uint64_t streams_held = 0, streams_completed = 0, streams_failed = 0, hold_refused = 0, segments_held = 0;
+  // Of the failed: headers released with their complete parts rewritten
+  // and the part the stream cut masked, and the bytes masked.
+  uint64_t partial_heads = 0, partial_masked = 0;
 };
 
 // Bounds of TCP stream holding. A header (TLS ClientHello, HTTP request or
@@ -147,7 +150,8 @@ class WorkerPath {
   // or released with the stream).
   bool hold_add(Hold& h, rte_mbuf* m, const uint8_t* data, const Decoded& d, const PacketMeta& meta, Sink sink,
                 void* ctx);
-  void release(uint16_t idx, L7State st, Sink sink, void* ctx);
+  // gap: the segments left unparsed count there (a gap ended the wait).
+  void release(uint16_t idx, L7State st, Sink sink, void* ctx, StreamGapStats* gap = nullptr);
 
   void configure();
 

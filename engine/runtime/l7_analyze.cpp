@@ -143,16 +143,17 @@ void analyze_l7(const uint8_t* p, const Decoded& d, PacketMeta& m, L7Parse& P) {
   }
 }
 
-L7State analyze_stream(const uint8_t* b, uint32_t len, uint8_t app, bool from_initiator, FlowState* fs, L7Parse& P) {
+L7State analyze_stream(const uint8_t* b, uint32_t len, uint8_t app, bool from_initiator, FlowState* fs, L7Parse& P,
+                       bool ends) {
   P.packet = ~0ULL;  // the next packet parses anew
   P.hold_hint = false;
   const int dir = from_initiator ? 0 : 1;
   if (fs) StreamTracker(*fs, dir).stream_parse();
   if (const ProtocolPlugin* pp = plugin_of(app))
-    return parse_plugin(
-        *pp, app,
-        {b, len, 0, 0, nullptr, nullptr, 0, from_initiator, false, fs ? fs->app_state : nullptr, fs ? fs->flow_no : 0},
-        fs, dir, P);
+    return parse_plugin(*pp, app,
+                        {b, len, 0, 0, nullptr, nullptr, 0, from_initiator, false, fs ? fs->app_state : nullptr,
+                         fs ? fs->flow_no : 0, ends},
+                        fs, dir, P);
   return L7State::None;
 }
 

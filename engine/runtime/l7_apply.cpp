@@ -21,6 +21,11 @@ uint8_t ProgramInstance::rewrite_stream(uint8_t* buf, const Decoded& d, const Pa
   ctx.client_addr = client_is_src ? old_src : old_dst;
   if (!l7_rewrite(buf, d, e)) return StreamView::Failed;
   if (e.drop) return StreamView::Drop;
+  // The part of a header its stream cut (ProtoOccs::mask_from): no rule can
+  // be trusted with a name or value cut anywhere, so it is masked as redact()
+  // masks, its length kept.
+  const uint32_t mask_from = m.parse->occs->mask_from;
+  if (mask_from < d.payload_len) std::memset(buf + d.payload_off + mask_from, 'x', d.payload_len - mask_from);
   return StreamView::Rewritten;
 }
 

@@ -132,7 +132,10 @@ void analyze_l7(const uint8_t* p, const Decoded& d, PacketMeta& m, L7Parse& pars
 // Parses `len` reassembled bytes of one direction of a TCP stream as the
 // payload of one packet would be (same flow-state updates, relative to the
 // stream's end). Returns Parsed, Incomplete (more bytes needed) or Malformed.
-L7State analyze_stream(const uint8_t* b, uint32_t len, uint8_t app, bool from_initiator, FlowState* fs, L7Parse& parse);
+// `ends`: no more bytes will come (ProtoPacket::ends): Parsed may then leave
+// a cut rest to mask (ProtoOccs::mask_from).
+L7State analyze_stream(const uint8_t* b, uint32_t len, uint8_t app, bool from_initiator, FlowState* fs, L7Parse& parse,
+                       bool ends = false);
 
 // Counters of one consumer in one worker; the engine sums them.
 struct ConsumerCounters {

@@ -106,9 +106,15 @@ struct ProtoOccs {
   //  payload_open: the last message's payload runs on until a segment
   //    starts a new message (ProtocolPlugin::payload_ends): the segments
   //    between are payload.
-  uint32_t need = 0, payload_left = 0;
+  //  mask_from: Parsed from a packet that `ends`: the bytes from here on
+  //    are the part of a message the stream cut (a name or value that may
+  //    be cut anywhere): located as nothing, they leave masked.
+  uint32_t need = 0, payload_left = 0, mask_from = UINT32_MAX;
   bool hold = false, rest_clear = false, echo = false, done = false, payload_open = false;
-  void clear() { n = 0, need = payload_left = 0, hold = rest_clear = echo = done = payload_open = false; }
+  void clear() {
+    n = 0, need = payload_left = 0, mask_from = UINT32_MAX;
+    hold = rest_clear = echo = done = payload_open = false;
+  }
   // False when the table is full: the parse must report Malformed (a value
   // left out would leave in clear).
   bool add(const ProtoOcc& o) {
@@ -145,6 +151,11 @@ struct ProtoPacket {
   // ProtocolPlugin::numbered: the flow's number in this worker (distinct
   // per flow, never 0); 0 when the packet has no flow.
   uint32_t flow_no = 0;
+  // No byte after these will be parsed with them (a header held until its
+  // stream ended, a gap or a timeout): a plugin that can tell a message's
+  // complete parts from the one the stream cut parses the first and says
+  // where the cut part begins (ProtoOccs::mask_from); the runtime masks it.
+  bool ends = false;
 };
 
 // What a plugin that rewrites its messages itself (ProtocolPlugin::rewrite)

@@ -101,6 +101,11 @@ struct Result {
   uint32_t consumed;          // bytes of complete messages (heads + bodies present)
   bool more;                  // Ok but kMaxMsgs reached: call again at consumed
   uint64_t body_missing;      // Truncated inside a body: bytes still to come
+  // A parse that ends the stream (parse's `ends`): where the last head's
+  // incomplete line begins (its start line, or a header line the buffer
+  // cuts); UINT32_MAX: every head was whole. Nothing from there on is a
+  // located value: its name or its value may be cut anywhere.
+  uint32_t partial_from;
   uint16_t n_msgs, n_headers, n_occ;
   Message msgs[kMaxMsgs];
   HeaderLine headers[kMaxHeaders];
@@ -135,7 +140,11 @@ class Scratch {
   hs_scratch* s_ = nullptr;
 };
 
-Status parse(const uint8_t* buf, size_t len, Direction dir, const Matcher& m, Scratch& s, Result& out);
+// `ends`: no byte after these will ever come (a head held until the end of
+// its stream, a gap or a timeout): a last head cut short is parsed as far as
+// its complete lines go, and ends at the buffer's end (Result::partial_from).
+Status parse(const uint8_t* buf, size_t len, Direction dir, const Matcher& m, Scratch& s, Result& out,
+             bool ends = false);
 
 // Policy fields (fields.cpp). register_fields declares HTTP's fields in the
 // registry; registry_field names the field whose value an occurrence kind

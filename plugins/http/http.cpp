@@ -136,6 +136,7 @@ struct Parser {
   const Matcher& m;
   Scratch& s;
   Result& r;
+  bool ends;
 
   Status fail(Status st, Error e) {
     r.status = st;
@@ -226,6 +227,21 @@ struct Parser {
     return Status::Ok;
   }
 
+  // The stream ends in the head starting at p, which holds no more than a
+  // head may.
+  bool cut_here(uint32_t p) const { return ends && len - p < Result::kMaxHeadBytes; }
+
+  // A head cut inside its start line: one message of no field, to the end.
+  Status partial(Message& msg, uint32_t p) {
+    msg.head_len = len - p;
+    msg.body_off = len;
+    r.partial_from = p;
+    r.n_msgs++;
+    r.consumed = len;
+    r.status = Status::Ok;
+    return Status::Ok;
+  }
+
   // Parse one message head at p. Returns Ok with *next = body start.
   Status head(uint32_t p, uint32_t* next) {
     const uint16_t mi = r.n_msgs;
@@ -235,13 +251,23 @@ struct Parser {
     msg.first_header = r.n_headers;
     const uint32_t limit = len - p > Result::kMaxHeadBytes ? p + Result::kMaxHeadBytes : len;
     uint32_t e = line_end(p, limit);
+    // The stream ends inside the start line: nothing of it is trusted.
+    if (e == UINT32_MAX && cut_here(p)) return partial(msg, p);
     if (e == UINT32_MAX) return fail(len - p >= Result::kMaxHeadBytes ? Status::Malformed : Status::Truncated,
                                      len - p >= Result::kMaxHeadBytes ? Error::HeadTooLarge : Error::NeedMore);
     if (e == UINT32_MAX - 1) return fail(Status::Malformed, Error::BareLf);
     if (Status st = start_line(msg, p, e); st != Status::Ok) return st;
     uint32_t q = e + 2;
+    bool cut = false;
     for (;;) {
       e = line_end(q, limit);
+      if (e == UINT32_MAX && cut_here(p)) {
+        // The complete lines before q are the head's; the line the stream
+        // cuts is not a value anyone can locate.
+        r.partial_from = q;
+        cut = true;
+        break;
+      }
       if (e == UINT32_MAX) return fail(len - p >= Result::kMaxHeadBytes ? Status::Malformed : Status::Truncated,
                                        len - p >= Result::kMaxHeadBytes ? Error::HeadTooLarge : Error::NeedMore);
       if (e == UINT32_MAX - 1) return fail(Status::Malformed, Error::BareLf);
@@ -285,14 +311,17 @@ struct Parser {
       h.value = {vs, ve - vs};
       q = e + 2;
     }
-    msg.head_len = q + 2 - p;
-    msg.body_off = q + 2;
-    *next = q + 2;
+    // A head the stream cuts runs to the buffer's end, and has no body.
+    const uint32_t head_end = cut ? len : q + 2;
+    msg.head_len = head_end - p;
+    msg.body_off = head_end;
+    *next = head_end;
 
-    // One Hyperscan pass over the head classifies every header name.
+    // One Hyperscan pass over the head classifies every header name (of
+    // the complete lines only, when the stream cuts it).
     Ctx c{&r, msg.first_header, msg.n_headers, 0, b, p};
-    if (msg.n_headers &&
-        hs_scan(m.db(), reinterpret_cast<const char*>(b + p), msg.head_len, 0, s.get(), on_match, &c) != HS_SUCCESS)
+    if (msg.n_headers && hs_scan(m.db(), reinterpret_cast<const char*>(b + p), cut ? q - p : msg.head_len, 0,
+                                 s.get(), on_match, &c) != HS_SUCCESS)
       return fail(Status::Malformed, Error::Scan);
 
     if (msg.request) {
@@ -339,6 +368,11 @@ struct Parser {
       }
       if (d.len && !occ(dk, mi, hi, d)) return fail(Status::Malformed, Error::Capacity);
     }
+    if (cut) {
+      msg.has_content_length = false;  // its body, if any, is not in the stream
+      r.n_msgs++;
+      return Status::Ok;
+    }
     if (te) {
       if (!te_chunked && msg.request) return fail(Status::Malformed, Error::TransferEncoding);
       msg.chunked = te_chunked;
@@ -371,6 +405,7 @@ struct Parser {
       }
       uint32_t body;
       if (Status st = head(p, &body); st != Status::Ok) return st;
+      if (r.partial_from != UINT32_MAX) break;  // the stream ends in this head
       Message& msg = r.msgs[r.n_msgs - 1];
       if (msg.body_unbounded) {
         r.consumed = body;
@@ -439,8 +474,9 @@ Span url_host(const uint8_t* b, Span v) {
   return host_of_authority(b, p, a);
 }
 
-Status parse(const uint8_t* buf, size_t len, Direction dir, const Matcher& m, Scratch& s, Result& out) {
+Status parse(const uint8_t* buf, size_t len, Direction dir, const Matcher& m, Scratch& s, Result& out, bool ends) {
   out.status = Status::Malformed;
+  out.partial_from = UINT32_MAX;
   out.error = Error::None;
   out.overflow = false;
   out.consumed = 0;
@@ -448,7 +484,7 @@ Status parse(const uint8_t* buf, size_t len, Direction dir, const Matcher& m, Sc
   out.body_missing = 0;
   out.n_msgs = out.n_headers = out.n_occ = 0;
   if (len > 0xffffffffu) len = 0xffffffffu;
-  Parser p{buf, uint32_t(len), dir, m, s, out};
+  Parser p{buf, uint32_t(len), dir, m, s, out, ends};
   return p.run();
 }
 

@@ -54,10 +54,11 @@ ProtoStatus parse_packet(void* vs, const ProtoPacket& pkt, ProtoOccs& out) {
   State& s = *static_cast<State*>(vs);
   const Direction dir = s.udp ? Direction::Auto : pkt.from_initiator ? Direction::Request : Direction::Response;
   const Result& H = *s.result;
-  const Status st = parse(pkt.payload, pkt.len, dir, matcher(), s.scratch, *s.result);
+  const Status st = parse(pkt.payload, pkt.len, dir, matcher(), s.scratch, *s.result, pkt.ends && !s.udp);
   ProtoStatus r;
   if (st == Status::Ok) {
     r = ProtoStatus::Parsed;
+    out.mask_from = H.partial_from;
   } else if (st == Status::Truncated && H.body_missing && !pkt.cut_short) {
     r = ProtoStatus::Parsed;  // heads complete; the body goes on in later segments
     out.payload_left = uint32_t(std::min<uint64_t>(H.body_missing, UINT32_MAX));
