@@ -61,6 +61,9 @@ CHANCE = ("low-entropy values (00:00:00:00:00:01, 20.0.0.x, 40.0.0.2 inside the 
           "addresses in NetBIOS datagrams and P2P payloads")
 NET_ADDR = ("the network address 10.0.0.0 of the users' /24 (it names no host) as four bytes inside a "
             "rewritten DNS message")
+KEPT_SUM = ("a truncated IPv4 header whose source 0.0.1.0 and destination 234.154.214.0 keep their class (this "
+            "network, multicast) and whose wrong checksum is kept as evidence: its low byte 0x0a and the source's "
+            "first three bytes read as 10.0.0.1")
 MPTCP = ("the address of a Multipath TCP ADD_ADDR option, in clear while rewritten in every IP header: "
          "a real leak, no plugin parses the option")
 POSSIBLE = {
@@ -73,6 +76,10 @@ POSSIBLE = {
     ('malformed-fuzz-ndpi-2020', 'flows'): (11, FUZZ_P),
     ('malformed-fuzz-ndpi-2020', 'ids'): (4188, FUZZ_P),
     ('malformed-fuzz-ndpi-2020', 'meter'): (11, FUZZ_P),
+    ('malformed-babel-snaplen69', 'flows'): (1, KEPT_SUM),
+    ('malformed-babel-snaplen69', 'meter'): (1, KEPT_SUM),
+    ('malformed-babel-snaplen69', 'research'): (1, KEPT_SUM),
+    ('malformed-babel-snaplen69', 'ids'): (1, KEPT_SUM),
     ('mixed-browsing-example', 'ids'): (2, CHANCE),
     ('mptcp-add-addr', 'flows'): (1, MPTCP),
     ('mptcp-add-addr', 'ids'): (1, MPTCP),
