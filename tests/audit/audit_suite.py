@@ -78,8 +78,6 @@ POSSIBLE = {
     ('malformed-fuzz-ndpi-2020', 'meter'): (11, FUZZ_P),
     ('malformed-babel-snaplen69', 'flows'): (1, KEPT_SUM),
     ('malformed-babel-snaplen69', 'meter'): (1, KEPT_SUM),
-    ('malformed-babel-snaplen69', 'research'): (1, KEPT_SUM),
-    ('malformed-babel-snaplen69', 'ids'): (1, KEPT_SUM),
     ('mixed-browsing-example', 'ids'): (2, CHANCE),
     ('mptcp-add-addr', 'flows'): (1, MPTCP),
     ('mptcp-add-addr', 'ids'): (1, MPTCP),
