@@ -14,6 +14,7 @@
 #include <new>
 #include <numeric>
 #include <stdexcept>
+#include <utility>
 
 namespace amon {
 
@@ -193,8 +194,30 @@ void FlowTable::make_key(const uint8_t* pkt, const Decoded& d, FlowKey& k, bool&
   key_and_hash(pkt, d, k, src_is_lo, with_ports);
 }
 
+namespace {
+
+uint32_t addr_pair_hash(const uint8_t* a, const uint8_t* b, unsigned al) {
+  if (std::memcmp(a, b, al) > 0) std::swap(a, b);
+  return rte_hash_crc(b, al, rte_hash_crc(a, al, 0x6d5a6d5a));
+}
+
+}  // namespace
+
 uint32_t symmetric_flow_hash(const uint8_t* pkt, const Decoded& d) {
+  // PPTP's GRE takes its roles from its TCP 1723 control connection (one
+  // address, one treatment), which the flow table of one worker knows: the
+  // two go to the worker of their outer address pair.
+  for (int i = 0; i < d.n_encap; ++i) {
+    const EncapLayer& L = d.encap[i];
+    if (L.kind != Encap::Gre || !L.gre_v1) continue;
+    const unsigned al = L.ip_version == 4 ? 4u : 16u;
+    if (L.l3_off + (L.ip_version == 4 ? 20u : 40u) > d.cap_len) return 0;
+    const uint8_t* a = pkt + L.l3_off + (L.ip_version == 4 ? 12u : 8u);
+    return addr_pair_hash(a, a + al, al);
+  }
   if (!d.has_ip() || d.dst_off() + d.addr_len() > d.cap_len) return 0;
+  if (d.l4_proto == kProtoGre || (d.l4_proto == kProtoTcp && (d.sport == 1723 || d.dport == 1723)))
+    return addr_pair_hash(pkt + d.src_off(), pkt + d.dst_off(), d.addr_len());
   FlowKey k;
   bool lo;
   FlowTable::make_key(pkt, d, k, lo);

@@ -18,6 +18,9 @@
 
 namespace amon {
 
+// TCP flags the worker path reads (a held stream ends on FIN or RST).
+inline constexpr uint8_t kTcpFin = 0x01, kTcpRst = 0x04;
+
 struct WorkerPathStats {
   uint64_t copy_failures = 0;
   uint64_t decode_status[4] = {};
