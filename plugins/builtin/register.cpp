@@ -5,6 +5,7 @@
 #include "amon_dhcp.hpp"
 #include "amon_dns.hpp"
 #include "amon_http.hpp"
+#include "amon_netbios.hpp"
 #include "amon_quic.hpp"
 #include "amon_tls.hpp"
 #include "carriers.h"
@@ -55,6 +56,7 @@ void register_builtin_plugins() {
     r.add_protocol(http::protocol_plugin());
     r.add_protocol(dhcp::protocol_plugin());
     r.add_protocol(http::ssdp_plugin());
+    r.add_protocol(netbios_plugin::protocol_plugin());
     actions::register_actions(r);
   });
 }

@@ -580,19 +580,39 @@ def signoff(args, work):
         # 9. NBNS (137) is DNS's message format: with DNS names protected the
         # engine rewrites its NetBIOS names, and the audit reads them as it
         # does (no name of a 137 datagram in clear). The datagram service
-        # (138) carries the same names in a header of its own, which no
-        # plugin parses yet: the audit finds them there, in clear.
-        qpol = os.path.join(work, "qname.amon")
-        with open(qpol, "w") as f:
-            f.write("dns.qname, dns.answer.name, dns.rdata.name : redact()\n")
-        qout = os.path.join(work, "nbns-qname.pcap")
-        if amon_pcap(args, cap, [("q", qpol, qout)], work):
+        # (138) carries the same names in a header of its own (netbios.name,
+        # a device's name: dhcp.hostname's rule) and in its mailslot data.
+        # Under DNS name rules alone the device names are not protected: the
+        # audit reads the header's names as the engine does (kept, allowed)
+        # and reports the NBNS host name in the data. With the device name
+        # protected too, engine and audit agree nothing of 138 is in clear:
+        # names, the header's source address and the mailslot data.
+        for tag, extra, expect138 in (("qname", "", True),
+                                      ("device", "dhcp.hostname : redact()\nclients = { 0.0.0.0/0 }\nip.client : zero()\n", False)):
+            qpol = os.path.join(work, tag + ".amon")
+            with open(qpol, "w") as f:
+                f.write("dns.qname, dns.answer.name, dns.rdata.name : redact()\n" + extra)
+            qout = os.path.join(work, "nbns-%s.pcap" % tag)
+            if not amon_pcap(args, cap, [("q", qpol, qout)], work):
+                continue
             js = audit(args, qpol, cap, qout, work, max_listed=1000)
             enc = [h for h in js["leak_list"] if len(h["value"]) == 32 and set(h["value"]) <= set("abcdefghijklmnop")] if js else []
             if any("port 137" in h["context"] for h in enc):
-                fail("planted NetBIOS: an NBNS name left in clear on port 137: %s" % [h for h in enc if "port 137" in h["context"]][:3])
-            if not any("port 138" in h["context"] for h in enc):
-                fail("planted NetBIOS: the NBNS names that travel in clear in the datagram service (138) were not found")
+                fail("planted NetBIOS (%s): an NBNS name left in clear on port 137: %s" % (tag, [h for h in enc if "port 137" in h["context"]][:3]))
+            if expect138 and not any("port 138" in h["context"] and h["value"] == "user-pc" for h in js["leak_list"]):
+                fail("planted NetBIOS (qname): the host name in the datagram service's mailslot data (138) was not found in clear")
+            if not expect138 and js and any("port 138" in h["context"] for h in js["leak_list"]):
+                fail("planted NetBIOS (device): names, addresses or data of the datagram service left in clear: %s" % [h for h in js["leak_list"] if "port 138" in h["context"]][:3])
+            if not expect138:
+                _, _, orig = read_pcap(cap)
+                _, _, anon = read_pcap(qout)
+                for o, a in zip(orig, anon):
+                    if len(o[3]) > 70 and o[3][36:38] == b"\x00\x8a" and bytes(a[3]) == bytes(o[3]):
+                        fail("planted NetBIOS (device): a datagram (138) left as it came")
+                        break
+                    if b"USER-PC" in bytes(a[3]):
+                        fail("planted NetBIOS (device): the host name USER-PC in clear in the output")
+                        break
 
     # 10. No secret: a policy whose key file is absent, or readable by
     # others, is audited all the same (the audit reproduces no pseudonym).
