@@ -25,7 +25,7 @@ namespace {
 void register_fields(Registry& r) {
   r.add_field({"netbios.name", ValueType::Name, "netbios", FieldRole::Identifier, "domain",
                "NetBIOS datagram source and destination names (a host, a workgroup), first-level encoded",
-               {"dhcp.hostname", "dns.qname"}, kNoField, 0, false, false, "dhcp.hostname"});
+               {"dhcp.hostname"}, kNoField, 0, false, false, "dhcp.hostname"});
 }
 
 // A worker's parse state: the fields' ids and the names' texts as the

@@ -51,14 +51,15 @@ KNOWN_LEAKS = {
 # values of one repeated byte: the fuzzed captures fill payloads with 0xaa,
 # and 170.170.170.170 and aa:aa:aa:aa:aa:aa are among their addresses; the
 # same goes for 00:00:00:00:00:01 and 20.0.0.x in sequence numbers and
-# timestamps. NetBIOS datagrams (port 138) and some P2P payloads do carry
-# the sender's address in binary: real, listed here because the audit parses
-# neither.
+# timestamps. Some P2P payloads do carry the sender's address in binary:
+# real, listed here because the audit parses none of them (the NetBIOS
+# datagram service's sender address is located and rewritten: no such hit
+# is left on port 138 in the shared captures).
 FUZZ_P = ("runs of 0xaa in fuzzed payloads match 170.170.170.170 and aa:aa:aa:aa:aa:aa, as do a kept "
           "170.170.170.170 and the port 0xaaaa after it")
 CHANCE = ("low-entropy values (00:00:00:00:00:01, 20.0.0.x, 40.0.0.2 inside the PPTP tunnel) in TCP headers and "
           "payloads, and binary sender "
-          "addresses in NetBIOS datagrams and P2P payloads")
+          "addresses in P2P payloads")
 NET_ADDR = ("the network address 10.0.0.0 of the users' /24 (it names no host) as four bytes inside a "
             "rewritten DNS message")
 MPTCP = ("the address of a Multipath TCP ADD_ADDR option, in clear while rewritten in every IP header: "
