@@ -161,6 +161,10 @@ void lint_identifiers_in_clear(LintContext& c) {
         if (&g != &f && g.protocol == f.protocol && g.type == f.type && g.role == FieldRole::Identifier &&
             (c.protected_any(g) || c.first_rule(g)))
           covered = true;  // a kept alias gets its own warning above
+    // A field split from another takes its rules while none names it: the
+    // split lint speaks of it.
+    for (const auto& g : fields)
+      if (!f.split_from.empty() && g.name == f.split_from && c.first_rule(g)) covered = true;
     if (!covered) unnamed.push_back(&f);
   }
   // One warning for all unnamed identifiers: they share a cause and a fix.

@@ -92,9 +92,14 @@ Program::Program(std::shared_ptr<const dsl::Policy> policy, int consumer_index, 
   // A field split from a catch-all takes the catch-all's rules while no
   // rule names it (FieldDesc::split_from): a policy written before the
   // split still protects its values.
+  // The field's protocol then fails closed as if the rules named it (its
+  // parent may be another protocol's field: a device's host name).
   for (const FieldDesc& f : Registry::instance().fields())
-    if (!f.split_from.empty() && field_rules_[f.id].empty())
+    if (!f.split_from.empty() && field_rules_[f.id].empty()) {
       field_rules_[f.id] = field_rules_[Registry::instance().field(f.split_from)->id];
+      for (uint32_t ri : field_rules_[f.id])
+        if (rules[ri].action.desc->protects && L.is_l7(f.id)) has_l7_ = true, l7_protect_ |= apps_of(proto_bit(f.protocol));
+    }
   // ip.client's unconditional rule, when it protects, is what a user's
   // address gets in every address field, ruled or not (users_apps).
   for (uint32_t ri : field_rules_[F.ip_client])

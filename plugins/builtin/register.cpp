@@ -5,6 +5,7 @@
 #include "amon_dhcp.hpp"
 #include "amon_dns.hpp"
 #include "amon_http.hpp"
+#include "amon_netbios.hpp"
 #include "amon_quic.hpp"
 #include "amon_stun.hpp"
 #include "amon_tls.hpp"
@@ -60,6 +61,7 @@ void register_builtin_plugins() {
     r.add_protocol(http::ssdp_plugin());
     r.add_protocol(stun_plugin::protocol_plugin());
     r.add_protocol(stun_plugin::tcp_protocol_plugin());
+    r.add_protocol(netbios_plugin::protocol_plugin());
     actions::register_actions(r);
   });
 }

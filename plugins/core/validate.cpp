@@ -84,11 +84,12 @@ std::string plugin_fields_problem(const ProtocolPlugin& p, const Registry& r) {
     if (f.protocol != proto || (p.locates && !p.locates(f.name))) continue;
     const std::string at = "field " + f.name + ": ";
     if (!f.split_from.empty()) {
-      // The catch-all's rules apply to it as they are: same protocol, same
-      // type, and no chain to follow.
+      // The catch-all's rules apply to it as they are: same type, and no
+      // chain to follow. Another protocol's field is allowed for a value
+      // that field already names (a device's host name seen elsewhere).
       const FieldDesc* c = r.field(f.split_from);
-      if (!c || c->protocol != f.protocol || c->type != f.type || !c->split_from.empty())
-        return at + "split from " + f.split_from + ", which is no catch-all field of " + proto + " of its type";
+      if (!c || c->type != f.type || !c->split_from.empty())
+        return at + "split from " + f.split_from + ", which is no field of its type to take rules from";
     }
     // The runtime writes a name decision back through rewrite_name
     // unless the plugin rewrites its messages itself.

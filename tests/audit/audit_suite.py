@@ -51,14 +51,15 @@ KNOWN_LEAKS = {
 # values of one repeated byte: the fuzzed captures fill payloads with 0xaa,
 # and 170.170.170.170 and aa:aa:aa:aa:aa:aa are among their addresses; the
 # same goes for 00:00:00:00:00:01 and 20.0.0.x in sequence numbers and
-# timestamps. NetBIOS datagrams (port 138) and some P2P payloads do carry
-# the sender's address in binary: real, listed here because the audit parses
-# neither.
+# timestamps. Some P2P payloads do carry the sender's address in binary:
+# real, listed here because the audit parses none of them (the NetBIOS
+# datagram service's sender address is located and rewritten: no such hit
+# is left on port 138 in the shared captures).
 FUZZ_P = ("runs of 0xaa in fuzzed payloads match 170.170.170.170 and aa:aa:aa:aa:aa:aa, as do a kept "
           "170.170.170.170 and the port 0xaaaa after it")
 CHANCE = ("low-entropy values (00:00:00:00:00:01, 20.0.0.x, 40.0.0.2 inside the PPTP tunnel) in TCP headers and "
           "payloads, and binary sender "
-          "addresses in NetBIOS datagrams and P2P payloads")
+          "addresses in P2P payloads")
 NET_ADDR = ("the network address 10.0.0.0 of the users' /24 (it names no host) as four bytes inside a "
             "rewritten DNS message")
 KEPT_SUM = ("a truncated IPv4 header whose source 0.0.1.0 and destination 234.154.214.0 keep their class (this "
@@ -585,19 +586,39 @@ def signoff(args, work):
         # 9. NBNS (137) is DNS's message format: with DNS names protected the
         # engine rewrites its NetBIOS names, and the audit reads them as it
         # does (no name of a 137 datagram in clear). The datagram service
-        # (138) carries the same names in a header of its own, which no
-        # plugin parses yet: the audit finds them there, in clear.
-        qpol = os.path.join(work, "qname.amon")
-        with open(qpol, "w") as f:
-            f.write("dns.qname, dns.answer.name, dns.rdata.name : redact()\n")
-        qout = os.path.join(work, "nbns-qname.pcap")
-        if amon_pcap(args, cap, [("q", qpol, qout)], work):
+        # (138) carries the same names in a header of its own (netbios.name,
+        # a device's name: dhcp.hostname's rule) and in its mailslot data.
+        # Under DNS name rules alone the device names are not protected: the
+        # audit reads the header's names as the engine does (kept, allowed)
+        # and reports the NBNS host name in the data. With the device name
+        # protected too, engine and audit agree nothing of 138 is in clear:
+        # names, the header's source address and the mailslot data.
+        for tag, extra, expect138 in (("qname", "", True),
+                                      ("device", "dhcp.hostname : redact()\nclients = { 0.0.0.0/0 }\nip.client : zero()\n", False)):
+            qpol = os.path.join(work, tag + ".amon")
+            with open(qpol, "w") as f:
+                f.write("dns.qname, dns.answer.name, dns.rdata.name : redact()\n" + extra)
+            qout = os.path.join(work, "nbns-%s.pcap" % tag)
+            if not amon_pcap(args, cap, [("q", qpol, qout)], work):
+                continue
             js = audit(args, qpol, cap, qout, work, max_listed=1000)
             enc = [h for h in js["leak_list"] if len(h["value"]) == 32 and set(h["value"]) <= set("abcdefghijklmnop")] if js else []
             if any("port 137" in h["context"] for h in enc):
-                fail("planted NetBIOS: an NBNS name left in clear on port 137: %s" % [h for h in enc if "port 137" in h["context"]][:3])
-            if not any("port 138" in h["context"] for h in enc):
-                fail("planted NetBIOS: the NBNS names that travel in clear in the datagram service (138) were not found")
+                fail("planted NetBIOS (%s): an NBNS name left in clear on port 137: %s" % (tag, [h for h in enc if "port 137" in h["context"]][:3]))
+            if expect138 and not any("port 138" in h["context"] and h["value"] == "user-pc" for h in js["leak_list"]):
+                fail("planted NetBIOS (qname): the host name in the datagram service's mailslot data (138) was not found in clear")
+            if not expect138 and js and any("port 138" in h["context"] for h in js["leak_list"]):
+                fail("planted NetBIOS (device): names, addresses or data of the datagram service left in clear: %s" % [h for h in js["leak_list"] if "port 138" in h["context"]][:3])
+            if not expect138:
+                _, _, orig = read_pcap(cap)
+                _, _, anon = read_pcap(qout)
+                for o, a in zip(orig, anon):
+                    if len(o[3]) > 70 and o[3][36:38] == b"\x00\x8a" and bytes(a[3]) == bytes(o[3]):
+                        fail("planted NetBIOS (device): a datagram (138) left as it came")
+                        break
+                    if b"USER-PC" in bytes(a[3]):
+                        fail("planted NetBIOS (device): the host name USER-PC in clear in the output")
+                        break
 
     # 10. No secret: a policy whose key file is absent, or readable by
     # others, is audited all the same (the audit reproduces no pseudonym).

@@ -1,0 +1,93 @@
+// The NetBIOS datagram service as a protocol plugin (plugins/core/protocol.h).
+// Its own plugin, not one carrying DNS: its datagrams are no DNS messages,
+// and `proto in {dns}` must go on meaning DNS's ports only.
+//
+// The names are a device's and its workgroup's, as the NBNS names of the
+// same host: decided on the same encoded form (32 lowercase letters), so a
+// name counts as one value on 137 and 138, and written back in first-level
+// encoding at the same length. With no rule of their own, they take the
+// device host name's rule (dhcp.hostname, FieldDesc::split_from), as the
+// device names of mDNS, LLMNR and NBNS do where no DNS name rule applies.
+// The header's source IP takes the packet's own address treatment (a role
+// occurrence); the user data, a mailslot message that repeats the host
+// name and a comment, takes the same rule on its bytes (length kept): a
+// policy that protects the names leaves none of it in clear.
+#include <cctype>
+#include <cstring>
+
+#include "amon_names.hpp"
+#include "amon_netbios.hpp"
+
+namespace amon::netbios_plugin {
+
+namespace {
+
+void register_fields(Registry& r) {
+  r.add_field({"netbios.name", ValueType::Name, "netbios", FieldRole::Identifier, "domain",
+               "NetBIOS datagram source and destination names (a host, a workgroup), first-level encoded",
+               {"dhcp.hostname"}, kNoField, 0, false, false, "dhcp.hostname"});
+}
+
+// A worker's parse state: the fields' ids and the names' texts as the
+// runtime decides them (lowercase encoded), valid until the next parse.
+struct State {
+  FieldId name = Registry::instance().field("netbios.name")->id;
+  char text[2][kEncodedLen];
+};
+
+void* make_state() { return new State; }
+void free_state(void* s) { delete static_cast<State*>(s); }
+
+ProtoStatus parse(void* vs, const ProtoPacket& pkt, ProtoOccs& out) {
+  State& s = *static_cast<State*>(vs);
+  // A datagram cut by the capture may have lost part of a name.
+  if (pkt.cut_short) return ProtoStatus::Incomplete;
+  Datagram g;
+  // On the service's port, anything else is malformed: a consumer that
+  // protects the fields fails closed.
+  if (!parse_datagram(pkt.payload, pkt.len, g)) return ProtoStatus::Malformed;
+  ProtoOcc a;
+  a.kind = OccKind::Addr4, a.role = true, a.off = g.src_ip, a.len = 4;
+  bool ok = out.add(a);
+  for (uint32_t k = 0; k < g.n_names; ++k) {
+    for (uint32_t i = 0; i < kEncodedLen; ++i) s.text[k][i] = char(pkt.payload[g.name_off[k] + i] | 0x20);
+    ProtoOcc o;
+    o.field = s.name, o.kind = OccKind::Name, o.off = g.name_off[k], o.len = kEncodedLen, o.index = uint16_t(k);
+    o.text = std::string_view(s.text[k], kEncodedLen);
+    ok = ok && out.add(o);
+  }
+  if (g.data_len) {
+    ProtoOcc d;
+    d.field = s.name, d.kind = OccKind::Bytes, d.off = g.data_off, d.len = g.data_len;
+    ok = ok && out.add(d);
+  }
+  return ok ? ProtoStatus::Parsed : ProtoStatus::Malformed;
+}
+
+// The decision on the name's 15 characters (its padding and its type
+// suffix kept), re-encoded: every result decodes as a NetBIOS name again.
+void rewrite_name(void*, uint8_t* payload, const ProtoOcc& o, const names::Decision& d) {
+  uint8_t name[16];
+  decode_name(payload + o.off, name);
+  unsigned n = 15;
+  while (n && name[n - 1] == ' ') --n;
+  names::apply_to_text(reinterpret_cast<char*>(name), n, d);
+  encode_name(name, payload + o.off);
+}
+
+const ProtocolPlugin kPlugin = {
+    .name = "netbios",
+    .l4_proto = 17,
+    .register_fields = register_fields,
+    .ports = {kPort},
+    .make_state = make_state,
+    .free_state = free_state,
+    .parse = parse,
+    .rewrite_name = rewrite_name,
+};
+
+}  // namespace
+
+const ProtocolPlugin& protocol_plugin() { return kPlugin; }
+
+}  // namespace amon::netbios_plugin

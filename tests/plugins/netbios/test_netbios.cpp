@@ -1,0 +1,215 @@
+// The NetBIOS datagram plugin: its parser on its own, then as the builtin
+// registry has it, through a consumer's policy on built frames (the names
+// under the device host name's rule, written back in first-level encoding,
+// the header's source address as the packet's, the mailslot data with the
+// names, checksums right, fail closed on a datagram it cannot read), and
+// its values as amon audit and amon whatif read them (PayloadValues).
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "amon_netbios.hpp"
+#include "frames.h"
+#include "l2l4.h"
+#include "l7.h"
+#include "policy.h"
+#include "registry.h"
+#include "runtime.h"
+#include "values.h"
+
+using namespace amon;
+using namespace amon_test;
+namespace tp = amon::netbios_plugin;
+
+namespace {
+
+void register_once() {
+  static bool once = (register_builtin_plugins(), true);
+  (void)once;
+}
+
+Bytes text(const std::string& s) { return Bytes(s.begin(), s.end()); }
+
+// A NetBIOS name field: length 32, the encoded name (15 characters padded
+// with spaces, then the suffix), no scope.
+Bytes nb_name(const std::string& n, uint8_t suffix) {
+  uint8_t raw[16];
+  for (unsigned i = 0; i < 15; ++i) raw[i] = uint8_t(i < n.size() ? n[i] : ' ');
+  raw[15] = suffix;
+  Bytes b(34, 0);
+  b[0] = 32;
+  tp::encode_name(raw, &b[1]);
+  return b;
+}
+
+// A broadcast datagram from USER-PC (10.1.2.3) to WORKGROUP<1e> carrying a
+// browser host announcement.
+Bytes dgm_payload() {
+  const Bytes data = text(std::string("\\MAILSLOT\\BROWSE") + '\0' + "USER-PC" + '\0' + "Yael's laptop");
+  Bytes h = {0x11, 0x02, 0x12, 0x34, 10, 1, 2, 3, 0x00, 0x8a, 0, 0, 0, 0};
+  const Bytes rest = cat({nb_name("USER-PC", 0x00), nb_name("WORKGROUP", 0x1e), data});
+  h[10] = uint8_t(rest.size() >> 8), h[11] = uint8_t(rest.size());
+  return cat({h, rest});
+}
+
+Bytes datagram(const Bytes& pl, uint16_t dport = tp::kPort) {
+  V4 h;
+  h.proto = 17;
+  h.src = v4("10.1.2.3");
+  return cat({eth(0x0800), ipv4(h, cat({udp_hdr(138, dport, uint16_t(8 + pl.size())), pl}))});
+}
+constexpr size_t kPayload = 14 + 20 + 8;
+
+bool holds(const Bytes& f, const std::string& s) {
+  return std::search(f.begin(), f.end(), s.begin(), s.end()) != f.end();
+}
+bool holds(const Bytes& f, const Bytes& s) { return std::search(f.begin(), f.end(), s.begin(), s.end()) != f.end(); }
+
+// The UDP checksum over the frame as it is now, against the one it carries.
+void check_udp_checksum(const Bytes& f) {
+  const uint8_t* ip = &f[14];
+  const size_t l4 = f.size() - 34;
+  CHECK(get16(&f[34 + 6]) == ref_l4_checksum(ip + 12, ip + 16, false, 17, &f[34], l4, 6, true));
+}
+
+struct Consumer {
+  // Before any member that reads the registry (L7Parse makes every plugin's state).
+  bool registered = (register_once(), true);
+  std::shared_ptr<const dsl::Policy> policy;
+  SharedServices svc;
+  std::unique_ptr<Program> prog;
+  std::unique_ptr<ProgramInstance> inst;
+  ConsumerCounters c;
+
+  explicit Consumer(const std::string& src) {
+    dsl::Diagnostics diags;
+    policy = dsl::compile_string(src, "test.amon", diags);
+    INFO(diags.render_text());
+    REQUIRE(policy);
+    REQUIRE(diags.errors() == 0);
+    prog = std::make_unique<Program>(policy, 0, &svc);
+    inst = prog->instantiate();
+  }
+  // The packet's application analysis first (once per packet, shared by
+  // every consumer), then this consumer's rules: as the engine runs them.
+  Verdict run(Bytes& f) {
+    uint32_t cap = uint32_t(f.size());
+    Decoded d;
+    decode(f.data(), cap, cap, d);
+    const Bytes orig = f;
+    PacketMeta m;
+    m.initiator_is_src = true;
+    m.ts_ns = 1700000000000000000ULL;
+    m.flow = &flow;
+    m.orig = orig.data();
+    parse.reset(++packets);
+    analyze_l7(f.data(), d, m, parse);
+    const Verdict v = inst->process(f.data(), cap, cap, d, m, c);
+    f.resize(cap);
+    return v;
+  }
+  L7Parse parse;
+  FlowState flow;
+  uint64_t packets = 0;
+};
+
+}  // namespace
+
+TEST_CASE("the NetBIOS datagram parser finds names, source address and data", "[plugins][netbios]") {
+  const Bytes p = dgm_payload();
+  tp::Datagram g;
+  REQUIRE(tp::parse_datagram(p.data(), uint32_t(p.size()), g));
+  CHECK(g.src_ip == 4);
+  REQUIRE(g.n_names == 2);
+  CHECK(g.name_off[0] == 15);
+  CHECK(g.name_off[1] == 15 + 34);
+  CHECK(g.data_off == 14 + 68);
+  CHECK(g.data_len == p.size() - g.data_off);
+  uint8_t raw[16];
+  tp::decode_name(&p[15], raw);
+  CHECK(std::string(raw, raw + 15) == "USER-PC        ");
+  Bytes bad = p;
+  bad[20] = 'Q';  // no first-level letter
+  CHECK_FALSE(tp::parse_datagram(bad.data(), uint32_t(bad.size()), g));
+  bad = p;
+  bad[15 + 32] = 3;  // a scope label
+  CHECK_FALSE(tp::parse_datagram(bad.data(), uint32_t(bad.size()), g));
+  bad = p;
+  bad[0] = 0x20;  // no datagram type
+  CHECK_FALSE(tp::parse_datagram(bad.data(), uint32_t(bad.size()), g));
+  for (uint32_t n = 0; n < 15 + 34; ++n) CHECK_FALSE(tp::parse_datagram(p.data(), n, g));
+}
+
+TEST_CASE("NetBIOS datagram names take the device host name's rule", "[plugins][netbios]") {
+  register_once();
+  const FieldDesc* f = Registry::instance().field("netbios.name");
+  REQUIRE(f);
+  CHECK(f->split_from == "dhcp.hostname");
+  Consumer c("dhcp.hostname : redact()\n");
+  Bytes fr = datagram(dgm_payload());
+  const size_t size = fr.size();
+  REQUIRE(c.run(fr) == Verdict::Forward);
+  REQUIRE(fr.size() == size);
+  CHECK_FALSE(holds(fr, nb_name("USER-PC", 0x00)));
+  CHECK_FALSE(holds(fr, nb_name("WORKGROUP", 0x1e)));
+  CHECK_FALSE(holds(fr, "USER-PC"));
+  CHECK_FALSE(holds(fr, "Yael"));
+  // Still a datagram whose names decode: same length, letters A-P, the
+  // padding and the suffix kept.
+  tp::Datagram g;
+  const uint8_t* p = &fr[kPayload];
+  REQUIRE(tp::parse_datagram(p, uint32_t(fr.size() - kPayload), g));
+  uint8_t raw[16];
+  tp::decode_name(p + g.name_off[0], raw);
+  CHECK(std::string(raw, raw + 15) == "xxxxxxx        ");
+  CHECK(raw[15] == 0x00);
+  tp::decode_name(p + g.name_off[1], raw);
+  CHECK(raw[15] == 0x1e);
+  check_udp_checksum(fr);
+}
+
+TEST_CASE("the datagram's source address is the packet's, one address one treatment", "[plugins][netbios]") {
+  Consumer c("clients = { 10.0.0.0/8 }\nip.client : prefix(16)\n");
+  Bytes fr = datagram(dgm_payload());
+  REQUIRE(c.run(fr) == Verdict::Forward);
+  CHECK(fr[14 + 12 + 2] == 0);  // the header's source: 10.1.0.0
+  CHECK(Bytes(fr.begin() + kPayload + 4, fr.begin() + kPayload + 8) == Bytes(fr.begin() + 26, fr.begin() + 30));
+  check_udp_checksum(fr);
+}
+
+TEST_CASE("a datagram on 138 the parser cannot read fails closed", "[plugins][netbios]") {
+  Consumer c("dhcp.hostname : redact()\non_error = cut\n");
+  Bytes p = dgm_payload();
+  p[16] = 'z';
+  Bytes fr = datagram(p);
+  const Verdict v = c.run(fr);
+  CHECK((v == Verdict::Drop || !holds(fr, "USER-PC")));
+}
+
+TEST_CASE("without a rule for device names the datagram travels as it came", "[plugins][netbios]") {
+  Consumer c("ip.src : zero()\n");
+  Bytes fr = datagram(dgm_payload());
+  REQUIRE(c.run(fr) == Verdict::Forward);
+  CHECK(holds(fr, nb_name("USER-PC", 0x00)));
+  CHECK(holds(fr, "Yael's laptop"));
+}
+
+TEST_CASE("amon audit and amon whatif read the datagram's values", "[plugins][netbios]") {
+  register_once();
+  const Bytes f = datagram(dgm_payload());
+  PayloadValues pv(PayloadValues::Datagrams::Recognised);
+  std::vector<std::string> names;
+  bool role_addr = false;
+  pv.read(17, f.data() + kPayload, uint32_t(f.size() - kPayload), 138, tp::kPort, true,
+          [&](const ProtocolPlugin& p, const ProtoOcc& o) {
+            if (std::string(p.name) != "netbios") return;
+            if (o.kind == OccKind::Name) names.emplace_back(o.text);
+            role_addr = role_addr || (o.kind == OccKind::Addr4 && o.role);
+          });
+  REQUIRE(names.size() == 2);
+  CHECK(names[0] == "fffdeffccnfaedcacacacacacacacaaa");
+  CHECK(role_addr);
+}
