@@ -50,6 +50,7 @@ void decode_l4(const uint8_t* p, uint32_t cap, Decoded& d) {
       d.sport = rd16(p + off);
       d.dport = rd16(p + off + 2);
       d.tcp_flags = p[off + 13];
+      if (hl > 20 && tcp_carries_addr(p + off + 20, hl - 20)) d.flags |= kFlagAddrBody;
       break;
     }
     case kProtoUdp: {
@@ -241,6 +242,7 @@ inline int decode_fast(const uint8_t* p, uint32_t cap, uint32_t wire, Decoded& d
     hl = (p[l4 + 12] >> 4) * 4u;
     if (hl < 20 || l4 + hl > ip_end || l4 + hl > cap) return false;
     tcp_flags = p[l4 + 13];
+    if (hl > 20 && tcp_carries_addr(p + l4 + 20, hl - 20)) flags = kFlagAddrBody;
     d.sport = rd16(p + l4);
     d.dport = rd16(p + l4 + 2);
   } else if (proto == kProtoUdp) {
