@@ -407,4 +407,19 @@ void decode_link(const uint8_t* p, uint32_t cap, uint32_t off, uint16_t et, Deco
 
 }  // namespace l2l4_decode
 
+// tcp_carries_addr's walk over options other than NOP NOP timestamp.
+[[gnu::noinline]] bool tcp_options_walk_addr(const uint8_t* o, uint32_t n) {
+  for (uint32_t i = 0; i < n;) {
+    if (o[i] == 0) return false;
+    if (o[i] == 1) {
+      ++i;
+      continue;
+    }
+    if (i + 2 >= n || o[i + 1] < 2) return false;
+    if (o[i] == kTcpOptMptcp && (o[i + 2] >> 4) == kMptcpAddAddr) return true;
+    i += o[i + 1];
+  }
+  return false;
+}
+
 }  // namespace amon
