@@ -157,14 +157,15 @@ std::string Auditor::user_of(const uint8_t* f, const Decoded& d, int side) {
 // An address a plugin found where no field names it (ProtoOcc::role): it
 // takes the rule of its role, as the runtime gives it. One of the
 // packet's own addresses is decided with the header; another inside
-// `clients` takes ip.client's rule, anything else ip.server's.
+// `clients` (or known as a client's: `client`) takes ip.client's rule,
+// anything else ip.server's.
 void Auditor::role_value(size_t fi, const uint8_t* f, const Decoded& d, Kind k, const std::string& a,
-                const std::string& user, uint64_t t) {
+                const std::string& user, uint64_t t, bool client) {
   const uint32_t al = d.addr_len();
   if (a.size() == al && (std::memcmp(a.data(), f + d.src_off(), al) == 0 ||
                          std::memcmp(a.data(), f + d.dst_off(), al) == 0))
     return;
-  const bool client = in_cidrs(pol->clients, k == Kind::Addr4 ? 4 : 6, reinterpret_cast<const uint8_t*>(a.data()));
+  client = client || in_cidrs(pol->clients, k == Kind::Addr4 ? 4 : 6, reinterpret_cast<const uint8_t*>(a.data()));
   address_by_rule(fi, k, a, addr_rule(-1, client), client ? "ip.client" : "ip.server", user, t);
 }
 

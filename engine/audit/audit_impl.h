@@ -208,7 +208,7 @@ struct Auditor {
   } zonce;
   std::string user_of(const uint8_t* f, const Decoded& d, int side);
   void role_value(size_t fi, const uint8_t* f, const Decoded& d, Kind k, const std::string& a,
-                  const std::string& user, uint64_t t);
+                  const std::string& user, uint64_t t, bool client = false);
   const dsl::Rule* addr_rule(int pos, bool is_client) const;
   void address_by_rule(size_t fi, Kind k, const std::string& a, const dsl::Rule* hit, const std::string& cls,
                        const std::string& user, uint64_t t, bool per_flow = false);

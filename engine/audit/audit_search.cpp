@@ -167,6 +167,11 @@ void Auditor::addr_slots(const Frame& fr, Slots& sl) {
     sl.add(d.l4_off + 8 + 24, 16);
   }
   if (!d.has_l4_header() || (d.flags & kFlagLaterFragment)) return;
+  // A Multipath TCP ADD_ADDR's address (each_add_addr, as the runtime reads it).
+  if (d.l4_proto == kProtoTcp && (d.flags & kFlagAddrBody) && d.l4_hdr_len > 20 && d.l4_off + d.l4_hdr_len <= cap)
+    each_add_addr(f + d.l4_off + 20, d.l4_hdr_len - 20u, [&](const AddAddr& a) {
+      if (a.family) sl.add(d.l4_off + 20u + a.off + a.addr, a.family == 4 ? 4 : 16);
+    });
   uint32_t end = std::min(cap, d.payload_off + d.payload_len);
   if (d.l4_proto == kProtoIcmpv6) {
     uint8_t type = d.sport >> 8;

@@ -211,6 +211,15 @@ void Auditor::collect() {
             cls = fd->name;
       address_by_rule(fi, ak, a, hit, cls, user, t, !is_client);
     }
+    // Multipath TCP's ADD_ADDR: another address of the sender, as the
+    // runtime reads it (each_add_addr) and treats it (the sender's role).
+    if (d.l4_proto == kProtoTcp && (d.flags & kFlagAddrBody) && d.l4_hdr_len > 20 && d.l4_off + d.l4_hdr_len <= cap)
+      each_add_addr(f + d.l4_off + 20, d.l4_hdr_len - 20u, [&](const AddAddr& a) {
+        if (!a.family) return;
+        const uint8_t* o = f + d.l4_off + 20 + a.off + a.addr;
+        role_value(fi, f, d, a.family == 4 ? Kind::Addr4 : Kind::Addr6,
+                   std::string(reinterpret_cast<const char*>(o), a.family == 4 ? 4 : 16), user, t, side == 2 || side == (a.echo ? 1 : 0));
+      });
     app_values(fi, f, d, side, user, t);
   }
   // Each fragment's output may carry what its datagram's whole may.

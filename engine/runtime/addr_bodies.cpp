@@ -216,6 +216,36 @@ bool ProgramInstance::rip_body(GenPacket& g, bool ripng, Eval& e, ApplyCtx& ctx)
   return !(o < g.plen && g.error(g.d.payload_off + o, g.c.err_cut));
 }
 
+// Multipath TCP's ADD_ADDR (each_add_addr, plugins/l2l4): the address another
+// subflow may use is another address of the option's sender, taking the
+// treatment the same address takes in a header (apply_role_addr: one
+// address, one treatment): the sender's role in this flow (the receiver's
+// for an echo), or ip.client's rule inside `clients`. Version 1's truncated HMAC is zeroed: it is keyed by the
+// keys MP_CAPABLE sent in clear, so left as it came it would confirm a
+// guess of the real address; it cannot be computed again without
+// following every connection's keys, and the receiver of a capture does
+// not check it. An option of no known shape has its bytes after the
+// subtype zeroed (fail closed). The TCP checksum follows the options.
+void ProgramInstance::mptcp_addrs(GenPacket& g, Eval& e) {
+  const Decoded& d = g.d;
+  if (d.l4_hdr_len <= 20 || d.l4_off + d.l4_hdr_len > g.cap) return;
+  uint8_t* const tcp = g.buf + d.l4_off;
+  uint8_t* const opts = tcp + 20;
+  const uint32_t n = d.l4_hdr_len - 20u;
+  uint8_t before[40];
+  std::memcpy(before, opts, n);
+  each_add_addr(opts, n, [&](const AddAddr& a) {
+    uint8_t* const o = opts + a.off;
+    if (!a.family) {
+      if (a.len > 3) std::memset(o + 3, 0, a.len - 3u);
+      return;
+    }
+    if (!apply_role_addr(o + a.addr, a.family, e, g.both || g.client_is_src != a.echo)) std::memset(o + a.addr, 0, a.family == 4 ? 4 : 16);
+    if (a.hmac) std::memset(o + a.hmac, 0, 8);
+  });
+  if (std::memcmp(before, opts, n) != 0) wr16(tcp + 16, csum_replace(rd16(tcp + 16), {before, n}, {opts, n}));
+}
+
 bool ProgramInstance::addr_bodies(GenPacket& g, Eval& e, ApplyCtx& ctx) {
   const Program& P = prog_;
   const auto& F = l2l4::g_fields;
@@ -234,6 +264,7 @@ bool ProgramInstance::addr_bodies(GenPacket& g, Eval& e, ApplyCtx& ctx) {
     const uint32_t bad = nd_body(g.buf, d, g.plen, nm, e, ctx);
     if (bad != UINT32_MAX && g.error(d.payload_off + bad, g.c.err_cut)) return false;
   }
+  if (g.protects_addr && d.l4_proto == kProtoTcp && !(d.flags & kFlagLaterFragment)) mptcp_addrs(g, e);
   if (g.protects_addr && d.l4_proto == kProtoUdp && !(d.flags & kFlagLaterFragment)) {
     const RouteList rl = route_list(d.ip_version, d.sport);
     if (rl != RouteList::None && !rip_body(g, rl == RouteList::Ripng, e, ctx)) return false;

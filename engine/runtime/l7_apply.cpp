@@ -120,7 +120,9 @@ bool ProgramInstance::l7_plugin(const ProtocolPlugin& pp, void* state, uint8_t* 
   return !pp.finish || pp.finish(state, pl, avail);
 }
 
-bool ProgramInstance::apply_role_addr(uint8_t* a, uint8_t family, Eval& e) {
+// `client`: the address is known to be a client's (another address of
+// the flow's client), whether or not `clients` holds it.
+bool ProgramInstance::apply_role_addr(uint8_t* a, uint8_t family, Eval& e, bool client) {
   const auto& F = l2l4::g_fields;
   const Decoded& d = *e.d;
   const uint32_t n = family == 4 ? 4 : 16;
@@ -130,7 +132,6 @@ bool ProgramInstance::apply_role_addr(uint8_t* a, uint8_t family, Eval& e) {
     if (std::memcmp(a, e.old_src, n) == 0) return std::memcpy(a, e.buf + d.src_off(), n), true;
     if (std::memcmp(a, e.old_dst, n) == 0) return std::memcpy(a, e.buf + d.dst_off(), n), true;
   }
-  bool client = false;
   for (const auto& cidr : prog_.policy_->clients) client = client || cidr.contains(family, a);
   const FieldId f = client ? F.ip_client : F.ip_server;
   if (prog_.field_rules_[f].empty()) {

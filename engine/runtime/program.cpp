@@ -213,14 +213,19 @@ Program::Program(std::shared_ptr<const dsl::Policy> policy, int consumer_index, 
 // the flows they initiate, and a header-only policy keeps its header
 // kernel (answers are visited where the policy parses DNS anyway).
 void Program::users_apps() {
-  const auto& F = l2l4::g_fields;
+  if (payload_cut_whole()) return;
+  // Addresses of the network (STUN's mapped addresses) take their role's
+  // rule: parsed wherever addresses are protected, application rules or not.
+  const auto& pv = Registry::instance().protocols();
+  if (protects_addresses_)
+    for (const ProtocolPlugin* pp : pv)
+      if (pp->role_addresses)
+        if (const uint32_t apps = apps_of(proto_bit(pp->carries ? pp->carries : pp->name))) {
+          l7_protect_ |= apps;
+          has_l7_ = protects_anything_ = true;
+          identity_ = false;
+        }
   if (user_rule_ < 0 || policy_->clients.empty()) return;
-  if (!field_rules_[F.payload].empty()) {
-    const dsl::Rule& r = policy_->rules[field_rules_[F.payload][0]];
-    if (!r.when && r.action.desc->protects) return;
-  } else if (policy_->payload_default && policy_->payload_default->desc->protects) {
-    return;
-  }
   const L7Fields& L = L7Fields::get();
   for (const FieldDesc& f : Registry::instance().fields())
     if (f.type == ValueType::Addr && L.is_l7(f.id) && field_rules_[f.id].empty())
@@ -229,6 +234,17 @@ void Program::users_apps() {
         has_l7_ = protects_anything_ = true;
         identity_ = false;
       }
+}
+
+// Every payload rewritten whole by an unconditional protecting rule: nothing
+// an application carries leaves.
+bool Program::payload_cut_whole() const {
+  const auto& F = l2l4::g_fields;
+  if (!field_rules_[F.payload].empty()) {
+    const dsl::Rule& r = policy_->rules[field_rules_[F.payload][0]];
+    return !r.when && r.action.desc->protects;
+  }
+  return policy_->payload_default && policy_->payload_default->desc->protects;
 }
 
 Program::~Program() = default;

@@ -119,6 +119,7 @@ class Program {
   // Adds to the applications parsed those with an address field no rule
   // names, where users' addresses would otherwise go unvisited.
   void users_apps();
+  bool payload_cut_whole() const;
   // No `clients`, and ip.server is not ruled as ip.client is: a host seen
   // initiating flows counts as a user also where it accepts connections
   // (ProgramInstance::both_users).
@@ -253,7 +254,7 @@ class ProgramInstance {
   bool apply_text(FieldId f, uint8_t* p, uint32_t len, Eval& e);  // false: drop
   bool apply_addr_occ(FieldId f, uint8_t* a, uint8_t family, Eval& e);
   bool apply_mac_occ(FieldId f, uint8_t* a, Eval& e);  // false: drop
-  bool apply_role_addr(uint8_t* a, uint8_t family, Eval& e);  // ProtoOcc::role; false: drop
+  bool apply_role_addr(uint8_t* a, uint8_t family, Eval& e, bool client = false);  // ProtoOcc::role; false: drop
   bool l7_plugin(const ProtocolPlugin& pp, void* state, uint8_t* payload, uint32_t len, Eval& e);  // false: not rewritten
   // A plugin that rewrites its messages itself (ProtocolPlugin::rewrite),
   // through a PluginHost on this consumer's rules: false, not rewritten.
@@ -340,6 +341,7 @@ class ProgramInstance {
   bool addr_bodies(GenPacket& g, Eval& e, ApplyCtx& ctx);
   bool icmp_quote(GenPacket& g, ApplyCtx& ctx);
   bool rip_body(GenPacket& g, bool ripng, Eval& e, ApplyCtx& ctx);
+  void mptcp_addrs(GenPacket& g, Eval& e);
   bool l7_and_body(GenPacket& g, Eval& e);
   template <bool kL7Only>
   bool payload_rule(GenPacket& g, Eval& e, ApplyCtx& ctx);

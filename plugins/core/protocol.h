@@ -265,6 +265,11 @@ struct ProtocolPlugin {
   // TCP: the runtime may hold a segment whose parse is Incomplete with
   // `hold` until the message is whole, and parse the reassembled bytes.
   bool holds;
+  // Its messages carry addresses of the network (ProtoOcc::role): they are
+  // parsed wherever the policy protects ip.* addresses and keeps payload,
+  // with or without a rule on the protocol's own fields, so that no
+  // address leaves in clear beside its header's pseudonym.
+  bool role_addresses;
   // A registered plugin whose fields this one locates and whose name
   // `proto in` matches its packets by (QUIC carries TLS's tls.sni); null:
   // its own.

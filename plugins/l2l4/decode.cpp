@@ -50,6 +50,7 @@ void decode_l4(const uint8_t* p, uint32_t cap, Decoded& d) {
       d.sport = rd16(p + off);
       d.dport = rd16(p + off + 2);
       d.tcp_flags = p[off + 13];
+      if (hl > 20 && tcp_carries_addr(p + off + 20, hl - 20)) d.flags |= kFlagAddrBody;
       break;
     }
     case kProtoUdp: {
@@ -241,6 +242,7 @@ inline int decode_fast(const uint8_t* p, uint32_t cap, uint32_t wire, Decoded& d
     hl = (p[l4 + 12] >> 4) * 4u;
     if (hl < 20 || l4 + hl > ip_end || l4 + hl > cap) return false;
     tcp_flags = p[l4 + 13];
+    if (hl > 20 && tcp_carries_addr(p + l4 + 20, hl - 20)) flags = kFlagAddrBody;
     d.sport = rd16(p + l4);
     d.dport = rd16(p + l4 + 2);
   } else if (proto == kProtoUdp) {
@@ -404,5 +406,20 @@ void decode_link(const uint8_t* p, uint32_t cap, uint32_t off, uint16_t et, Deco
 
 
 }  // namespace l2l4_decode
+
+// tcp_carries_addr's walk over options other than NOP NOP timestamp.
+[[gnu::noinline]] bool tcp_options_walk_addr(const uint8_t* o, uint32_t n) {
+  for (uint32_t i = 0; i < n;) {
+    if (o[i] == 0) return false;
+    if (o[i] == 1) {
+      ++i;
+      continue;
+    }
+    if (i + 2 >= n || o[i + 1] < 2) return false;
+    if (o[i] == kTcpOptMptcp && (o[i + 2] >> 4) == kMptcpAddAddr) return true;
+    i += o[i + 1];
+  }
+  return false;
+}
 
 }  // namespace amon

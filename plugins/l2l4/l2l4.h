@@ -20,7 +20,9 @@
 // is handled by the policy's on_error (fail closed) rather than forwarded.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
+#include <cstring>
 #include <tuple>
 
 #include "protocol.h"
@@ -77,6 +79,81 @@ inline RouteList route_list(uint8_t ip_version, uint16_t sport) {
   if (ip_version == 4 && sport == kPortRip) return RouteList::Rip;
   if (ip_version == 6 && sport == kPortRipng) return RouteList::Ripng;
   return RouteList::None;
+}
+
+// Multipath TCP's ADD_ADDR option (kind 30, subtype 3) names another
+// address of a host: RFC 6824's version 0 (the low nibble the IP version,
+// 8/10 bytes for IPv4, 20/22 for IPv6, with the port) and RFC 8684's
+// version 1 (the low nibble the echo flag; without it an 8-byte truncated
+// HMAC follows the address and port: 8/10/16/18 bytes for IPv4, 20/22/28/30
+// for IPv6). Offsets are from the option's first byte; `hmac` 0: none.
+struct AddAddr {
+  uint8_t off = 0, len = 0;   // the option
+  uint8_t addr = 0, family = 0;
+  uint8_t hmac = 0;
+  // Version 1's echo (E): the receiver repeats the address it was sent, an
+  // address of this packet's destination; otherwise one of its source.
+  bool echo = false;
+};
+constexpr uint8_t kTcpOptMptcp = 30, kMptcpAddAddr = 3;
+
+// An ADD_ADDR of a known shape at `o` (o[0] == 30, `n` bytes of options
+// left from it); false: none, or one whose length fits no version (which
+// the runtime then treats as an address it cannot place).
+inline bool add_addr_at(const uint8_t* o, uint32_t n, AddAddr& a) {
+  if (n < 3 || o[0] != kTcpOptMptcp || o[1] > n || (o[2] >> 4) != kMptcpAddAddr) return false;
+  const uint8_t len = o[1], low = o[2] & 0xf;
+  a.len = len, a.addr = 4, a.hmac = 0, a.echo = false;
+  if (low == 4 || low == 6) {  // version 0: the IP version, optional port
+    a.family = low;
+    const uint8_t base = low == 4 ? 8 : 20;
+    return len == base || len == base + 2;
+  }
+  if (low > 1) return false;
+  // Version 1: bit 0 is E (an echo carries no HMAC).
+  a.echo = low & 1;
+  for (uint8_t fam : {uint8_t(4), uint8_t(6)}) {
+    const uint8_t base = fam == 4 ? 8 : 20;
+    if (len == base || len == base + 2 || (!(low & 1) && (len == base + 8 || len == base + 10))) {
+      a.family = fam;
+      if (len >= base + 8) a.hmac = uint8_t(len - 8);
+      return true;
+    }
+  }
+  return false;
+}
+
+// Whether a TCP header's options (`n` bytes after the fixed 20) hold an
+// MPTCP ADD_ADDR, well-formed or not (kFlagAddrBody: the runtime's
+// address-body step reads it). An established segment's options are
+// almost always NOP NOP timestamp: one compare settles those, and the walk
+// over the others stays out of the decoder's line.
+bool tcp_options_walk_addr(const uint8_t* o, uint32_t n);
+[[gnu::always_inline]] inline bool tcp_carries_addr(const uint8_t* o, uint32_t n) {
+  uint32_t w;
+  std::memcpy(&w, o, 4);
+  if (n == 12 && w == (1u | 1u << 8 | 8u << 16 | 10u << 24)) [[likely]]
+    return false;
+  return tcp_options_walk_addr(o, n);
+}
+
+// Calls f(const AddAddr&) for each ADD_ADDR in a TCP header's options
+// (`o`, `n` bytes). One whose length no version gives (or that runs past
+// the header) comes with family 0 and `len` the bytes it has in the header.
+template <class F>
+void each_add_addr(const uint8_t* o, uint32_t n, F&& f) {
+  for (uint32_t i = 0; i < n;) {
+    if (o[i] == 0) break;
+    if (o[i] == 1) { ++i; continue; }
+    if (i + 1 >= n || o[i + 1] < 2) break;
+    if (o[i] == kTcpOptMptcp && i + 2 < n && (o[i + 2] >> 4) == kMptcpAddAddr) {
+      AddAddr a;
+      if (!add_addr_at(o + i, n - i, a)) a = AddAddr{}, a.len = uint8_t(std::min<uint32_t>(o[i + 1], n - i));
+      a.off = uint8_t(i);
+      f(static_cast<const AddAddr&>(a));
+    }
+    i += o[i + 1];
+  }
 }
 
 // Encapsulations decoded, at most (deeper nesting stops with kFlagTunnel).

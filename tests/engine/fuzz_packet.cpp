@@ -114,6 +114,19 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   Decoded full;
   decode_full(orig.data(), cap, wire, full);
   if (!(d == full)) __builtin_trap();
+  // Multipath TCP ADD_ADDR options, however malformed: every one the
+  // runtime reads lies inside the header, and its packet is flagged for it.
+  if (d.l4_proto == kProtoTcp && d.l4_hdr_len > 20 && d.l4_off + d.l4_hdr_len <= cap) {
+    const uint32_t n = d.l4_hdr_len - 20u;
+    bool seen = false;
+    each_add_addr(orig.data() + d.l4_off + 20, n, [&](const AddAddr& a) {
+      seen = true;
+      if (a.off + a.len > n) __builtin_trap();
+      if (a.family && (a.addr + (a.family == 4 ? 4u : 16u) > a.len || (a.hmac && a.hmac + 8u > a.len)))
+        __builtin_trap();
+    });
+    if (seen && d.status == DecodeStatus::Ok && !(d.flags & kFlagAddrBody)) __builtin_trap();
+  }
   PacketMeta m;
   m.ts_ns = 1700000000ULL * 1000000000ULL + packet * 1000;
   m.initiator_is_src = init_src;

@@ -12,7 +12,7 @@ for f in ["dns-udp-many-queries.pcap", "tls-clienthello-many-sni.pcap", "http-re
           "dns-tcp-multirequest.pcap", "ipv4-fragments.pcap", "malformed-fuzz-ndpi-2006.pcap", "quic-chromium.pcap",
           "quic-illustrated.pcap", "tunnel-gtp-fragmented.pcap", "tunnel-geneve-tls-quic.pcap", "tunnel-gre-in-gre.pcap",
           "tunnel-erspan.pcap", "tunnel-6in4.pcap", "tunnel-teredo.pcap", "tunnel-vxlan-http.pcap", "tunnel-gre.pcap",
-          "mpls-vlan.pcap"]:
+          "mpls-vlan.pcap", "mptcp-add-addr.pcap"]:
     # Tunnel captures mix plain and tunnelled frames: take every seventh.
     step = 7 if f.startswith("tunnel-") else 1
     path = os.path.join(src, f)

@@ -184,10 +184,13 @@ TEST_CASE("the STUN parser finds every address attribute and USERNAME", "[plugin
   CHECK(sp::parse(seg.data(), uint32_t(seg.size() - 10), true, false, r) == sp::Result::Incomplete);
 }
 
-// A policy with an application rule (as rules/ids.amon): the application
-// fields' rewrite, where role addresses are mapped, runs only for such.
+// With an application rule (as rules/ids.amon) and without one: a policy
+// that protects addresses and keeps payload parses STUN for its addresses.
 TEST_CASE("STUN addresses take their role's rewrite on any port, in clear and XOR-ed", "[plugins][stun]") {
-  Consumer c("ip.client : prefix(8)\nip.server : prefix(16, v6=32)\nstun.username : redact()\n");
+  const std::string src = GENERATE(std::string("ip.client : prefix(8)\nip.server : prefix(16, v6=32)\nstun.username : redact()\n"),
+                                   std::string("ip.client : prefix(8)\nip.server : prefix(16, v6=32)\n"));
+  INFO(src);
+  Consumer c(src);
   Bytes f = datagram(response(), 19302, 50000);  // Google's STUN port: known by the cookie
   const size_t size = f.size();
   REQUIRE(c.run(f) == Verdict::Forward);
