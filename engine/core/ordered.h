@@ -13,7 +13,7 @@
 // rings bound the memory, as before. A record a worker releases late (held
 // TCP segments, a datagram made whole) carries its old number, is below
 // every floor and leaves at once, where one worker would also have written
-// it.
+// it; the reader counts such records (out_of_order), one worker or several.
 #pragma once
 
 #include <rte_mbuf.h>
