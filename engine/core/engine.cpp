@@ -396,6 +396,16 @@ void report(Engine& E, bool outputs_ok, EngineResult& result) {
                  E.sizes.zanon_values, (unsigned long long)rep.zstats.evictions,
                  (unsigned long long)rep.zstats.refused);
   if (!cfg.quiet) std::fputs(render_report_text(rep).c_str(), stdout);
+  // Outputs are merged in input order, but a packet a worker holds leaves
+  // when it is released: a reader of the output must know its file is not
+  // sorted (doc/architecture.md, "Time order").
+  for (auto& c : rep.consumers)
+    if (c.out_of_order)
+      log_line(kWarn,
+               "consumer '%s': %llu records written after a later input packet's record (TCP segments held for "
+               "a split message head, IP fragments held until their datagram is whole); sort the output by time "
+               "where order matters",
+               c.name.c_str(), (unsigned long long)c.out_of_order);
   if (!cfg.stats_json.empty()) {
     FILE* f = std::fopen(cfg.stats_json.c_str(), "w");
     if (!f) throw std::runtime_error(cfg.stats_json + ": " + std::strerror(errno));

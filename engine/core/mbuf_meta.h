@@ -64,8 +64,9 @@ inline bool mbuf_origin(const rte_mbuf* m, uint16_t& input, uint16_t& dlt) {
   input = o->input, dlt = o->dlt;
   return true;
 }
-// The input sequence number the dispatcher gives each packet when several
-// workers share the input, by which the outputs are merged (ordered.h). It
+// The input sequence number the dispatcher gives each packet, by which the
+// outputs are merged when several workers share the input and by which each
+// output counts the records a held packet made leave late (ordered.h). It
 // lives in the mbuf's 8-byte hash union: the dynamic field area is full, and
 // nothing past the receive reads the NIC's RSS hash (the workers hash the
 // flow themselves). Copies carry it (rte_pktmbuf_copy, mbuf_copy_meta).

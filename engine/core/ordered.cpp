@@ -57,8 +57,28 @@ bool OutQueue::refill(unsigned w) {
   return true;
 }
 
+// Counts the records that go back in input order. A number above the
+// newest given out (a record made by a path that did not copy it) or 0 (a
+// packet that never passed the dispatcher) says nothing and is skipped.
+void OutQueue::note_order(rte_mbuf* const* out, unsigned n) {
+  // Read after the records: every number they carry was given out by then.
+  const uint64_t newest = newest_ ? newest_->load(std::memory_order_acquire) : UINT64_MAX;
+  uint64_t back = 0;
+  for (unsigned i = 0; i < n; ++i) {
+    const uint64_t s = mbuf_seq(out[i]);
+    if (s == 0 || s > newest) continue;
+    if (s < high_) ++back;
+    else high_ = s;
+  }
+  if (back) back_.store(back_.load(std::memory_order_relaxed) + back, std::memory_order_relaxed);
+}
+
 unsigned OutQueue::dequeue(rte_mbuf** out, unsigned max) {
-  if (!ordered()) return rte_ring_sc_dequeue_burst(rings_[0], reinterpret_cast<void**>(out), max, nullptr);
+  if (!ordered()) {
+    const unsigned n = rte_ring_sc_dequeue_burst(rings_[0], reinterpret_cast<void**>(out), max, nullptr);
+    note_order(out, n);
+    return n;
+  }
   // The floors first: whatever a worker enqueued below its floor was in its
   // ring before the floor was published, so the rings read next hold it.
   uint64_t bound = UINT64_MAX;
@@ -76,6 +96,7 @@ unsigned OutQueue::dequeue(rte_mbuf** out, unsigned max) {
     if (best == nw || best_seq > bound) break;
     out[k++] = heads_[best].buf[heads_[best].pos++];
   }
+  note_order(out, k);
   return k;
 }
 

@@ -13,7 +13,7 @@
 // rings bound the memory, as before. A record a worker releases late (held
 // TCP segments, a datagram made whole) carries its old number, is below
 // every floor and leaves at once, where one worker would also have written
-// it.
+// it; the reader counts such records (out_of_order), one worker or several.
 #pragma once
 
 #include <rte_mbuf.h>
@@ -58,6 +58,9 @@ class OutQueue {
 
   // Up to `max` records in input order (the reader's side; one reader).
   unsigned dequeue(rte_mbuf** out, unsigned max);
+  // Records this reader handed out after one of a later input packet (a
+  // record released late by a worker that held its packet); any thread.
+  uint64_t out_of_order() const { return back_.load(std::memory_order_relaxed); }
   // Nothing in the rings (the reader's own look-ahead is not counted; it
   // leaves once the workers are idle or gone).
   bool rings_empty() const;
@@ -66,6 +69,7 @@ class OutQueue {
 
  private:
   void discard();
+  void note_order(rte_mbuf* const* out, unsigned n);
   struct Head {
     std::vector<rte_mbuf*> buf;
     std::vector<uint64_t> key;
@@ -76,6 +80,8 @@ class OutQueue {
   std::vector<const OrderFloor*> floors_;
   std::vector<Head> heads_;
   const std::atomic<uint64_t>* newest_ = nullptr;
+  uint64_t high_ = 0;  // the largest number handed out so far
+  std::atomic<uint64_t> back_{0};
 };
 
 }  // namespace amon::engine

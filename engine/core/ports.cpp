@@ -96,12 +96,14 @@ void dispatch(Engine& E, rte_mbuf** pkts, unsigned n, bool wait) {
       // The first segment holds every header we hash on.
       decode(data, m->data_len, mbuf_wire_len(m), d);
       wi = symmetric_flow_hash(data, d) % nw;
-      // Published before the enqueue: a worker that finds its ring empty
-      // after reading it has had every earlier packet meant for it, and a
-      // reader never sees a record with a number not yet given (ordered.h).
-      mbuf_set_seq(m, E.next_seq);
-      E.dispatched_seq.store(E.next_seq++, std::memory_order_release);
     }
+    // Published before the enqueue: a worker that finds its ring empty
+    // after reading it has had every earlier packet meant for it, and a
+    // reader never sees a record with a number not yet given (ordered.h).
+    // One worker needs no merge, but the number still tells its writers
+    // which records its held packets made leave late.
+    mbuf_set_seq(m, E.next_seq);
+    E.dispatched_seq.store(E.next_seq++, std::memory_order_release);
     Worker& w = *E.workers[wi];
     if (wait) {
       Idle idle(true);

@@ -130,6 +130,7 @@ std::string render_report_text(const Report& r) {
       << " written=" << c.written;
     if (c.tx_dropped) o << " tx_dropped=" << c.tx_dropped;
     if (c.queue_dropped) o << " queue_dropped=" << c.queue_dropped << " (output ring full)";
+    if (c.out_of_order) o << " out_of_order=" << c.out_of_order << " (held packets written late)";
     if (c.tx_truncated) o << " tx_truncated=" << c.tx_truncated << " (frames the output port cut)";
     o << "\n  ";
     int k = 0;
@@ -200,7 +201,8 @@ std::string render_report_json(const Report& r) {
     auto& c = r.consumers[i];
     o << (i ? "," : "") << "{\"name\":" << json_str(c.name) << ",\"policy\":" << json_str(c.policy)
       << ",\"output\":" << json_str(c.output) << ",\"written\":" << c.written << ",\"tx_dropped\":" << c.tx_dropped
-      << ",\"tx_truncated\":" << c.tx_truncated << ",\"queue_dropped\":" << c.queue_dropped;
+      << ",\"tx_truncated\":" << c.tx_truncated << ",\"queue_dropped\":" << c.queue_dropped
+      << ",\"out_of_order\":" << c.out_of_order;
     for (auto& [n, v] : reasons(c.counters)) o << ",\"" << n << "\":" << v;
     o << ",\"rules\":[";
     if (c.policy_ptr) {

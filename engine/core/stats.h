@@ -17,6 +17,9 @@ struct ConsumerReport {
   ConsumerCounters counters;
   uint64_t written = 0, tx_dropped = 0, tx_truncated = 0;
   uint64_t queue_dropped = 0;  // live: its output ring was full (also in counters.dropped)
+  // Records written after a later input packet's record (held TCP segments
+  // or IP fragments released late; doc/architecture.md, "Time order").
+  uint64_t out_of_order = 0;
   std::shared_ptr<const dsl::Policy> policy_ptr;
 };
 

@@ -85,6 +85,7 @@ Report build_report(Engine& E) {
     }
     cr.tx_truncated = E.outputs[ci].tx_truncated;
     for (auto& w : E.workers) cr.queue_dropped += w->out_full[ci];
+    if (out.q) cr.out_of_order = out.q->out_of_order();
     cr.policy_ptr = E.policies[ci];
     rep.consumers.push_back(std::move(cr));
   }

@@ -20,6 +20,7 @@ void tel_counters(rte_tel_data* d, const ConsumerReport& c) {
   rte_tel_data_add_dict_u64(d, "filtered", c.counters.filtered);
   rte_tel_data_add_dict_u64(d, "written", c.written);
   rte_tel_data_add_dict_u64(d, "tx_dropped", c.tx_dropped);
+  rte_tel_data_add_dict_u64(d, "out_of_order", c.out_of_order);
   rte_tel_data_add_dict_u64(d, "shared", c.counters.shared);
   rte_tel_data_add_dict_u64(d, "copied", c.counters.copied);
   rte_tel_data_add_dict_u64(d, "error_cut", c.counters.err_cut);

@@ -212,13 +212,12 @@ void start_workers(Engine& E) {
     for (auto& i : E.inputs)
       if (i.direct) w->rx_queues.emplace_back(i.port, uint16_t(wi));
     // Floors only where the outputs are merged (several workers).
+    for (auto& o : E.outputs)
+      if (o.q) o.q->set_newest(&E.dispatched_seq);
     if (cfg.workers > 1) {
       w->nfloors = unsigned(E.outputs.size());
       w->floors = std::make_unique<OrderFloor[]>(E.outputs.size());
-      for (size_t ci = 0; ci < E.outputs.size(); ++ci) {
-        E.outputs[ci].q->set_floor(wi, &w->floors[ci]);
-        E.outputs[ci].q->set_newest(&E.dispatched_seq);
-      }
+      for (size_t ci = 0; ci < E.outputs.size(); ++ci) E.outputs[ci].q->set_floor(wi, &w->floors[ci]);
     }
     w->txb.assign(E.outputs.size(), nullptr);
     w->tx_unsent.assign(E.outputs.size(), 0);

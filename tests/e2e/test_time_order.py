@@ -7,6 +7,11 @@ order before they are written. On real captures and on a generated mix
 in time), with 2 and 3 workers: the same records as with one worker, and
 no record goes back in time where one worker's output does not either;
 live (`amon run` on a port), no record goes back in time.
+A packet a worker holds (TCP segments until a split message head is whole,
+IP fragments until their datagram is) leaves late, whatever the number of
+workers: the exit report counts those records per output (`out_of_order`,
+at least every record that goes back in time) and a warning names the
+output; an output in order counts none and warns of nothing.
 Where one worker's output is in time order (nothing held back), the merged
 output is that very record sequence. The policies name the client networks:
 roles learnt from traffic are a worker's own, which is not what is tested
@@ -15,6 +20,7 @@ here.
 usage: test_time_order.py AMON AMON-GEN"""
 
 import collections
+import json
 import os
 import subprocess
 import sys
@@ -30,6 +36,52 @@ CLIENTS = "clients = { 10.0.0.0/8, 172.16.0.0/12, 192.168.0.0/16, fc00::/7, 2001
 
 def back_in_time(recs):
     return sum(1 for a, b in zip(recs, recs[1:]) if b[0] < a[0])
+
+
+def behind(recs):
+    """Records older than one written before them."""
+    n, top = 0, None
+    for r in recs:
+        if top is not None and r[0] < top:
+            n += 1
+        else:
+            top = r[0]
+    return n
+
+
+# Captures whose packets are held (split HTTP heads; IPv4 datagrams in
+# fragments, interleaved with other packets).
+HELD = ["http-requests-4k.pcap", "ipv4-fragments.pcap"]
+
+
+def check_counted(amon, pdir, work, named, plain, fails):
+    for cap in HELD + ["dns-udp-many-queries.pcap"]:
+        inp = os.path.join(pdir, cap)
+        if not os.path.exists(inp):
+            L.skip(f"{inp} missing")
+        for workers in (1, 2):
+            outs = {p: os.path.join(work, f"{cap}.{p}.count.w{workers}.pcap") for p in ("named", "plain")}
+            stats = os.path.join(work, f"{cap}.w{workers}.json")
+            r = L.run_amon(amon, inp, [(p, pol, outs[p]) for p, pol in (("named", named), ("plain", plain))],
+                           workers=workers, extra=["--stats-json", stats])
+            with open(stats) as f:
+                counted = {c["name"]: c.get("out_of_order") for c in json.load(f)["consumers"]}
+            for p in ("named", "plain"):
+                recs = L.read_pcap(outs[p])[1]
+                late = behind(recs)
+                got = counted.get(p)
+                warned = f"consumer '{p}'" in r.stderr and "records written after" in r.stderr
+                where = f"{cap} {p}, {workers} worker(s)"
+                if got is None:
+                    fails.append(f"{where}: no out_of_order in the stats JSON ({late} records go back in time)")
+                    continue
+                if got < late or got > len(recs):
+                    fails.append(f"{where}: out_of_order={got}, but {late} of {len(recs)} records go back in time")
+                if cap in HELD and workers == 1 and not got:
+                    fails.append(f"{where}: nothing held back any more; the capture no longer tests this")
+                if bool(got) != warned:
+                    fails.append(f"{where}: out_of_order={got} but warning {'given' if warned else 'missing'}")
+                print(f"{where}: {late} records back in time, out_of_order={got}")
 
 
 def main():
@@ -58,6 +110,7 @@ def main():
         subprocess.run([gen, "--packets", "30000", "--out", mix], check=True, capture_output=True)
         inputs.append(mix)
     fails = []
+    check_counted(amon, pdir, work, named, plain, fails)
     for inp in inputs:
         name = os.path.basename(inp)
         outs = {}
