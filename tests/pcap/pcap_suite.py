@@ -650,13 +650,36 @@ def tunnel_fragment_times(recs):
 
 def pair_records(inp, out, dropped):
     """[(in_index, out_index)]; None when an output record has no input record.
+    Records the engine holds (TCP segments of a split head, IP fragments
+    until their datagram is whole) may leave after later ones: when the
+    records are not in input order, each output record is matched to the
+    most similar input record with its timestamp not matched yet."""
+    pairs = pair_in_order(inp, out, dropped)
+    if pairs is not None:
+        return pairs
+    by_ts = {}
+    for i, r in enumerate(inp):
+        by_ts.setdefault(r.ts_ns, []).append(i)
+    pairs = []
+    for k, b in enumerate(out):
+        cands = by_ts.get(b.ts_ns)
+        if not cands:
+            return None
+        best = max(cands, key=lambda i: (similarity(inp[i].data, b.data), -i))
+        cands.remove(best)
+        pairs.append((best, k))
+    return pairs
+
+
+def pair_in_order(inp, out, dropped):
+    """[(in_index, out_index)]; None when an output record has no input record.
     With --workers 1 the output keeps input order; dropped frames leave gaps.
     Output records are taken in runs of equal timestamps and matched, in
     order, to the next run of input records with that timestamp; when the
     consumer dropped some of the run, the most similar input record that
     still leaves enough for the rest of the run is taken."""
     if dropped == 0:
-        if len(inp) != len(out):
+        if len(inp) != len(out) or any(a.ts_ns != b.ts_ns for a, b in zip(inp, out)):
             return None
         return [(i, i) for i in range(len(out))]
     pairs, j, k = [], 0, 0
@@ -1027,7 +1050,7 @@ def check_capture(args, ck, cap, policies, have_tshark):
                         prev = roles.setdefault(key, client)
                         ck.check(prev == client, w, "%s: client of flow %s:%d <-> %s:%d switched from %s to %s"
                                  % (fr, fmt_addr(s), sp, fmt_addr(d), dp, fmt_addr(prev), fmt_addr(client)))
-            for rb, _ in lb:
+            for li, (rb, _) in enumerate(lb):
                 if rb is None or b.caplen < rb.off + (20 if rb.ver == 4 else 40):
                     continue
                 l3len = b.caplen - rb.off
@@ -1035,7 +1058,13 @@ def check_capture(args, ck, cap, policies, have_tshark):
                     ck.check(be16(b.data, rb.off + 2) == l3len, w, "%s: IPv4 total length %d, %d bytes follow"
                              % (fr, be16(b.data, rb.off + 2), l3len))
                     ihl = (b.data[rb.off] & 15) * 4
-                    if ihl >= 20 and rb.off + ihl <= b.caplen:
+                    # A header checksum wrong in the input stays wrong
+                    # (updated, not recomputed): only a right one must
+                    # stay right.
+                    r_in = la[li][0] if li < len(la) else None
+                    was_right = (r_in is None or r_in.ver != 4 or r_in.off + ihl > a.caplen
+                                 or csum(a.data[r_in.off:r_in.off + ihl]) == 0xFFFF)
+                    if ihl >= 20 and rb.off + ihl <= b.caplen and was_right:
                         ck.check(csum(b.data[rb.off:rb.off + ihl]) == 0xFFFF, w, "%s: IPv4 header checksum wrong"
                                  % fr)
                 else:
