@@ -17,11 +17,9 @@ namespace amon::dsl {
 namespace {
 
 // Fields of the packet's own headers: what a flow record is made of.
-bool flow_field(const FieldDesc& f) {
-  return f.protocol == "ip" || f.protocol == "eth" || f.protocol == "l4" || f.protocol == "tunnel";
-}
+bool flow_field(const FieldDesc& f) { return f.header; }
 
-bool named(const ActionCall& a, std::string_view name) { return a.desc && a.desc->name == name; }
+bool is(const ActionCall& a, ActionKind k) { return a.desc && a.desc->kind == k; }
 
 }  // namespace
 
@@ -33,7 +31,7 @@ void lint_sizes(LintContext& c) {
     for (const FieldDesc* f : r.fields) {
       if (f == c.payload) continue;
       if (!flow_field(*f)) app_fields = true;
-      else if (!kept_flow && !r.when && named(r.action, "keep") && f->protocol == "ip") kept_flow = &r;
+      else if (!kept_flow && !r.when && is(r.action, ActionKind::Keep) && f->type == ValueType::Addr) kept_flow = &r;
     }
   const bool says_sizes = pol.on_error == Policy::OnError::Snap;
   if (!says_sizes && (!kept_flow || app_fields)) return;
@@ -48,12 +46,12 @@ void lint_sizes(LintContext& c) {
                 "length does): " + fields + " : snap()" + (when ? " when ..." : ""));
   };
   for (const Rule& r : pol.rules) {
-    if (!named(r.action, "cut")) continue;
+    if (!is(r.action, ActionKind::Cut)) continue;
     std::string fields;
     for (const FieldDesc* f : r.fields) fields += (fields.empty() ? "" : ", ") + f->name;
     warn(r.loc, fields, r.when != nullptr);
   }
-  if (pol.payload_default && named(*pol.payload_default, "cut")) warn(pol.payload_default->loc, "payload", false);
+  if (pol.payload_default && is(*pol.payload_default, ActionKind::Cut)) warn(pol.payload_default->loc, "payload", false);
 }
 
 }  // namespace amon::dsl

@@ -215,9 +215,12 @@ Program::Program(std::shared_ptr<const dsl::Policy> policy, int consumer_index, 
 void Program::users_apps() {
   if (payload_cut_whole()) return;
   // Addresses of the network (STUN's mapped addresses) take their role's
-  // rule: parsed wherever addresses are protected, application rules or not.
+  // rule: parsed wherever addresses are protected and the policy parses
+  // applications or names its users. A header-only policy without
+  // `clients` keeps its header kernel (the linter's addr_carrier warning
+  // covers what it leaves).
   const auto& pv = Registry::instance().protocols();
-  if (protects_addresses_)
+  if (protects_addresses_ && (has_l7_ || !policy_->clients.empty()))
     for (const ProtocolPlugin* pp : pv)
       if (pp->role_addresses)
         if (const uint32_t apps = apps_of(proto_bit(pp->carries ? pp->carries : pp->name))) {

@@ -184,11 +184,13 @@ TEST_CASE("the STUN parser finds every address attribute and USERNAME", "[plugin
   CHECK(sp::parse(seg.data(), uint32_t(seg.size() - 10), true, false, r) == sp::Result::Incomplete);
 }
 
-// With an application rule (as rules/ids.amon) and without one: a policy
-// that protects addresses and keeps payload parses STUN for its addresses.
+// With a STUN rule (as rules/ids.amon) and with another application's rule
+// only: a policy that protects addresses, parses applications and keeps
+// payload parses STUN for its addresses (a header-only policy without
+// `clients` keeps its header kernel instead).
 TEST_CASE("STUN addresses take their role's rewrite on any port, in clear and XOR-ed", "[plugins][stun]") {
   const std::string src = GENERATE(std::string("ip.client : prefix(8)\nip.server : prefix(16, v6=32)\nstun.username : redact()\n"),
-                                   std::string("ip.client : prefix(8)\nip.server : prefix(16, v6=32)\n"));
+                                   std::string("ip.client : prefix(8)\nip.server : prefix(16, v6=32)\ndns.qname : redact()\n"));
   INFO(src);
   Consumer c(src);
   Bytes f = datagram(response(), 19302, 50000);  // Google's STUN port: known by the cookie
