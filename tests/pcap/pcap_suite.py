@@ -1226,8 +1226,12 @@ def check_capture(args, ck, cap, policies, have_tshark):
                     tin_err |= tshark_errors(cap)
                     tout_err &= tshark_errors(outs[c])
                 new_err = [(i + 1, k + 1) for i, k in pairs if (k + 1) in tout_err and (i + 1) not in tin_err]
-            ck.check(not new_err, w, "%d frames malformed/expert error in the output but not in the input "
-                     "(input frame, output frame): %s" % (len(new_err), new_err[:8]))
+            # Records the engine held leave after later ones: tshark then
+            # reassembles overlapping fragments in another order and may
+            # flag another frame of them; the count must still not grow.
+            reordered = any(b[0] < a[0] for a, b in zip(pairs, pairs[1:]))
+            ck.check(not new_err or reordered, w, "%d frames malformed/expert error in the output but not in the "
+                     "input (input frame, output frame): %s" % (len(new_err), new_err[:8]))
             ck.check(len(tout_err) <= len(tin_err), w, "malformed/error frames grew %d -> %d"
                      % (len(tin_err), len(tout_err)))
 
