@@ -348,7 +348,13 @@ void decode_foreign_link(const LinkLayer& L, const uint8_t* p, uint32_t cap, Dec
   r.good_until = 14;
   L.decode(dlt, p, cap, 14, r);
   d.good_until = std::max<uint32_t>(14, std::min(r.good_until, cap));
-  if (r.status == DecodeStatus::Ok && r.off <= cap) return decode_link(p, cap, r.off, r.ethertype, d);
+  if (r.status == DecodeStatus::Ok && r.off <= cap) {
+    decode_link(p, cap, r.off, r.ethertype, d);
+    // A malformed packet inside resets the decode: the frame is still the
+    // link layer's, whose fields must be found (fail closed).
+    d.flags |= kFlagLink;
+    return;
+  }
   d.status = r.status == DecodeStatus::Ok ? DecodeStatus::Truncated : r.status;
   d.ethertype = kEthLinkStandIn;
   d.l3_off = uint16_t(std::min<uint32_t>(r.off ? r.off : d.good_until, 0xffff));

@@ -5,7 +5,7 @@
 // no read out of bounds (ASan), the fast and full decoders agree, lengths
 // never grow, and in the first consumer's output every value the walk
 // locates again is hidden (a station address zero, an SSID and an
-// element's contents all zero or redacted): nothing located leaks.
+// element's contents all zero or redacted, dots kept): nothing located leaks.
 #include <cstdint>
 #include <cstring>
 #include <memory>
@@ -56,7 +56,8 @@ struct World {
 
 bool hidden(const ProtoOcc& o, const uint8_t* p) {
   for (uint32_t i = 0; i < o.len; ++i)
-    if (p[o.off + i] != 0 && !(o.kind == OccKind::Name && p[o.off + i] == 'x')) return false;
+    // redact() keeps a name's dots in place (its labels' lengths).
+    if (p[o.off + i] != 0 && !(o.kind == OccKind::Name && (p[o.off + i] == 'x' || p[o.off + i] == '.'))) return false;
   return true;
 }
 
