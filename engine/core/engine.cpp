@@ -14,12 +14,14 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <csignal>
 #include <cstdio>
 #include <cstring>
 #include <future>
 #include <stdexcept>
+#include <vector>
 
 #include "control.h"
 #include "engine_parts.h"
@@ -431,15 +433,26 @@ void teardown(Engine& E) {
         rte_free(w->txb[ci]);
       }
   E.workers.clear();
+  // Closed, not only stopped: a driver frees what it holds (an AF_XDP
+  // socket and its UMEM, a pcap file) on close, and DPDK 22.11's
+  // rte_eal_cleanup does not close ports. A port may serve both ways.
+  std::vector<uint16_t> ports;
   for (auto& o : E.outputs) {
     o.q.reset();  // its records and rings, while the EAL still holds their memory
     if (o.port != UINT16_MAX) {
       rte_eth_dev_stop(o.port);
+      ports.push_back(o.port);
     }
     o.file.reset();
   }
   for (auto& i : E.inputs)
-    if (i.port != UINT16_MAX) rte_eth_dev_stop(i.port);
+    if (i.port != UINT16_MAX) {
+      rte_eth_dev_stop(i.port);
+      ports.push_back(i.port);
+    }
+  std::sort(ports.begin(), ports.end());
+  ports.erase(std::unique(ports.begin(), ports.end()), ports.end());
+  for (uint16_t p : ports) rte_eth_dev_close(p);
   unregister_telemetry();
   if (E.qs) rte_free(E.qs);
   rte_eal_cleanup();

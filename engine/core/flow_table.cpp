@@ -198,7 +198,11 @@ namespace {
 
 uint32_t addr_pair_hash(const uint8_t* a, const uint8_t* b, unsigned al) {
   if (std::memcmp(a, b, al) > 0) std::swap(a, b);
-  return rte_hash_crc(b, al, rte_hash_crc(a, al, 0x6d5a6d5a));
+  // rte_hash_crc reads whole words: addresses inside a frame are not aligned.
+  alignas(8) uint8_t lo[16], hi[16];
+  std::memcpy(lo, a, al);
+  std::memcpy(hi, b, al);
+  return rte_hash_crc(hi, al, rte_hash_crc(lo, al, 0x6d5a6d5a));
 }
 
 }  // namespace

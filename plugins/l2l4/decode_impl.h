@@ -105,6 +105,7 @@ inline bool decode_fast_inner(const uint8_t* p, uint32_t cap, uint32_t lim, uint
     hl = (p[l4 + 12] >> 4) * 4u;
     if (hl < 20 || l4 + hl > ip_end || l4 + hl > cap) return false;
     tcp_flags = p[l4 + 13];
+    if (hl > 20 && tcp_carries_addr(p + l4 + 20, hl - 20)) flags |= kFlagAddrBody;  // MPTCP ADD_ADDR
   } else if (proto == kProtoUdp) {
     if (l4 + 8 > ip_end || l4 + 8 > cap) return false;
     const uint32_t ulen = rd16(p + l4 + 4);

@@ -1042,3 +1042,22 @@ TEST_CASE("Plain UDP from or to a tunnel's port stays plain UDP", "[decode]") {
   CHECK(dec(cat({eth(0x0800), udp_in(4789, vxlan(7, in), true)})).n_encap == 0);  // from 4789: not VXLAN
   CHECK(dec(cat({eth(0x0800), udp_in(2152, gtpu(7, inner4(false)), true)})).n_encap == 1);
 }
+
+TEST_CASE("an MPTCP ADD_ADDR in a tunnelled TCP header is flagged on the fast and the full way alike") {
+  // ADD_ADDR v1, IPv4, address 10.1.2.3, 8-byte HMAC, then four NOPs: 20 option bytes.
+  Bytes tcp = tcp_hdr(40000, 443, 0x10, 5);
+  const Bytes opt = {30, 16, 0x30, 1, 10, 1, 2, 3, 1, 2, 3, 4, 5, 6, 7, 8, 1, 1, 1, 1};
+  std::copy(opt.begin(), opt.end(), tcp.begin() + 20);
+  V4 h;
+  h.src = v4("10.1.2.3"), h.dst = v4("203.0.113.9");
+  const Bytes in = ipv4(h, tcp);
+  for (const Bytes& f : {cat({eth(0x0800), in}), cat({eth(0x0800), udp_in(2152, gtpu(7, in))}),
+                         cat({eth(0x0800), udp_in(4789, vxlan(7, cat({eth(0x0800), in})))})}) {
+    const Decoded d = dec(f);
+    Decoded full;
+    decode_full(f.data(), uint32_t(f.size()), uint32_t(f.size()), full);
+    CHECK(d.status == DecodeStatus::Ok);
+    CHECK((d.flags & kFlagAddrBody) != 0);
+    CHECK(full == d);
+  }
+}

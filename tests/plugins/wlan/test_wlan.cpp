@@ -45,7 +45,9 @@ Bytes beacon() {
               ie(84, cat({ie(0, str("Cafe")), ie(0, str("Gare"))})), ie(221, cat({{0x00, 0x50, 0xf2, 0x04}, str("WPSNAME")}))});
 }
 
+// Located text points into the frame: the frame lives as long as the result.
 struct Located {
+  Bytes pkt;
   LinkDecode r;
   LinkOccs occs;
 };
@@ -53,12 +55,13 @@ struct Located {
 Located walk(int dlt, const Bytes& rec) {
   static const bool once = (register_builtin_plugins(), true);
   (void)once;
-  Bytes pkt(14 + rec.size() + 64);
+  Located l;
+  Bytes& pkt = l.pkt;
+  pkt.resize(14 + rec.size() + 64);
   link_stand_in(dlt, pkt.data());
   uint32_t wire = 0;
   const uint32_t n = wlan::normalize(dlt, rec.data(), uint32_t(rec.size()), uint32_t(rec.size()), pkt.data() + 14, wire);
   pkt.resize(14 + n);
-  Located l;
   link_layer()->decode(dlt, pkt.data(), uint32_t(pkt.size()), 14, l.r);
   link_layer()->locate(dlt, pkt.data(), uint32_t(pkt.size()), 14, l.occs);
   return l;
