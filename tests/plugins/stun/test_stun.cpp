@@ -18,6 +18,7 @@
 #include "l7.h"
 #include "policy.h"
 #include "registry.h"
+#include "plugin_consumer.h"
 #include "runtime.h"
 #include "values.h"
 
@@ -92,43 +93,9 @@ void check_udp_checksum(const Bytes& f) {
   CHECK(get16(&f[34 + 6]) == ref_l4_checksum(ip + 12, ip + 16, false, 17, &f[34], f.size() - 34, 6, true));
 }
 
-struct Consumer {
-  bool registered = (register_builtin_plugins(), true);
-  std::shared_ptr<const dsl::Policy> policy;
-  SharedServices svc;
-  std::unique_ptr<Program> prog;
-  std::unique_ptr<ProgramInstance> inst;
-  ConsumerCounters c;
-
-  explicit Consumer(const std::string& src) {
-    dsl::Diagnostics diags;
-    policy = dsl::compile_string(src, "test.amon", diags);
-    INFO(diags.render_text());
-    REQUIRE(policy);
-    REQUIRE(diags.errors() == 0);
-    prog = std::make_unique<Program>(policy, 0, &svc);
-    inst = prog->instantiate();
-  }
-  // The client (the destination here) started the flow.
-  Verdict run(Bytes& f) {
-    uint32_t cap = uint32_t(f.size());
-    Decoded d;
-    decode(f.data(), cap, cap, d);
-    const Bytes orig = f;
-    PacketMeta m;
-    m.initiator_is_src = false;
-    m.ts_ns = 1700000000000000000ULL;
-    m.flow = &flow;
-    m.orig = orig.data();
-    parse.reset(++packets);
-    analyze_l7(f.data(), d, m, parse);
-    const Verdict v = inst->process(f.data(), cap, cap, d, m, c);
-    f.resize(cap);
-    return v;
-  }
-  L7Parse parse;
-  FlowState flow;
-  uint64_t packets = 0;
+// The client (the frames' destination) started the flow.
+struct Consumer : PluginConsumer {
+  explicit Consumer(const std::string& src) : PluginConsumer(register_builtin_plugins, src, false) {}
 };
 
 // The address at `off` of the payload in clear (XOR-ed with the cookie and transaction ID when `x`).

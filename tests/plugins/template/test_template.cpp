@@ -15,6 +15,7 @@
 #include "l7.h"
 #include "policy.h"
 #include "registry.h"
+#include "plugin_consumer.h"
 #include "runtime.h"
 #include "values.h"
 
@@ -50,45 +51,8 @@ void check_udp_checksum(const Bytes& f) {
   CHECK(get16(&f[34 + 6]) == ref_l4_checksum(ip + 12, ip + 16, false, 17, &f[34], l4, 6, true));
 }
 
-struct Consumer {
-  // Before any member that reads the registry (L7Parse makes every plugin's state).
-  bool registered = (register_once(), true);
-  std::shared_ptr<const dsl::Policy> policy;
-  SharedServices svc;
-  std::unique_ptr<Program> prog;
-  std::unique_ptr<ProgramInstance> inst;
-  ConsumerCounters c;
-
-  explicit Consumer(const std::string& src) {
-    dsl::Diagnostics diags;
-    policy = dsl::compile_string(src, "test.amon", diags);
-    INFO(diags.render_text());
-    REQUIRE(policy);
-    REQUIRE(diags.errors() == 0);
-    prog = std::make_unique<Program>(policy, 0, &svc);
-    inst = prog->instantiate();
-  }
-  // The packet's application analysis first (once per packet, shared by
-  // every consumer), then this consumer's rules: as the engine runs them.
-  Verdict run(Bytes& f) {
-    uint32_t cap = uint32_t(f.size());
-    Decoded d;
-    decode(f.data(), cap, cap, d);
-    const Bytes orig = f;
-    PacketMeta m;
-    m.initiator_is_src = true;
-    m.ts_ns = 1700000000000000000ULL;
-    m.flow = &flow;
-    m.orig = orig.data();
-    parse.reset(++packets);
-    analyze_l7(f.data(), d, m, parse);
-    const Verdict v = inst->process(f.data(), cap, cap, d, m, c);
-    f.resize(cap);
-    return v;
-  }
-  L7Parse parse;
-  FlowState flow;
-  uint64_t packets = 0;
+struct Consumer : PluginConsumer {
+  explicit Consumer(const std::string& src) : PluginConsumer(register_once, src) {}
 };
 
 }  // namespace
