@@ -130,12 +130,19 @@ static std::string param_text(const ParamDesc& p, bool markdown) {
   return s;
 }
 
+// The fields a field takes its rules from while none names it, in order.
+static std::string sources(const FieldDesc& f, const char* quote) {
+  std::string s;
+  for (const auto& from : f.split_from) s += (s.empty() ? "" : ", ") + std::string(quote) + from + quote;
+  return s;
+}
+
 int fields_main(int argc, char** argv) {
   register_builtin_plugins();
   std::vector<std::vector<std::string>> rows{{"FIELD", "TYPE", "ROLE", "VALUE CLASS", "SPLIT FROM", "DOC"}};
   for (const auto& f : Registry::instance().fields())
     rows.push_back({f.name, std::string(to_string(f.type)), std::string(to_string(f.role)),
-                    f.value_class.empty() ? "-" : f.value_class, f.split_from.empty() ? "-" : f.split_from, f.doc});
+                    f.value_class.empty() ? "-" : f.value_class, f.split_from.empty() ? "-" : sources(f, ""), f.doc});
   std::fputs(table(rows).c_str(), stdout);
   return 0;
 }
@@ -172,7 +179,7 @@ std::string registry_markdown() {
     std::string rel;
     for (const auto& x : f.related) rel += (rel.empty() ? "" : ", ") + x;
     o += "| `" + f.name + "` | " + std::string(to_string(f.type)) + " | " + std::string(to_string(f.role)) + " | " +
-         (f.value_class.empty() ? "-" : f.value_class) + " | " + (rel.empty() ? "-" : rel) + " | " + (f.split_from.empty() ? "-" : "`" + f.split_from + "`") + " | " + md(f.doc) +
+         (f.value_class.empty() ? "-" : f.value_class) + " | " + (rel.empty() ? "-" : rel) + " | " + (f.split_from.empty() ? "-" : sources(f, "`")) + " | " + md(f.doc) +
          " |\n";
   }
   o += "\n### Actions\n\n| Action | Applies to | Protects | Description |\n|---|---|---|---|\n";

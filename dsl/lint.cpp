@@ -164,7 +164,8 @@ void lint_identifiers_in_clear(LintContext& c) {
     // A field split from another takes its rules while none names it: the
     // split lint speaks of it.
     for (const auto& g : fields)
-      if (!f.split_from.empty() && g.name == f.split_from && c.first_rule(g)) covered = true;
+      for (const auto& from : f.split_from)
+        if (g.name == from && c.first_rule(g)) covered = true;
     if (!covered) unnamed.push_back(&f);
   }
   // One warning for all unnamed identifiers: they share a cause and a fix.

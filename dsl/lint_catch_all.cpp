@@ -18,7 +18,14 @@ void lint_catch_alls(const Policy& pol, const Registry& reg, Diagnostics& d) {
   for (const Rule& r : pol.rules)
     for (const FieldDesc* catch_all : r.fields)
       for (const FieldDesc& f : reg.fields()) {
-        if (f.split_from != catch_all->name || named.count(&f) || !warned.insert(&f).second) continue;
+        // Only the first of its sources that a rule names lends its rules.
+        const std::string* lender = nullptr;
+        for (const auto& from : f.split_from)
+          if (const FieldDesc* g = reg.field(from); g && named.count(g)) {
+            lender = &from;
+            break;
+          }
+        if (!lender || *lender != catch_all->name || named.count(&f) || !warned.insert(&f).second) continue;
         d.warning(r.loc,
                   "'" + f.name + "' was split from '" + catch_all->name + "' and no rule names it: it takes this " +
                       "rule of '" + catch_all->name + "' (" + to_string(r.action) + ")",

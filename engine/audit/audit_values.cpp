@@ -43,8 +43,9 @@ FieldRule Auditor::rule_for(const std::string& field) {
   auto it = frule.find(field);
   if (it != frule.end()) return it->second;
   const FieldDesc* f = Registry::instance().field(field);
-  if (f && !f->split_from.empty())
-    if (auto c = frule.find(f->split_from); c != frule.end()) return c->second;
+  if (f)
+    for (const auto& from : f->split_from)
+      if (auto c = frule.find(from); c != frule.end()) return c->second;
   return FieldRule{};
 }
 

@@ -96,7 +96,11 @@ Program::Program(std::shared_ptr<const dsl::Policy> policy, int consumer_index, 
   // parent may be another protocol's field: a device's host name).
   for (const FieldDesc& f : Registry::instance().fields())
     if (!f.split_from.empty() && field_rules_[f.id].empty()) {
-      field_rules_[f.id] = field_rules_[Registry::instance().field(f.split_from)->id];
+      for (const auto& from : f.split_from)
+        if (const auto& lent = field_rules_[Registry::instance().field(from)->id]; !lent.empty()) {
+          field_rules_[f.id] = lent;
+          break;
+        }
       for (uint32_t ri : field_rules_[f.id])
         if (rules[ri].action.desc->protects && L.is_l7(f.id)) has_l7_ = true, l7_protect_ |= apps_of(proto_bit(f.protocol));
     }

@@ -64,12 +64,15 @@ struct FieldDesc {
   // inside the payload: cutting the payload leaves it. Set by its plugin;
   // the linter reads it to tell what a payload rule removes.
   bool header = false;
-  // The catch-all field this one was split from (http.other_headers for a
-  // header promoted to a field of its own), or empty. A policy written
-  // before the split protected its values through the catch-all: while no
-  // rule names this field, the catch-all's rules apply to it (the runtime
-  // binds them; the linter says so).
-  std::string split_from;
+  // The fields whose rules this one takes while no rule names it, in
+  // order: the first of them that a rule names lends its rules. The
+  // catch-all a field was split from (http.other_headers for a header
+  // promoted to a field of its own: a policy written before the split
+  // protected its values through the catch-all), or the fields that decide
+  // the same value elsewhere (a device's NetBIOS name: the DNS name rules,
+  // as on NBNS, then the device host name's). The runtime binds them; the
+  // linter says so.
+  std::vector<std::string> split_from;
   // While no rule names it, the field is not kept: its plugin protects it
   // by a default of its own whenever the policy protects anything (a link
   // layer's addresses, names and elements: l2l4.h, LinkLayer). The linter

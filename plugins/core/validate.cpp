@@ -83,13 +83,13 @@ std::string plugin_fields_problem(const ProtocolPlugin& p, const Registry& r) {
   for (const FieldDesc& f : r.fields()) {
     if (f.protocol != proto || (p.locates && !p.locates(f.name))) continue;
     const std::string at = "field " + f.name + ": ";
-    if (!f.split_from.empty()) {
+    for (const auto& from : f.split_from) {
       // The catch-all's rules apply to it as they are: same type, and no
       // chain to follow. Another protocol's field is allowed for a value
       // that field already names (a device's host name seen elsewhere).
-      const FieldDesc* c = r.field(f.split_from);
+      const FieldDesc* c = r.field(from);
       if (!c || c->type != f.type || !c->split_from.empty())
-        return at + "split from " + f.split_from + ", which is no field of its type to take rules from";
+        return at + "split from " + from + ", which is no field of its type to take rules from";
     }
     // The runtime writes a name decision back through rewrite_name
     // unless the plugin rewrites its messages itself.

@@ -89,7 +89,7 @@ const std::vector<Spec>& specs() {
 void register_fields(Registry& r) {
   for (const Spec& s : specs()) {
     FieldDesc d{s.name, s.type, "http", s.role, s.value_class, s.doc, s.related};
-    if (s.split) d.split_from = "http.other_headers";
+    if (s.split) d.split_from = {"http.other_headers"};
     // A body is no value a condition could compare.
     d.cond_ops = s.type == ValueType::Bytes ? 0 : kCondAll;
     r.add_field(std::move(d));

@@ -6,8 +6,9 @@
 // same host: decided on the same encoded form (32 lowercase letters), so a
 // name counts as one value on 137 and 138, and written back in first-level
 // encoding at the same length. With no rule of their own, they take the
-// device host name's rule (dhcp.hostname, FieldDesc::split_from), as the
-// device names of mDNS, LLMNR and NBNS do where no DNS name rule applies.
+// DNS name rules, as the same names do on NBNS, else the device host
+// name's rule (FieldDesc::split_from: dns.qname, then dhcp.hostname), as
+// the device names of mDNS, LLMNR and NBNS do where no DNS name rule applies.
 // The header's source IP takes the packet's own address treatment (a role
 // occurrence); the user data, a mailslot message that repeats the host
 // name and a comment, takes the same rule on its bytes (length kept): a
@@ -25,7 +26,7 @@ namespace {
 void register_fields(Registry& r) {
   r.add_field({"netbios.name", ValueType::Name, "netbios", FieldRole::Identifier, "domain",
                "NetBIOS datagram source and destination names (a host, a workgroup), first-level encoded",
-               {"dhcp.hostname"}, kNoField, 0, false, false, "dhcp.hostname"});
+               {"dhcp.hostname"}, kNoField, 0, false, false, {"dns.qname", "dhcp.hostname"}});
 }
 
 // A worker's parse state: the fields' ids and the names' texts as the

@@ -111,7 +111,7 @@ TEST_CASE("NetBIOS datagram names take the device host name's rule", "[plugins][
   register_once();
   const FieldDesc* f = Registry::instance().field("netbios.name");
   REQUIRE(f);
-  CHECK(f->split_from == "dhcp.hostname");
+  CHECK(f->split_from == std::vector<std::string>{"dns.qname", "dhcp.hostname"});
   Consumer c("dhcp.hostname : redact()\n");
   Bytes fr = datagram(dgm_payload());
   const size_t size = fr.size();
