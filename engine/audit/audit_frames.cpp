@@ -5,16 +5,45 @@
 #include <cstring>
 
 #include "audit_impl.h"
+#include "l2l4.h"
+#include "linktypes.h"
 #include "pcapio.h"
 
 namespace amon::audit {
+
+namespace {
+
+// A record as the engine's packet path sees it: Ethernet as it is; a link
+// layer with fields of its own (802.11) reduced behind its stand-in
+// header; another link type's rest behind the stand-in Ethernet header.
+// The original and the anonymized capture are read alike, so values are
+// found at the same places in both.
+Frame as_engine_sees(const pcapio::Record& r) {
+  const uint32_t wire = r.len < r.caplen ? r.caplen : r.len;
+  if (r.linktype == DLT_EN10MB) return {r.ts_ns, r.len, std::vector<uint8_t>(r.data, r.data + r.caplen)};
+  std::vector<uint8_t> b(pcapio::kStandInLen);
+  if (const LinkLayer* L = link_layer_for(r.linktype)) {
+    link_stand_in(r.linktype, b.data());
+    b.resize(pcapio::kStandInLen + r.caplen + 64);
+    uint32_t nw = 0;
+    const uint32_t n = L->normalize(r.linktype, r.data, r.caplen, wire, b.data() + pcapio::kStandInLen, nw);
+    b.resize(pcapio::kStandInLen + n);
+    return {r.ts_ns, nw + pcapio::kStandInLen, std::move(b)};
+  }
+  pcapio::LinkHeader lh;
+  const uint32_t hl = pcapio::link_to_ethernet(r.linktype, r.data, r.caplen, b.data(), lh);
+  b.insert(b.end(), r.data + hl, r.data + r.caplen);
+  return {r.ts_ns, wire - hl + pcapio::kStandInLen, std::move(b)};
+}
+
+}  // namespace
 
 bool read_pcap(const std::string& path, std::vector<Frame>& out, int& linktype, std::string& err) {
   try {
     pcapio::Capture c(path);
     linktype = c.linktype();
     pcapio::Record r;
-    while (c.next(r) == 1) out.push_back({r.ts_ns, r.len, std::vector<uint8_t>(r.data, r.data + r.caplen)});
+    while (c.next(r) == 1) out.push_back(as_engine_sees(r));
     // A file cut short or a record that cannot be read ends the capture
     // there, as it ends amon's input: what came before is still audited.
     if (!c.error().empty()) std::fprintf(stderr, "amon audit: %s (reading stops there)\n", c.error().c_str());

@@ -166,6 +166,8 @@ struct Auditor {
   void occ_value(size_t fi, const uint8_t* f, const Decoded& d, const uint8_t* p, const ProtoOcc& o,
                  const std::string& user, uint64_t t);
   void app_values(size_t fi, const uint8_t* f, const Decoded& d, int side, const std::string& user, uint64_t t);
+  // A link layer's own values (802.11 addresses, SSIDs, element contents) as engine/runtime/link.cpp treats them.
+  void link_values(size_t fi, const uint8_t* f, uint32_t cap, uint64_t t);
   void collect();
 
   // Reads a payload with every plugin of its transport: as sent by the

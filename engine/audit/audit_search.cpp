@@ -147,7 +147,7 @@ void Auditor::addr_slots(const Frame& fr, Slots& sl) {
   uint32_t cap = uint32_t(fr.bytes.size());
   Decoded d;
   decode(f, cap, fr.wire, d);
-  if (lt_out == DLT_EN10MB) sl.add(0, 6), sl.add(6, 6);
+  sl.add(0, 6), sl.add(6, 6);  // Ethernet's, or the stand-in header's (audit_frames.cpp)
   if (d.ethertype == 0x0806) sl.regions.push_back({0, cap});
   for (unsigned li = 0; li < d.n_encap && li < unsigned(kMaxEncap); ++li) {
     const EncapLayer& L = d.encap[li];
@@ -198,7 +198,7 @@ void Auditor::addr_slots(const Frame& fr, Slots& sl) {
 std::string Auditor::context(const Frame& fr, uint32_t off) {
   Decoded d;
   decode(fr.bytes.data(), uint32_t(fr.bytes.size()), fr.wire, d);
-  if (off < 14 && lt_out == DLT_EN10MB) return "ethernet header";
+  if (off < 14) return lt_out == DLT_EN10MB ? "ethernet header" : "link header";
   if (!d.has_ip()) return d.ethertype == 0x0806 ? "arp" : "non-ip frame";
   if (off == d.src_off()) return "ip.src";
   if (off == d.dst_off()) return "ip.dst";

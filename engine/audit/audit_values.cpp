@@ -184,7 +184,9 @@ void Auditor::collect() {
     uint64_t t = in[fi].ts;
     Decoded d;
     decode(f, cap, in[fi].wire, d);
-    if (lt_in == DLT_EN10MB && cap >= 14) {
+    // Frames are read as the engine sees them (audit_frames.cpp): a stand-in
+    // header's addresses are a Linux cooked capture's source, or zeros.
+    if (cap >= 14 && !(d.flags & kFlagLink)) {
       for (int which = 0; which < 2; ++which) {
         const uint8_t* m = f + (which ? 6 : 0);
         std::string mac(reinterpret_cast<const char*>(m), 6);
@@ -195,6 +197,7 @@ void Auditor::collect() {
         else protect(Kind::Mac, mac, which ? "eth.src" : "eth.dst", fr);
       }
     }
+    if (d.flags & kFlagLink) link_values(fi, f, cap, t);
     tunnel_endpoints(fi, f, cap, d);
     if (!d.has_ip() || d.l3_off + (d.ip_version == 4 ? 20u : 40u) > cap) continue;
     int side = client_side(f, d);
@@ -226,6 +229,55 @@ void Auditor::collect() {
   // Each fragment's output may carry what its datagram's whole may.
   for (size_t fi = 0; fi < in.size(); ++fi)
     if (whole_of[fi] != SIZE_MAX && whole_of[fi] != fi) allowed_keys[fi] = allowed_keys[whole_of[fi]];
+}
+
+}  // namespace amon::audit
+
+namespace amon::audit {
+
+// Without a rule of their own a link layer's addresses take eth.src's rule
+// (else eth.dst's); with no MAC rule, and for names and element contents
+// without a rule, they are hidden whenever the policy protects anything.
+void Auditor::link_values(size_t fi, const uint8_t* f, uint32_t cap, uint64_t t) {
+  const int dlt = link_stand_in_dlt(f, cap);
+  const LinkLayer* L = link_layer_for(dlt);
+  if (!L || !L->locate) return;
+  LinkOccs occs;
+  L->locate(dlt, f, cap, 14, occs);
+  bool protects = !addr_rules.empty();
+  for (const auto& [_, fr] : frule) protects = protects || !fr.keep();
+  const std::string mac_field = frule.count("eth.src") ? "eth.src" : frule.count("eth.dst") ? "eth.dst" : "";
+  for (uint32_t i = 0; i < occs.n; ++i) {
+    const ProtoOcc& o = occs.occ[i];
+    if (o.off + o.len > cap) break;
+    const FieldDesc& fd = Registry::instance().field(o.field);
+    const bool ruled = frule.count(fd.name) > 0;
+    const uint8_t* v = f + o.off;
+    if (o.kind == OccKind::Mac && o.len == 6) {
+      const std::string mac(reinterpret_cast<const char*>(v), 6);
+      if ((v[0] & 1) || mac == std::string(6, '\0')) continue;
+      const std::string by = ruled ? fd.name : mac_field;
+      if (!by.empty()) {
+        const FieldRule fr = rule_for(by);
+        if (fr.keep()) allow(fi, Kind::Mac, mac);
+        else protect(Kind::Mac, mac, by, fr);
+      } else if (protects) {
+        protect(Kind::Mac, mac, fd.name, FieldRule{});
+      } else {
+        allow(fi, Kind::Mac, mac);
+      }
+    } else if (o.kind == OccKind::Name) {
+      const std::string name = o.text.empty() ? std::string(reinterpret_cast<const char*>(v), o.len) : std::string(o.text);
+      if (ruled) name_value(fi, fd.name, name, std::string(), t);
+      else if (protects && !name.empty()) protect(Kind::Name, lower(name), fd.name, FieldRule{});
+      else if (!name.empty()) allow(fi, Kind::Name, lower(name));
+    } else if (o.kind == OccKind::Bytes) {
+      const std::string text(reinterpret_cast<const char*>(v), o.len);
+      if (ruled) text_value(fi, fd.name, text, std::string(), t);
+      else if (protects && text.size() >= 8 && text.find_first_not_of('\0') != std::string::npos)
+        protect(Kind::Text, text, fd.name, FieldRule{});
+    }
+  }
 }
 
 }  // namespace amon::audit

@@ -12,6 +12,8 @@
 #include <cstdint>
 #include <cstring>
 
+#include "linktypes.h"
+
 namespace amon {
 
 struct MbufMeta {
@@ -32,12 +34,8 @@ struct Origin {
 };
 constexpr uint32_t kOriginTag = 0x6f726967;
 
-// The original link header of a non-Ethernet capture record, less what moved
-// into the stand-in Ethernet header (the Linux cooked address).
-struct LinkHdr {
-  uint8_t len;  // bytes used; pcap_port.cpp flags a cut header in the top bit
-  uint8_t bytes[15];
-};
+// The original link header of a non-Ethernet capture record (linktypes.h).
+using LinkHdr = pcapio::LinkHeader;
 extern MbufMeta g_meta;
 
 // Registers the dynamic fields; call once after rte_eal_init. Returns false

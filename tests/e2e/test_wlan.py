@@ -22,6 +22,7 @@ is applied; a policy that protects nothing keeps the 802.11 values.
 
 usage: test_wlan.py AMON"""
 
+import json
 import os
 import struct
 import subprocess
@@ -206,6 +207,29 @@ def run(amon, work, name, lt, recs, policy, fails, protects=True):
     return out, orecs
 
 
+def audit_signs_off(amon, work, name, pol, inp, out, fails):
+    """amon audit reads 802.11 as the engine does: the output is clean, and
+    the input given as its own output shows the stations and SSIDs."""
+    def leaks(anon):
+        r = subprocess.run([amon, "audit", "--policy", pol, "--original", inp, "--anonymized", anon,
+                            "--format", "json", "--max-listed", "1000"], capture_output=True, text=True, cwd=work)
+        if r.returncode not in (0, 1):
+            fails.append(f"{name}: amon audit exit {r.returncode}: {r.stderr.strip()[:300]}")
+            return None
+        return json.loads(r.stdout)["leak_list"]
+    clean = leaks(out)
+    if clean:
+        fails.append(f"{name}: the audit finds leaks in the output: {clean[:3]}")
+    raw = leaks(inp)
+    if raw is not None:
+        found = {h["value"] for h in raw}
+        for a in (AP, STA):
+            if ":".join("%02x" % x for x in a) not in found:
+                fails.append(f"{name}: the audit does not find station {a.hex()} left in clear")
+        if not any(h["value"] == SSIDS[1].decode().lower() for h in raw):
+            fails.append(f"{name}: the audit does not find SSID {SSIDS[1]!r} left in clear: {sorted(found)[:10]}")
+
+
 # Columns of tshark_rows (after frame.number).
 TYPE, RA, TA, BSSID, SSID, IPSRC, IPDST, TSFT, FCS, SIGNAL, FREQ, PPI_FREQ = range(1, 13)
 
@@ -280,6 +304,8 @@ def check(amon, work, fails):
         for fno, st in L.checksum_status(out).items():
             if fno <= len(FRAMES) and any(x == "0" for t in st for x in t):
                 fails.append(f"{name} frame {fno}: a bad checksum {st}")
+
+        audit_signs_off(amon, work, name, pol, os.path.join(work, name + ".pcap"), out, fails)
 
     # An explicit SSID rule, and a policy that protects nothing.
     pol2 = L.write_policy(work, "p2.amon", f'key k = file("{key}")\n'
