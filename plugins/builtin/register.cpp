@@ -7,6 +7,7 @@
 #include "amon_http.hpp"
 #include "amon_netbios.hpp"
 #include "amon_quic.hpp"
+#include "amon_sctp.hpp"
 #include "amon_stun.hpp"
 #include "amon_tls.hpp"
 #include "amon_wlan.hpp"
@@ -62,6 +63,7 @@ void register_builtin_plugins() {
     r.add_protocol(stun_plugin::protocol_plugin());
     r.add_protocol(stun_plugin::tcp_protocol_plugin());
     r.add_protocol(netbios_plugin::protocol_plugin());
+    r.add_protocol(sctp_plugin::protocol_plugin());
     actions::register_actions(r);
   });
 }
