@@ -99,6 +99,85 @@ def sctp_bad():
     return ip_frame(C4, S4, 132, sctp(5000, 36412, [init])), C4B
 
 
+# ---------------------------------------------------------------- OSPF
+
+def fletcher(lsa):
+    """The checksum an LSA holds when right (age and checksum not summed)."""
+    b = lsa[2:16] + b"\0\0" + lsa[18:]
+    c0 = c1 = 0
+    for x in b:
+        c0 = (c0 + x) % 255
+        c1 = (c1 + c0) % 255
+    x = ((len(b) - 14 - 1) * c0 - c1) % 255
+    x = x or 255
+    y = 510 - c0 - x
+    y = y - 255 if y > 255 else y
+    return (x << 8) | y
+
+
+def lsa(v, t, lsid, adv, body):
+    head = struct.pack("!H", 1) + (bytes([0x22, t]) if v == 2 else struct.pack("!H", t)) + packed(lsid) + packed(adv)
+    b = head + struct.pack("!IHH", 0x80000001, 0, 20 + len(body)) + body
+    return b[:16] + struct.pack("!H", fletcher(b)) + b[18:]
+
+
+def ospf(v, t, rid, body, src=None, dst=None):
+    hl = 24 if v == 2 else 16
+    b = bytes([v, t]) + struct.pack("!H", hl + len(body)) + packed(rid) + bytes(4) + bytes(4 if v == 3 else 12) + body
+    ck = L._csum(b) if v == 2 else L._csum(pseudo6(src, dst, 89, len(b)) + b)
+    return b[:12] + struct.pack("!H", ck) + b[14:]
+
+
+R1, R2, R3 = "10.1.0.1", "10.1.0.2", "10.1.0.3"
+LL1, LL2 = "fe80::1", "fe80::2"
+PFX = bytes.fromhex("fd00000100020000")  # fd00:1:2::/64 as OSPFv3 stores it
+
+
+def ospf_frames():
+    f = []
+    hello = struct.pack("!4sHBBI", packed("255.255.255.0"), 10, 2, 1, 40) + packed(R3) + bytes(4) + packed(R2)
+    f.append((ip_frame(R1, "224.0.0.5", 89, ospf(2, 1, R1, hello), ttl=1), [R2, R3], [R1]))
+    links = struct.pack("!BBH", 0, 0, 2) + packed(R3) + packed(R1) + bytes([2, 0, 0, 10]) \
+        + packed("10.1.7.0") + packed("255.255.255.0") + bytes([3, 0, 0, 10])
+    net = packed("255.255.255.0") + packed(R1) + packed(R2)
+    upd = struct.pack("!I", 2) + lsa(2, 1, R1, R1, links) + lsa(2, 2, R3, R1, net)
+    f.append((ip_frame(R1, "224.0.0.5", 89, ospf(2, 4, R1, upd), ttl=1), [R2, R3, "10.1.7.0"], [R1]))
+    link = bytes([1, 0, 0, 0x13]) + packed(LL1) + struct.pack("!I", 1) + bytes([64, 0, 0, 0]) + PFX
+    upd6 = struct.pack("!I", 1) + lsa(3, 0x0008, "0.0.0.5", R1, link)
+    f.append((ip_frame(LL1, "ff02::5", 89, ospf(3, 4, R1, upd6, LL1, "ff02::5"), ttl=1), [R1, PFX], [LL1]))
+    hello6 = struct.pack("!IBBHHH", 5, 1, 0, 0x13, 10, 40) + packed(R3) + bytes(4) + packed(R2)
+    f.append((ip_frame(LL2, "ff02::5", 89, ospf(3, 1, R2, hello6, LL2, "ff02::5"), ttl=1), [R2, R3], [LL2]))
+    return f
+
+
+def ospf_bad():
+    """An opaque LSA (a TE or grace LSA's layout is not read)."""
+    upd = struct.pack("!I", 1) + lsa(2, 10, "1.0.0.1", R2, bytes(4) + packed(R3))
+    return ip_frame(R1, "224.0.0.5", 89, ospf(2, 4, R1, upd), ttl=1), R3
+
+
+def ospf_checksums(out, name, fails):
+    """OSPFv2 packet checksums and every LSA's right in the output."""
+    for i, (_, _, _, fr) in enumerate(L.read_pcap(out)[1]):
+        if fr[12:14] != b"\x08\x00" or fr[23] != 89:
+            continue
+        o = fr[34:]
+        if len(o) < 24:
+            continue
+        n = struct.unpack("!H", o[2:4])[0]
+        if len(o) < n or n < 24:
+            continue
+        if L._csum(o[:16] + o[24:n]) != 0:
+            fails.append(f"{name} frame {i + 1}: OSPF checksum wrong")
+        if o[1] == 4:
+            k = 28
+            for _ in range(struct.unpack("!I", o[24:28])[0]):
+                ln = struct.unpack("!H", o[k + 18:k + 20])[0]
+                if struct.unpack("!H", o[k + 16:k + 18])[0] != fletcher(o[k:k + ln]):
+                    fails.append(f"{name} frame {i + 1}: LSA at {k} checksum wrong")
+                k += ln
+
+
 # ---------------------------------------------------------------- checks
 
 def header_map(fin, fout):
@@ -116,13 +195,13 @@ def check(amon, work, name, frames, bad, fails, tshark_checks):
     recs = L.read_pcap(out)[1]
     if len(recs) != len(allf):
         fails.append(f"{name}: {len(recs)} frames out of {len(allf)}")
-        return 0
+        return 0, out
     n = 0
     for i, (fr, users, own) in enumerate(frames):
         o = recs[i][3]
         hm = header_map(fr, o)
         for a in users:
-            b = packed(a)
+            b = a if isinstance(a, bytes) else packed(a)
             n += 1
             if b not in fr[34:]:
                 fails.append(f"{name} frame {i + 1}: {a} is not in the input's body (the test is wrong)")
@@ -139,7 +218,7 @@ def check(amon, work, name, frames, bad, fails, tshark_checks):
                     fails.append(f"{name} frame {i + 1}: {a} at {k} is not its header pseudonym")
     for j, (b, a) in enumerate(bad):
         o = recs[len(frames) + j][3]
-        if packed(a) in o:
+        if packed(a) in o[34:]:
             fails.append(f"{name} malformed frame: {a} in clear")
         if len(o) >= len(b):
             fails.append(f"{name} malformed frame: its payload was not cut")
@@ -147,7 +226,7 @@ def check(amon, work, name, frames, bad, fails, tshark_checks):
         rows = L.tshark_fields(out, [], flt, extra)
         if rows:
             fails.append(f"{name}: tshark finds {flt} in frames {[r[0] for r in rows]}")
-    return n
+    return n, out
 
 
 def main():
@@ -155,8 +234,11 @@ def main():
     L.need_tshark()
     work = L.tmpdir("ipcarriers-")
     fails = []
-    n = check(amon, work, "sctp", sctp_frames(), [sctp_bad()], fails,
-              [("sctp.checksum.status == 0", ["-o", "sctp.checksum:CRC-32C"])])
+    n, _ = check(amon, work, "sctp", sctp_frames(), [sctp_bad()], fails,
+                 [("sctp.checksum.status == 0", ["-o", "sctp.checksum:CRC-32C"])])
+    k, out = check(amon, work, "ospf", ospf_frames(), [ospf_bad()], fails, [("_ws.malformed", [])])
+    ospf_checksums(out, "ospf", fails)
+    n += k
     return L.report(fails, f"ok: {n} users' addresses carried in message bodies are absent from the ids output")
 
 
