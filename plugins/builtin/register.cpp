@@ -7,6 +7,7 @@
 #include "amon_http.hpp"
 #include "amon_netbios.hpp"
 #include "amon_ospf.hpp"
+#include "amon_pim.hpp"
 #include "amon_quic.hpp"
 #include "amon_sctp.hpp"
 #include "amon_stun.hpp"
@@ -66,6 +67,7 @@ void register_builtin_plugins() {
     r.add_protocol(netbios_plugin::protocol_plugin());
     r.add_protocol(sctp_plugin::protocol_plugin());
     r.add_protocol(ospf_plugin::protocol_plugin());
+    r.add_protocol(pim_plugin::protocol_plugin());
     actions::register_actions(r);
   });
 }

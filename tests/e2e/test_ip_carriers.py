@@ -178,6 +178,64 @@ def ospf_checksums(out, name, fails):
                 k += ln
 
 
+# ---------------------------------------------------------------- PIM
+
+def enc_u(a):
+    b = packed(a)
+    return bytes([1 if len(b) == 4 else 2, 0]) + b
+
+
+def enc_g(a, masklen=None):
+    b = packed(a)
+    return bytes([1 if len(b) == 4 else 2, 0, 0, masklen if masklen is not None else len(b) * 8]) + b
+
+
+def pim(t, body, src=None, dst=None, summed=None):
+    b = bytes([0x20 | t, 0, 0, 0]) + body
+    n = summed or len(b)
+    ck = L._csum(b[:n]) if src is None else L._csum(pseudo6(src, dst, 103, len(b)) + b)
+    return b[:2] + struct.pack("!H", ck) + b[4:]
+
+
+P1, P2, P3, P4, P9, G = "10.5.0.1", "10.5.0.2", "10.5.0.3", "10.5.0.4", "10.5.0.9", "239.1.2.3"
+RP = "198.51.100.9"
+
+
+def pim_frames():
+    f = []
+    hello = struct.pack("!HHH", 1, 2, 105) + struct.pack("!HH", 24, 6) + enc_u(P2)
+    f.append((ip_frame(P1, "224.0.0.13", 103, pim(0, hello), ttl=1), [P2], [P1]))
+    bsr = struct.pack("!HBB", 7, 30, 64) + enc_u(P3) + enc_g("224.0.0.0", 4) + bytes([1, 1, 0, 0]) \
+        + enc_u(P4) + struct.pack("!HBB", 150, 1, 0)
+    f.append((ip_frame(P1, "224.0.0.13", 103, pim(4, bsr), ttl=1), [P3, P4], [P1]))
+    jp = enc_u(P2) + bytes([0, 1]) + struct.pack("!H", 210) + enc_g(G) + struct.pack("!HH", 1, 0) + enc_g(P9)
+    f.append((ip_frame(P1, "224.0.0.13", 103, pim(3, jp), ttl=1), [P2, P9], [P1]))
+    inner = struct.pack("!BBHHHBBH4s4s", 0x45, 0, 20, 0, 0, 1, 17, 0, packed(P9), packed(G))
+    inner = inner[:10] + struct.pack("!H", L._csum(inner)) + inner[12:]
+    f.append((ip_frame(P1, RP, 103, pim(1, struct.pack("!I", 0x40000000) + inner, summed=8)), [P9], [P1]))
+    hello6 = struct.pack("!HHH", 1, 2, 105) + struct.pack("!HH", 24, 18) + enc_u("fd00::51")
+    f.append((ip_frame("fe80::5", "ff02::d", 103, pim(0, hello6, "fe80::5", "ff02::d"), ttl=1), ["fd00::51"], ["fe80::5"]))
+    return f
+
+
+def pim_bad():
+    """A Register carrying its multicast data (not rewritten: fail closed)."""
+    inner = struct.pack("!BBHHHBBH4s4s", 0x45, 0, 28, 0, 0, 1, 17, 0, packed(P9), packed(G)) + bytes(8)
+    return ip_frame(P1, RP, 103, pim(1, struct.pack("!I", 0) + inner, summed=8)), P9
+
+
+def pim_checksums(out, name, fails):
+    """PIM checksums over IPv4 (and a Register's inner IPv4 header) right in the output."""
+    for i, (_, _, _, fr) in enumerate(L.read_pcap(out)[1]):
+        if fr[12:14] != b"\x08\x00" or fr[23] != 103 or len(fr) < 38:
+            continue
+        o = fr[34:]
+        if L._csum(o[:8] if o[0] & 0xF == 1 else o) != 0:
+            fails.append(f"{name} frame {i + 1}: PIM checksum wrong")
+        if o[0] & 0xF == 1 and len(o) >= 28 and L._csum(o[8:28]) != 0:
+            fails.append(f"{name} frame {i + 1}: the Register's inner IPv4 checksum wrong")
+
+
 # ---------------------------------------------------------------- checks
 
 def header_map(fin, fout):
@@ -238,6 +296,9 @@ def main():
                  [("sctp.checksum.status == 0", ["-o", "sctp.checksum:CRC-32C"])])
     k, out = check(amon, work, "ospf", ospf_frames(), [ospf_bad()], fails, [("_ws.malformed", [])])
     ospf_checksums(out, "ospf", fails)
+    n += k
+    k, out = check(amon, work, "pim", pim_frames(), [pim_bad()], fails, [("_ws.malformed", [])])
+    pim_checksums(out, "pim", fails)
     n += k
     return L.report(fails, f"ok: {n} users' addresses carried in message bodies are absent from the ids output")
 
