@@ -236,6 +236,42 @@ def pim_checksums(out, name, fails):
             fails.append(f"{name} frame {i + 1}: the Register's inner IPv4 checksum wrong")
 
 
+# ---------------------------------------------------------------- LISP
+
+def afi(a):
+    b = packed(a)
+    return struct.pack("!H", 1 if len(b) == 4 else 2) + b
+
+
+def record(eid, mask, locs):
+    b = struct.pack("!IBBHH", 60, len(locs), mask, 0, 0) + afi(eid)
+    for loc in locs:
+        b += bytes([1, 100, 255, 0, 0, 5]) + afi(loc)
+    return b
+
+
+E1, E5, E9, X2, X3 = "10.8.0.1", "10.8.0.5", "10.8.0.9", "10.8.0.2", "10.8.0.3"
+MR = "198.51.100.30"
+NONCE = bytes(range(8))
+
+
+def lisp_frames():
+    f = []
+    req = bytes([0x10, 0, 1, 1]) + NONCE + afi(E5) + afi(E1) + afi(X2) + bytes([0, 32]) + afi(E9)
+    f.append((L.udp4_frame(E1, MR, 40000, 4342, req), [E5, X2, E9], [E1]))
+    reply = bytes([0x20, 0, 0, 1]) + NONCE + record(E9, 32, [X3, E1])
+    f.append((L.udp4_frame(MR, E1, 4342, 40000, reply), [E9, X3], [E1]))
+    reg = bytes([0x30, 0, 0, 1]) + NONCE + struct.pack("!HH", 1, 4) + bytes(4) + record("10.8.0.0", 24, [E1, X2])
+    f.append((L.udp4_frame(E1, MR, 4342, 4342, reg), [X2, "10.8.0.0"], [E1]))
+    return f
+
+
+def lisp_bad():
+    """An Encapsulated Control Message: its inner packet is not rewritten."""
+    inner = struct.pack("!BBHHHBBH4s4s", 0x45, 0, 20, 0, 0, 64, 17, 0, packed(E5), packed(MR))
+    return L.udp4_frame(E1, MR, 4342, 4342, bytes([0x80, 0, 0, 0]) + inner), E5
+
+
 # ---------------------------------------------------------------- checks
 
 def header_map(fin, fout):
@@ -299,6 +335,8 @@ def main():
     n += k
     k, out = check(amon, work, "pim", pim_frames(), [pim_bad()], fails, [("_ws.malformed", [])])
     pim_checksums(out, "pim", fails)
+    n += k
+    k, _ = check(amon, work, "lisp", lisp_frames(), [lisp_bad()], fails, [("udp.checksum.status == 0", L.CHECKS)])
     n += k
     return L.report(fails, f"ok: {n} users' addresses carried in message bodies are absent from the ids output")
 
