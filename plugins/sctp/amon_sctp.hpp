@@ -28,8 +28,10 @@ struct Parsed {
 // packet's own header addresses (`src`, `dst`, `alen` bytes each; null
 // when unknown) wherever they lie. Malformed: a chunk or parameter whose
 // length runs past its container, or a Host Name Address parameter (a name
-// no address rule maps).
-Result parse(const uint8_t* p, uint32_t len, const uint8_t* src, const uint8_t* dst, uint8_t alen, Parsed& r);
+// no address rule maps). `cut`: the capture cut the packet at `len`; a
+// chunk it cut is parsed as far as captured when it carries no address.
+Result parse(const uint8_t* p, uint32_t len, const uint8_t* src, const uint8_t* dst, uint8_t alen, Parsed& r,
+             bool cut = false);
 
 // The packet's CRC32c (RFC 9260 appendix A) with its checksum field taken
 // as zero, as the value that field holds when right (bytes 8-11, least

@@ -19,7 +19,7 @@ void free_state(void* s) { delete static_cast<State*>(s); }
 
 ProtoStatus parse_packet(void* vs, const ProtoPacket& pkt, ProtoOccs& out) {
   State& s = *static_cast<State*>(vs);
-  if (parse(pkt.payload, pkt.len, pkt.src, pkt.dst, pkt.addr_len, s.r) != Result::Ok)
+  if (parse(pkt.payload, pkt.len, pkt.src, pkt.dst, pkt.addr_len, s.r, pkt.cut_short) != Result::Ok)
     return pkt.cut_short ? ProtoStatus::Incomplete : ProtoStatus::Malformed;
   if (!s.r.addrs.n) return ProtoStatus::None;
   s.crc = checksum(pkt.payload, pkt.len);

@@ -1,5 +1,6 @@
 // SCTP parse of arbitrary bytes (first input byte: the header addresses'
-// length, 0, 4 or 16, taken from the bytes that follow it). Checks: no
+// length, 0, 4 or 16 by its value mod 3, taken from the bytes that follow
+// it; bit 7: the capture cut the packet). Checks: no
 // crash or out-of-bounds access; every address inside the packet, of its
 // family's length; no two overlapping (the runtime rewrites them in any
 // order).
@@ -19,7 +20,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const uint8_t* dst = data + 1 + alen;
   const uint8_t* p = data + 1 + 2 * alen;
   const uint32_t n = uint32_t(size - 1 - 2 * alen);
-  if (parse(p, n, alen ? src : nullptr, alen ? dst : nullptr, alen, *r) != Result::Ok) return 0;
+  if (parse(p, n, alen ? src : nullptr, alen ? dst : nullptr, alen, *r, data[0] & 0x80) != Result::Ok) return 0;
   if (!spans_sound(r->addrs, n)) std::abort();
   return 0;
 }

@@ -95,6 +95,15 @@ TEST_CASE("sctp: DATA carries no address; lengths past their container and host 
   spans(Bytes(kHeader.begin(), kHeader.begin() + 8), sp::Result::Malformed);
 }
 
+TEST_CASE("sctp: a packet the capture cut inside DATA parses; inside an INIT it does not") {
+  static sp::Parsed r;
+  const Bytes data = cat({kHeader, chunk(0, Bytes(200, 7))});
+  CHECK(sp::parse(data.data(), 60, nullptr, nullptr, 0, r, true) == sp::Result::Ok);
+  CHECK(sp::parse(data.data(), 60, nullptr, nullptr, 0, r, false) == sp::Result::Malformed);
+  const Bytes init = cat({kHeader, chunk(1, cat({kInitFixed, tlv(5, kA4), tlv(5, kSrc)}))});
+  CHECK(sp::parse(init.data(), uint32_t(init.size() - 4), nullptr, nullptr, 0, r, true) == sp::Result::Malformed);
+}
+
 TEST_CASE("sctp: CRC32c") {
   // RFC 3720 B.4: 32 bytes of zeros.
   const Bytes zeros(32, 0);
