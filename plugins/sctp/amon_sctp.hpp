@@ -24,7 +24,8 @@ struct Parsed {
 // parameters (IPv4 5, IPv6 6), in ASCONF's add, delete and set-primary
 // parameters (RFC 5061) and the address an ASCONF names itself by; in
 // what is opaque to the receiver and copied from an INIT (a State Cookie,
-// a COOKIE ECHO, error causes): embedded address parameters, and the
+// a COOKIE ECHO, error causes) or from the sender's socket (HEARTBEAT
+// information): embedded address parameters, and the
 // packet's own header addresses (`src`, `dst`, `alen` bytes each; null
 // when unknown) wherever they lie. Malformed: a chunk or parameter whose
 // length runs past its container, or a Host Name Address parameter (a name

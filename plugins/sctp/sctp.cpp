@@ -72,7 +72,7 @@ bool params(const uint8_t* p, uint32_t from, uint32_t to, const uint8_t* src, co
 
 bool carries_addresses(uint8_t type) {
   switch (type) {
-    case 1: case 2: case 6: case 9: case 10: case 0x80: case 0xc1: return true;
+    case 1: case 2: case 4: case 5: case 6: case 9: case 10: case 0x80: case 0xc1: return true;
     default: return false;
   }
 }
@@ -103,12 +103,14 @@ Result parse(const uint8_t* p, uint32_t len, const uint8_t* src, const uint8_t* 
       case 0x80:  // ASCONF-ACK: serial, responses
         ok = l >= 8 && params(p, o + 8, end, src, dst, alen, r);
         break;
+      case 4:   // HEARTBEAT
+      case 5:   // HEARTBEAT ACK: the sender's information (Linux's holds the path's address)
       case 6:   // ABORT
       case 9:   // ERROR: causes (an unresolvable address, a restart's new addresses)
       case 10:  // COOKIE ECHO: the State Cookie as it came back
         opaque(p, o + 4, end, src, dst, alen, r);
         break;
-      default: break;  // DATA, SACK, HEARTBEAT (its info is the sender's own), ...
+      default: break;  // DATA, SACK, SHUTDOWN, ...
     }
     if (!ok) return Result::Malformed;
     o += std::min(pad4(l), len - o);

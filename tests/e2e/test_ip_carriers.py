@@ -88,6 +88,9 @@ def sctp_frames():
         ack = chunk(2, struct.pack("!IIHHI", 2, 65535, 10, 10, 9) + addr_param(s) + tlv(7, cookie))
         f.append((ip_frame(s, c, 132, sctp(36412, 5000, [ack])), [c, cb], [c]))
         f.append((ip_frame(c, s, 132, sctp(5000, 36412, [chunk(10, cookie)])), [c, cb], [c]))
+        # Linux's HEARTBEAT information holds the path's address as a sockaddr.
+        hb = chunk(4, tlv(1, b"\x02\x00\x13\x88" + bytes(4 if len(packed(c)) == 16 else 0) + packed(c) + bytes(20)))
+        f.append((ip_frame(s, c, 132, sctp(36412, 5000, [hb])), [c], [c]))
         asconf = chunk(0xC1, struct.pack("!I", 1) + addr_param(c) + tlv(0xC001, struct.pack("!I", 7) + addr_param(cb)))
         f.append((ip_frame(c, s, 132, sctp(5000, 36412, [asconf])), [c, cb], [c]))
     return f

@@ -77,6 +77,14 @@ TEST_CASE("sctp: INIT ACK's State Cookie and the COOKIE ECHO that returns it") {
   CHECK(spans(echo).size() == 2);
 }
 
+TEST_CASE("sctp: a HEARTBEAT's information holding the path's address, as Linux's does") {
+  const Bytes info = cat({{2, 0, 0x13, 0x88}, kDst, Bytes(20, 0)});
+  const Bytes hb = cat({kHeader, chunk(4, tlv(1, info))});
+  const auto v = spans(hb);
+  REQUIRE(v.size() == 1);
+  CHECK(Bytes(hb.begin() + v[0].first, hb.begin() + v[0].first + 4) == kDst);
+}
+
 TEST_CASE("sctp: ASCONF's own address and Add/Delete IP Address") {
   const Bytes add = cat({tlv(0xc001, cat({{0, 0, 0, 7}, tlv(5, kA4)})), tlv(0xc002, cat({{0, 0, 0, 8}, tlv(6, kA6)}))});
   const Bytes pkt = cat({kHeader, chunk(0xc1, cat({{0, 0, 0, 1}, tlv(5, kSrc), add}))});
