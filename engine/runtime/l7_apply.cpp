@@ -129,7 +129,15 @@ bool ProgramInstance::l7_plugin(const ProtocolPlugin& pp, void* state, uint8_t* 
     fs->sni_clear = names && !hidden ? uint16_t(fs->sni_clear | bit) : uint16_t(fs->sni_clear & ~bit);
   }
   if (n_pay && !prog_.field_rules_[pay_field].empty()) apply_payload(pay_field, pl, avail, pay, n_pay, e);
-  return !pp.finish || pp.finish(state, pl, avail);
+  if (pp.finish && !pp.finish(state, pl, avail)) return false;
+  // A checksum over the IPv6 pseudo-header follows the header's addresses.
+  if (const uint32_t at = pp.pseudo_csum_v6; at && e.d->ip_version == 6 && e.old_src && e.alen == 16 && avail >= at + 2) {
+    uint16_t ck = rd16(pl + at);
+    ck = csum_replace(ck, {e.old_src, 16}, {e.buf + e.d->src_off(), 16});
+    ck = csum_replace(ck, {e.old_dst, 16}, {e.buf + e.d->dst_off(), 16});
+    wr16(pl + at, ck);
+  }
+  return true;
 }
 
 // `client`: the address is known to be a client's (another address of

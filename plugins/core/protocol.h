@@ -284,6 +284,11 @@ struct ProtocolPlugin {
   // TCP: the runtime may hold a segment whose parse is Incomplete with
   // `hold` until the message is whole, and parse the reassembled bytes.
   bool holds;
+  // An IP protocol's plugin whose messages hold a checksum over the IPv6
+  // pseudo-header (OSPFv3, PIM over IPv6): its offset in the payload (0:
+  // none). The runtime carries the rewrite of the packet's own IPv6
+  // addresses into it, after `finish`.
+  uint8_t pseudo_csum_v6;
   // Its messages carry addresses of the network (ProtoOcc::role): they are
   // parsed wherever the policy protects ip.* addresses and keeps payload,
   // with or without a rule on the protocol's own fields, so that no

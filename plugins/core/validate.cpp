@@ -81,6 +81,8 @@ std::string plugin_problem(const ProtocolPlugin& p, const Registry& r) {
     if (!p.ports[0]) return "shortcut without ports";
   }
   if (p.parse_datagram && !p.shortcut) return "parse_datagram without shortcut";
+  if (p.pseudo_csum_v6 && !ip_message_proto(p.l4_proto))
+    return "pseudo_csum_v6 on TCP or UDP (the runtime keeps their checksums itself)";
   return shortcut_problem(p, r);
 }
 

@@ -51,6 +51,7 @@ bool finish(void* vs, uint8_t* p, uint32_t) {
 const ProtocolPlugin kPlugin = {
     .name = "ospf",
     .l4_proto = kProto,
+    .pseudo_csum_v6 = 12,
     .role_addresses = true,
     .make_state = make_state,
     .free_state = free_state,

@@ -36,6 +36,7 @@ bool finish(void* vs, uint8_t* p, uint32_t) {
 const ProtocolPlugin kPlugin = {
     .name = "pim",
     .l4_proto = kProto,
+    .pseudo_csum_v6 = 2,
     .role_addresses = true,
     .make_state = make_state,
     .free_state = free_state,

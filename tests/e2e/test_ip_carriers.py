@@ -8,7 +8,9 @@ servers kept).
          ids.amon's `clients`) in the fields their plugins parse. Each such
          address is in the input's bytes and in none of the output's; an
          address of the packet's own header is written as that header's
-         pseudonym; the protocol's checksums stay right (tshark); a message
+         pseudonym; the protocol's checksums stay right (SCTP's and UDP's by
+         tshark, OSPF's, LSAs' and PIM's computed here, over the IPv6
+         pseudo-header where they cover it); a message
          that does not parse loses its payload (fail closed).
 
 usage: test_ip_carriers.py AMON"""
@@ -159,9 +161,22 @@ def ospf_bad():
     return ip_frame(R1, "224.0.0.5", 89, ospf(2, 4, R1, upd), ttl=1), R3
 
 
+def v6_body(fr, proto):
+    """An IPv6 frame's payload of `proto` and its pseudo-header, or None."""
+    if fr[12:14] != b"\x86\xdd" or fr[20] != proto:
+        return None
+    o = fr[54:]
+    return o, fr[22:38] + fr[38:54] + struct.pack("!IxxxB", len(o), proto)
+
+
 def ospf_checksums(out, name, fails):
-    """OSPFv2 packet checksums and every LSA's right in the output."""
+    """OSPF packet checksums (OSPFv3's over the IPv6 pseudo-header) and every LSA's right in the output."""
     for i, (_, _, _, fr) in enumerate(L.read_pcap(out)[1]):
+        v6 = v6_body(fr, 89)
+        if v6 and len(v6[0]) >= 16:
+            if L._csum(v6[1] + v6[0]) != 0:
+                fails.append(f"{name} frame {i + 1}: OSPFv3 checksum wrong")
+            continue
         if fr[12:14] != b"\x08\x00" or fr[23] != 89:
             continue
         o = fr[34:]
@@ -228,8 +243,11 @@ def pim_bad():
 
 
 def pim_checksums(out, name, fails):
-    """PIM checksums over IPv4 (and a Register's inner IPv4 header) right in the output."""
+    """PIM checksums (over IPv6 with the pseudo-header; a Register's inner IPv4 header) right in the output."""
     for i, (_, _, _, fr) in enumerate(L.read_pcap(out)[1]):
+        v6 = v6_body(fr, 103)
+        if v6 and len(v6[0]) >= 4 and L._csum(v6[1] + v6[0]) != 0:
+            fails.append(f"{name} frame {i + 1}: PIM checksum over IPv6 wrong")
         if fr[12:14] != b"\x08\x00" or fr[23] != 103 or len(fr) < 38:
             continue
         o = fr[34:]

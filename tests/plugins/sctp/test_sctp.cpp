@@ -2,7 +2,8 @@
 // INIT ACK and ASCONF parameters, those a State Cookie copies, the
 // packet's own addresses in a COOKIE ECHO; malformed lengths and host
 // names refused), the CRC32c against RFC 3720's vector, and the registry
-// taking it as the plugin of IP protocol 132 (and refusing a second one).
+// taking it as the plugin of IP protocol 132 (refusing a second one, ports
+// on it, a pseudo-header checksum on UDP).
 #include <catch2/catch.hpp>
 
 #include <vector>
@@ -136,4 +137,8 @@ TEST_CASE("sctp: the registry takes it as IP protocol 132's plugin, one only") {
   ProtocolPlugin icmp = p;
   icmp.l4_proto = 1;
   CHECK(!plugin_problem(icmp, r2).empty());
+  // The runtime keeps TCP's and UDP's checksums itself.
+  ProtocolPlugin udp = p;
+  udp.name = "sctp-udp", udp.l4_proto = 17, udp.pseudo_csum_v6 = 2;
+  CHECK(plugin_problem(udp, r2).find("pseudo_csum_v6") != std::string::npos);
 }
