@@ -175,8 +175,12 @@ struct Auditor {
   // (side as client_side() gives it).
   template <class Fn>
   void each_value(const uint8_t* f, const Decoded& d, uint32_t cap, int side, Fn&& fn) {
-    if (!d.has_l4_header() || (d.flags & kFlagLaterFragment)) return;
-    if (d.l4_proto != kProtoTcp && d.l4_proto != kProtoUdp) return;
+    if (d.status != DecodeStatus::Ok || (d.flags & kFlagLaterFragment)) return;
+    // TCP and UDP by their ports; another protocol's whole IP payload when
+    // a plugin parses it (ProtocolPlugin::l4_proto).
+    if (d.l4_proto == kProtoTcp || d.l4_proto == kProtoUdp ? !d.has_l4_header()
+                                                             : d.has_l4_header() || !pv->reads(d.l4_proto))
+      return;
     const uint32_t end = std::min<uint32_t>(cap, d.payload_off + d.payload_len);
     if (end <= d.payload_off) return;
     const uint8_t* p = f + d.payload_off;

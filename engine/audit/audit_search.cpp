@@ -166,7 +166,9 @@ void Auditor::addr_slots(const Frame& fr, Slots& sl) {
     sl.add(d.l4_off + 8 + 8, 16);
     sl.add(d.l4_off + 8 + 24, 16);
   }
-  if (!d.has_l4_header() || (d.flags & kFlagLaterFragment)) return;
+  if (d.flags & kFlagLaterFragment) return;
+  // Without a transport header: an IP protocol a plugin may parse whole (each_value).
+  const bool whole = !d.has_l4_header();
   // A Multipath TCP ADD_ADDR's address (each_add_addr, as the runtime reads it).
   if (d.l4_proto == kProtoTcp && (d.flags & kFlagAddrBody) && d.l4_hdr_len > 20 && d.l4_off + d.l4_hdr_len <= cap)
     each_add_addr(f + d.l4_off + 20, d.l4_hdr_len - 20u, [&](const AddAddr& a) {
@@ -185,7 +187,7 @@ void Auditor::addr_slots(const Frame& fr, Slots& sl) {
   // address, so a shorter prefix still holds the match that starts there.
   // In a datagram or a segment: the values stored XOR-ed.
   each_value(f, d, cap, 2, [&](const uint8_t* p, const ProtoOcc& o) {
-    if (d.l4_proto == kProtoUdp && (o.kind == OccKind::Addr4 || o.kind == OccKind::Addr6 || o.kind == OccKind::Mac))
+    if ((d.l4_proto == kProtoUdp || whole) && (o.kind == OccKind::Addr4 || o.kind == OccKind::Addr6 || o.kind == OccKind::Mac))
       sl.add(uint32_t(p - f) + o.off, 16);
     // Read both ways (side 2), a value comes twice: XOR-ed twice it would
     // be back as it was.

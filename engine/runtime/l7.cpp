@@ -3,6 +3,7 @@
 #include <hs/hs.h>
 
 #include <algorithm>
+#include <array>
 #include <cstring>
 #include <stdexcept>
 #include <string>
@@ -156,10 +157,30 @@ App plugin_by_server_port(uint16_t server_port, uint8_t l4) {
   return App::Unknown;
 }
 
+// The plugin that parses IP protocol `proto`'s payload whole
+// (ProtocolPlugin::l4_proto, ip_message_proto), or Unknown: a table made
+// once, so a packet of any other protocol asks one byte.
+App plugin_by_ip_proto(uint8_t proto) {
+  static const std::array<uint8_t, 256> apps = [] {
+    std::array<uint8_t, 256> a{};
+    const auto& v = Registry::instance().protocols();
+    for (size_t i = 0; i < v.size(); ++i)
+      if (ip_message_proto(v[i]->l4_proto)) a[v[i]->l4_proto] = uint8_t(kFirstPluginApp + i);
+    return a;
+  }();
+  return App(apps[proto]);
+}
+
 }  // namespace
 
+bool ip_message_app(const Decoded& d) {
+  return d.status == DecodeStatus::Ok && !d.l4_hdr_len && !(d.flags & kFlagLaterFragment) &&
+         plugin_by_ip_proto(d.l4_proto) != App::Unknown;
+}
+
 App detect_app(const uint8_t* p, const Decoded& d, bool from_client, hs_scratch_t* probe_scratch) {
-  if (d.status != DecodeStatus::Ok || !d.l4_hdr_len || (d.flags & kFlagLaterFragment)) return App::Unknown;
+  if (d.status != DecodeStatus::Ok || (d.flags & kFlagLaterFragment)) return App::Unknown;
+  if (!d.l4_hdr_len) return plugin_by_ip_proto(d.l4_proto);
   if (App a = plugin_by_ports(d); a != App::Unknown) return a;
   const uint32_t avail = d.payload_off < d.cap_len ? std::min(d.cap_len, d.payload_off + d.payload_len) - d.payload_off : 0;
   const uint8_t* pl = p + d.payload_off;

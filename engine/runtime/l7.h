@@ -118,6 +118,9 @@ const ContentProbes& content_probes();
 // Guesses the application protocol of a packet from ports and the first
 // payload bytes. `from_client`: the packet travels client -> server.
 App detect_app(const uint8_t* p, const Decoded& d, bool from_client, hs_scratch_t* probe_scratch);
+// A packet whose whole IP payload a plugin parses (an IP protocol without
+// ports: ProtocolPlugin::l4_proto, ip_message_proto).
+bool ip_message_app(const Decoded& d);
 
 // Per-worker parse state. Parsed lazily, once per packet, on the original
 // bytes; every consumer then rewrites its own copy at the same offsets.

@@ -67,7 +67,8 @@ inline __attribute__((always_inline)) ProtoPacket plugin_packet(const uint8_t* p
 void analyze_l7(const uint8_t* p, const Decoded& d, PacketMeta& m, L7Parse& P) {
   m.parse = &P;
   m.l7 = L7State::None;
-  if (d.status != DecodeStatus::Ok || !d.l4_hdr_len || (d.flags & kFlagLaterFragment)) return;
+  if (d.status != DecodeStatus::Ok || (d.flags & kFlagLaterFragment)) return;
+  if (!d.l4_hdr_len && !ip_message_app(d)) return;
   FlowState* fs = m.flow;
   const uint32_t end = std::min<uint32_t>(d.cap_len, d.payload_off + d.payload_len);
   const uint32_t avail = end > d.payload_off ? end - d.payload_off : 0;

@@ -69,6 +69,18 @@ bool ProgramInstance::l7_plugin(const ProtocolPlugin& pp, void* state, uint8_t* 
   unsigned names = 0, hidden = 0, n_pay = 0;
   ByteSpan pay[16];
   FieldId pay_field = kNoField;
+  // A role address of fewer bytes than its family's is a prefix stored in
+  // its first bytes (OSPFv3): mapped as the address with the rest zero, as
+  // a prefix-preserving rule maps the hosts inside it; the plugin's
+  // after_action clears what the mapping set past the prefix's length.
+  auto role_addr = [&](uint8_t* v, uint32_t len, uint8_t family) {
+    if (len >= (family == 4 ? 4u : 16u)) return apply_role_addr(v, family, e);
+    uint8_t a[16] = {};
+    std::memcpy(a, v, len);
+    const bool ok = apply_role_addr(a, family, e);
+    std::memcpy(v, a, len);
+    return ok;
+  };
   for (uint32_t i = 0; i < O.n; ++i) {
     const ProtoOcc& o = O.occ[i];
     uint8_t* v = pl + o.off;
@@ -93,8 +105,8 @@ bool ProgramInstance::l7_plugin(const ProtocolPlugin& pp, void* state, uint8_t* 
         if (dec.action != names::Action::Keep) ++hidden, pp.rewrite_name(state, pl, o, dec);
         break;
       }
-      case OccKind::Addr4: ok = o.role ? apply_role_addr(v, 4, e) : apply_addr_occ(o.field, v, 4, e); break;
-      case OccKind::Addr6: ok = o.role ? apply_role_addr(v, 6, e) : apply_addr_occ(o.field, v, 6, e); break;
+      case OccKind::Addr4: ok = o.role ? role_addr(v, o.len, 4) : apply_addr_occ(o.field, v, 4, e); break;
+      case OccKind::Addr6: ok = o.role ? role_addr(v, o.len, 6) : apply_addr_occ(o.field, v, 6, e); break;
       case OccKind::Mac:
         // A MAC inside another field's value: that field's rule when the
         // MAC's own field has none (the value is protected as before).
@@ -117,7 +129,15 @@ bool ProgramInstance::l7_plugin(const ProtocolPlugin& pp, void* state, uint8_t* 
     fs->sni_clear = names && !hidden ? uint16_t(fs->sni_clear | bit) : uint16_t(fs->sni_clear & ~bit);
   }
   if (n_pay && !prog_.field_rules_[pay_field].empty()) apply_payload(pay_field, pl, avail, pay, n_pay, e);
-  return !pp.finish || pp.finish(state, pl, avail);
+  if (pp.finish && !pp.finish(state, pl, avail)) return false;
+  // A checksum over the IPv6 pseudo-header follows the header's addresses.
+  if (const uint32_t at = pp.pseudo_csum_v6; at && e.d->ip_version == 6 && e.old_src && e.alen == 16 && avail >= at + 2) {
+    uint16_t ck = rd16(pl + at);
+    ck = csum_replace(ck, {e.old_src, 16}, {e.buf + e.d->src_off(), 16});
+    ck = csum_replace(ck, {e.old_dst, 16}, {e.buf + e.d->dst_off(), 16});
+    wr16(pl + at, ck);
+  }
+  return true;
 }
 
 // `client`: the address is known to be a client's (another address of

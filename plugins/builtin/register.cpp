@@ -5,8 +5,12 @@
 #include "amon_dhcp.hpp"
 #include "amon_dns.hpp"
 #include "amon_http.hpp"
+#include "amon_lisp.hpp"
 #include "amon_netbios.hpp"
+#include "amon_ospf.hpp"
+#include "amon_pim.hpp"
 #include "amon_quic.hpp"
+#include "amon_sctp.hpp"
 #include "amon_stun.hpp"
 #include "amon_tls.hpp"
 #include "amon_wlan.hpp"
@@ -62,6 +66,10 @@ void register_builtin_plugins() {
     r.add_protocol(stun_plugin::protocol_plugin());
     r.add_protocol(stun_plugin::tcp_protocol_plugin());
     r.add_protocol(netbios_plugin::protocol_plugin());
+    r.add_protocol(sctp_plugin::protocol_plugin());
+    r.add_protocol(ospf_plugin::protocol_plugin());
+    r.add_protocol(pim_plugin::protocol_plugin());
+    r.add_protocol(lisp_plugin::protocol_plugin());
     actions::register_actions(r);
   });
 }

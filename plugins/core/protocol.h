@@ -45,6 +45,18 @@ enum class OccKind : uint8_t {
 // warns when a policy that protects addresses delivers their payload.
 inline bool addr_carrier_port(uint16_t p) { return addr_carrier_bits[p >> 6] >> (p & 63) & 1; }
 
+// An IP protocol whose payload a plugin may parse whole
+// (ProtocolPlugin::l4_proto): not a transport with ports and not one the
+// decoder itself reads through (ICMP, ICMPv6, tunnels, IPv6 extension
+// headers, ESP/AH, no next header).
+inline bool ip_message_proto(uint8_t p) {
+  switch (p) {
+    case 0: case 1: case 4: case 6: case 17: case 41: case 43: case 44: case 47: case 50: case 51: case 58: case 59:
+    case 60: case 135: case 139: case 140: return false;
+    default: return true;
+  }
+}
+
 // One value of a field in the payload. Offsets are from the payload's
 // first byte; every occurrence keeps its length whatever the action.
 struct ProtoOcc {
@@ -55,7 +67,9 @@ struct ProtoOcc {
   // rule of the role it has under the policy, as the same address would in
   // an IP header (an address of this packet's own header: that header's
   // rewrite; inside `clients`: ip.client's rule; else ip.server's). field
-  // is unused.
+  // is unused. Shorter than its family's length (Addr4/Addr6 by kind): a
+  // prefix stored in its first `len` bytes, mapped as the address with the
+  // rest zero (the plugin's after_action clears the bits past its length).
   bool role = false;
   // ProtocolPlugin::values only: the value repeats one that an earlier
   // message of the same exchange carried (a DNS response's question). A
@@ -242,7 +256,12 @@ struct ProtocolPlugin {
   // The protocol's own name, unique among plugins; also the name its
   // fields carry (FieldDesc::protocol) unless `carries` says otherwise.
   const char* name;
-  uint8_t l4_proto;  // 6 TCP, 17 UDP: the transport its messages travel over
+  // 6 TCP, 17 UDP: the transport its messages travel over. Any other IP
+  // protocol (ip_message_proto: SCTP 132, OSPF 89, PIM 103): its messages
+  // are the whole IP payload, recognised by the protocol number alone (no
+  // ports, probes or stream options; ProtoPacket's ports are 0), one plugin
+  // per protocol number.
+  uint8_t l4_proto;
   // Declares the fields (names, types, roles, value classes, docs); null
   // when it locates another protocol's fields (`carries`).
   void (*register_fields)(Registry& r);
@@ -265,6 +284,11 @@ struct ProtocolPlugin {
   // TCP: the runtime may hold a segment whose parse is Incomplete with
   // `hold` until the message is whole, and parse the reassembled bytes.
   bool holds;
+  // An IP protocol's plugin whose messages hold a checksum over the IPv6
+  // pseudo-header (OSPFv3, PIM over IPv6): its offset in the payload (0:
+  // none). The runtime carries the rewrite of the packet's own IPv6
+  // addresses into it, after `finish`.
+  uint8_t pseudo_csum_v6;
   // Its messages carry addresses of the network (ProtoOcc::role): they are
   // parsed wherever the policy protects ip.* addresses and keeps payload,
   // with or without a rule on the protocol's own fields, so that no

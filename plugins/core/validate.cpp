@@ -42,8 +42,19 @@ std::string shortcut_problem(const ProtocolPlugin& p, const Registry& r) {
 }  // namespace
 
 std::string plugin_problem(const ProtocolPlugin& p, const Registry& r) {
-  if (p.l4_proto != 6 && p.l4_proto != 17)
-    return "l4_proto is " + std::to_string(p.l4_proto) + "; it must be 6 (TCP) or 17 (UDP)";
+  if (p.l4_proto != 6 && p.l4_proto != 17) {
+    if (!ip_message_proto(p.l4_proto))
+      return "l4_proto is " + std::to_string(p.l4_proto) +
+             "; it must be 6 (TCP), 17 (UDP) or an IP protocol whose payload no decoder reads";
+    // Recognised by the protocol number alone: nothing else would be asked.
+    if (p.ports[0] || p.probe || p.patterns || p.server_ports[0] || p.holds || p.ordered || p.shortcut ||
+        p.payload_field)
+      return "an IP protocol's plugin with ports, probes, patterns, payload or stream options (its packets are "
+             "recognised by the protocol number alone)";
+    for (const ProtocolPlugin* o : r.protocols())
+      if (o->l4_proto == p.l4_proto)
+        return "IP protocol " + std::to_string(p.l4_proto) + " is " + o->name + "'s already";
+  }
   if (!p.parse) return "no parse";
   // The runtime makes and frees every plugin's state for each worker.
   if (!p.make_state || !p.free_state) return "make_state and free_state must both be set";
@@ -70,6 +81,8 @@ std::string plugin_problem(const ProtocolPlugin& p, const Registry& r) {
     if (!p.ports[0]) return "shortcut without ports";
   }
   if (p.parse_datagram && !p.shortcut) return "parse_datagram without shortcut";
+  if (p.pseudo_csum_v6 && !ip_message_proto(p.l4_proto))
+    return "pseudo_csum_v6 on TCP or UDP (the runtime keeps their checksums itself)";
   return shortcut_problem(p, r);
 }
 

@@ -31,8 +31,16 @@ class PayloadValues {
   PayloadValues(const PayloadValues&) = delete;
   PayloadValues& operator=(const PayloadValues&) = delete;
 
+  // Some plugin reads payloads of IP protocol l4 (its l4_proto).
+  bool reads(uint8_t l4) const {
+    for (const Reader& r : readers_)
+      if (r.plugin->l4_proto == l4) return true;
+    return false;
+  }
+
   // Hands fn(plugin, occurrence) every value found in `payload` by each
-  // plugin of transport l4 (6 TCP, 17 UDP) whose parse says Parsed, in
+  // plugin of transport l4 (6 TCP, 17 UDP, or the IP protocol a plugin
+  // parses whole) whose parse says Parsed, in
   // plugin registration order. Payload occurrences (message bodies) are
   // not values and are left out. `from_initiator` says which side sent it
   // (a plugin reads a client's messages and a server's differently).

@@ -385,4 +385,15 @@ inline uint16_t csum_replace_udp(uint16_t old_csum, std::span<const uint8_t> old
     return c == 0 ? 0xffff : c;
 }
 
+// An Internet checksum at `ck` over bytes whose sum went from old_sum to
+// the sum of [p, p + len) now, updated (RFC 1624 eqn. 3): one that was
+// right stays right, one that was wrong stays wrong by as much.
+inline void csum_update_field(uint8_t* ck, uint16_t old_sum, const uint8_t* p, uint32_t len) {
+  const uint16_t now = csum_sum({p, len});
+  if (now == old_sum) return;
+  const uint16_t c = uint16_t(ck[0] << 8 | ck[1]);
+  const uint16_t n = csum_finish(csum_add(csum_add(uint16_t(~c), uint16_t(~old_sum)), now));
+  ck[0] = uint8_t(n >> 8), ck[1] = uint8_t(n);
+}
+
 }  // namespace amon

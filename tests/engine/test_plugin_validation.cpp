@@ -98,7 +98,7 @@ TEST_CASE("add_protocol refuses a descriptor that breaks one rule, naming the pl
   p[16].message_start = strict_start;
   p[17].l4_proto = 6, p[17].message_start = message_start;
   const char* rules[kRules] = {
-      "l4_proto is 1; it must be 6 (TCP) or 17 (UDP)",
+      "l4_proto is 1; it must be 6 (TCP), 17 (UDP) or an IP protocol whose payload no decoder reads",
       "no parse",
       "make_state and free_state must both be set",
       "make_consumer and free_consumer must be set together",

@@ -1,0 +1,146 @@
+// The OSPF plugin's parser on crafted packets: OSPFv2 Hellos and an update
+// with router, network and AS-external LSAs; OSPFv3 Hellos and an update
+// with a Link-LSA (link-local address, prefixes of their stored length)
+// and an intra-area prefix LSA; malformed lengths and opaque LSAs refused;
+// the Fletcher checksum as routers compute it.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "amon_ospf.hpp"
+#include "bytes.h"
+
+using namespace amon;
+namespace op = amon::ospf_plugin;
+
+namespace {
+
+using Bytes = std::vector<uint8_t>;
+
+void put16(Bytes& b, uint16_t v) { b.push_back(uint8_t(v >> 8)), b.push_back(uint8_t(v)); }
+void put32(Bytes& b, uint32_t v) { put16(b, uint16_t(v >> 16)), put16(b, uint16_t(v)); }
+void put(Bytes& b, const Bytes& v) { b.insert(b.end(), v.begin(), v.end()); }
+const Bytes kRid = {10, 1, 0, 1}, kNbr = {10, 1, 0, 2}, kDr = {10, 1, 0, 3};
+const Bytes kLl = {0xfe, 0x80, 0, 0, 0, 0, 0, 0, 0x02, 0, 0, 0xff, 0xfe, 0, 0, 1};
+
+Bytes packet(uint8_t v, uint8_t type, const Bytes& body) {
+  Bytes b{v, type};
+  put16(b, uint16_t((v == 3 ? 16 : 24) + body.size()));
+  put(b, kRid);
+  put32(b, 0);   // area
+  put16(b, 0);   // checksum
+  put16(b, 0);   // autype / instance
+  if (v == 2) put(b, Bytes(8, 0));
+  put(b, body);
+  return b;
+}
+// An LSA with its header (age 1, the given type, link state ID, advertising
+// router), its length and a right checksum.
+Bytes lsa(uint8_t v, uint16_t type, const Bytes& lsid, const Bytes& body) {
+  Bytes b;
+  put16(b, 1);
+  if (v == 2) b.push_back(0x22), b.push_back(uint8_t(type));
+  else put16(b, type);
+  put(b, lsid), put(b, kRid);
+  put32(b, 0x80000001), put16(b, 0), put16(b, uint16_t(20 + body.size()));
+  put(b, body);
+  wr16(b.data() + 16, op::lsa_checksum(b.data(), uint32_t(b.size())));
+  return b;
+}
+Bytes update(uint8_t v, const std::vector<Bytes>& lsas) {
+  Bytes b;
+  put32(b, uint32_t(lsas.size()));
+  for (const Bytes& l : lsas) put(b, l);
+  return packet(v, 4, b);
+}
+// The addresses found, as their bytes.
+std::vector<Bytes> found(const Bytes& pkt, op::Result want = op::Result::Ok) {
+  static op::Parsed r;
+  REQUIRE(op::parse(pkt.data(), uint32_t(pkt.size()), r) == want);
+  REQUIRE(spans_sound(r.addrs, uint32_t(pkt.size())));
+  std::vector<Bytes> v;
+  for (unsigned i = 0; i < r.addrs.n; ++i)
+    v.emplace_back(pkt.begin() + r.addrs.a[i].off, pkt.begin() + r.addrs.a[i].off + r.addrs.a[i].len);
+  return v;
+}
+bool has(const std::vector<Bytes>& v, const Bytes& a) { return std::find(v.begin(), v.end(), a) != v.end(); }
+
+}  // namespace
+
+TEST_CASE("ospf: the Fletcher checksum of an LSA sums to zero") {
+  const Bytes l = lsa(2, 1, kRid, {0, 0, 0, 1, 10, 1, 0, 2, 10, 1, 0, 1, 1, 0, 0, 10});
+  uint32_t c0 = 0, c1 = 0;
+  for (size_t i = 2; i < l.size(); ++i) c0 = (c0 + l[i]) % 255, c1 = (c1 + c0) % 255;
+  CHECK(c0 == 0);
+  CHECK(c1 == 0);
+}
+
+TEST_CASE("ospf: v2 Hello: router ID, DR, BDR, neighbours") {
+  Bytes body = {255, 255, 255, 0, 0, 10, 2, 1, 0, 0, 0, 40};
+  put(body, kDr), put(body, Bytes(4, 0)), put(body, kNbr);
+  const auto v = found(packet(2, 1, body));
+  REQUIRE(v.size() == 4);
+  CHECK(v[0] == kRid);
+  CHECK(has(v, kDr));
+  CHECK(has(v, kNbr));
+}
+
+TEST_CASE("ospf: v2 update: router links (a stub's mask kept), network, AS-external forwarding address") {
+  const Bytes transit = {10, 1, 0, 3, 10, 1, 0, 1, 2, 0, 0, 10};
+  const Bytes stub = {10, 2, 0, 0, 255, 255, 0, 0, 3, 0, 0, 10};
+  Bytes rbody = {0, 0, 0, 2};
+  put(rbody, transit), put(rbody, stub);
+  Bytes nbody = {255, 255, 255, 0};
+  put(nbody, kRid), put(nbody, kNbr);
+  Bytes ebody = {255, 255, 255, 0, 0x80, 0, 0, 20, 10, 7, 0, 9, 0, 0, 0, 0};
+  const auto v = found(update(2, {lsa(2, 1, kRid, rbody), lsa(2, 2, kDr, nbody), lsa(2, 5, {10, 3, 0, 0}, ebody)}));
+  CHECK(has(v, {10, 2, 0, 0}));
+  CHECK(!has(v, {255, 255, 0, 0}));
+  CHECK(has(v, kNbr));
+  CHECK(has(v, {10, 7, 0, 9}));
+  CHECK(has(v, {10, 3, 0, 0}));
+}
+
+TEST_CASE("ospf: v3 Link-LSA: link-local address and prefixes of their stored length") {
+  Bytes body = {1, 0, 0, 0x13};
+  put(body, kLl);
+  put32(body, 2);
+  put(body, {64, 0, 0, 0, 0xfd, 0, 0, 1, 0, 2, 0, 0});  // fd00:1:2::/64: 8 bytes
+  put(body, {0, 0, 0, 0});                              // ::/0: no bytes
+  Bytes ia = {0, 1, 0x20, 1};
+  put(ia, {0, 0, 0, 0}), put(ia, kRid);
+  put(ia, {128, 0, 0, 10, 0xfd, 0, 0, 1, 0, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 7});
+  static op::Parsed r;
+  const Bytes pkt = update(3, {lsa(3, 0x0008, {0, 0, 0, 5}, body), lsa(3, 0x2009, {0, 0, 0, 0}, ia)});
+  REQUIRE(op::parse(pkt.data(), uint32_t(pkt.size()), r) == op::Result::Ok);
+  CHECK(r.n_lsa == 2);
+  const auto v = found(pkt);
+  CHECK(has(v, kLl));
+  CHECK(has(v, {0xfd, 0, 0, 1, 0, 2, 0, 0}));
+  CHECK(has(v, {0xfd, 0, 0, 1, 0, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 7}));
+  CHECK(has(v, kRid));
+}
+
+TEST_CASE("ospf: v3 Hello and a request") {
+  Bytes hello = {0, 0, 0, 5, 1, 0, 0, 0x13, 0, 10, 0, 40};
+  put(hello, kDr), put(hello, Bytes(4, 0)), put(hello, kNbr);
+  CHECK(has(found(packet(3, 1, hello)), kNbr));
+  Bytes req = {0, 0, 0x20, 1, 0, 0, 0, 0};
+  put(req, kNbr);
+  CHECK(has(found(packet(3, 3, req)), kNbr));
+}
+
+TEST_CASE("ospf: malformed: lengths past their container, opaque LSAs, another version") {
+  Bytes p = packet(2, 1, Bytes(20, 0));
+  p[3] += 4;  // longer than the bytes
+  found(p, op::Result::Malformed);
+  found(update(2, {lsa(2, 10, {1, 0, 0, 1}, Bytes(8, 0))}), op::Result::Malformed);
+  Bytes bad = update(3, {lsa(3, 0x0008, {0, 0, 0, 5}, Bytes(24, 0))});
+  bad[bad.size() - 1] = 9;  // nine prefixes in none
+  found(bad, op::Result::Malformed);
+  Bytes v4 = packet(2, 1, Bytes(20, 0));
+  v4[0] = 4;
+  found(v4, op::Result::Malformed);
+}
