@@ -118,6 +118,19 @@ Program::Program(std::shared_ptr<const dsl::Policy> policy, int consumer_index, 
   using OU = dsl::Policy::OnUnknown;
   if (policy_->on_unknown == OU::Drop || policy_->on_unknown == OU::Cut) identity_ = false;
   addr_text_ = policy_->addr_text == dsl::Policy::AddrText::Map;
+  {
+    // Kept payload is searched for what the policy rewrote (echo.h) where
+    // it protects something and some payload may leave as it came: a
+    // payload rule that keeps, or no unconditional one and no protecting
+    // default.
+    bool keeps = false, fixed = false;
+    for (uint32_t ri : field_rules_[F.payload]) {
+      keeps = keeps || !rules[ri].action.desc->protects;
+      fixed = fixed || !rules[ri].when;
+    }
+    if (!fixed) keeps = keeps || !(policy_->payload_default && policy_->payload_default->desc->protects);
+    echoes_ = policy_->echoes == dsl::Policy::Echoes::Map && protects_anything_ && keeps;
+  }
   if (!policy_->select_bpf.empty()) {
     bpf_ = std::make_unique<Bpf>(policy_->select_bpf);
     identity_ = false;
@@ -256,6 +269,8 @@ std::unique_ptr<ProgramInstance> Program::instantiate() const { return std::make
 
 ProgramInstance::ProgramInstance(const Program& p) : prog_(p), uhash_(p.services_->user_hash_key) {
   hdr_fast_ = p.hdr_only_;
+  static_assert(EchoScan::kMaxValue == EchoScanMax);
+  if (p.echoes_) echo_ = std::make_unique<EchoScan>();
   clients_set_ = !p.policy_->clients.empty();
   guard_users_ = p.guard_users_;
   if (guard_users_) initiators_.resize(kInitiators);
