@@ -147,6 +147,7 @@ void EchoScan::record(EchoKind k, std::string_view old, std::string_view repl, c
   if (dec) v.dec = *dec;
   index_[h] = slot;
   pending_.emplace_back(slot, v.seq);
+  if (pending_.size() > kEntries) pending_.pop_front();  // its slot holds a newer value by now
   outbox_.emplace_back(slot, v);
 }
 
@@ -184,22 +185,20 @@ int EchoScan::on_match(unsigned id, unsigned long long, unsigned long long to, u
   auto* self = static_cast<EchoScan*>(ctx);
   const EchoGen& g = *self->gen_;
   const EchoGen::Pat& pat = g.pats[id];
-  const EchoValue& built = g.values[pat.value];
-  // The worker's entry when it still holds this value (what it becomes
-  // now), else the copy the database was built from.
+  // Only a value the table still holds (what it becomes now): one that
+  // left it is searched for no more, whether or not the database the
+  // worker holds is older than its leaving, so the bytes written never
+  // depend on when a database was built.
   const EchoValue& live = self->slots_[pat.slot];
-  const EchoValue* v = live.seq == built.seq ? &live : &built;
-  self->hits_.push_back({uint32_t(to - pat.len), pat.len, pat.form, v});
+  if (live.seq == pat.seq) self->hits_.push_back({uint32_t(to - pat.len), pat.len, pat.form, &live});
   return 0;
 }
 
 void EchoScan::search_pending(const uint8_t* p, uint32_t n) {
   const uint64_t covered = gen_ ? gen_->covers : 0;
-  unsigned searched = 0;
-  for (auto it = pending_.rbegin(); it != pending_.rend() && searched < kPendingScan; ++it) {
+  for (auto it = pending_.rbegin(); it != pending_.rend(); ++it) {
     const EchoValue& v = slots_[it->first];
     if (v.seq != it->second || v.seq <= covered) continue;
-    ++searched;
     forms_.clear();
     echo_forms(v, forms_);
     for (const EchoForm& f : forms_) {

@@ -10,8 +10,11 @@
 // The search: a Hyperscan literal database of every value in the table,
 // compiled by one background thread for all consumers and workers and
 // taken by the worker at its next packet (a generation swap: the worker
-// never waits for it), plus a direct search for the newest values the
-// database does not hold yet (at most kPendingScan of them).
+// never waits for it), plus a direct search for the values recorded since
+// (a handful while the compiler keeps up; at most the whole table during
+// a burst of new values). Together they search exactly the table, so what
+// is written never depends on when a database was built: the same input
+// gives the same output.
 #pragma once
 
 #include <cstdint>
@@ -57,10 +60,6 @@ class EchoScan {
  public:
   // Values remembered per consumer and worker; the oldest leaves first.
   static constexpr unsigned kEntries = 1024;
-  // Values not yet in the worker's database searched directly per payload:
-  // the newest ones (a value is in the database a few milliseconds after
-  // it was recorded; the cap bounds the cost while the compiler catches up).
-  static constexpr unsigned kPendingScan = 64;
   // Shortest value searched for: shorter text occurs by chance.
   static constexpr unsigned kMinName = 4, kMinBytes = 6;
   // A value of name=value pairs (a cookie, a query string, credentials)

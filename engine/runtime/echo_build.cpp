@@ -30,10 +30,8 @@ std::shared_ptr<EchoGen> compile(const EchoShared& s) {
     if (!v.seq) continue;
     forms.clear();
     echo_forms(v, forms);
-    const uint32_t vi = uint32_t(g->values.size());
-    g->values.push_back(v);
     for (EchoForm& f : forms) {
-      g->pats.push_back({vi, slot, uint32_t(f.lit.size()), f.form});
+      g->pats.push_back({v.seq, slot, uint32_t(f.lit.size()), f.form});
       keep.push_back(std::move(f.lit));
       flags.push_back(f.caseless ? HS_FLAG_CASELESS : 0);
     }

@@ -18,14 +18,13 @@ namespace amon {
 // One compiled database: each literal (Hyperscan id) is one form of one value.
 struct EchoGen {
   struct Pat {
-    uint32_t value;  // index in `values`
-    uint32_t slot;   // the worker's table slot the value was in
+    uint64_t seq;   // the value's (EchoValue::seq)
+    uint32_t slot;  // the worker's table slot the value was in
     uint32_t len;
     uint8_t form;
   };
   hs_database_t* db = nullptr;
   hs_scratch_t* scratch = nullptr;  // the one worker's, made here so that it never allocates
-  std::vector<EchoValue> values;
   std::vector<Pat> pats;
   uint64_t covers = 0;  // every value recorded up to this sequence number is in it
   ~EchoGen();

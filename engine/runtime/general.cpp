@@ -257,9 +257,7 @@ Verdict ProgramInstance::undecoded(GenPacket& g) {
 [[gnu::always_inline]] inline bool ProgramInstance::l7_shortcut(GenPacket& g, Eval& e, Verdict& v) {
   const Decoded& d = g.d;
   const PacketMeta& m = g.m;
-  if (!(m.app == shortcut_app_ && shortcut_app_ && m.l7 == L7State::Parsed && d.l4_proto == kProtoUdp &&
-        d.status == DecodeStatus::Ok && !(d.flags & (kFlagTunnel | kFlagIcmpError | kFlagLaterFragment))))
-    return false;
+  if (!shortcut_datagram(d, m, shortcut_app_)) return false;
   const uint32_t avail = std::min<uint32_t>(d.cap_len, d.payload_off + d.payload_len) - d.payload_off;
   uint64_t* const sums = shortcut_sums_;
   sums[0] = sums[1] = 0;
@@ -490,6 +488,12 @@ void ProgramInstance::echo_text(GenPacket& g) {
   if (n.mapped | n.filled) g.changed = g.changed || ok, g.c.echoes += n.mapped, g.c.echoes_filled += n.filled;
 }
 
+// A datagram the shortcut takes when `app` is its application.
+bool ProgramInstance::shortcut_datagram(const Decoded& d, const PacketMeta& m, uint8_t app) {
+  return m.app == app && app && m.l7 == L7State::Parsed && d.l4_proto == kProtoUdp && d.status == DecodeStatus::Ok &&
+         !(d.flags & (kFlagTunnel | kFlagIcmpError | kFlagLaterFragment));
+}
+
 // kL7Only (Program::l7_only_): no select, BPF, MAC, address, per-flow or
 // payload rule, and no condition, so those questions are answered here at
 // compile time; every packet still takes the same steps as with kL7Only
@@ -561,7 +565,10 @@ Verdict ProgramInstance::general_path(uint8_t* buf, uint32_t& cap, uint32_t& wir
   if (!l7_and_body(g, e)) return Verdict::Drop;
   if (!payload_rule<kL7Only>(g, e, ctx)) return Verdict::Drop;
   if (g.addr_changed && P.addr_text_ && g.cut.none()) addr_text(g);
-  if (echo_ && g.cut.none()) echo_text(g);
+  // Not in a datagram the shortcut takes (a DNS message: its names are in
+  // wire form, its addresses in the fields the plugin rewrites), so that
+  // the shortcut and these steps give the same bytes.
+  if (echo_ && g.cut.none() && !(kL7Only && shortcut_datagram(d, m, span_app_))) echo_text(g);
   const uint16_t new_sum = g.changed && g.sum_taken ? csum_sum({g.pl, g.plen}) : g.old_sum;
 
   // Lengths and checksums.

@@ -187,6 +187,10 @@ Program::Program(std::shared_ptr<const dsl::Policy> policy, int consumer_index, 
   bool snaps = policy_->payload_default && policy_->payload_default->desc->kind == ActionKind::Snap;
   for (const auto& r : rules) snaps = snaps || r.action.desc->kind == ActionKind::Snap;
   hdr_only_ = !snaps && unconditional_ && !has_l7_ && !wants_l7_ && !policy_->select_cond && !bpf_ && zslot_rule_.empty();
+  // A header-only policy's packets take the header kernels, which search
+  // kept payload for the packet's own addresses alone (addr_text): the
+  // few the general path takes would otherwise be treated apart.
+  echoes_ = echoes_ && !hdr_only_;
   l7_only_ = unconditional_ && has_l7_ && !policy_->select_cond && !bpf_ && zslot_rule_.empty() &&
              !protects_addresses_ && payload_default_plan_ < 0;
   for (FieldId f : {F.eth_dst, F.eth_src, F.ip_src, F.ip_dst, F.ip_client, F.ip_server, F.payload})

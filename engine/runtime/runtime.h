@@ -516,6 +516,7 @@ class ProgramInstance {
   // payload it keeps (echo.h); null without.
   std::unique_ptr<EchoScan> echo_;
   void echo_text(GenPacket& g);
+  static bool shortcut_datagram(const Decoded& d, const PacketMeta& m, uint8_t app);
   // The value at p (len bytes) before an action rewrites it, for echo_.
   uint8_t echo_old_[EchoScanMax] = {};
 };
