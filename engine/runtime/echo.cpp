@@ -47,7 +47,10 @@ void echo_forms(const EchoValue& v, std::vector<EchoForm>& out) {
   switch (v.kind) {
     case EchoKind::Addr4:
       out.push_back({std::string(t, addr_text_of(b, 4, t)), 0, false});
-      out.push_back({v.old, 1, false});
+      // Not in binary: four given bytes turn up by chance in compressed or
+      // encrypted payload (once in 2^32 places, for each of a thousand
+      // values), and they made the database several times slower to
+      // compile and to search.
       break;
     case EchoKind::Addr6: {
       const unsigned n = addr_text_of(b, 16, t);
@@ -145,6 +148,8 @@ void EchoScan::record(EchoKind k, std::string_view old, std::string_view repl, c
   }
   v.kind = k, v.old.assign(old), v.repl.assign(repl), v.seq = ++seq_;
   if (dec) v.dec = *dec;
+  v.forms.clear();
+  echo_forms(v, v.forms);
   index_[h] = slot;
   pending_.emplace_back(slot, v.seq);
   if (pending_.size() > kEntries) pending_.pop_front();  // its slot holds a newer value by now
@@ -196,12 +201,12 @@ int EchoScan::on_match(unsigned id, unsigned long long, unsigned long long to, u
 
 void EchoScan::search_pending(const uint8_t* p, uint32_t n) {
   const uint64_t covered = gen_ ? gen_->covers : 0;
-  for (auto it = pending_.rbegin(); it != pending_.rend(); ++it) {
+  unsigned searched = 0;
+  for (auto it = pending_.rbegin(); it != pending_.rend() && searched < kPendingScan; ++it) {
     const EchoValue& v = slots_[it->first];
     if (v.seq != it->second || v.seq <= covered) continue;
-    forms_.clear();
-    echo_forms(v, forms_);
-    for (const EchoForm& f : forms_) {
+    ++searched;
+    for (const EchoForm& f : v.forms) {
       const uint32_t L = uint32_t(f.lit.size());
       if (L > n) continue;
       if (!f.caseless) {

@@ -10,11 +10,12 @@
 // The search: a Hyperscan literal database of every value in the table,
 // compiled by one background thread for all consumers and workers and
 // taken by the worker at its next packet (a generation swap: the worker
-// never waits for it), plus a direct search for the values recorded since
-// (a handful while the compiler keeps up; at most the whole table during
-// a burst of new values). Together they search exactly the table, so what
-// is written never depends on when a database was built: the same input
-// gives the same output.
+// never waits for it), plus a direct search for the newest values recorded
+// since (at most kPendingScan). A value the table no longer holds is not
+// searched for, whatever the database says. While fewer than kPendingScan
+// values wait for a database, the search covers exactly the table and the
+// same input gives the same output; during a burst of new values, older
+// ones wait for the next database (kEchoBuildEvery).
 #pragma once
 
 #include <cstdint>
@@ -29,6 +30,13 @@
 
 namespace amon {
 
+// The literal forms a value is searched for (`form` numbers them per kind).
+struct EchoForm {
+  std::string lit;
+  uint8_t form;
+  bool caseless;
+};
+
 enum class EchoKind : uint8_t { Addr4, Addr6, Mac, Bytes, Name };
 
 // One value a consumer rewrote: what it was, and what its field became.
@@ -38,14 +46,9 @@ struct EchoValue {
   std::string repl;      // what the field became (addresses, MACs, bytes: same length as old)
   names::Decision dec;   // a name's decision (Name): its text forms take it again
   uint64_t seq = 0;      // when it entered the table (1, 2, ...); 0: a free slot
+  std::vector<EchoForm> forms;  // echo_forms(), made once
 };
 
-// The literal forms a value is searched for (`form` numbers them per kind).
-struct EchoForm {
-  std::string lit;
-  uint8_t form;
-  bool caseless;
-};
 void echo_forms(const EchoValue& v, std::vector<EchoForm>& out);
 
 struct EchoCount {
@@ -59,7 +62,10 @@ struct EchoGen;     // one compiled database (echo.cpp)
 class EchoScan {
  public:
   // Values remembered per consumer and worker; the oldest leaves first.
-  static constexpr unsigned kEntries = 1024;
+  static constexpr unsigned kEntries = 4096;
+  // Values not yet in the worker's database searched directly, the newest
+  // first: the bound on the search's cost while the compiler catches up.
+  static constexpr unsigned kPendingScan = 8;
   // Shortest value searched for: shorter text occurs by chance.
   static constexpr unsigned kMinName = 4, kMinBytes = 6;
   // A value of name=value pairs (a cookie, a query string, credentials)
@@ -113,7 +119,6 @@ class EchoScan {
   std::shared_ptr<EchoShared> shared_;
   std::shared_ptr<const EchoGen> gen_;
   std::vector<Hit> hits_;
-  std::vector<EchoForm> forms_;  // scratch of search_pending
 };
 
 }  // namespace amon

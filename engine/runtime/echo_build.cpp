@@ -20,7 +20,6 @@ namespace {
 std::shared_ptr<EchoGen> compile(const EchoShared& s) {
   auto g = std::make_shared<EchoGen>();
   g->covers = s.applied;
-  std::vector<EchoForm> forms;
   std::vector<const char*> lits;
   std::vector<size_t> lens;
   std::vector<unsigned> flags, ids;
@@ -28,11 +27,9 @@ std::shared_ptr<EchoGen> compile(const EchoShared& s) {
   for (uint32_t slot = 0; slot < s.mirror.size(); ++slot) {
     const EchoValue& v = s.mirror[slot];
     if (!v.seq) continue;
-    forms.clear();
-    echo_forms(v, forms);
-    for (EchoForm& f : forms) {
+    for (const EchoForm& f : v.forms) {
       g->pats.push_back({v.seq, slot, uint32_t(f.lit.size()), f.form});
-      keep.push_back(std::move(f.lit));
+      keep.push_back(f.lit);
       flags.push_back(f.caseless ? HS_FLAG_CASELESS : 0);
     }
   }

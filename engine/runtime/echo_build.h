@@ -51,7 +51,9 @@ std::shared_ptr<const EchoGen> echo_take(EchoShared& s);
 void echo_sleep_ms(unsigned ms);
 
 // Compiles the databases of every EchoScan in order, no more often than
-// this for one of them (a stream of new values is batched).
-inline constexpr std::chrono::milliseconds kEchoBuildEvery{5};
+// this for one of them: a stream of new values is batched, and a compile
+// (tens of milliseconds for a full table, most of it Hyperscan's fixed
+// cost) takes at most a fraction of a core however fast values change.
+inline constexpr std::chrono::milliseconds kEchoBuildEvery{200};
 
 }  // namespace amon

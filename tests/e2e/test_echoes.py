@@ -9,7 +9,8 @@ through `amon pcap` with the shipped rules/ids.amon on crafted frames:
     written as text, in both cases and with colons or dashes, and in
     binary, in an agent's UDP payload;
   - another host's address (a user's, pseudonymized in its own flow)
-    written as text and in binary in that payload;
+    written as text in that payload (IPv4 in binary is not searched: four
+    given bytes turn up by chance);
   - a DHCP host name (hashed in DHCP) repeated in that payload, in
     another case.
 
@@ -96,7 +97,7 @@ def build(d):
 
 
 def secrets():
-    return [COOKIE, HOST, HOST.upper(), L.ip4(USER), USER_MAC, USER.encode() + b" "] + MAC_TEXTS
+    return [COOKIE, HOST, HOST.upper(), USER_MAC, USER.encode() + b" "] + MAC_TEXTS
 
 
 def policy(d, extra=""):
@@ -151,8 +152,8 @@ def main():
     if fout[1][26:30] == L.ip4(USER):
         fails.append("the user's address was not pseudonymized in its own flow")
     L.health(inp, out, "ids", fails)
-    if st.get("echoes", 0) + st.get("echoes_filled", 0) < 8:
-        fails.append(f"echoes counted {st.get('echoes')} + {st.get('echoes_filled')}, want at least 8")
+    if st.get("echoes", 0) + st.get("echoes_filled", 0) < 7:
+        fails.append(f"echoes counted {st.get('echoes')} + {st.get('echoes_filled')}, want at least 7")
 
     # The setting turns the search off: every copy stays (this is also what
     # the policy wrote before the search existed).
