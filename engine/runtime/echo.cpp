@@ -6,7 +6,9 @@
 #include <algorithm>
 #include <cctype>
 #include <cstring>
+#include <cstdio>
 #include <functional>
+#include <strings.h>
 
 #include "addr_text.h"
 #include "echo_build.h"
@@ -127,11 +129,30 @@ void EchoScan::name(std::string_view text, const names::Decision& d) {
   record(EchoKind::Name, low, {}, &d);
 }
 
+// A packet's values are mostly its flow's again (its addresses, its MACs):
+// a small direct-mapped cache of recent slots, by a hash of the first
+// bytes, answers those before the index's hash of the whole value.
+static unsigned quick_of(EchoKind k, std::string_view v) {
+  uint64_t w = 0;
+  std::memcpy(&w, v.data(), std::min<size_t>(8, v.size()));
+  return unsigned(((w ^ (uint64_t(v.size()) << 56) ^ uint64_t(k)) * 0x9e3779b97f4a7c15ULL) >> 56);
+}
+
 void EchoScan::record(EchoKind k, std::string_view old, std::string_view repl, const names::Decision* dec) {
   if (anonymous(k, old)) return;
+  const unsigned q = quick_of(k, old);
+  if (const uint32_t s = quick_[q]) {
+    EchoValue& v = slots_[s - 1];
+    if (v.kind == k && v.old == old) {
+      if (v.repl != repl) v.repl.assign(repl);
+      if (dec) v.dec = *dec;
+      return;
+    }
+  }
   const uint64_t h = key_of(k, old);
   if (auto it = index_.find(h); it != index_.end()) {
     EchoValue& v = slots_[it->second];
+    quick_[q] = it->second + 1;
     if (v.kind == k && v.old == old) {
       // Known: only what it becomes may have moved (a MAC's timestamp, a
       // rotated key); the database searches for the old value alone.
@@ -151,7 +172,9 @@ void EchoScan::record(EchoKind k, std::string_view old, std::string_view repl, c
   v.forms.clear();
   echo_forms(v, v.forms);
   index_[h] = slot;
+  quick_[q] = slot + 1;
   pending_.emplace_back(slot, v.seq);
+  ++pending_version_;
   if (pending_.size() > kEntries) pending_.pop_front();  // its slot holds a newer value by now
   outbox_.emplace_back(slot, v);
 }
@@ -170,6 +193,7 @@ void EchoScan::flush() {
 void EchoScan::adopt() {
   if (auto g = echo_take(*shared_)) {
     gen_ = std::move(g);
+    ++pending_version_;
     while (!pending_.empty() &&
            (pending_.front().second <= gen_->covers || slots_[pending_.front().first].seq != pending_.front().second))
       pending_.pop_front();
@@ -199,25 +223,45 @@ int EchoScan::on_match(unsigned id, unsigned long long, unsigned long long to, u
   return 0;
 }
 
-void EchoScan::search_pending(const uint8_t* p, uint32_t n) {
+// The forms of the newest values not in the database, and a bitmap of
+// their first two bytes (each case of a caseless form's): one pass over
+// the payload then costs the same for one value or kPendingScan, and a
+// form is compared only where its first two bytes are.
+void EchoScan::pending_forms() {
   const uint64_t covered = gen_ ? gen_->covers : 0;
+  cands_.clear();
+  std::fill(pair_bits_.begin(), pair_bits_.end(), 0);
   unsigned searched = 0;
   for (auto it = pending_.rbegin(); it != pending_.rend() && searched < kPendingScan; ++it) {
     const EchoValue& v = slots_[it->first];
     if (v.seq != it->second || v.seq <= covered) continue;
     ++searched;
     for (const EchoForm& f : v.forms) {
-      const uint32_t L = uint32_t(f.lit.size());
-      if (L > n) continue;
-      if (!f.caseless) {
-        for (const uint8_t* at = p; (at = static_cast<const uint8_t*>(memmem(at, p + n - at, f.lit.data(), L)));
-             ++at)
-          hits_.push_back({uint32_t(at - p), L, f.form, &v});
-        continue;
-      }
-      for (uint32_t i = 0; i + L <= n; ++i)
-        if (std::tolower(p[i]) == uint8_t(f.lit[0]) && strncasecmp(reinterpret_cast<const char*>(p + i), f.lit.data(), L) == 0)
-          hits_.push_back({i, L, f.form, &v});
+      cands_.push_back({&f, &v});
+      const uint8_t a = uint8_t(f.lit[0]), b = uint8_t(f.lit[1]);
+      for (int ca = 0; ca < (f.caseless ? 2 : 1); ++ca)
+        for (int cb = 0; cb < (f.caseless ? 2 : 1); ++cb) {
+          const unsigned k = unsigned(ca ? std::toupper(a) : a) | unsigned(cb ? std::toupper(b) : b) << 8;
+          pair_bits_[k >> 6] |= uint64_t(1) << (k & 63);
+        }
+    }
+  }
+  cands_for_ = pending_version_;
+}
+
+void EchoScan::search_pending(const uint8_t* p, uint32_t n) {
+  if (cands_for_ != pending_version_) pending_forms();
+  if (cands_.empty()) return;
+  for (uint32_t i = 0; i + 1 < n; ++i) {
+    const unsigned k = unsigned(p[i]) | unsigned(p[i + 1]) << 8;
+    if (!(pair_bits_[k >> 6] >> (k & 63) & 1)) continue;
+    for (const Cand& c : cands_) {
+      const std::string& lit = c.f->lit;
+      const uint32_t L = uint32_t(lit.size());
+      if (i + L > n) continue;
+      const bool eq = c.f->caseless ? strncasecmp(reinterpret_cast<const char*>(p + i), lit.data(), L) == 0
+                                    : std::memcmp(p + i, lit.data(), L) == 0;
+      if (eq) hits_.push_back({i, L, c.f->form, c.v});
     }
   }
 }

@@ -108,10 +108,19 @@ class EchoScan {
   };
   static int on_match(unsigned id, unsigned long long from, unsigned long long to, unsigned flags, void* self);
   void search_pending(const uint8_t* p, uint32_t n);
+  void pending_forms();
+  struct Cand {
+    const EchoForm* f;
+    const EchoValue* v;
+  };
+  std::vector<Cand> cands_;                   // what search_pending compares
+  std::vector<uint64_t> pair_bits_ = std::vector<uint64_t>(1024);  // 65,536 bits: first byte pairs of cands_
+  uint64_t pending_version_ = 0, cands_for_ = UINT64_MAX;
   EchoCount apply(uint8_t* p, uint32_t n, void (*before_write)(void*), void* ctx);
 
   std::vector<EchoValue> slots_;
   std::unordered_map<uint64_t, uint32_t> index_;  // hash of (kind, old) -> slot
+  uint32_t quick_[256] = {};                      // recent slots + 1 (record's cache), 0: none
   std::deque<std::pair<uint32_t, uint64_t>> pending_;  // (slot, seq), oldest first
   std::vector<std::pair<uint32_t, EchoValue>> outbox_;  // recorded, not yet handed over
   uint32_t next_ = 0;
