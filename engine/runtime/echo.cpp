@@ -174,7 +174,10 @@ void EchoScan::record(EchoKind k, std::string_view old, std::string_view repl, c
   index_[h] = slot;
   quick_[q] = slot + 1;
   pending_.emplace_back(slot, v.seq);
-  ++pending_version_;
+  add_pending(slot);
+  // No database for a long while (a burst, a failed compile): the lists
+  // keep only what the table holds, so they never outgrow it.
+  if (++listed_ > 4 * kEntries) relist_pending();
   if (pending_.size() > kEntries) pending_.pop_front();  // its slot holds a newer value by now
   outbox_.emplace_back(slot, v);
 }
@@ -193,10 +196,10 @@ void EchoScan::flush() {
 void EchoScan::adopt() {
   if (auto g = echo_take(*shared_)) {
     gen_ = std::move(g);
-    ++pending_version_;
     while (!pending_.empty() &&
            (pending_.front().second <= gen_->covers || slots_[pending_.front().first].seq != pending_.front().second))
       pending_.pop_front();
+    relist_pending();
   }
 }
 
@@ -223,45 +226,51 @@ int EchoScan::on_match(unsigned id, unsigned long long, unsigned long long to, u
   return 0;
 }
 
-// The forms of the newest values not in the database, and a bitmap of
-// their first two bytes (each case of a caseless form's): one pass over
-// the payload then costs the same for one value or kPendingScan, and a
-// form is compared only where its first two bytes are.
-void EchoScan::pending_forms() {
-  const uint64_t covered = gen_ ? gen_->covers : 0;
-  cands_.clear();
-  std::fill(pair_bits_.begin(), pair_bits_.end(), 0);
-  unsigned searched = 0;
-  for (auto it = pending_.rbegin(); it != pending_.rend() && searched < kPendingScan; ++it) {
-    const EchoValue& v = slots_[it->first];
-    if (v.seq != it->second || v.seq <= covered) continue;
-    ++searched;
-    for (const EchoForm& f : v.forms) {
-      cands_.push_back({&f, &v});
-      const uint8_t a = uint8_t(f.lit[0]), b = uint8_t(f.lit[1]);
-      for (int ca = 0; ca < (f.caseless ? 2 : 1); ++ca)
-        for (int cb = 0; cb < (f.caseless ? 2 : 1); ++cb) {
-          const unsigned k = unsigned(ca ? std::toupper(a) : a) | unsigned(cb ? std::toupper(b) : b) << 8;
-          pair_bits_[k >> 6] |= uint64_t(1) << (k & 63);
-        }
-    }
+// The values not in the database yet, by the first two bytes of each of
+// their forms (each case of a caseless form's): a bitmap of those pairs
+// and a list per pair. One pass over the payload then costs about the same
+// for one value or a thousand, and a form is compared only where its first
+// two bytes are.
+void EchoScan::add_pending(uint32_t slot) {
+  const EchoValue& v = slots_[slot];
+  for (uint8_t fi = 0; fi < v.forms.size(); ++fi) {
+    const EchoForm& f = v.forms[fi];
+    const uint8_t a = uint8_t(f.lit[0]), b = uint8_t(f.lit[1]);
+    for (int ca = 0; ca < (f.caseless ? 2 : 1); ++ca)
+      for (int cb = 0; cb < (f.caseless ? 2 : 1); ++cb) {
+        const unsigned k = unsigned(ca ? std::toupper(a) : a) | unsigned(cb ? std::toupper(b) : b) << 8;
+        if (ca + cb && k == (unsigned(a) | unsigned(b) << 8)) continue;  // no other case
+        if (buckets_[k].empty()) touched_.push_back(uint16_t(k));
+        buckets_[k].push_back({v.seq, slot, fi});
+        pair_bits_[k >> 6] |= uint64_t(1) << (k & 63);
+      }
   }
-  cands_for_ = pending_version_;
+}
+
+// After a new database: only the values it does not hold stay listed.
+void EchoScan::relist_pending() {
+  listed_ = 0;
+  for (uint16_t k : touched_) buckets_[k].clear(), pair_bits_[k >> 6] = 0;
+  touched_.clear();
+  const uint64_t covered = gen_ ? gen_->covers : 0;
+  for (const auto& [slot, seq] : pending_)
+    if (seq > covered && slots_[slot].seq == seq) add_pending(slot);
 }
 
 void EchoScan::search_pending(const uint8_t* p, uint32_t n) {
-  if (cands_for_ != pending_version_) pending_forms();
-  if (cands_.empty()) return;
+  if (touched_.empty()) return;
   for (uint32_t i = 0; i + 1 < n; ++i) {
     const unsigned k = unsigned(p[i]) | unsigned(p[i + 1]) << 8;
     if (!(pair_bits_[k >> 6] >> (k & 63) & 1)) continue;
-    for (const Cand& c : cands_) {
-      const std::string& lit = c.f->lit;
-      const uint32_t L = uint32_t(lit.size());
+    for (const Cand& c : buckets_[k]) {
+      const EchoValue& v = slots_[c.slot];
+      if (v.seq != c.seq) continue;  // left the table
+      const EchoForm& f = v.forms[c.form];
+      const uint32_t L = uint32_t(f.lit.size());
       if (i + L > n) continue;
-      const bool eq = c.f->caseless ? strncasecmp(reinterpret_cast<const char*>(p + i), lit.data(), L) == 0
-                                    : std::memcmp(p + i, lit.data(), L) == 0;
-      if (eq) hits_.push_back({i, L, c.f->form, c.v});
+      const bool eq = f.caseless ? strncasecmp(reinterpret_cast<const char*>(p + i), f.lit.data(), L) == 0
+                                 : std::memcmp(p + i, f.lit.data(), L) == 0;
+      if (eq) hits_.push_back({i, L, f.form, &v});
     }
   }
 }

@@ -10,12 +10,12 @@
 // The search: a Hyperscan literal database of every value in the table,
 // compiled by one background thread for all consumers and workers and
 // taken by the worker at its next packet (a generation swap: the worker
-// never waits for it), plus a direct search for the newest values recorded
-// since (at most kPendingScan). A value the table no longer holds is not
-// searched for, whatever the database says. While fewer than kPendingScan
-// values wait for a database, the search covers exactly the table and the
-// same input gives the same output; during a burst of new values, older
-// ones wait for the next database (kEchoBuildEvery).
+// never waits for it), plus a direct search for every value recorded since
+// (one pass over the payload, by the first two bytes of their forms). A
+// value the table no longer holds is not searched for, whatever the
+// database says. So the search covers exactly the table, and what is
+// written never depends on when a database was built: the same input
+// gives the same output.
 #pragma once
 
 #include <cstdint>
@@ -63,9 +63,6 @@ class EchoScan {
  public:
   // Values remembered per consumer and worker; the oldest leaves first.
   static constexpr unsigned kEntries = 4096;
-  // Values not yet in the worker's database searched directly, the newest
-  // first: the bound on the search's cost while the compiler catches up.
-  static constexpr unsigned kPendingScan = 8;
   // Shortest value searched for: shorter text occurs by chance.
   static constexpr unsigned kMinName = 4, kMinBytes = 6;
   // A value of name=value pairs (a cookie, a query string, credentials)
@@ -108,14 +105,18 @@ class EchoScan {
   };
   static int on_match(unsigned id, unsigned long long from, unsigned long long to, unsigned flags, void* self);
   void search_pending(const uint8_t* p, uint32_t n);
-  void pending_forms();
+  void add_pending(uint32_t slot);
+  void relist_pending();
   struct Cand {
-    const EchoForm* f;
-    const EchoValue* v;
+    uint64_t seq;  // the value's, to tell a slot that took another value since
+    uint32_t slot;
+    uint8_t form;  // index in its forms
   };
-  std::vector<Cand> cands_;                   // what search_pending compares
-  std::vector<uint64_t> pair_bits_ = std::vector<uint64_t>(1024);  // 65,536 bits: first byte pairs of cands_
-  uint64_t pending_version_ = 0, cands_for_ = UINT64_MAX;
+  // The forms of values not in the database, by their first two bytes.
+  std::vector<std::vector<Cand>> buckets_ = std::vector<std::vector<Cand>>(65536);
+  std::vector<uint64_t> pair_bits_ = std::vector<uint64_t>(1024);  // 65,536 bits: the pairs that have a list
+  std::vector<uint16_t> touched_;  // pairs with a list
+  unsigned listed_ = 0;            // values listed since the last relist
   EchoCount apply(uint8_t* p, uint32_t n, void (*before_write)(void*), void* ctx);
 
   std::vector<EchoValue> slots_;
