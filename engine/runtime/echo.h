@@ -56,12 +56,15 @@ struct EchoCount {
   unsigned filled = 0;  // no same-length form of the rewrite: a filler (the zero address, 'x')
 };
 
-struct EchoShared;  // what the worker and the background thread share (echo.cpp)
-struct EchoGen;     // one compiled database (echo.cpp)
+struct EchoShared;  // what the worker and the background thread share (echo_build.h)
+struct EchoGen;     // one compiled database (echo_build.h)
 
 class EchoScan {
  public:
   // Values remembered per consumer and worker; the oldest leaves first.
+  // Memory: a few megabytes per consumer and worker when full (the table
+  // with its values' forms; 65,536 lists of values not yet compiled, by
+  // their forms' first two bytes, 1.5 MB empty), and the database.
   static constexpr unsigned kEntries = 4096;
   // Shortest value searched for: shorter text occurs by chance.
   static constexpr unsigned kMinName = 4, kMinBytes = 6;
