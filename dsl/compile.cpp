@@ -490,6 +490,11 @@ void Compiler::do_setting(const StmtRef& r) {
                                                                    {"keep", Policy::AddrText::Keep}};
     std::string c = choice(sd->choices.empty() ? std::vector<std::string>{"map", "keep"} : sd->choices);
     if (auto it = kAddrText.find(c); it != kAddrText.end()) pol_->addr_text = it->second;
+  } else if (name == "echoes") {
+    static const std::map<std::string, Policy::Echoes> kEchoes{{"map", Policy::Echoes::Map},
+                                                               {"keep", Policy::Echoes::Keep}};
+    std::string c = choice(sd->choices.empty() ? std::vector<std::string>{"map", "keep"} : sd->choices);
+    if (auto it = kEchoes.find(c); it != kEchoes.end()) pol_->echoes = it->second;
   } else if (name == "payload_default") {
     const FieldDesc* payload = reg_.field("payload");
     if (v.kind != Value::CallV) {

@@ -139,6 +139,7 @@ std::string dump(const Policy& p) {
   o += std::string("on_unknown ") + unknown[static_cast<int>(p.on_unknown)] + "\n";
   o += "payload_default " + (p.payload_default ? to_string(*p.payload_default) : std::string("keep()")) + "\n";
   o += std::string("addr_text ") + (p.addr_text == Policy::AddrText::Map ? "map" : "keep") + "\n";
+  o += std::string("echoes ") + (p.echoes == Policy::Echoes::Map ? "map" : "keep") + "\n";
   for (const auto& k : p.keys) o += "key " + k->name + " " + k->origin + " (" + std::to_string(k->bytes.size()) + " bytes)\n";
   if (!p.select_bpf.empty()) o += "select bpf " + quoted(p.select_bpf) + "\n";
   else if (p.select_cond) o += "select " + to_string(*p.select_cond) + "\n";

@@ -18,6 +18,7 @@ void accumulate(ConsumerCounters& a, const ConsumerCounters& c) {
   a.tls_server_cut += c.tls_server_cut;
   a.reverse_hidden += c.reverse_hidden, a.nd_zeroed += c.nd_zeroed;
   a.addr_text += c.addr_text, a.addr_text_zeroed += c.addr_text_zeroed;
+  a.echoes += c.echoes, a.echoes_filled += c.echoes_filled;
   if (a.rule_hits.size() < c.rule_hits.size()) a.rule_hits.resize(c.rule_hits.size());
   for (size_t i = 0; i < c.rule_hits.size(); ++i) a.rule_hits[i] += c.rule_hits[i];
 }
@@ -72,6 +73,8 @@ std::vector<std::pair<const char*, uint64_t>> reasons(const ConsumerCounters& c)
           {"nd_zeroed", c.nd_zeroed},
           {"addr_text", c.addr_text},
           {"addr_text_zeroed", c.addr_text_zeroed},
+          {"echoes", c.echoes},
+          {"echoes_filled", c.echoes_filled},
           {"zanon_hidden", c.zanon_hidden},
           {"zanon_released", c.zanon_released}};
 }

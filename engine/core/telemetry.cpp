@@ -36,6 +36,8 @@ void tel_counters(rte_tel_data* d, const ConsumerReport& c) {
   rte_tel_data_add_dict_u64(d, "nd_zeroed", c.counters.nd_zeroed);
   rte_tel_data_add_dict_u64(d, "addr_text", c.counters.addr_text);
   rte_tel_data_add_dict_u64(d, "addr_text_zeroed", c.counters.addr_text_zeroed);
+  rte_tel_data_add_dict_u64(d, "echoes", c.counters.echoes);
+  rte_tel_data_add_dict_u64(d, "echoes_filled", c.counters.echoes_filled);
   rte_tel_data_add_dict_u64(d, "policy_drop", c.counters.policy_drop);
   rte_tel_data_add_dict_u64(d, "zanon_hidden", c.counters.zanon_hidden);
   rte_tel_data_add_dict_u64(d, "zanon_released", c.counters.zanon_released);

@@ -53,6 +53,10 @@ bool alone6(const uint8_t* p, uint32_t n, uint32_t from, uint32_t to) {
 
 }  // namespace
 
+bool addr_text_alone(const uint8_t* p, uint32_t n, uint32_t from, uint32_t to, unsigned alen) {
+  return alen == 4 ? alone4(p, n, from, to) : alone6(p, n, from, to);
+}
+
 bool fit_ipv4_text(const uint8_t* a, char* out, unsigned len) {
   if (len < 7 || len > 15) return false;
   unsigned w[4], sum = 0;
@@ -124,6 +128,38 @@ bool fit_ipv6_text(const uint8_t* a, char* out, unsigned len) {
   return false;
 }
 
+unsigned addr_text_of(const uint8_t* a, unsigned alen, char* t) {
+  if (alen == 4) return ipv4_text(a, t);
+  // RFC 5952: the longest run of two or more zero groups (the first of
+  // equals) is "::"; lower case, no leading zeros. Written here, not by
+  // inet_ntop, which formats through sprintf on every packet.
+  // Mixed notation (IPv4-mapped or -compatible): its dotted part is what
+  // the IPv4 search finds in an IPv4 packet; an IPv6 packet carrying one is
+  // rare enough to leave to the hex forms.
+  unsigned g[8];
+  for (int i = 0; i < 8; ++i) g[i] = unsigned(a[2 * i]) << 8 | a[2 * i + 1];
+  int best = -1, best_len = 1;
+  for (int i = 0; i < 8;) {
+    int j = i;
+    while (j < 8 && g[j] == 0) ++j;
+    if (j - i > best_len) best = i, best_len = j - i;
+    i = j == i ? i + 1 : j;
+  }
+  unsigned tl = 0;
+  for (int i = 0; i < 8; ++i) {
+    if (i == best) {
+      t[tl++] = ':', t[tl++] = ':';
+      i += best_len - 1;
+      continue;
+    }
+    if (i && i != best + best_len) t[tl++] = ':';
+    const unsigned w = hex_width(g[i]);
+    put_hex(t + tl, g[i], w);
+    tl += w;
+  }
+  return tl;
+}
+
 namespace {
 
 // The text forms looked for, each with the offset of its first separator:
@@ -138,52 +174,23 @@ struct Forms {
 
 void Forms::add(const uint8_t* old_a, unsigned alen, uint8_t w) {
   const unsigned first = nf;
-  if (alen == 4) {
-    flen[nf] = uint8_t(ipv4_text(old_a, forms[nf]));
-    ++nf;
-  } else {
-    // RFC 5952: the longest run of two or more zero groups (the first of
-    // equals) is "::"; lower case, no leading zeros. Written here, not by
-    // inet_ntop, which formats through sprintf on every packet.
-    unsigned g[8];
-    for (int i = 0; i < 8; ++i) g[i] = unsigned(old_a[2 * i]) << 8 | old_a[2 * i + 1];
-    int best = -1, best_len = 1;
-    for (int i = 0; i < 8;) {
-      int j = i;
-      while (j < 8 && g[j] == 0) ++j;
-      if (j - i > best_len) best = i, best_len = j - i;
-      i = j == i ? i + 1 : j;
-    }
-    // Mixed notation (IPv4-mapped or -compatible): its dotted part is what
-    // the IPv4 search finds in an IPv4 packet; an IPv6 packet carrying one is
-    // rare enough to leave to the hex forms below.
-    char* t = forms[nf];
-    unsigned tl = 0;
+  char* t = forms[nf];
+  const unsigned tl = addr_text_of(old_a, alen, t);
+  flen[nf++] = uint8_t(tl);
+  if (alen == 16) {
     bool letters = false;
-    for (int i = 0; i < 8; ++i) {
-      if (i == best) {
-        t[tl++] = ':', t[tl++] = ':';
-        i += best_len - 1;
-        continue;
-      }
-      if (i && i != best + best_len) t[tl++] = ':';
-      const unsigned w = hex_width(g[i]);
-      put_hex(t + tl, g[i], w);
-      for (unsigned k = 0; k < w; ++k) letters = letters || t[tl + k] > '9';
-      tl += w;
-    }
-    flen[nf++] = tl;
+    for (unsigned i = 0; i < tl; ++i) letters = letters || t[i] > '9';
     if (letters) {
       for (unsigned i = 0; i < tl; ++i) forms[nf][i] = t[i] >= 'a' ? char(t[i] - 'a' + 'A') : t[i];
-      flen[nf++] = tl;
+      flen[nf++] = uint8_t(tl);
     }
     unsigned o = 0;
     for (int i = 0; i < 8; ++i) {
       if (i) forms[nf][o++] = ':';
-      put_hex(forms[nf] + o, g[i], 4);
+      put_hex(forms[nf] + o, unsigned(old_a[2 * i]) << 8 | old_a[2 * i + 1], 4);
       o += 4;
     }
-    if (o != tl) flen[nf++] = o;
+    if (o != tl) flen[nf++] = uint8_t(o);
   }
   for (unsigned f = first; f < nf; ++f) {
     which[f] = w;
@@ -201,11 +208,7 @@ AddrTextCount map_addr_text(uint8_t* p, uint32_t n, const uint8_t* old_a, const 
   return map_addrs_text(p, n, olds, news, 1, alen, before_write, ctx);
 }
 
-namespace {
-
-// The one text form written in place of a `len`-character form of an
-// address now `new_a`.
-bool fitted_text(const uint8_t* new_a, unsigned alen, unsigned len, char* text) {
+bool fit_addr_text(const uint8_t* new_a, unsigned alen, unsigned len, char* text) {
   static const uint8_t zero[16] = {};
   if (alen == 4 ? fit_ipv4_text(new_a, text, len) : fit_ipv6_text(new_a, text, len)) return true;
   // Always possible: "0.0.0.0" with its octets padded, "::" and
@@ -214,6 +217,8 @@ bool fitted_text(const uint8_t* new_a, unsigned alen, unsigned len, char* text) 
   else if (!fit_ipv6_text(zero, text, len)) std::memset(text, '0', len);
   return false;
 }
+
+namespace {
 
 // The scan behind map_addrs_text (`news` given: each match rewritten) and
 // find_addrs_text (`memo` given: each match recorded, nothing written).
@@ -256,7 +261,7 @@ AddrTextCount scan(uint8_t* p, uint32_t n, const uint8_t* const* olds, const uin
         memo->m[memo->count++] = {from, uint8_t(L), uint8_t(both ? 3u : 1u << F.which[f])};
       } else {
         char text[48];
-        if (fitted_text(news[F.which[f]], alen, L, text)) ++r.mapped;
+        if (fit_addr_text(news[F.which[f]], alen, L, text)) ++r.mapped;
         else ++r.zeroed;
         if (before_write) before_write(ctx), before_write = nullptr;
         std::memcpy(p + from, text, L);
@@ -292,7 +297,7 @@ AddrTextCount apply_addrs_text(uint8_t* p, const AddrTextMemo& memo, const uint8
     const uint8_t* new_a = (x.who & 1) && new_src ? new_src : (x.who & 2) && new_dst ? new_dst : nullptr;
     if (!new_a) continue;
     char text[48];
-    if (fitted_text(new_a, alen, x.len, text)) ++r.mapped;
+    if (fit_addr_text(new_a, alen, x.len, text)) ++r.mapped;
     else ++r.zeroed;
     if (before_write) before_write(ctx), before_write = nullptr;
     std::memcpy(p + x.from, text, x.len);

@@ -69,5 +69,15 @@ bool fit_ipv4_text(const uint8_t* a, char* out, unsigned len);
 // An IPv6 text form of `a` of exactly `len` characters (2..39): false when
 // there is none.
 bool fit_ipv6_text(const uint8_t* a, char* out, unsigned len);
+// The text written in place of a `len`-character form of an address now
+// `new_a` (4 or 16 bytes, `alen`): its form of that length, or (false) the
+// zero address at that length.
+bool fit_addr_text(const uint8_t* new_a, unsigned alen, unsigned len, char* text);
+// p[from, to) stands alone as an address text: no digit, dot (IPv4), hex
+// digit or colon (IPv6) around it makes it part of a longer one.
+bool addr_text_alone(const uint8_t* p, uint32_t n, uint32_t from, uint32_t to, unsigned alen);
+// The shortest text of an IPv4 address, and IPv6 in its RFC 5952 form
+// (lower case): what the scans look for. Returns the length.
+unsigned addr_text_of(const uint8_t* a, unsigned alen, char* out);
 
 }  // namespace amon

@@ -49,11 +49,15 @@ namespace amon {
 
 names::Decision ProgramInstance::decide_name(FieldId f, std::string_view text, Eval& e, ExchangeRecall* recall,
                                              MsgNames* seen) {
-  return decide_name_in(f, text, e, recall, seen);
+  const names::Decision d = decide_name_in(f, text, e, recall, seen);
+  if (echo_) echo_->name(text, d);
+  return d;
 }
 
 names::Decision ProgramInstance::PluginHost::decide_name(FieldId f, std::string_view text, bool exchange) {
-  return self_.decide_name_in(f, text, *e_, exchange && open_ ? &rc_ : nullptr, &seen_);
+  const names::Decision d = self_.decide_name_in(f, text, *e_, exchange && open_ ? &rc_ : nullptr, &seen_);
+  if (self_.echo_) self_.echo_->name(text, d);
+  return d;
 }
 
 bool ProgramInstance::PluginHost::open_exchange(uint32_t flow, unsigned query_dir, uint16_t id, std::string_view name,

@@ -209,12 +209,15 @@ bool ProgramInstance::encap_rules(uint8_t* buf, uint32_t cap, const Decoded& d, 
   const Program& P = prog_;
   const auto& F = l2l4::g_fields;
   if (g.cap >= 14 && (!P.field_rules_[F.eth_dst].empty() || !P.field_rules_[F.eth_src].empty())) {
+    uint8_t old[12];
+    if (echo_) std::memcpy(old, g.buf, 12);
     ctx.field = F.eth_dst;
     int r = pick(F.eth_dst, e);
     if (r >= 0 && actions_[r]->mac(g.buf, ctx) == ActResult::Drop) return ++g.c.policy_drop, false;
     ctx.field = F.eth_src;
     r = pick(F.eth_src, e);
     if (r >= 0 && actions_[r]->mac(g.buf + 6, ctx) == ActResult::Drop) return ++g.c.policy_drop, false;
+    if (echo_) echo_->mac(old, g.buf), echo_->mac(old + 6, g.buf + 6);
   }
   if (g.d.n_encap && !encap_rules(g.buf, g.cap, g.d, e, ctx)) [[unlikely]]
     return ++g.c.policy_drop, false;
@@ -254,9 +257,7 @@ Verdict ProgramInstance::undecoded(GenPacket& g) {
 [[gnu::always_inline]] inline bool ProgramInstance::l7_shortcut(GenPacket& g, Eval& e, Verdict& v) {
   const Decoded& d = g.d;
   const PacketMeta& m = g.m;
-  if (!(m.app == shortcut_app_ && shortcut_app_ && m.l7 == L7State::Parsed && d.l4_proto == kProtoUdp &&
-        d.status == DecodeStatus::Ok && !(d.flags & (kFlagTunnel | kFlagIcmpError | kFlagLaterFragment))))
-    return false;
+  if (!shortcut_datagram(d, m, shortcut_app_)) return false;
   const uint32_t avail = std::min<uint32_t>(d.cap_len, d.payload_off + d.payload_len) - d.payload_off;
   uint64_t* const sums = shortcut_sums_;
   sums[0] = sums[1] = 0;
@@ -474,6 +475,25 @@ void ProgramInstance::addr_text(GenPacket& g) {
   if (n.mapped | n.zeroed) g.changed = g.changed || ok, g.c.addr_text += n.mapped, g.c.addr_text_zeroed += n.zeroed;
 }
 
+// What this consumer rewrote anywhere recently, found again in the payload
+// it keeps (echo.h), from where addr_text starts to the end of what is kept.
+void ProgramInstance::echo_text(GenPacket& g) {
+  const Decoded& d = g.d;
+  const uint32_t from = d.status == DecodeStatus::Ok ? d.payload_off : std::min(d.good_until, g.cap);
+  const uint32_t to = std::min(g.cap, snap_at_);
+  if (to < from + 4) return;
+  void (*before)(void*) = [](void* t) { static_cast<GenPacket*>(t)->take_sum(); };
+  const bool ok = d.status == DecodeStatus::Ok;
+  const EchoCount n = echo_->scan(g.buf + from, to - from, ok ? before : nullptr, &g);
+  if (n.mapped | n.filled) g.changed = g.changed || ok, g.c.echoes += n.mapped, g.c.echoes_filled += n.filled;
+}
+
+// A datagram the shortcut takes when `app` is its application.
+bool ProgramInstance::shortcut_datagram(const Decoded& d, const PacketMeta& m, uint8_t app) {
+  return m.app == app && app && m.l7 == L7State::Parsed && d.l4_proto == kProtoUdp && d.status == DecodeStatus::Ok &&
+         !(d.flags & (kFlagTunnel | kFlagIcmpError | kFlagLaterFragment));
+}
+
 // kL7Only (Program::l7_only_): no select, BPF, MAC, address, per-flow or
 // payload rule, and no condition, so those questions are answered here at
 // compile time; every packet still takes the same steps as with kL7Only
@@ -534,6 +554,7 @@ Verdict ProgramInstance::general_path(uint8_t* buf, uint32_t& cap, uint32_t& wir
 
   // Addresses, then what carries addresses apart from the header.
   if (!kL7Only && !addr_rules(g, e, ctx)) return Verdict::Drop;
+  if (echo_ && g.addr_changed) echo_->addr(g.old_src, buf + g.so, g.alen), echo_->addr(g.old_dst, buf + g.dof, g.alen);
   const uint32_t pend = std::min<uint64_t>(uint64_t(d.payload_off) + d.payload_len, cap);
   g.plen = pend > d.payload_off ? pend - d.payload_off : 0;
   g.pl = buf + d.payload_off;
@@ -544,6 +565,10 @@ Verdict ProgramInstance::general_path(uint8_t* buf, uint32_t& cap, uint32_t& wir
   if (!l7_and_body(g, e)) return Verdict::Drop;
   if (!payload_rule<kL7Only>(g, e, ctx)) return Verdict::Drop;
   if (g.addr_changed && P.addr_text_ && g.cut.none()) addr_text(g);
+  // Not in a datagram the shortcut takes (a DNS message: its names are in
+  // wire form, its addresses in the fields the plugin rewrites), so that
+  // the shortcut and these steps give the same bytes.
+  if (echo_ && g.cut.none() && !(kL7Only && shortcut_datagram(d, m, span_app_))) echo_text(g);
   const uint16_t new_sum = g.changed && g.sum_taken ? csum_sum({g.pl, g.plen}) : g.old_sum;
 
   // Lengths and checksums.

@@ -41,12 +41,19 @@ bool ProgramInstance::apply_text(FieldId f, uint8_t* p, uint32_t len, Eval& e) {
     if (st->observe(st->key(sc, std::span<const uint8_t>(p, len)), e.user, e.m->ts_ns, zp))
       return ++e.c->zanon_released, true;
     ++e.c->zanon_hidden;
-    return zfallback_[ri]->bytes(p, len, *e.ctx) != ActResult::Drop;
+    const uint32_t keep = echo_ ? std::min<uint32_t>(len, EchoScanMax) : 0;
+    if (keep) std::memcpy(echo_old_, p, keep);
+    const bool ok = zfallback_[ri]->bytes(p, len, *e.ctx) != ActResult::Drop;
+    if (keep) echo_->bytes(echo_old_, p, keep);
+    return ok;
   }
+  const uint32_t keep = echo_ ? std::min<uint32_t>(len, EchoScanMax) : 0;
+  if (keep) std::memcpy(echo_old_, p, keep);
   const ActResult r = actions_[ri]->bytes(p, len, *e.ctx);
   // A value inside a message cannot be removed without breaking the
   // message: cut() clears it instead, length kept.
   if (r == ActResult::Cut) std::memset(p, 0, len);
+  if (keep) echo_->bytes(echo_old_, p, keep);
   return r != ActResult::Drop;
 }
 
@@ -55,8 +62,11 @@ bool ProgramInstance::apply_mac_occ(FieldId f, uint8_t* a, Eval& e) {
   if (ri < 0) return true;
   const FieldId saved = e.ctx->field;
   e.ctx->field = f;
+  uint8_t old[6];
+  std::memcpy(old, a, 6);
   const bool ok = actions_[ri]->mac(a, *e.ctx) != ActResult::Drop;
   e.ctx->field = saved;
+  if (echo_) echo_->mac(old, a);
   return ok;
 }
 
@@ -168,7 +178,10 @@ bool ProgramInstance::apply_role_addr(uint8_t* a, uint8_t family, Eval& e, bool 
   const uint8_t was_family = e.ctx->family;
   e.ctx->is_server = !client;
   e.ctx->family = family;
+  uint8_t old[16];
+  std::memcpy(old, a, n);
   const bool ok = act->addr(a, *e.ctx) != ActResult::Drop;
+  if (echo_) echo_->addr(old, a, n);
   e.ctx->is_server = was_server;
   e.ctx->family = was_family;
   return ok;
@@ -183,6 +196,8 @@ bool ProgramInstance::apply_addr_occ(FieldId f, uint8_t* a, uint8_t family, Eval
   uint8_t saved = e.ctx->family;
   e.ctx->family = family;
   bool ok = true;
+  uint8_t old[16];
+  std::memcpy(old, a, family == 4 ? 4 : 16);
   if (user) {
     ok = actions_[prog_.user_rule_]->undecided()->addr(a, *e.ctx) != ActResult::Drop;
   } else if (const ActionCall& call = prog_.policy_->rules[ri].action; call.desc->uses_zstore) {
@@ -200,6 +215,7 @@ bool ProgramInstance::apply_addr_occ(FieldId f, uint8_t* a, uint8_t family, Eval
     ok = actions_[ri]->addr(a, *e.ctx) != ActResult::Drop;
   }
   e.ctx->family = saved;
+  if (echo_) echo_->addr(old, a, family == 4 ? 4 : 16);
   return ok;
 }
 

@@ -152,6 +152,8 @@ struct ConsumerCounters {
   uint64_t nd_zeroed = 0;                // neighbour discovery addresses/MACs zeroed: no rule could map them
   uint64_t addr_text = 0;                // mapped addresses written as text in kept payload, rewritten to their mapping
   uint64_t addr_text_zeroed = 0;         // the same, where the mapping's text is longer: zero address at that length
+  uint64_t echoes = 0;                   // values the consumer rewrote, found again in kept payload and rewritten so (echo.h)
+  uint64_t echoes_filled = 0;            // the same, where no same-length form fits: the zero address, or 'x'
   std::vector<uint64_t> rule_hits;       // by Rule::index
 };
 

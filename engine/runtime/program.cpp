@@ -122,6 +122,19 @@ Program::Program(std::shared_ptr<const dsl::Policy> policy, int consumer_index, 
   using OU = dsl::Policy::OnUnknown;
   if (policy_->on_unknown == OU::Drop || policy_->on_unknown == OU::Cut) identity_ = false;
   addr_text_ = policy_->addr_text == dsl::Policy::AddrText::Map;
+  {
+    // Kept payload is searched for what the policy rewrote (echo.h) where
+    // it protects something and some payload may leave as it came: a
+    // payload rule that keeps, or no unconditional one and no protecting
+    // default.
+    bool keeps = false, fixed = false;
+    for (uint32_t ri : field_rules_[F.payload]) {
+      keeps = keeps || !rules[ri].action.desc->protects;
+      fixed = fixed || !rules[ri].when;
+    }
+    if (!fixed) keeps = keeps || !(policy_->payload_default && policy_->payload_default->desc->protects);
+    echoes_ = policy_->echoes == dsl::Policy::Echoes::Map && protects_anything_ && keeps;
+  }
   if (!policy_->select_bpf.empty()) {
     bpf_ = std::make_unique<Bpf>(policy_->select_bpf);
     identity_ = false;
@@ -178,6 +191,10 @@ Program::Program(std::shared_ptr<const dsl::Policy> policy, int consumer_index, 
   bool snaps = policy_->payload_default && policy_->payload_default->desc->kind == ActionKind::Snap;
   for (const auto& r : rules) snaps = snaps || r.action.desc->kind == ActionKind::Snap;
   hdr_only_ = !snaps && unconditional_ && !has_l7_ && !wants_l7_ && !policy_->select_cond && !bpf_ && zslot_rule_.empty();
+  // A header-only policy's packets take the header kernels, which search
+  // kept payload for the packet's own addresses alone (addr_text): the
+  // few the general path takes would otherwise be treated apart.
+  echoes_ = echoes_ && !hdr_only_;
   l7_only_ = unconditional_ && has_l7_ && !policy_->select_cond && !bpf_ && zslot_rule_.empty() &&
              !protects_addresses_ && payload_default_plan_ < 0;
   for (FieldId f : {F.eth_dst, F.eth_src, F.ip_src, F.ip_dst, F.ip_client, F.ip_server, F.payload})
@@ -264,6 +281,8 @@ std::unique_ptr<ProgramInstance> Program::instantiate() const { return std::make
 
 ProgramInstance::ProgramInstance(const Program& p) : prog_(p), uhash_(p.services_->user_hash_key) {
   hdr_fast_ = p.hdr_only_;
+  static_assert(EchoScan::kMaxValue == EchoScanMax);
+  if (p.echoes_) echo_ = std::make_unique<EchoScan>();
   clients_set_ = !p.policy_->clients.empty();
   guard_users_ = p.guard_users_;
   actions_.resize(p.plans_.size());

@@ -79,6 +79,7 @@ class Program {
   SharedServices* services_;
   bool identity_ = true;
   bool protects_addresses_ = false;
+  bool echoes_ = false;     // `echoes = map` where the policy protects something and keeps payload (echo.h)
   bool addr_text_ = true;  // `addr_text = map`: the packet's mapped addresses are mapped where kept payload writes them
   bool protects_client_addr_ = false, protects_server_addr_ = false;  // a protecting rule on ip.client/src/dst, ip.server/src/dst
   bool protects_anything_ = false;
@@ -150,6 +151,8 @@ class Program {
 };
 
 class RtAction;
+class EchoScan;
+inline constexpr unsigned EchoScanMax = 512;  // EchoScan::kMaxValue
 struct ApplyCtx;
 struct ProtocolPlugin;
 struct ProtoRewrite;
@@ -509,6 +512,13 @@ class ProgramInstance {
   uint64_t name_keys_secret_ = 0;
   NameKeys* name_keys(zanon::Scope sc, std::string_view text, const zanon::Store& st);
   ::hs_scratch* hs_ = nullptr;
+  // Program::echoes_: the values this consumer rewrote, searched for in the
+  // payload it keeps (echo.h); null without.
+  std::unique_ptr<EchoScan> echo_;
+  void echo_text(GenPacket& g);
+  static bool shortcut_datagram(const Decoded& d, const PacketMeta& m, uint8_t app);
+  // The value at p (len bytes) before an action rewrites it, for echo_.
+  uint8_t echo_old_[EchoScanMax] = {};
 };
 
 }  // namespace amon

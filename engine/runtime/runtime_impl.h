@@ -18,6 +18,7 @@
 
 #include "actions_rt.h"
 #include "addr_text.h"
+#include "echo.h"
 #include "l7.h"
 #include "checksum.h"
 #include "keyed_hash.h"

@@ -45,6 +45,11 @@ static void register_settings(Registry& r) {
                  "PORT, a log line): map them as the packet's addresses are mapped, at the same length (default), "
                  "or keep them (no payload scan: faster, and the addresses stay in clear there)",
                  "map | keep", {"map", "keep"}});
+  r.add_setting({"echoes",
+                 "values the policy rewrote (other hosts' addresses and MACs, cookies and credentials, hidden "
+                 "names) found again in payload it keeps, as text or binary: rewritten as their field was, at "
+                 "the same length (default), or kept (no search: faster, and such copies stay in clear)",
+                 "map | keep", {"map", "keep"}});
 }
 
 

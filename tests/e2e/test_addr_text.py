@@ -15,7 +15,8 @@ and the same with an application rule (the general path). In both:
     address as a substring are left alone;
   - lengths are unchanged and every checksum is good;
   - a policy that keeps the users' addresses changes nothing;
-  - `addr_text = keep` maps the headers and leaves every payload byte;
+  - `addr_text = keep` (with `echoes = keep`, whose search would find the
+    mapped addresses too) maps the headers and leaves every payload byte;
   - consumers run together (client, server, both or neither mapped) each
     write what their policy writes alone.
 
@@ -196,7 +197,8 @@ def main():
     kernel = L.write_policy(d, "kernel.amon", head + "ip.client : cryptopan(key=k)\n")
     general = L.write_policy(d, "general.amon", head + "ip.client : cryptopan(key=k)\ndns.qname : redact()\n")
     keep = L.write_policy(d, "keep.amon", head + "ip.client : keep()\n")
-    text_keep = L.write_policy(d, "text-keep.amon", head + "addr_text = keep\nip.client : cryptopan(key=k)\n")
+    text_keep = L.write_policy(d, "text-keep.amon", head + "addr_text = keep\nechoes = keep\n"
+                                  "ip.client : cryptopan(key=k)\n")
     server = L.write_policy(d, "server.amon", head.replace("ip.server : keep()", "ip.server : cryptopan(key=k2)") +
                             'key k2 = file("keys/k.hex")\nip.client : keep()\n')
     both = L.write_policy(d, "both.amon", 'key k = file("keys/k.hex")\nip.src, ip.dst : cryptopan(key=k)\n')

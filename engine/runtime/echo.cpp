@@ -1,0 +1,358 @@
+// EchoScan (echo.h): the table of values a consumer rewrote, the search of
+// kept payload for them and their rewrite. The database is compiled by the
+// background thread (echo_build.cpp).
+#include "echo.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cstring>
+#include <cstdio>
+#include <functional>
+#include <strings.h>
+
+#include "addr_text.h"
+#include "echo_build.h"
+
+namespace amon {
+
+namespace {
+
+bool word(int c) { return std::isalnum(c) || c == '-' || c == '_'; }
+bool hexc(int c) { return std::isxdigit(c); }
+
+void mac_text(const uint8_t* m, char sep, bool upper, char* o) {
+  const char* hex = upper ? "0123456789ABCDEF" : "0123456789abcdef";
+  for (int i = 0; i < 6; ++i) {
+    if (i) *o++ = sep;
+    *o++ = hex[m[i] >> 4], *o++ = hex[m[i] & 15];
+  }
+}
+
+// Values that name no one: the zero and all-ones address, group MACs.
+bool anonymous(EchoKind k, std::string_view v) {
+  if (k == EchoKind::Mac && (uint8_t(v[0]) & 1)) return true;
+  if (k == EchoKind::Addr4 || k == EchoKind::Addr6 || k == EchoKind::Mac)
+    return std::all_of(v.begin(), v.end(), [](char c) { return c == 0; }) ||
+           std::all_of(v.begin(), v.end(), [](char c) { return uint8_t(c) == 0xff; });
+  return false;
+}
+
+uint64_t key_of(EchoKind k, std::string_view v) {
+  return std::hash<std::string_view>{}(v) * 0x9e3779b97f4a7c15ULL ^ (uint64_t(k) + 1);
+}
+
+}  // namespace
+
+void echo_forms(const EchoValue& v, std::vector<EchoForm>& out) {
+  const auto* b = reinterpret_cast<const uint8_t*>(v.old.data());
+  char t[48];
+  switch (v.kind) {
+    case EchoKind::Addr4:
+      out.push_back({std::string(t, addr_text_of(b, 4, t)), 0, false});
+      // Not in binary: four given bytes turn up by chance in compressed or
+      // encrypted payload (once in 2^32 places, for each of a thousand
+      // values), and they made the database several times slower to
+      // compile and to search.
+      break;
+    case EchoKind::Addr6: {
+      const unsigned n = addr_text_of(b, 16, t);
+      std::string s(t, n), up = s;
+      for (char& c : up) c = char(std::toupper(uint8_t(c)));
+      out.push_back({s, 0, false});
+      if (up != s) out.push_back({up, 1, false});
+      std::string full;
+      for (int i = 0; i < 16; i += 2) {
+        char g[6];
+        std::snprintf(g, sizeof g, "%s%02x%02x", i ? ":" : "", b[i], b[i + 1]);
+        full += g;
+      }
+      if (full != s) out.push_back({full, 2, false});
+      out.push_back({v.old, 3, false});
+      break;
+    }
+    case EchoKind::Mac:
+      for (uint8_t f = 0; f < 4; ++f) {
+        mac_text(b, f < 2 ? ':' : '-', f & 1, t);
+        out.push_back({std::string(t, 17), f, false});
+      }
+      out.push_back({v.old, 4, false});
+      break;
+    case EchoKind::Bytes: out.push_back({v.old, 0, false}); break;
+    case EchoKind::Name: out.push_back({v.old, 0, true}); break;
+  }
+}
+
+EchoScan::EchoScan() : slots_(kEntries), shared_(std::make_shared<EchoShared>()) { index_.reserve(2 * kEntries); }
+
+EchoScan::~EchoScan() = default;
+
+void EchoScan::addr(const uint8_t* old_a, const uint8_t* new_a, unsigned alen) {
+  if (std::memcmp(old_a, new_a, alen) == 0) return;
+  record(alen == 4 ? EchoKind::Addr4 : EchoKind::Addr6, {reinterpret_cast<const char*>(old_a), alen},
+         {reinterpret_cast<const char*>(new_a), alen});
+}
+
+void EchoScan::mac(const uint8_t* old_m, const uint8_t* new_m) {
+  if (std::memcmp(old_m, new_m, 6) == 0) return;
+  record(EchoKind::Mac, {reinterpret_cast<const char*>(old_m), 6}, {reinterpret_cast<const char*>(new_m), 6});
+}
+
+void EchoScan::bytes(const uint8_t* old_v, const uint8_t* new_v, uint32_t len) {
+  if (len < kMinBytes || std::memcmp(old_v, new_v, len) == 0) return;
+  const std::string_view o(reinterpret_cast<const char*>(old_v), len), r(reinterpret_cast<const char*>(new_v), len);
+  const uint32_t whole = std::min<uint32_t>(len, kMaxValue);
+  record(EchoKind::Bytes, o.substr(0, whole), r.substr(0, whole));
+  // Its parts: the value of each `name=value` item, or each item, between
+  // separators; the same bytes of the rewritten value replace them (every
+  // bytes action keeps a value's length).
+  auto sep = [](char c) { return c == ';' || c == '&' || c == ',' || c == ' ' || c == '\t' || c == '\r' || c == '\n'; };
+  for (uint32_t i = 0; i < len;) {
+    while (i < len && sep(o[i])) ++i;
+    uint32_t j = i;
+    while (j < len && !sep(o[j])) ++j;
+    uint32_t s = i;
+    if (const size_t eq = o.substr(i, j - i).find('='); eq != std::string_view::npos) s = i + uint32_t(eq) + 1;
+    if (j - s >= kMinPart && j - s < len) {
+      const uint32_t n = std::min<uint32_t>(j - s, kMaxValue);
+      record(EchoKind::Bytes, o.substr(s, n), r.substr(s, n));
+    }
+    i = j;
+  }
+}
+
+void EchoScan::name(std::string_view text, const names::Decision& d) {
+  if (d.action == names::Action::Keep) return;
+  while (!text.empty() && text.back() == '.') text.remove_suffix(1);
+  if (text.size() < kMinName || text.size() > kMaxValue) return;
+  std::string low(text);
+  for (char& c : low) c = char(std::tolower(uint8_t(c)));
+  record(EchoKind::Name, low, {}, &d);
+}
+
+// A packet's values are mostly its flow's again (its addresses, its MACs):
+// a small direct-mapped cache of recent slots, by a hash of the first
+// bytes, answers those before the index's hash of the whole value.
+static unsigned quick_of(EchoKind k, std::string_view v) {
+  uint64_t w = 0;
+  std::memcpy(&w, v.data(), std::min<size_t>(8, v.size()));
+  return unsigned(((w ^ (uint64_t(v.size()) << 56) ^ uint64_t(k)) * 0x9e3779b97f4a7c15ULL) >> 56);
+}
+
+void EchoScan::record(EchoKind k, std::string_view old, std::string_view repl, const names::Decision* dec) {
+  if (anonymous(k, old)) return;
+  const unsigned q = quick_of(k, old);
+  if (const uint32_t s = quick_[q]) {
+    EchoValue& v = slots_[s - 1];
+    if (v.kind == k && v.old == old) {
+      if (v.repl != repl) v.repl.assign(repl);
+      if (dec) v.dec = *dec;
+      return;
+    }
+  }
+  const uint64_t h = key_of(k, old);
+  if (auto it = index_.find(h); it != index_.end()) {
+    EchoValue& v = slots_[it->second];
+    quick_[q] = it->second + 1;
+    if (v.kind == k && v.old == old) {
+      // Known: only what it becomes may have moved (a MAC's timestamp, a
+      // rotated key); the database searches for the old value alone.
+      if (v.repl != repl) v.repl.assign(repl);
+      if (dec) v.dec = *dec;
+      return;
+    }
+  }
+  const uint32_t slot = next_;
+  next_ = (next_ + 1) % kEntries;
+  EchoValue& v = slots_[slot];
+  if (v.seq) {
+    if (auto it = index_.find(key_of(v.kind, v.old)); it != index_.end() && it->second == slot) index_.erase(it);
+  }
+  v.kind = k, v.old.assign(old), v.repl.assign(repl), v.seq = ++seq_;
+  if (dec) v.dec = *dec;
+  v.forms.clear();
+  echo_forms(v, v.forms);
+  index_[h] = slot;
+  quick_[q] = slot + 1;
+  pending_.emplace_back(slot, v.seq);
+  add_pending(slot);
+  // No database for a long while (a burst, a failed compile): the lists
+  // keep only what the table holds, so they never outgrow it.
+  if (++listed_ > 4 * kEntries) relist_pending();
+  if (pending_.size() > kEntries) pending_.pop_front();  // its slot holds a newer value by now
+  outbox_.emplace_back(slot, v);
+}
+
+unsigned EchoScan::pending() const {
+  const uint64_t covered = gen_ ? gen_->covers : 0;
+  unsigned n = 0;
+  for (const auto& [slot, seq] : pending_) n += seq > covered && slots_[slot].seq == seq;
+  return n;
+}
+
+void EchoScan::flush() {
+  if (!outbox_.empty() && echo_hand_over(shared_, outbox_)) outbox_.clear();
+}
+
+void EchoScan::adopt() {
+  if (auto g = echo_take(*shared_)) {
+    gen_ = std::move(g);
+    while (!pending_.empty() &&
+           (pending_.front().second <= gen_->covers || slots_[pending_.front().first].seq != pending_.front().second))
+      pending_.pop_front();
+    relist_pending();
+  }
+}
+
+bool EchoScan::wait_built(unsigned ms) {
+  for (unsigned t = 0;; ++t) {
+    flush();
+    adopt();
+    if (outbox_.empty() && (gen_ ? gen_->covers : 0) >= seq_) return true;
+    if (t >= ms) return false;
+    echo_sleep_ms(1);
+  }
+}
+
+int EchoScan::on_match(unsigned id, unsigned long long, unsigned long long to, unsigned, void* ctx) {
+  auto* self = static_cast<EchoScan*>(ctx);
+  const EchoGen& g = *self->gen_;
+  const EchoGen::Pat& pat = g.pats[id];
+  // Only a value the table still holds (what it becomes now): one that
+  // left it is searched for no more, whether or not the database the
+  // worker holds is older than its leaving, so the bytes written never
+  // depend on when a database was built.
+  const EchoValue& live = self->slots_[pat.slot];
+  if (live.seq == pat.seq) self->hits_.push_back({uint32_t(to - pat.len), pat.len, pat.form, &live});
+  return 0;
+}
+
+// The values not in the database yet, by the first two bytes of each of
+// their forms (each case of a caseless form's): a bitmap of those pairs
+// and a list per pair. One pass over the payload then costs about the same
+// for one value or a thousand, and a form is compared only where its first
+// two bytes are.
+void EchoScan::add_pending(uint32_t slot) {
+  const EchoValue& v = slots_[slot];
+  for (uint8_t fi = 0; fi < v.forms.size(); ++fi) {
+    const EchoForm& f = v.forms[fi];
+    const uint8_t a = uint8_t(f.lit[0]), b = uint8_t(f.lit[1]);
+    for (int ca = 0; ca < (f.caseless ? 2 : 1); ++ca)
+      for (int cb = 0; cb < (f.caseless ? 2 : 1); ++cb) {
+        const unsigned k = unsigned(ca ? std::toupper(a) : a) | unsigned(cb ? std::toupper(b) : b) << 8;
+        if (ca + cb && k == (unsigned(a) | unsigned(b) << 8)) continue;  // no other case
+        if (buckets_[k].empty()) touched_.push_back(uint16_t(k));
+        buckets_[k].push_back({v.seq, slot, fi});
+        pair_bits_[k >> 6] |= uint64_t(1) << (k & 63);
+      }
+  }
+}
+
+// After a new database: only the values it does not hold stay listed.
+void EchoScan::relist_pending() {
+  listed_ = 0;
+  for (uint16_t k : touched_) buckets_[k].clear(), pair_bits_[k >> 6] = 0;
+  touched_.clear();
+  const uint64_t covered = gen_ ? gen_->covers : 0;
+  for (const auto& [slot, seq] : pending_)
+    if (seq > covered && slots_[slot].seq == seq) add_pending(slot);
+}
+
+void EchoScan::search_pending(const uint8_t* p, uint32_t n) {
+  if (touched_.empty()) return;
+  for (uint32_t i = 0; i + 1 < n; ++i) {
+    const unsigned k = unsigned(p[i]) | unsigned(p[i + 1]) << 8;
+    if (!(pair_bits_[k >> 6] >> (k & 63) & 1)) continue;
+    for (const Cand& c : buckets_[k]) {
+      const EchoValue& v = slots_[c.slot];
+      if (v.seq != c.seq) continue;  // left the table
+      const EchoForm& f = v.forms[c.form];
+      const uint32_t L = uint32_t(f.lit.size());
+      if (i + L > n) continue;
+      const bool eq = f.caseless ? strncasecmp(reinterpret_cast<const char*>(p + i), f.lit.data(), L) == 0
+                                 : std::memcmp(p + i, f.lit.data(), L) == 0;
+      if (eq) hits_.push_back({i, L, f.form, &v});
+    }
+  }
+}
+
+EchoCount EchoScan::scan(uint8_t* p, uint32_t n, void (*before_write)(void*), void* ctx) {
+  flush();
+  adopt();
+  if (n < 4 || (!gen_ && pending_.empty())) return {};
+  hits_.clear();
+  if (gen_ && gen_->db) hs_scan(gen_->db, reinterpret_cast<const char*>(p), n, 0, gen_->scratch, on_match, this);
+  search_pending(p, n);
+  if (hits_.empty()) return {};
+  return apply(p, n, before_write, ctx);
+}
+
+// Whatever found them, the same hits give the same bytes: first in the
+// payload first, the longer of two at one place first, none overlapping
+// one taken.
+EchoCount EchoScan::apply(uint8_t* p, uint32_t n, void (*before_write)(void*), void* ctx) {
+  std::sort(hits_.begin(), hits_.end(), [](const Hit& a, const Hit& b) {
+    return a.from != b.from ? a.from < b.from : a.len != b.len ? a.len > b.len : a.v->seq > b.v->seq;
+  });
+  EchoCount r;
+  uint32_t done = 0;
+  char text[48];
+  for (const Hit& h : hits_) {
+    if (h.from < done) continue;
+    const uint32_t to = h.from + h.len;
+    const EchoValue& v = *h.v;
+    const uint8_t* src = nullptr;
+    bool fitted = true;
+    switch (v.kind) {
+      case EchoKind::Addr4:
+      case EchoKind::Addr6: {
+        const unsigned alen = v.kind == EchoKind::Addr4 ? 4 : 16;
+        const bool binary = h.form == (alen == 4 ? 1 : 3);
+        if (binary) {
+          src = reinterpret_cast<const uint8_t*>(v.repl.data());
+          break;
+        }
+        if (!addr_text_alone(p, n, h.from, to, alen)) continue;
+        fitted = fit_addr_text(reinterpret_cast<const uint8_t*>(v.repl.data()), alen, h.len, text);
+        if (h.form == 1)
+          for (uint32_t i = 0; i < h.len; ++i) text[i] = char(std::toupper(uint8_t(text[i])));
+        src = reinterpret_cast<const uint8_t*>(text);
+        break;
+      }
+      case EchoKind::Mac:
+        if (h.form == 4) {
+          src = reinterpret_cast<const uint8_t*>(v.repl.data());
+          break;
+        }
+        if ((h.from && (hexc(p[h.from - 1]) || p[h.from - 1] == ':' || p[h.from - 1] == '-')) ||
+            (to < n && (hexc(p[to]) || p[to] == ':' || p[to] == '-')))
+          continue;
+        mac_text(reinterpret_cast<const uint8_t*>(v.repl.data()), h.form < 2 ? ':' : '-', h.form & 1, text);
+        src = reinterpret_cast<const uint8_t*>(text);
+        break;
+      case EchoKind::Bytes:
+      case EchoKind::Name:
+        // A word stands alone: "john" is not hidden inside "johnson".
+        if ((word(uint8_t(v.old.front())) && h.from && word(p[h.from - 1])) ||
+            (word(uint8_t(v.old.back())) && to < n && word(p[to])))
+          continue;
+        fitted = v.kind == EchoKind::Name || v.repl.size() == v.old.size();
+        if (v.kind == EchoKind::Bytes && fitted) src = reinterpret_cast<const uint8_t*>(v.repl.data());
+        break;
+    }
+    if (before_write) before_write(ctx), before_write = nullptr;
+    if (src) {
+      std::memcpy(p + h.from, src, h.len);
+    } else if (v.kind == EchoKind::Name) {
+      // The name's own decision on its text here: the same pseudonym, the
+      // case of each letter kept.
+      names::apply_to_text(reinterpret_cast<char*>(p + h.from), h.len, v.dec);
+    } else {
+      std::memset(p + h.from, 'x', h.len);  // no same-length form: redacted as redact() does
+    }
+    ++(fitted ? r.mapped : r.filled);
+    done = to;
+  }
+  return r;
+}
+
+}  // namespace amon

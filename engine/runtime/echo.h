@@ -1,0 +1,137 @@
+// Protected values found again in payload a policy keeps: a cookie echoed
+// into a page, another host's address or a MAC written as text by an
+// agent, a hidden host name repeated in a later message. What a consumer
+// rewrote in its fields it remembers (EchoScan, one per consumer and
+// worker, a bounded table of recent values); its kept payload is searched
+// for those values, and each one found is rewritten as its field was, at
+// the same length, so no length or sequence number moves. The engine so
+// runs the audit's search on its own output before writing it.
+//
+// The search: a Hyperscan literal database of every value in the table,
+// compiled by one background thread for all consumers and workers and
+// taken by the worker at its next packet (a generation swap: the worker
+// never waits for it), plus a direct search for every value recorded since
+// (one pass over the payload, by the first two bytes of their forms). A
+// value the table no longer holds is not searched for, whatever the
+// database says. So the search covers exactly the table, and what is
+// written never depends on when a database was built: the same input
+// gives the same output.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "amon_names.hpp"
+
+namespace amon {
+
+// The literal forms a value is searched for (`form` numbers them per kind).
+struct EchoForm {
+  std::string lit;
+  uint8_t form;
+  bool caseless;
+};
+
+enum class EchoKind : uint8_t { Addr4, Addr6, Mac, Bytes, Name };
+
+// One value a consumer rewrote: what it was, and what its field became.
+struct EchoValue {
+  EchoKind kind = EchoKind::Bytes;
+  std::string old;       // addresses and MACs in binary, a value's bytes, a name's text
+  std::string repl;      // what the field became (addresses, MACs, bytes: same length as old)
+  names::Decision dec;   // a name's decision (Name): its text forms take it again
+  uint64_t seq = 0;      // when it entered the table (1, 2, ...); 0: a free slot
+  std::vector<EchoForm> forms;  // echo_forms(), made once
+};
+
+void echo_forms(const EchoValue& v, std::vector<EchoForm>& out);
+
+struct EchoCount {
+  unsigned mapped = 0;  // rewritten to the form its field took
+  unsigned filled = 0;  // no same-length form of the rewrite: a filler (the zero address, 'x')
+};
+
+struct EchoShared;  // what the worker and the background thread share (echo_build.h)
+struct EchoGen;     // one compiled database (echo_build.h)
+
+class EchoScan {
+ public:
+  // Values remembered per consumer and worker; the oldest leaves first.
+  // Memory: a few megabytes per consumer and worker when full (the table
+  // with its values' forms; 65,536 lists of values not yet compiled, by
+  // their forms' first two bytes, 1.5 MB empty), and the database.
+  static constexpr unsigned kEntries = 4096;
+  // Shortest value searched for: shorter text occurs by chance.
+  static constexpr unsigned kMinName = 4, kMinBytes = 6;
+  // A value of name=value pairs (a cookie, a query string, credentials)
+  // also gives each of its parts of this length or longer, which a page or
+  // a log may repeat alone; longer values than kMaxValue are searched by
+  // their first kMaxValue bytes and their parts.
+  static constexpr unsigned kMinPart = 10, kMaxValue = 512;
+
+  EchoScan();
+  ~EchoScan();
+  EchoScan(const EchoScan&) = delete;
+  EchoScan& operator=(const EchoScan&) = delete;
+
+  // What the consumer rewrote (values it kept are not recorded).
+  void addr(const uint8_t* old_a, const uint8_t* new_a, unsigned alen);
+  void mac(const uint8_t* old_m, const uint8_t* new_m);
+  void bytes(const uint8_t* old_v, const uint8_t* new_v, uint32_t len);
+  void name(std::string_view text, const names::Decision& d);
+
+  // Rewrites in p[0, n) every remembered value found. `before_write(ctx)`,
+  // when given, runs once before the first byte changes.
+  EchoCount scan(uint8_t* p, uint32_t n, void (*before_write)(void*) = nullptr, void* ctx = nullptr);
+
+  unsigned size() const { return unsigned(index_.size()); }
+  // Values recorded and not in the database the worker holds.
+  unsigned pending() const;
+  // Tests and benchmarks: waits (at most `ms`) until the database the
+  // worker holds covers every value recorded so far.
+  bool wait_built(unsigned ms);
+
+ private:
+  void record(EchoKind k, std::string_view old, std::string_view repl, const names::Decision* dec = nullptr);
+  void adopt();  // a newer database, if the background thread has one ready
+  void flush();  // hands the recorded values to the background thread
+  struct Hit {
+    uint32_t from;
+    uint32_t len;
+    uint8_t form;
+    const EchoValue* v;
+  };
+  static int on_match(unsigned id, unsigned long long from, unsigned long long to, unsigned flags, void* self);
+  void search_pending(const uint8_t* p, uint32_t n);
+  void add_pending(uint32_t slot);
+  void relist_pending();
+  struct Cand {
+    uint64_t seq;  // the value's, to tell a slot that took another value since
+    uint32_t slot;
+    uint8_t form;  // index in its forms
+  };
+  // The forms of values not in the database, by their first two bytes.
+  std::vector<std::vector<Cand>> buckets_ = std::vector<std::vector<Cand>>(65536);
+  std::vector<uint64_t> pair_bits_ = std::vector<uint64_t>(1024);  // 65,536 bits: the pairs that have a list
+  std::vector<uint16_t> touched_;  // pairs with a list
+  unsigned listed_ = 0;            // values listed since the last relist
+  EchoCount apply(uint8_t* p, uint32_t n, void (*before_write)(void*), void* ctx);
+
+  std::vector<EchoValue> slots_;
+  std::unordered_map<uint64_t, uint32_t> index_;  // hash of (kind, old) -> slot
+  uint32_t quick_[256] = {};                      // recent slots + 1 (record's cache), 0: none
+  std::deque<std::pair<uint32_t, uint64_t>> pending_;  // (slot, seq), oldest first
+  std::vector<std::pair<uint32_t, EchoValue>> outbox_;  // recorded, not yet handed over
+  uint32_t next_ = 0;
+  uint64_t seq_ = 0;
+  std::shared_ptr<EchoShared> shared_;
+  std::shared_ptr<const EchoGen> gen_;
+  std::vector<Hit> hits_;
+};
+
+}  // namespace amon

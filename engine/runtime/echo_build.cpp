@@ -1,0 +1,130 @@
+// The background thread of the echo databases (echo_build.h): one for the
+// process, started at the first hand-over, stopped at exit. Compiling a
+// literal database of a thousand values takes milliseconds: never on a
+// worker.
+#include "echo_build.h"
+
+#include <condition_variable>
+#include <deque>
+#include <thread>
+
+namespace amon {
+
+EchoGen::~EchoGen() {
+  if (scratch) hs_free_scratch(scratch);
+  if (db) hs_free_database(db);
+}
+
+namespace {
+
+std::shared_ptr<EchoGen> compile(const EchoShared& s) {
+  auto g = std::make_shared<EchoGen>();
+  g->covers = s.applied;
+  std::vector<const char*> lits;
+  std::vector<size_t> lens;
+  std::vector<unsigned> flags, ids;
+  std::vector<std::string> keep;
+  for (uint32_t slot = 0; slot < s.mirror.size(); ++slot) {
+    const EchoValue& v = s.mirror[slot];
+    if (!v.seq) continue;
+    for (const EchoForm& f : v.forms) {
+      g->pats.push_back({v.seq, slot, uint32_t(f.lit.size()), f.form});
+      keep.push_back(f.lit);
+      flags.push_back(f.caseless ? HS_FLAG_CASELESS : 0);
+    }
+  }
+  if (keep.empty()) return g;  // nothing to search: no database, nothing pending either
+  for (unsigned i = 0; i < keep.size(); ++i) lits.push_back(keep[i].data()), lens.push_back(keep[i].size()), ids.push_back(i);
+  hs_compile_error_t* err = nullptr;
+  if (hs_compile_lit_multi(lits.data(), flags.data(), ids.data(), lens.data(), unsigned(lits.size()), HS_MODE_BLOCK,
+                           nullptr, &g->db, &err) != HS_SUCCESS) {
+    if (err) hs_free_compile_error(err);
+    return nullptr;  // the worker keeps searching the values directly
+  }
+  if (hs_alloc_scratch(g->db, &g->scratch) != HS_SUCCESS) return nullptr;
+  return g;
+}
+
+class Builder {
+ public:
+  ~Builder() {
+    {
+      std::lock_guard l(m_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    if (t_.joinable()) t_.join();
+  }
+  bool post(const std::shared_ptr<EchoShared>& s) {
+    std::unique_lock l(m_, std::try_to_lock);
+    if (!l.owns_lock()) return false;
+    if (!t_.joinable()) t_ = std::thread([this] { run(); });
+    work_.push_back(s);
+    cv_.notify_one();
+    return true;
+  }
+
+ private:
+  void run() {
+    for (;;) {
+      std::shared_ptr<EchoShared> s;
+      {
+        std::unique_lock l(m_);
+        cv_.wait(l, [&] { return stop_ || !work_.empty(); });
+        if (stop_) return;
+        s = std::move(work_.front());
+        work_.pop_front();
+      }
+      if (auto now = std::chrono::steady_clock::now(); now < s->due) std::this_thread::sleep_until(s->due);
+      std::vector<std::pair<uint32_t, EchoValue>> in;
+      {
+        std::lock_guard l(s->m);
+        in.swap(s->inbox);
+        s->queued = false;
+      }
+      for (auto& [slot, v] : in) s->applied = std::max(s->applied, v.seq), s->mirror[slot] = std::move(v);
+      s->due = std::chrono::steady_clock::now() + kEchoBuildEvery;
+      if (s.use_count() == 1) continue;  // its worker is gone
+      if (auto g = compile(*s)) {
+        std::lock_guard l(s->m);
+        s->ready = std::move(g);
+        s->has_ready.store(true, std::memory_order_release);
+      }
+    }
+  }
+  std::mutex m_;
+  std::condition_variable cv_;
+  std::deque<std::shared_ptr<EchoShared>> work_;
+  std::thread t_;
+  bool stop_ = false;
+};
+
+Builder& builder() {
+  static Builder b;
+  return b;
+}
+
+}  // namespace
+
+bool echo_hand_over(const std::shared_ptr<EchoShared>& s, std::vector<std::pair<uint32_t, EchoValue>>& out) {
+  std::unique_lock l(s->m, std::try_to_lock);
+  if (!l.owns_lock()) return false;
+  if (!s->queued) {
+    if (!builder().post(s)) return false;
+    s->queued = true;
+  }
+  for (auto& e : out) s->inbox.push_back(std::move(e));
+  return true;
+}
+
+std::shared_ptr<const EchoGen> echo_take(EchoShared& s) {
+  if (!s.has_ready.load(std::memory_order_acquire)) return nullptr;
+  std::unique_lock l(s.m, std::try_to_lock);
+  if (!l.owns_lock()) return nullptr;
+  s.has_ready.store(false, std::memory_order_relaxed);
+  return std::move(s.ready);
+}
+
+void echo_sleep_ms(unsigned ms) { std::this_thread::sleep_for(std::chrono::milliseconds(ms)); }
+
+}  // namespace amon

@@ -1,0 +1,142 @@
+// The values a consumer rewrote, found again in kept payload (echo.h): the
+// table, the direct search of values not yet compiled, the background
+// database, and that both give the same bytes.
+#include <arpa/inet.h>
+
+#include <catch2/catch.hpp>
+#include <cstring>
+#include <random>
+#include <string>
+
+#include "echo.h"
+
+using namespace amon;
+using namespace std::string_literals;
+
+namespace {
+
+const uint8_t kOld4[4] = {192, 168, 7, 7}, kNew4[4] = {10, 9, 8, 77};
+const uint8_t kOldMac[6] = {0x00, 0x1b, 0x21, 0x3a, 0x4f, 0x5d}, kNewMac[6] = {0x02, 0, 0, 0, 0, 0x2a};
+
+std::string scanned(EchoScan& s, std::string p, EchoCount* c = nullptr) {
+  const EchoCount n = s.scan(reinterpret_cast<uint8_t*>(p.data()), uint32_t(p.size()));
+  if (c) *c = n;
+  return p;
+}
+
+void fill(EchoScan& s) {
+  s.addr(kOld4, kNew4, 4);
+  s.mac(kOldMac, kNewMac);
+  const std::string cookie = "SID=31d4d96e407aad42; Path=/", hidden = "xxxxxxxxxxxxxxxxxxxxxxxxxxxx";
+  s.bytes(reinterpret_cast<const uint8_t*>(cookie.data()), reinterpret_cast<const uint8_t*>(hidden.data()),
+          uint32_t(cookie.size()));
+  s.name("laptop-anna.example.org", names::Decision::redact(true));
+}
+
+const std::string kPayload =
+    "peer 192.168.7.7 said; mac 00:1B:21:3A:4F:5D and 00-1b-21-3a-4f-5d; raw \xc0\xa8\x07\x07|"
+    "\x00\x1b\x21\x3a\x4f\x5d| token 31d4d96e407aad42 host Laptop-Anna.Example.org; "
+    "not 192.168.7.70 nor 31d4d96e407aad42ff nor mylaptop-anna.example.orgs"s;
+
+void check_rewritten(const std::string& out) {
+  REQUIRE(out.size() == kPayload.size());
+  CHECK(out.find("192.168.7.7 ") == std::string::npos);
+  CHECK(out.find("peer 010.09.8.77 said") != std::string::npos);
+  CHECK(out.find("mac 02:00:00:00:00:2A and 02-00-00-00-00-2a;") != std::string::npos);
+  // IPv4 in binary is not searched (four bytes turn up by chance); a MAC is.
+  CHECK(out.find("raw \xc0\xa8\x07\x07|\x02\x00\x00\x00\x00\x2a|"s) != std::string::npos);
+  CHECK(out.find("token xxxxxxxxxxxxxxxx host") != std::string::npos);
+  CHECK(out.find("host xxxxxxxxxxxxxxxxxxxxxxx;") != std::string::npos);
+  // Part of a longer number, hex string or name: left alone.
+  CHECK(out.find("not 192.168.7.70 nor 31d4d96e407aad42ff nor mylaptop-anna.example.orgs") != std::string::npos);
+}
+
+}  // namespace
+
+TEST_CASE("values just recorded are found before the database holds them") {
+  EchoScan s;
+  fill(s);
+  CHECK(s.size() >= 5);  // the address, the MAC, the cookie and its part, the name
+  EchoCount c;
+  const std::string out = scanned(s, kPayload, &c);
+  check_rewritten(out);
+  CHECK(c.mapped == 6);
+  CHECK(c.filled == 0);
+}
+
+TEST_CASE("the background database finds what the direct search finds, byte for byte") {
+  EchoScan direct, built;
+  fill(direct);
+  fill(built);
+  REQUIRE(built.wait_built(5000));
+  CHECK(built.pending() == 0);
+  const std::string a = scanned(direct, kPayload), b = scanned(built, kPayload);
+  CHECK(a == b);
+  check_rewritten(b);
+}
+
+TEST_CASE("what a value becomes follows its latest rewrite; kept values are not recorded") {
+  EchoScan s;
+  s.mac(kOldMac, kNewMac);
+  const uint8_t later[6] = {0x02, 0, 0, 0, 0, 0x2b};
+  s.mac(kOldMac, later);
+  s.addr(kOld4, kOld4, 4);  // kept
+  const uint8_t zero[6] = {}, bcast[6] = {0xff, 0xff, 0xff, 0xff, 0xff, 0xff};
+  s.mac(zero, kNewMac);  // names no one
+  s.mac(bcast, kNewMac);
+  CHECK(s.size() == 1);
+  REQUIRE(s.wait_built(5000));
+  CHECK(scanned(s, "at 00:1b:21:3a:4f:5d, kept 192.168.7.7") == "at 02:00:00:00:00:2b, kept 192.168.7.7");
+}
+
+TEST_CASE("the table is bounded: the oldest values leave it") {
+  EchoScan s;
+  uint8_t o[4] = {172, 16, 0, 0}, n[4] = {10, 0, 0, 0};
+  for (unsigned i = 0; i < EchoScan::kEntries + 10; ++i) {
+    o[2] = uint8_t(i >> 8), o[3] = uint8_t(i), n[3] = uint8_t(i | 1);
+    s.addr(o, n, 4);
+  }
+  CHECK(s.size() == EchoScan::kEntries);
+  REQUIRE(s.wait_built(10000));
+  // The newest is found, by the database; the first recorded has left.
+  CHECK(scanned(s, "x 172.16.4.9 y") != "x 172.16.4.9 y");
+  CHECK(scanned(s, "x 172.16.0.1 y") == "x 172.16.0.1 y");
+}
+
+TEST_CASE("an address text longer than its pseudonym's shortest form is padded; a shorter one is zeroed") {
+  EchoScan s;
+  const uint8_t o6[16] = {0xfd, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x17};
+  uint8_t n6[16];
+  for (int i = 0; i < 16; ++i) n6[i] = uint8_t(0x20 + i * 7);
+  s.addr(o6, n6, 16);
+  EchoCount c;
+  // No text of the pseudonym is 8 characters long: the zero address is.
+  const std::string out = scanned(s, "v6 fd00::17 and FD00::17.", &c);
+  REQUIRE(out.size() == 25);
+  for (size_t at : {3u, 16u}) {
+    uint8_t a[16];
+    REQUIRE(inet_pton(AF_INET6, out.substr(at, 8).c_str(), a) == 1);
+    CHECK(std::memcmp(a, std::string(16, '\0').data(), 16) == 0);
+  }
+  CHECK(c.filled == 2);
+  const std::string full = scanned(s, "fd00:0000:0000:0000:0000:0000:0000:0017", &c);
+  CHECK(full == "2027:2e35:3c43:4a51:585f:666d:747b:8289");
+  CHECK(c.mapped == 1);
+}
+
+TEST_CASE("random payloads: found by the database or directly, the same bytes") {
+  std::mt19937 rng(11);
+  EchoScan direct, built;
+  for (int i = 0; i < 50; ++i) {
+    uint8_t o[4], n[4];
+    for (auto& b : o) b = uint8_t(rng());
+    for (auto& b : n) b = uint8_t(rng());
+    direct.addr(o, n, 4), built.addr(o, n, 4);
+  }
+  REQUIRE(built.wait_built(5000));
+  for (int t = 0; t < 200; ++t) {
+    std::string p(64 + rng() % 512, '\0');
+    for (auto& ch : p) ch = char(rng() % 4 ? '0' + rng() % 10 : '.');
+    CHECK(scanned(direct, p) == scanned(built, p));
+  }
+}
