@@ -110,7 +110,10 @@ template <bool kHdr>
   const uint32_t cut_at = r.cut_at;
   // Told before the lengths change (the input's pseudo-header).
   InputL4Sum in_sum;
-  if ((cut_at != UINT32_MAX || r.full_sum) && d.l4_hdr_len && !(d.flags & (kFlagLaterFragment | kFlagFragment)) &&
+  // Not on the header path: a consumer whose header kernel cuts the payload
+  // may hold a copy of the headers alone (the payload bytes are not there
+  // to sum).
+  if (!kHdr && (cut_at != UINT32_MAX || r.full_sum) && d.l4_hdr_len && !(d.flags & (kFlagLaterFragment | kFlagFragment)) &&
       (d.l4_proto == kProtoTcp || udp || d.l4_proto == kProtoIcmp || d.l4_proto == kProtoIcmpv6)) {
     const uint32_t co = udp ? 6 : d.l4_proto == kProtoTcp ? 16 : 2;
     if (!(udp && d.l4_off + 8 <= cap && rd16(buf + d.l4_off + 6) == 0)) in_sum = input_l4_sum(buf, cap, d, r, co);
