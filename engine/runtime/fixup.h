@@ -27,6 +27,10 @@ struct Rewritten {
   // bounds it), so the input's checksum error can still be told.
   uint32_t zeroed_at = UINT32_MAX;
   uint16_t zeroed_sum = 0;
+  // The header path: the packet's original bytes (PacketMeta::orig). A
+  // consumer whose header kernel cuts the payload may rewrite a copy of the
+  // headers alone; the input's checksum is then told from these.
+  const uint8_t* orig = nullptr;
 };
 
 // Where the L4 segment ends by the IP header's length (0: not known).
@@ -110,13 +114,15 @@ template <bool kHdr>
   const uint32_t cut_at = r.cut_at;
   // Told before the lengths change (the input's pseudo-header).
   InputL4Sum in_sum;
-  // Not on the header path: a consumer whose header kernel cuts the payload
-  // may hold a copy of the headers alone (the payload bytes are not there
-  // to sum).
-  if (!kHdr && (cut_at != UINT32_MAX || r.full_sum) && d.l4_hdr_len && !(d.flags & (kFlagLaterFragment | kFlagFragment)) &&
+  if ((cut_at != UINT32_MAX || r.full_sum) && d.l4_hdr_len && !(d.flags & (kFlagLaterFragment | kFlagFragment)) &&
       (d.l4_proto == kProtoTcp || udp || d.l4_proto == kProtoIcmp || d.l4_proto == kProtoIcmpv6)) {
     const uint32_t co = udp ? 6 : d.l4_proto == kProtoTcp ? 16 : 2;
-    if (!(udp && d.l4_off + 8 <= cap && rd16(buf + d.l4_off + 6) == 0)) in_sum = input_l4_sum(buf, cap, d, r, co);
+    if (!(udp && d.l4_off + 8 <= cap && rd16(buf + d.l4_off + 6) == 0)) {
+      // No orig: the caller's buffer is the whole frame (header-only copies
+      // are the worker path's, which always says orig).
+      if (!kHdr || !r.orig || r.orig == buf) in_sum = input_l4_sum(buf, cap, d, r, co);
+      else in_sum = input_l4_sum(r.orig, cap, d, Rewritten{}, co);  // untouched: no change to undo
+    }
   }
   bool cut = false;
   bool v4_len = false, udp_len = false;  // kHdr: a length still to store

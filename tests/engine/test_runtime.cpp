@@ -785,8 +785,7 @@ TEST_CASE("QUIC Initial: the SNI is rewritten and re-encrypted, conditions see i
 }
 
 // An L4 checksum wrong in the input stays wrong by as much where a cut or a
-// snap on the general path recomputes it (evidence an IDS looks for); a
-// right one stays right.
+// snap recomputes it (evidence an IDS looks for); a right one stays right.
 TEST_CASE("a wrong L4 checksum stays wrong by as much through cut() and snap()", "[runtime][checksum]") {
   // A snapped record is shorter than its lengths say: what it left out
   // counts as the zeros the checksum was made over.
@@ -798,10 +797,9 @@ TEST_CASE("a wrong L4 checksum stays wrong by as much through cut() and snap()",
     const uint16_t want = ref_l4_checksum(ip + (is6 ? 8 : 12), ip + (is6 ? 24 : 16), is6, proto, &f[l4], len, co, true);
     return uint16_t((get16(&f[l4 + co]) + 0xffff - want) % 0xffff);  // ones' complement difference
   };
-  // A header rule only would take the header kernel, which recomputes (a
-  // copy of the headers alone may be all it has): an application field
-  // keeps these on the general path.
-  for (const char* rule : {"http.user_agent : redact()\npayload : cut()\n", "payload : snap()\n"}) {
+  // Header rules only take the header kernel (its cut may rewrite a copy of
+  // the headers alone), an application field the general path.
+  for (const char* rule : {"payload : cut()\n", "http.user_agent : redact()\npayload : cut()\n", "payload : snap()\n"}) {
     Consumer c(std::string("ip.client : cryptopan(key=k)\n") + rule);
     for (bool is6 : {false, true})
       for (uint8_t proto : {uint8_t(6), uint8_t(17)}) {
