@@ -768,6 +768,8 @@ TEST_CASE("QUIC Initial: the SNI is rewritten and re-encrypted, conditions see i
   // An unknown version fails closed for the consumer that protects the name.
   Bytes bad = f;
   bad[14 + 20 + 8 + 1] = 0x51;  // version 0x51000001: no Initial keys
+  // ... with its UDP checksum right (a wrong one would stay wrong through the cut).
+  set16(&bad[14 + 20 + 6], ref_l4_checksum(&bad[14 + 12], &bad[14 + 16], false, 17, &bad[34], bad.size() - 34, 6, true));
   Decoded d;
   decode(bad.data(), uint32_t(bad.size()), uint32_t(bad.size()), d);
   PacketMeta m = meta();
