@@ -31,6 +31,7 @@ struct Rewritten {
   // consumer whose header kernel cuts the payload may rewrite a copy of the
   // headers alone; the input's checksum is then told from these.
   const uint8_t* orig = nullptr;
+  bool whole_datagram = false;  // PacketMeta::whole_datagram: the input's error is not told
 };
 
 // Where the L4 segment ends by the IP header's length (0: not known).
@@ -114,7 +115,7 @@ template <bool kHdr>
   const uint32_t cut_at = r.cut_at;
   // Told before the lengths change (the input's pseudo-header).
   InputL4Sum in_sum;
-  if ((cut_at != UINT32_MAX || r.full_sum) && d.l4_hdr_len && !(d.flags & (kFlagLaterFragment | kFlagFragment)) &&
+  if ((cut_at != UINT32_MAX || r.full_sum) && !r.whole_datagram && d.l4_hdr_len && !(d.flags & (kFlagLaterFragment | kFlagFragment)) &&
       (d.l4_proto == kProtoTcp || udp || d.l4_proto == kProtoIcmp || d.l4_proto == kProtoIcmpv6)) {
     const uint32_t co = udp ? 6 : d.l4_proto == kProtoTcp ? 16 : 2;
     if (!(udp && d.l4_off + 8 <= cap && rd16(buf + d.l4_off + 6) == 0)) {

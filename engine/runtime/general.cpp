@@ -551,6 +551,7 @@ Verdict ProgramInstance::general_path(uint8_t* buf, uint32_t& cap, uint32_t& wir
   rw.old = g.old_addrs;
   rw.addr_changed = g.addr_changed;
   rw.cut_at = g.cut.at;
+  rw.whole_datagram = m.whole_datagram;
   if (g.cut.snap && !g.cut.none()) {
     // The zeros make the checksums independent of the bytes removed.
     if (g.cut.at < cap) {
