@@ -337,9 +337,14 @@ bool load_config(const std::string& path, EngineConfig& cfg, std::string& err) {
           else if (rk == "segments") h.segments = uint32_t(d.number(rv, "segments"));
           else if (rk == "stream_segments") h.stream_segments = uint32_t(d.number(rv, "stream_segments"));
           else if (rk == "timeout") h.timeout_ns = d.duration(rv, "timeout");
+          else if (rk == "reorder_records") {
+            cfg.reorder_records = uint32_t(d.number(rv, "reorder_records"));
+            if (cfg.reorder_records && cfg.reorder_records < 64) d.fail(rv, "reassembly.reorder_records: 0 or at least 64");
+          } else if (rk == "reorder_window") cfg.reorder_window_ns = d.duration(rv, "reorder_window");
           else d.fail(rkn, "unknown key '" + rk + "' in reassembly (expected enabled, streams, bytes, segments, "
-                           "stream_segments, timeout)" +
-                           did_you_mean(rk, {"enabled", "streams", "bytes", "segments", "stream_segments", "timeout"}));
+                           "stream_segments, timeout, reorder_records, reorder_window)" +
+                           did_you_mean(rk, {"enabled", "streams", "bytes", "segments", "stream_segments", "timeout",
+                                             "reorder_records", "reorder_window"}));
         });
       } else if (k == "zanon") {
         d.each_pair(v, "zanon", [&](const std::string& zk, yaml_node_t* zkn, yaml_node_t* zv) {

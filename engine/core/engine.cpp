@@ -181,7 +181,8 @@ void open_outputs(Engine& E) {
     Output o;
     o.name = c.name;
     o.spec = c.output;
-    o.q = std::make_unique<OutQueue>("out_" + std::to_string(E.outputs.size()), E.sizes.ring, E.cfg.workers);
+    o.q = std::make_unique<OutQueue>("out_" + std::to_string(E.outputs.size()), E.sizes.ring, E.cfg.workers,
+                                     ReorderLimits{E.sizes.reorder_records, E.sizes.reorder_window_ns});
     if (c.output.kind == PortSpec::Kind::PcapFile) {
       o.file = std::make_unique<FileWriter>();
       try {

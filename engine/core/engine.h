@@ -63,6 +63,11 @@ struct EngineConfig {
   uint32_t flows_per_worker = 0;
   FlowTimeouts flow_timeouts;
   HoldLimits hold;                 // TCP stream holding (reassembly of split headers)
+  // Each output's reorder buffer (ordered.h): records that may wait for a
+  // held packet's (0: none), and for how much capture time (0: ten times
+  // the longer of the hold and fragment timeouts).
+  uint32_t reorder_records = 4096;
+  uint64_t reorder_window_ns = 0;
   size_t zanon_max_values = 0;
   uint32_t mbufs = 0;
   bool offline = true;             // pcap-in/pcap-out: never drop, backpressure instead

@@ -174,6 +174,9 @@ struct Worker {
   // worker (ordered.h).
   std::unique_ptr<OrderFloor[]> floors;
   unsigned nfloors = 0;
+  // The oldest packet it holds, for every output's reorder buffer (ordered.h).
+  HeldMark held_mark;
+  bool marks = false;
   void raise_floors(uint64_t s) {
     for (unsigned i = 0; i < nfloors; ++i) floors[i].raise(s);
   }

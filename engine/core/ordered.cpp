@@ -16,7 +16,8 @@ namespace {
 constexpr unsigned kLookAhead = 32;
 }  // namespace
 
-OutQueue::OutQueue(const std::string& name, unsigned per_ring, unsigned nworkers) {
+OutQueue::OutQueue(const std::string& name, unsigned per_ring, unsigned nworkers, const ReorderLimits& lim)
+    : lim_(lim) {
   const unsigned n = std::max(1u, nworkers);
   // A ring per worker shares the one ring's slots, but never fewer than a
   // few bursts, so one burst's output always fits.
@@ -32,9 +33,10 @@ OutQueue::OutQueue(const std::string& name, unsigned per_ring, unsigned nworkers
     rings_.push_back(r);
   }
   floors_.assign(n, nullptr);
+  held_.assign(n, nullptr);
   heads_.resize(n);
-  if (n > 1)
-    for (auto& h : heads_) h.buf.resize(kLookAhead), h.key.resize(kLookAhead);
+  for (auto& h : heads_) h.buf.resize(kLookAhead), h.key.resize(kLookAhead);
+  pend_.reserve(lim_.records);
 }
 
 OutQueue::~OutQueue() {
@@ -73,28 +75,87 @@ void OutQueue::note_order(rte_mbuf* const* out, unsigned n) {
   if (back) back_.store(back_.load(std::memory_order_relaxed) + back, std::memory_order_relaxed);
 }
 
-unsigned OutQueue::dequeue(rte_mbuf** out, unsigned max) {
-  if (!ordered()) {
-    const unsigned n = rte_ring_sc_dequeue_burst(rings_[0], reinterpret_cast<void**>(out), max, nullptr);
-    note_order(out, n);
-    return n;
+bool OutQueue::next(uint64_t bound, rte_mbuf*& m, uint64_t& key) {
+  const unsigned nw = unsigned(rings_.size());
+  unsigned best = nw;
+  uint64_t best_seq = 0;
+  for (unsigned w = 0; w < nw; ++w) {
+    if (!refill(w)) continue;
+    const uint64_t s = heads_[w].key[heads_[w].pos];
+    if (best == nw || s < best_seq) best = w, best_seq = s;
   }
+  if (best == nw || best_seq > bound) return false;
+  m = heads_[best].buf[heads_[best].pos++];
+  key = best_seq;
+  return true;
+}
+
+void OutQueue::push(rte_mbuf* m, uint64_t key, uint64_t bound) {
+  const uint64_t ts = mbuf_ts(m);
+  // The window counts from records up to the floors only: a worker ahead
+  // of the others (past a jump in the capture's clock, say) says nothing
+  // of how long the held records have been waiting in input order.
+  if (pend_.empty()) pend_newest_ts_ = 0;
+  if (key <= bound && ts > pend_newest_ts_) pend_newest_ts_ = ts;
+  pend_.push_back({key, pushed_++, ts, m});
+  std::push_heap(pend_.begin(), pend_.end());
+  if (pend_.size() > peak_.load(std::memory_order_relaxed)) peak_.store(pend_.size(), std::memory_order_relaxed);
+}
+
+rte_mbuf* OutQueue::pop() {
+  std::pop_heap(pend_.begin(), pend_.end());
+  rte_mbuf* m = pend_.back().m;
+  pend_.pop_back();
+  return m;
+}
+
+unsigned OutQueue::dequeue(rte_mbuf** out, unsigned max) {
   // The floors first: whatever a worker enqueued below its floor was in its
   // ring before the floor was published, so the rings read next hold it.
-  uint64_t bound = UINT64_MAX;
+  // Then the held marks: a worker sets its mark before it raises a floor
+  // past the packet, and raises the mark only after the held packet's
+  // records were enqueued.
+  uint64_t bound = UINT64_MAX, hold = UINT64_MAX, gen = 0;
   for (auto* f : floors_) bound = std::min(bound, f ? f->v.load(std::memory_order_acquire) : 0);
-  const unsigned nw = unsigned(rings_.size());
-  unsigned k = 0;
-  while (k < max) {
-    unsigned best = nw;
-    uint64_t best_seq = 0;
-    for (unsigned w = 0; w < nw; ++w) {
-      if (!refill(w)) continue;
-      const uint64_t s = heads_[w].key[heads_[w].pos];
-      if (best == nw || s < best_seq) best = w, best_seq = s;
+  for (auto* h : held_)
+    if (h) {
+      hold = std::min(hold, h->v.load(std::memory_order_acquire));
+      gen += h->gen.load(std::memory_order_relaxed);
     }
-    if (best == nw || best_seq > bound) break;
-    out[k++] = heads_[best].buf[heads_[best].pos++];
+  if (has_buffer() && (hold != UINT64_MAX || gen != gen_)) sorting_ = true, gen_ = gen;
+  unsigned k = 0;
+  rte_mbuf* m;
+  uint64_t key;
+  if (!sorting_) {
+    // Nothing held nor released since the rings were last empty: each
+    // ring is in input order, and records leave as merged.
+    while (k < max && next(bound, m, key)) out[k++] = m;
+  } else {
+    // A released record may sit in a worker's ring behind fresher ones:
+    // every record the rings hold goes through the buffer (it must leave
+    // them anyway, or a worker waiting on a full ring could never release
+    // what it holds). One leaves once no worker can produce an earlier one:
+    // up to the floors and below every held mark, or past a bound (the
+    // buffer full, room kept for a burst's worth coming next turn; a record
+    // `window` later in capture time taken), never past the floors. Records
+    // up to the floors are taken past the bound (to twice it), as they may
+    // leave at once.
+    for (unsigned w = 0; w < rings_.size(); ++w) {
+      Head& h = heads_[w];
+      while (refill(w) && (pend_.size() < lim_.records || (h.key[h.pos] <= bound && pend_.size() < 2 * lim_.records))) {
+        push(h.buf[h.pos], h.key[h.pos], bound);
+        ++h.pos;
+      }
+    }
+    while (k < max && !pend_.empty()) {
+      const Pending& t = pend_.front();
+      if (t.key > bound) break;
+      if (t.key >= hold && pend_.size() + kLookAhead <= lim_.records && t.ts + lim_.window_ns >= pend_newest_ts_)
+        break;
+      out[k++] = pop();
+    }
+    // What a release put in the rings has all left, in order.
+    if (hold == UINT64_MAX && drained()) sorting_ = false;
   }
   note_order(out, k);
   return k;
@@ -107,12 +168,15 @@ bool OutQueue::rings_empty() const {
 }
 
 bool OutQueue::drained() const {
+  if (!pend_.empty()) return false;
   for (const auto& h : heads_)
     if (h.pos < h.n) return false;
   return rings_empty();
 }
 
 void OutQueue::discard() {
+  for (auto& p : pend_) rte_pktmbuf_free(p.m);
+  pend_.clear();
   for (auto& h : heads_) {
     for (unsigned i = h.pos; i < h.n; ++i) rte_pktmbuf_free(h.buf[i]);
     h.pos = h.n = 0;

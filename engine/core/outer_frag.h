@@ -76,6 +76,12 @@ class OuterFrags {
   uint64_t next_deadline() const { return next_deadline_; }
   uint32_t held() const { return held_; }
   bool empty() const { return active_.empty(); }
+  // f(m) for the first fragment that came of each datagram being collected.
+  template <class F>
+  void each_first(F f) const {
+    for (uint32_t i : active_)
+      if (!dg_[i].frags.empty()) f(dg_[i].frags.front().m);
+  }
   OuterFragStats& stats() { return st_; }
   const OuterFragStats& stats() const { return st_; }
 

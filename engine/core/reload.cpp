@@ -40,7 +40,8 @@ std::string needs_restart(const EngineConfig& a, const EngineConfig& b) {
     what.push_back("flows");
   if (a.hold.enabled != b.hold.enabled || a.hold.streams != b.hold.streams || a.hold.bytes != b.hold.bytes ||
       a.hold.segments != b.hold.segments || a.hold.stream_segments != b.hold.stream_segments ||
-      a.hold.timeout_ns != b.hold.timeout_ns)
+      a.hold.timeout_ns != b.hold.timeout_ns || a.reorder_records != b.reorder_records ||
+      a.reorder_window_ns != b.reorder_window_ns)
     what.push_back("reassembly");
   if (a.zanon_max_values != b.zanon_max_values) what.push_back("zanon");
   if (!share::same_settings(a.share, b.share)) what.push_back("zanon.share");

@@ -99,15 +99,25 @@ Sizes plan_sizes(const EngineConfig& cfg) {
   s.ring = pow2_clamp(max_packets, 64, live || !cfg.offline ? kMaxRing : kMaxRingOffline);
   s.mbuf_cache = s.ring >= kMaxRingOffline || live || !cfg.offline ? 256 : 32;
   const uint64_t hold = cfg.hold.enabled ? std::min<uint64_t>(cfg.hold.segments, max_packets) : 0;
+  // A reorder buffer never holds more records than the file has packets
+  // (a record per packet and consumer), and up to twice its bound of
+  // records that may leave at once. The window defaults to ten times the
+  // longer hold: a worker releases by the packet time of its own packets,
+  // and one with several workers may see none of its flows for a while.
+  s.reorder_records = uint32_t(std::min<uint64_t>(cfg.reorder_records, std::max<uint64_t>(max_packets, 64)));
+  s.reorder_window_ns = cfg.reorder_window_ns ? cfg.reorder_window_ns
+                                              : 10 * std::max(cfg.hold.timeout_ns, OuterFragLimits{}.timeout_ns);
   // What can hold an mbuf at once: each worker's input ring, burst and held
   // segments, each consumer's output ring (and a copy in flight per
-  // consumer), the reader's burst, and the mempool cache of every lcore
-  // and of every output file's writer thread.
+  // consumer) and reorder buffer, the reader's burst, and the mempool cache
+  // of every lcore and of every output file's writer thread.
   uint64_t n = uint64_t(2) * s.ring + workers * (s.ring + std::min<uint32_t>(2048, s.ring / 2) + hold) +
-               consumers * s.ring * 2 + uint64_t(workers + 1 + consumers) * s.mbuf_cache * 3 / 2;
+               consumers * (uint64_t(s.ring) * 2 + uint64_t(s.reorder_records) * 2) +
+               uint64_t(workers + 1 + consumers) * s.mbuf_cache * 3 / 2;
   // Live ports keep the pool they always had: descriptor rings hold mbufs too.
   if (live || !cfg.offline)
-    n = 8192 + workers * (uint64_t(s.ring) + 2048 + (cfg.hold.enabled ? cfg.hold.segments : 0)) + consumers * s.ring * 2;
+    n = 8192 + workers * (uint64_t(s.ring) + 2048 + (cfg.hold.enabled ? cfg.hold.segments : 0)) +
+        consumers * (uint64_t(s.ring) * 2 + uint64_t(s.reorder_records) * 2);
   s.mbufs = cfg.mbufs ? cfg.mbufs : uint32_t(std::min<uint64_t>(n, UINT32_MAX));
   // EAL memory: the pool, the rings, and DPDK's own allocations (device and
   // lcore structures, the heap's bookkeeping), measured under 8 MiB.

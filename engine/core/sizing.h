@@ -27,6 +27,8 @@ struct Sizes {
   uint32_t mbufs = 0;
   uint32_t mbuf_cache = 0;       // per-lcore mempool cache
   uint32_t eal_mb = 0;           // EAL memory (-m): the pool, the rings, DPDK's own
+  uint32_t reorder_records = 0;  // each output's reorder buffer (ordered.h), 0: none
+  uint64_t reorder_window_ns = 0;
 };
 
 // The mempool handler of an offline pool: a stack, last freed first out

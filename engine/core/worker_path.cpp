@@ -179,6 +179,16 @@ void WorkerPath::process_burst(rte_mbuf** pkts, unsigned n, Sink sink, void* ctx
   if (!active_.empty() || !ofr_.empty()) expire_held(newest_ts, sink, ctx);
 }
 
+uint64_t WorkerPath::oldest_held() const {
+  uint64_t lo = UINT64_MAX;
+  if (!held_segments()) return lo;
+  // Segments and fragments are kept in arrival order: the first is the oldest.
+  for (uint16_t idx : active_)
+    if (!holds_[idx].segs.empty()) lo = std::min(lo, mbuf_seq(holds_[idx].segs.front().m));
+  ofr_.each_first([&](const rte_mbuf* m) { lo = std::min(lo, mbuf_seq(m)); });
+  return lo;
+}
+
 bool WorkerPath::holdable(const rte_mbuf* m, const Decoded& d, const PacketMeta& meta) const {
   return meta.flow && m->nb_segs == 1 && d.status == DecodeStatus::Ok && d.l4_proto == kProtoTcp && d.l4_hdr_len &&
          !(d.flags & (kFlagFragment | kFlagTunnel)) && d.payload_off + d.payload_len <= d.cap_len &&

@@ -102,6 +102,12 @@ class WorkerPath {
   void flush_held(Sink sink, void* ctx);
   // Packets held: TCP segments and fragments of outer datagrams.
   uint32_t held_segments() const { return held_segs_ + ofr_.held(); }
+  // The input number of the oldest packet held (UINT64_MAX: none), for the
+  // outputs' reorder buffers (ordered.h). Between bursts only.
+  uint64_t oldest_held() const;
+  // Packets held so far (segments and fragments): a change says some may
+  // have left out of input order.
+  uint64_t packets_held() const { return st_.segments_held + ofr_.stats().fragments; }
   const OuterFragStats& outer_frag_stats() const { return ofr_.stats(); }
 
   // A reload: the worker takes `next`'s programs between two bursts (every

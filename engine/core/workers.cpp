@@ -15,9 +15,18 @@ namespace {
 // A worker about to wait on a full ring tells the reader that nothing fresh
 // below this record will follow, so the reader can take what lies below it
 // from every worker's ring (ordered.h); without it two workers could each
-// wait for the other's ring to drain.
-void wait_floor(Worker& w, const Output& o, unsigned ci, const rte_mbuf* m) {
-  if (o.q->ordered()) w.floors[ci].raise(mbuf_seq(m));
+// wait for the other's ring to drain. What this burst held so far is not
+// in the held mark yet: the mark goes down to the burst's start first (the
+// reader then keeps the burst's records until the burst's end sets it).
+void wait_floor(Worker& w, unsigned ci, const rte_mbuf* m) {
+  if (!w.nfloors) return;
+  if (w.marks) w.held_mark.lower(w.floors[ci].v.load(std::memory_order_relaxed));
+  w.floors[ci].raise(mbuf_seq(m));
+}
+
+// After the held packets' records were enqueued: the oldest still held.
+void publish_held(Worker& w) {
+  if (w.marks) w.held_mark.set(w.path->oldest_held(), w.path->packets_held());
 }
 
 void enqueue_out(void* ctx, unsigned ci, rte_mbuf* m) {
@@ -31,7 +40,7 @@ void enqueue_out(void* ctx, unsigned ci, rte_mbuf* m) {
   if (w.eng->lossless_out) {
     // Offline never loses a packet: wait for the writer.
     if (rte_ring_mp_enqueue(r, m) == 0) return;
-    wait_floor(w, o, ci, m);
+    wait_floor(w, ci, m);
     Idle idle(true);
     while (rte_ring_mp_enqueue(r, m) != 0) idle.wait();
     return;
@@ -61,7 +70,7 @@ void enqueue_out_burst(void* ctx, unsigned ci, rte_mbuf** ms, unsigned n) {
   if (w.eng->lossless_out) {
     // Offline never loses a packet: wait for the writer.
     Idle idle(true);
-    if (done < n) wait_floor(w, o, ci, ms[done]);
+    if (done < n) wait_floor(w, ci, ms[done]);
     while (done < n) {
       idle.wait();
       done += rte_ring_mp_enqueue_burst(r, reinterpret_cast<void**>(ms + done), n - done, nullptr);
@@ -140,12 +149,14 @@ int worker_main(void* arg) {
         if (E.flush_holds.load(std::memory_order_acquire) || g_signal.load(std::memory_order_relaxed) ||
             (wall_clock_holds && now - idle_since > hold_tsc)) {
           w.path->flush_held(enqueue_out, &w);
+          publish_held(w);
           w.held.store(0, std::memory_order_release);
         }
       }
       flush_tx();
       if (E.stop_workers.load(std::memory_order_acquire) && rte_ring_empty(w.in)) {
         w.path->flush_held(enqueue_out, &w);
+        publish_held(w);
         flush_tx();
         break;
       }
@@ -162,6 +173,8 @@ int worker_main(void* arg) {
       burst_last = mbuf_seq(pkts[n - 1]);
     }
     w.path->process_burst(pkts, n, enqueue_out, &w);
+    // The mark before the floor passes what this burst held.
+    publish_held(w);
     if (w.nfloors) w.raise_floors(burst_last);
     w.held.store(w.path->held_segments(), std::memory_order_release);
     w.last_ts.store(burst_ts, std::memory_order_relaxed);
@@ -174,6 +187,7 @@ int worker_main(void* arg) {
     if (++last_expire % 64 == 0) w.path->flows().expire(burst_ts, 64);
   }
   // Nothing more comes from this worker.
+  if (w.marks) w.held_mark.set(UINT64_MAX, w.path->packets_held());
   w.raise_floors(UINT64_MAX);
   if (E.qs) {
     rte_rcu_qsbr_thread_offline(E.qs, w.id);
@@ -194,6 +208,8 @@ bool all_workers_caught_up(Engine& E) {
 void start_workers(Engine& E) {
   const EngineConfig& cfg = E.cfg;
   unsigned lcore = rte_get_next_lcore(-1, 1, 0);
+  bool any_direct = false;
+  for (auto& i : E.inputs) any_direct = any_direct || i.direct;
   for (unsigned wi = 0; wi < cfg.workers; ++wi) {
     auto w = std::make_unique<Worker>();
     w->eng = &E;
@@ -211,13 +227,18 @@ void start_workers(Engine& E) {
     w->path->set_burst_sink(enqueue_out_burst);
     for (auto& i : E.inputs)
       if (i.direct) w->rx_queues.emplace_back(i.port, uint16_t(wi));
-    // Floors only where the outputs are merged (several workers).
+    // Floors for every output the workers enqueue to (the merge of several
+    // workers, and the reorder buffer of held packets with one); held marks
+    // unless some worker polls its own queues (then there is no common
+    // order to restore).
     for (auto& o : E.outputs)
       if (o.q) o.q->set_newest(&E.dispatched_seq);
-    if (cfg.workers > 1) {
-      w->nfloors = unsigned(E.outputs.size());
-      w->floors = std::make_unique<OrderFloor[]>(E.outputs.size());
-      for (size_t ci = 0; ci < E.outputs.size(); ++ci) E.outputs[ci].q->set_floor(wi, &w->floors[ci]);
+    w->nfloors = unsigned(E.outputs.size());
+    w->floors = std::make_unique<OrderFloor[]>(E.outputs.size());
+    w->marks = !any_direct;
+    for (size_t ci = 0; ci < E.outputs.size(); ++ci) {
+      E.outputs[ci].q->set_floor(wi, &w->floors[ci]);
+      if (w->marks) E.outputs[ci].q->set_held(wi, &w->held_mark);
     }
     w->txb.assign(E.outputs.size(), nullptr);
     w->tx_unsent.assign(E.outputs.size(), 0);

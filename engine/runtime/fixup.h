@@ -23,7 +23,80 @@ struct Rewritten {
   bool payload_changed = false;
   uint16_t old_sum = 0, new_sum = 0;
   const uint64_t* spans = nullptr;  // an L7 rewrite's span sums (Eval::l7_sums), null: none
+  // A snap zeroed the bytes from zeroed_at on: their sum before (l4_seg_end
+  // bounds it), so the input's checksum error can still be told.
+  uint32_t zeroed_at = UINT32_MAX;
+  uint16_t zeroed_sum = 0;
+  // The header path: the packet's original bytes (PacketMeta::orig). A
+  // consumer whose header kernel cuts the payload may rewrite a copy of the
+  // headers alone; the input's checksum is then told from these.
+  const uint8_t* orig = nullptr;
+  bool whole_datagram = false;  // PacketMeta::whole_datagram: the input's error is not told
 };
+
+// Where the L4 segment ends by the IP header's length (0: not known).
+inline uint32_t l4_seg_end(const uint8_t* buf, const Decoded& d) {
+  const uint8_t* ip = buf + d.l3_off;
+  return d.ip_version == 4 ? d.l3_off + rd16(ip + 2) : d.ip_version == 6 ? d.l3_off + 40 + rd16(ip + 4) : 0;
+}
+
+// The input's L4 checksum, told before a cut or a snap recomputes it
+// (evidence stays evidence: a wrong one must stay wrong by as much, an
+// offloaded one stay recognisable). Known only where the whole segment was
+// captured and no L7 rewrite changed spans of it (their old bytes are
+// gone): one pass over the segment, which the recompute then repeats over
+// what is left.
+struct InputL4Sum {
+  bool known = false;
+  bool partial = false;  // the pseudo-header's sum alone (transmit offload left it to the NIC)
+  uint16_t err = 0xffff; // the ones' complement sum of pseudo-header and segment: 0xffff when right
+};
+
+inline InputL4Sum input_l4_sum(const uint8_t* buf, uint32_t cap, const Decoded& d, const Rewritten& r,
+                               uint32_t csum_off) {
+  InputL4Sum s;
+  const uint32_t end = l4_seg_end(buf, d);
+  if (!end || end > cap || end < d.l4_off + csum_off + 2 || (r.spans && r.spans[0] != r.spans[1])) return s;
+  const bool v4 = d.ip_version == 4;
+  const uint8_t* ip = buf + d.l3_off;
+  const uint8_t* src = r.addr_changed ? r.old : buf + d.src_off();
+  const uint8_t* dst = r.addr_changed ? r.old + (v4 ? 4 : 16) : buf + d.dst_off();
+  const uint32_t len = end - d.l4_off;
+  uint16_t pseudo = 0;
+  if (d.l4_proto != kProtoIcmp)
+    pseudo = v4 ? pseudo_sum_v4(src, dst, d.l4_proto, uint16_t(len)) : pseudo_sum_v6(src, dst, d.l4_proto, len);
+  (void)ip;
+  const uint8_t* l4 = buf + d.l4_off;
+  uint16_t sum = csum_sum({l4, len});
+  // Back to the input's bytes: the payload before its rewrite, the zeros
+  // before the snap.
+  if (r.payload_changed) {
+    sum = csum_add_at(sum, uint16_t(~r.new_sum), d.payload_off - d.l4_off);
+    sum = csum_add_at(sum, r.old_sum, d.payload_off - d.l4_off);
+  }
+  if (r.zeroed_at < end) sum = csum_add_at(sum, r.zeroed_sum, r.zeroed_at - d.l4_off);
+  const uint16_t ck = rd16(l4 + csum_off);
+  s.known = true;
+  s.partial = d.l4_proto != kProtoIcmp && ck == pseudo && ck != 0;
+  s.err = csum_add(sum, pseudo);
+  return s;
+}
+
+// The recomputed checksum at `at` made as wrong as the input's was, or the
+// new pseudo-header's sum where the input's was a transmit offload's.
+inline void keep_l4_error(uint8_t* buf, const Decoded& d, const InputL4Sum& s, uint8_t* at, uint32_t new_len, bool udp) {
+  if (!s.known) return;
+  if (s.partial) {
+    const uint8_t* ip = buf + d.l3_off;
+    wr16(at, d.ip_version == 4 ? pseudo_sum_v4(ip + 12, ip + 16, d.l4_proto, uint16_t(new_len))
+                               : pseudo_sum_v6(ip + 8, ip + 24, d.l4_proto, new_len));
+    return;
+  }
+  if (s.err == 0xffff) return;
+  uint16_t ck = csum_add(rd16(at), s.err);
+  if (udp && ck == 0) ck = 0xffff;
+  wr16(at, ck);
+}
 
 // kHdr: the packet is one ProgramInstance::hdr_packet() holds for, and a
 // cut is at its payload. The decoder has then checked that the IPv4 header
@@ -40,6 +113,18 @@ template <bool kHdr>
   uint8_t* const ip = buf + d.l3_off;
   const bool udp = d.l4_proto == kProtoUdp;
   const uint32_t cut_at = r.cut_at;
+  // Told before the lengths change (the input's pseudo-header).
+  InputL4Sum in_sum;
+  if ((cut_at != UINT32_MAX || r.full_sum) && !r.whole_datagram && d.l4_hdr_len && !(d.flags & (kFlagLaterFragment | kFlagFragment)) &&
+      (d.l4_proto == kProtoTcp || udp || d.l4_proto == kProtoIcmp || d.l4_proto == kProtoIcmpv6)) {
+    const uint32_t co = udp ? 6 : d.l4_proto == kProtoTcp ? 16 : 2;
+    if (!(udp && d.l4_off + 8 <= cap && rd16(buf + d.l4_off + 6) == 0)) {
+      // No orig: the caller's buffer is the whole frame (header-only copies
+      // are the worker path's, which always says orig).
+      if (!kHdr || !r.orig || r.orig == buf) in_sum = input_l4_sum(buf, cap, d, r, co);
+      else in_sum = input_l4_sum(r.orig, cap, d, Rewritten{}, co);  // untouched: no change to undo
+    }
+  }
   bool cut = false;
   bool v4_len = false, udp_len = false;  // kHdr: a length still to store
   bool l3_len_changed = false;           // IPv4: total length old_l3 -> new_l3
@@ -111,6 +196,7 @@ template <bool kHdr>
       wr16(l4 + csum_off, v4 ? l4_checksum_v4(ip + 12, ip + 16, d.l4_proto, seg, csum_off)
                              : l4_checksum_v6(ip + 8, ip + 24, d.l4_proto, seg, csum_off));
     }
+    keep_l4_error(buf, d, in_sum, l4 + csum_off, uint32_t(seg.size()), udp);
     return Verdict::Forward;
   }
   const bool spans_changed = !kHdr && r.spans && r.spans[0] != r.spans[1];

@@ -576,9 +576,17 @@ Verdict ProgramInstance::general_path(uint8_t* buf, uint32_t& cap, uint32_t& wir
   rw.old = g.old_addrs;
   rw.addr_changed = g.addr_changed;
   rw.cut_at = g.cut.at;
+  rw.whole_datagram = m.whole_datagram;
   if (g.cut.snap && !g.cut.none()) {
     // The zeros make the checksums independent of the bytes removed.
-    if (g.cut.at < cap) std::memset(buf + g.cut.at, 0, cap - g.cut.at);
+    if (g.cut.at < cap) {
+      const uint32_t end = std::min(cap, l4_seg_end(buf, d));
+      if (g.cut.at < end && g.cut.at >= d.l4_off) {
+        rw.zeroed_at = g.cut.at;
+        rw.zeroed_sum = csum_sum({buf + g.cut.at, end - g.cut.at});
+      }
+      std::memset(buf + g.cut.at, 0, cap - g.cut.at);
+    }
     snap_at_ = std::min(snap_at_, g.cut.at);
     rw.cut_at = UINT32_MAX;
     rw.full_sum = true;

@@ -54,8 +54,11 @@ namespace {
 // for, a cut being at the payload.
 [[gnu::always_inline]] inline Verdict finish_hdr(uint8_t* buf, uint32_t& cap, uint32_t& wire, const Decoded& d,
                                                  const uint8_t* old, bool addr_changed, bool cut_wanted,
-                                                 bool payload_changed, uint16_t old_sum, uint16_t new_sum) {
+                                                 bool payload_changed, uint16_t old_sum, uint16_t new_sum,
+                                                 const uint8_t* orig, bool whole) {
   Rewritten r;
+  r.orig = orig;
+  r.whole_datagram = whole;
   r.old = old;
   r.addr_changed = addr_changed;
   r.cut_at = cut_wanted ? d.payload_off : UINT32_MAX;
@@ -146,7 +149,7 @@ Verdict ProgramInstance::process_hdr(uint8_t* buf, uint32_t& cap, uint32_t& wire
   // A payload rule may have changed the bytes: the shared scan only without one.
   if (addr_changed && P.addr_text_ && !cut)
     hdr_addr_text(buf, cap, d, old, pl, plen, payload_changed, old_sum, new_sum, c, P.pay_rule_ < 0 ? m.text : nullptr);
-  return finish_hdr(buf, cap, wire, d, old, addr_changed, cut, payload_changed, old_sum, new_sum);
+  return finish_hdr(buf, cap, wire, d, old, addr_changed, cut, payload_changed, old_sum, new_sum, m.orig, m.whole_datagram);
 }
 
 namespace {
@@ -389,7 +392,7 @@ template <uint8_t X, uint8_t Y, uint8_t PO>
     }
   }
 
-  return finish_hdr(buf, cap, wire, d, old, addr_changed, PO == kPCut, payload_changed, old_sum, new_sum);
+  return finish_hdr(buf, cap, wire, d, old, addr_changed, PO == kPCut, payload_changed, old_sum, new_sum, m.orig, m.whole_datagram);
 }
 
 }  // namespace amon

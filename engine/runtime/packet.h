@@ -107,6 +107,9 @@ struct PacketMeta {
   uint8_t pptp_client = 0;
   FlowState* flow = nullptr;     // null for non-IP frames
   const uint8_t* orig = nullptr; // the packet's original bytes (conditions read these)
+  // A datagram made whole from IP fragments: its checksum is written back in
+  // the first fragment, and a cut recomputes it (no input error is kept).
+  bool whole_datagram = false;
   uint8_t app = 0;               // App (l7.h)
   L7State l7 = L7State::None;
   struct L7Parse* parse = nullptr;  // the worker's parse of this packet

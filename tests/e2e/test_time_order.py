@@ -8,10 +8,14 @@ in time), with 2 and 3 workers: the same records as with one worker, and
 no record goes back in time where one worker's output does not either;
 live (`amon run` on a port), no record goes back in time.
 A packet a worker holds (TCP segments until a split message head is whole,
-IP fragments until their datagram is) leaves late, whatever the number of
-workers: the exit report counts those records per output (`out_of_order`,
-at least every record that goes back in time) and a warning names the
-output; an output in order counts none and warns of nothing.
+IP fragments until their datagram is) leaves late, but each output's reorder
+buffer keeps the records of later packets until it came: on captures with
+held packets, every output is in input time order with 1 and 2 workers, and
+counts nothing out of order. Past the buffer's bounds (no buffer, or a
+window of capture time shorter than the holds, set in a configuration) held
+records leave late again: the exit report counts those records per output
+(`out_of_order`, at least every record that goes back in time) and a warning
+names the output; an output in order counts none and warns of nothing.
 Where one worker's output is in time order (nothing held back), the merged
 output is that very record sequence. The policies name the client networks:
 roles learnt from traffic are a worker's own, which is not what is tested
@@ -54,34 +58,73 @@ def behind(recs):
 HELD = ["http-requests-4k.pcap", "ipv4-fragments.pcap"]
 
 
+def held_count(stats):
+    with open(stats) as f:
+        j = json.load(f)
+    return j.get("reassembly", {}).get("segments", 0) + j.get("outer_fragments", {}).get("fragments", 0)
+
+
+def run_counted(amon, inp, work, tag, named, plain, workers, bounds):
+    """Runs both consumers (bounds: a `reassembly` YAML mapping, or None for
+    `amon pcap`'s defaults); returns {consumer: (records, late, counted,
+    warned)} and the packets held."""
+    outs = {p: os.path.join(work, f"{tag}.{p}.pcap") for p in ("named", "plain")}
+    stats = os.path.join(work, f"{tag}.json")
+    if bounds is None:
+        r = L.run_amon(amon, inp, [(p, pol, outs[p]) for p, pol in (("named", named), ("plain", plain))],
+                       workers=workers, extra=["--stats-json", stats])
+    else:
+        cfg = os.path.join(work, f"{tag}.yaml")
+        with open(cfg, "w") as f:
+            f.write(f"workers: {workers}\ninputs:\n  - pcap: {inp}\nreassembly: {bounds}\nconsumers:\n")
+            for p, pol in (("named", named), ("plain", plain)):
+                f.write(f"  - {{ name: {p}, policy: {pol}, output: {{ pcap: {outs[p]} }} }}\n")
+        r = subprocess.run([amon, "run", "--config", cfg, "--quiet", "--stats-json", stats],
+                           capture_output=True, text=True, timeout=170)
+        if r.returncode != 0:
+            raise RuntimeError(f"amon run failed ({r.returncode}): {cfg}\n{r.stderr}")
+    with open(stats) as f:
+        counted = {c["name"]: c.get("out_of_order") for c in json.load(f)["consumers"]}
+    res = {}
+    for p in ("named", "plain"):
+        recs = L.read_pcap(outs[p])[1]
+        warned = f"consumer '{p}'" in r.stderr and "records written after" in r.stderr
+        res[p] = (recs, behind(recs), counted.get(p), warned)
+    return res, held_count(stats)
+
+
 def check_counted(amon, pdir, work, named, plain, fails):
     for cap in HELD + ["dns-udp-many-queries.pcap"]:
         inp = os.path.join(pdir, cap)
         if not os.path.exists(inp):
             L.skip(f"{inp} missing")
-        for workers in (1, 2):
-            outs = {p: os.path.join(work, f"{cap}.{p}.count.w{workers}.pcap") for p in ("named", "plain")}
-            stats = os.path.join(work, f"{cap}.w{workers}.json")
-            r = L.run_amon(amon, inp, [(p, pol, outs[p]) for p, pol in (("named", named), ("plain", plain))],
-                           workers=workers, extra=["--stats-json", stats])
-            with open(stats) as f:
-                counted = {c["name"]: c.get("out_of_order") for c in json.load(f)["consumers"]}
-            for p in ("named", "plain"):
-                recs = L.read_pcap(outs[p])[1]
-                late = behind(recs)
-                got = counted.get(p)
-                warned = f"consumer '{p}'" in r.stderr and "records written after" in r.stderr
-                where = f"{cap} {p}, {workers} worker(s)"
+        # Default bounds, then none (held records leave when released), then
+        # a window of capture time shorter than the holds.
+        runs = [(w, None) for w in (1, 2)]
+        if cap in HELD:
+            runs += [(1, "{ reorder_records: 0 }"), (1, "{ reorder_window: 1ms }")]
+        for workers, bounds in runs:
+            tag = f"{cap}.w{workers}.{'default' if bounds is None else bounds.split(':')[0].strip('{ ')}"
+            res, held = run_counted(amon, inp, work, tag, named, plain, workers, bounds)
+            late_total = 0
+            for p, (recs, late, got, warned) in res.items():
+                where = f"{cap} {p}, {workers} worker(s), bounds {bounds or 'default'}"
+                late_total += late
                 if got is None:
                     fails.append(f"{where}: no out_of_order in the stats JSON ({late} records go back in time)")
                     continue
                 if got < late or got > len(recs):
                     fails.append(f"{where}: out_of_order={got}, but {late} of {len(recs)} records go back in time")
-                if cap in HELD and workers == 1 and not got:
-                    fails.append(f"{where}: nothing held back any more; the capture no longer tests this")
+                if bounds is None and (late or got):
+                    fails.append(f"{where}: {late} records go back in time (out_of_order={got}): "
+                                 "held packets must leave in input time order")
                 if bool(got) != warned:
                     fails.append(f"{where}: out_of_order={got} but warning {'given' if warned else 'missing'}")
-                print(f"{where}: {late} records back in time, out_of_order={got}")
+                print(f"{where}: {late} records back in time, out_of_order={got}, packets held {held}")
+            if cap in HELD and not held:
+                fails.append(f"{cap}, {workers} worker(s): nothing held any more; the capture no longer tests this")
+            if cap in HELD and bounds is not None and "records" in bounds and not late_total:
+                fails.append(f"{cap}, bounds {bounds}: no record went back in time; the bound is not tested")
 
 
 def main():

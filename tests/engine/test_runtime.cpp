@@ -768,6 +768,8 @@ TEST_CASE("QUIC Initial: the SNI is rewritten and re-encrypted, conditions see i
   // An unknown version fails closed for the consumer that protects the name.
   Bytes bad = f;
   bad[14 + 20 + 8 + 1] = 0x51;  // version 0x51000001: no Initial keys
+  // ... with its UDP checksum right (a wrong one would stay wrong through the cut).
+  set16(&bad[14 + 20 + 6], ref_l4_checksum(&bad[14 + 12], &bad[14 + 16], false, 17, &bad[34], bad.size() - 34, 6, true));
   Decoded d;
   decode(bad.data(), uint32_t(bad.size()), uint32_t(bad.size()), d);
   PacketMeta m = meta();
@@ -782,4 +784,46 @@ TEST_CASE("QUIC Initial: the SNI is rewritten and re-encrypted, conditions see i
   CHECK(g.size() == 14 + 20 + 8u);  // payload cut
   CHECK(hide.c.l7_cut == 1);
   check_lengths_and_checksums(g, 14);
+}
+
+// An L4 checksum wrong in the input stays wrong by as much where a cut or a
+// snap recomputes it (evidence an IDS looks for); a right one stays right.
+TEST_CASE("a wrong L4 checksum stays wrong by as much through cut() and snap()", "[runtime][checksum]") {
+  // A snapped record is shorter than its lengths say: what it left out
+  // counts as the zeros the checksum was made over.
+  auto err = [](Bytes f, uint32_t l4, uint32_t co, bool is6) {
+    f.resize(14 + (is6 ? 40u + get16(&f[18]) : uint32_t(get16(&f[16]))), 0);
+    const uint8_t* ip = &f[14];
+    const uint8_t proto = is6 ? ip[6] : ip[9];
+    const uint32_t len = (is6 ? 40u + get16(ip + 4) : uint32_t(get16(ip + 2))) - (l4 - 14);
+    const uint16_t want = ref_l4_checksum(ip + (is6 ? 8 : 12), ip + (is6 ? 24 : 16), is6, proto, &f[l4], len, co, true);
+    return uint16_t((get16(&f[l4 + co]) + 0xffff - want) % 0xffff);  // ones' complement difference
+  };
+  // Header rules only take the header kernel (its cut may rewrite a copy of
+  // the headers alone), an application field the general path.
+  for (const char* rule : {"payload : cut()\n", "http.user_agent : redact()\npayload : cut()\n", "payload : snap()\n"}) {
+    Consumer c(std::string("ip.client : cryptopan(key=k)\n") + rule);
+    for (bool is6 : {false, true})
+      for (uint8_t proto : {uint8_t(6), uint8_t(17)}) {
+        INFO(rule << (is6 ? " IPv6 " : " IPv4 ") << int(proto));
+        const Bytes l4b = proto == 6 ? cat({tcp_hdr(40000, 80, 0x18, 1), payload(101)}) : cat({udp_hdr(40000, 9999, 8 + 101), payload(101)});
+        V4 h4;
+        h4.proto = proto;
+        const Bytes good = is6 ? cat({eth(0x86dd), ipv6(V6{}, {}, proto, l4b)}) : cat({eth(0x0800), ipv4(h4, l4b)});
+        const uint32_t l4 = is6 ? 54 : 34, co = proto == 6 ? 16 : 6;
+        Bytes bad = good;
+        set16(&bad[l4 + co], uint16_t(get16(&bad[l4 + co]) ^ 0x1234));
+        const uint16_t in_err = err(bad, l4, co, is6), good_err = err(good, l4, co, is6);
+        REQUIRE(in_err != good_err);
+        Bytes g = good;
+        c.run(g);
+        c.run(bad);
+        // The cut took the payload (the snap keeps the record's length).
+        const uint32_t hl = l4 + (proto == 6 ? 24u : 8u);
+        if (std::string(rule).find("cut") != std::string::npos) CHECK(g.size() == hl);
+        else CHECK(g.size() < good.size());
+        CHECK(err(g, l4, co, is6) == good_err);
+        CHECK(err(bad, l4, co, is6) == in_err);
+      }
+  }
 }

@@ -1200,7 +1200,7 @@ def check_capture(args, ck, cap, policies, have_tshark):
         w = "%s [%s] tshark" % (name, c)
         tout_ck = tshark_checksums(outs[c])
         tout_err = tshark_errors(outs[c]) if c == "protect" else set()
-        bad_ck = 0
+        bad_ck = made_good = 0
         for i, k in pairs:
             fin, fout = tin_ck.get(i + 1), tout_ck.get(k + 1)
             if fin is None or fout is None:
@@ -1212,7 +1212,16 @@ def check_capture(args, ck, cap, policies, have_tshark):
                         if bad_ck <= 5:
                             ck.fail(w, "frame %d (out %d): %s checksum (layer %d) Good in the input, Bad in the output"
                                     % (i + 1, k + 1, proto, layer + 1))
+                    # Evidence stays evidence: a checksum wrong in the input
+                    # is wrong in the output (updated, or recomputed with
+                    # the input's error carried over).
+                    if x == "0" and y == "1":
+                        made_good += 1
+                        if made_good <= 5:
+                            ck.fail(w, "frame %d (out %d): %s checksum (layer %d) Bad in the input, Good in the output"
+                                    % (i + 1, k + 1, proto, layer + 1))
         ck.check(bad_ck == 0, w, "%d checksums went from Good to Bad" % bad_ck)
+        ck.check(made_good == 0, w, "%d checksums went from Bad to Good" % made_good)
         if c == "protect":
             # Payload is kept: the dissection must be as clean as the input's.
             new_err = [(i + 1, k + 1) for i, k in pairs if (k + 1) in tout_err and (i + 1) not in tin_err]
