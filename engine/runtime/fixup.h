@@ -55,8 +55,18 @@ struct InputL4Sum {
 inline InputL4Sum input_l4_sum(const uint8_t* buf, uint32_t cap, const Decoded& d, const Rewritten& r,
                                uint32_t csum_off) {
   InputL4Sum s;
-  const uint32_t end = l4_seg_end(buf, d);
+  uint32_t end = l4_seg_end(buf, d);
   if (!end || end > cap || end < d.l4_off + csum_off + 2 || (r.spans && r.spans[0] != r.spans[1])) return s;
+  // A UDP checksum covers the datagram by its own length, which may stop
+  // short of the IP payload's end (the bytes after it are no part of it).
+  if (d.l4_proto == kProtoUdp) {
+    const uint32_t ulen = rd16(buf + d.l4_off + 4);
+    if (ulen < 8 || d.l4_off + ulen > end) return s;
+    if (d.l4_off + ulen < end) {
+      if (r.payload_changed || r.zeroed_at < end) return s;  // the rewrite's sums run to the IP end
+      end = d.l4_off + ulen;
+    }
+  }
   const bool v4 = d.ip_version == 4;
   const uint8_t* ip = buf + d.l3_off;
   const uint8_t* src = r.addr_changed ? r.old : buf + d.src_off();
@@ -77,8 +87,9 @@ inline InputL4Sum input_l4_sum(const uint8_t* buf, uint32_t cap, const Decoded& 
   if (r.zeroed_at < end) sum = csum_add_at(sum, r.zeroed_sum, r.zeroed_at - d.l4_off);
   const uint16_t ck = rd16(l4 + csum_off);
   s.known = true;
-  s.partial = d.l4_proto != kProtoIcmp && ck == pseudo && ck != 0;
   s.err = csum_add(sum, pseudo);
+  // A right checksum may equal the pseudo-header's sum too: right wins.
+  s.partial = d.l4_proto != kProtoIcmp && ck == pseudo && ck != 0 && s.err != 0xffff;
   return s;
 }
 

@@ -46,6 +46,13 @@ void encap_sums(const uint8_t* p, uint32_t cap, const Decoded& d, EncapSums& s) 
     uint32_t from, to, ck;
     if (!checked_span(p, cap, d.encap[i], from, to, ck)) continue;
     s.sum[i] = span_sum(p, from, to, ck);
+    const EncapLayer& L = d.encap[i];
+    const uint8_t* ip = p + L.l3_off;
+    uint16_t pseudo = 0;
+    if (L.udp_off)
+      pseudo = L.ip_version == 4 ? pseudo_sum_v4(ip + 12, ip + 16, kProtoUdp, uint16_t(to - from))
+                                 : pseudo_sum_v6(ip + 8, ip + 24, kProtoUdp, to - from);
+    s.err[i] = csum_add(csum_add(s.sum[i], pseudo), rd16(p + ck));
     s.valid |= uint8_t(1u << i);
   }
 }
@@ -95,6 +102,10 @@ void encap_fix(uint8_t* p, uint32_t cap, bool cut, const Decoded& d, const Encap
       } else {
         wr16(p + ck, 0);
         c = csum_finish(csum_sum({p + from, to - from}));
+      }
+      if (((s.valid >> i) & 1) && s.err[i] != 0xffff) {  // wrong in the input: as wrong after
+        c = csum_add(c, s.err[i]);
+        if (L.udp_off && c == 0) c = 0xffff;
       }
       wr16(p + ck, c);
       continue;

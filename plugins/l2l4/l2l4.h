@@ -270,6 +270,10 @@ void whole_header(const uint8_t* first_frame, const FragInfo& first, uint32_t to
 // a checksum in use over captured bytes).
 struct EncapSums {
   uint16_t sum[kMaxEncap];
+  // The input's checksum error per layer: the ones' complement sum of
+  // pseudo-header, span and checksum, 0xffff when it was right. A cut
+  // recomputes the checksum and adds it back: a wrong one stays wrong.
+  uint16_t err[kMaxEncap];
   uint8_t valid = 0;
 };
 void encap_sums(const uint8_t* p, uint32_t cap, const Decoded& d, EncapSums& s);
@@ -277,7 +281,8 @@ void encap_sums(const uint8_t* p, uint32_t cap, const Decoded& d, EncapSums& s);
 // frame maybe cut at `cap` (cut): every layer's lengths (IP, UDP, GTP-U,
 // PPPoE) shrink by what was cut from it, its IPv4 header checksum is
 // recomputed, and its UDP/GRE checksum follows: recomputed in full after a
-// cut, updated incrementally otherwise (so one that was wrong stays wrong),
+// cut (then made as wrong as it was in the input: EncapSums::err), updated
+// incrementally otherwise (so one that was wrong stays wrong),
 // left 0 when it was 0. old_addrs[i]: layer i's source and destination
 // before the rewrite, for the layers in addr_changed.
 void encap_fix(uint8_t* p, uint32_t cap, bool cut, const Decoded& d, const EncapSums& s,

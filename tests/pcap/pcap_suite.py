@@ -602,6 +602,23 @@ def tshark_checksums(path):
     return res
 
 
+def tshark_short_links(path):
+    """Frames whose IP datagram runs past the PPPoE payload that carries it:
+    tshark checks the L4 checksum over what the PPPoE length holds, amon
+    over the IP length, so the two disagree on which segment the checksum
+    covers (after a cut both lengths agree again)."""
+    out = subprocess.run(
+        ["tshark", "-r", path, "-n", "-Y", "pppoe.payload_length && ip.len", "-T", "fields", "-E", "occurrence=l",
+         "-e", "frame.number", "-e", "pppoe.payload_length", "-e", "ip.len"],
+        capture_output=True, text=True, errors="replace", timeout=600).stdout
+    res = set()
+    for line in out.splitlines():
+        f = line.split("\t")
+        if len(f) == 3 and all(x.isdigit() for x in f) and int(f[2]) + 2 > int(f[1]):
+            res.add(int(f[0]))
+    return res
+
+
 def tshark_errors(path):
     """Frame numbers tshark marks malformed or with an error-level expert info
     (default preferences: checksum validation off, so bad checksums are not errors)."""
@@ -1194,6 +1211,7 @@ def check_capture(args, ck, cap, policies, have_tshark):
         return
     tin_ck = tshark_checksums(cap)
     tin_err = tshark_errors(cap)
+    tin_short = tshark_short_links(cap)
     for c, pairs in (("protect", ppairs), ("prefix", xpairs)):
         if pairs is None:
             continue
@@ -1215,7 +1233,7 @@ def check_capture(args, ck, cap, policies, have_tshark):
                     # Evidence stays evidence: a checksum wrong in the input
                     # is wrong in the output (updated, or recomputed with
                     # the input's error carried over).
-                    if x == "0" and y == "1":
+                    if x == "0" and y == "1" and not (proto != "ip" and i + 1 in tin_short):
                         made_good += 1
                         if made_good <= 5:
                             ck.fail(w, "frame %d (out %d): %s checksum (layer %d) Bad in the input, Good in the output"
