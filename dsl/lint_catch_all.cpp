@@ -25,7 +25,12 @@ void lint_catch_alls(const Policy& pol, const Registry& reg, Diagnostics& d) {
             lender = &from;
             break;
           }
-        if (!lender || *lender != catch_all->name || named.count(&f) || !warned.insert(&f).second) continue;
+        // Another protocol's field lends its rules to the same value seen
+        // elsewhere (a device's NetBIOS name takes the DNS name rules): that
+        // is the rule the operator wrote for it, nothing to point out.
+        if (!lender || *lender != catch_all->name || catch_all->protocol != f.protocol || named.count(&f) ||
+            !warned.insert(&f).second)
+          continue;
         d.warning(r.loc,
                   "'" + f.name + "' was split from '" + catch_all->name + "' and no rule names it: it takes this " +
                       "rule of '" + catch_all->name + "' (" + to_string(r.action) + ")",

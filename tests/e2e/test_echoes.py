@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """End to end: values the policy rewrote in their fields, found again in
-payload it keeps, leave as their field did (`echoes = map`, the default),
+payload it keeps, leave as their field did (`echoes = map`),
 through `amon pcap` with the shipped rules/ids.amon on crafted frames:
 
   - a Set-Cookie value echoed into a later segment of the same HTTP
@@ -110,9 +110,8 @@ def policy(d, extra=""):
         fh.write("6c1f0a9e3b7d52c48e2a91f05d3c7b6a19e8f4d2c0b5a3978e6d1c4b2a0f9e8d\n")
     p = os.path.join(d, "ids-echoes-" + ("keep" if extra else "map") + ".amon")
     shutil.copyfile(src, p)
-    if extra:
-        with open(p, "a") as fh:
-            fh.write(extra)
+    with open(p, "a") as fh:
+        fh.write(extra or "echoes = map\n")
     return p
 
 
