@@ -94,16 +94,20 @@ TEST_CASE("several consumers: the burst route gives each the frames the per-pack
   int set_no = 0;
   for (const auto& set : kSets) {
     ++set_no;
-    std::vector<std::unique_ptr<Program>> progs;
+    // Each route has programs of its own: a program's state shared by its
+    // workers (the initiators it learnt) must not pass from one route to
+    // the other, which see the same packets at different times.
+    std::vector<std::unique_ptr<Program>> progs, progs_single;
     for (size_t i = 0; i < set.size(); ++i) {
       dsl::Diagnostics d;
       auto pol = dsl::compile_string("key k = file(\"" + key_file(0) + "\")\n" + set[i], "c.amon", d);
       INFO(d.render_text());
       REQUIRE(pol);
       progs.push_back(std::make_unique<Program>(pol, int(i), &svc));
+      progs_single.push_back(std::make_unique<Program>(pol, int(i), &svc));
     }
     WorkerPath burst(progs, mp, std::make_unique<FlowTable>("cb" + std::to_string(set_no), 1u << 14, FlowTimeouts{}, 0));
-    WorkerPath single(progs, mp, std::make_unique<FlowTable>("cs" + std::to_string(set_no), 1u << 14, FlowTimeouts{}, 0));
+    WorkerPath single(progs_single, mp, std::make_unique<FlowTable>("cs" + std::to_string(set_no), 1u << 14, FlowTimeouts{}, 0));
     // The burst route is taken only by header-only programs.
     for (size_t i = 0; i < set.size(); ++i) REQUIRE(burst.instance(i).header_fast_path());
     for (const std::string& cap : shared_captures()) {
