@@ -218,10 +218,6 @@ Program::Program(std::shared_ptr<const dsl::Policy> policy, int consumer_index, 
   // says who the users are; else a host that also initiates flows is a user.
   guard_users_ = policy_->clients.empty() && !field_rules_[F.ip_client].empty() &&
                  field_rules_[F.ip_server] != field_rules_[F.ip_client];
-  if (guard_users_) {
-    initiators_ = std::make_unique<std::atomic<uint64_t>[]>(kInitiators);
-    for (size_t i = 0; i < kInitiators; ++i) initiators_[i].store(0, std::memory_order_relaxed);
-  }
   mac_rule_[0] = fixed_rule_[F.eth_dst];
   mac_rule_[1] = fixed_rule_[F.eth_src];
   pay_rule_ = fixed_rule_[F.payload];
@@ -285,6 +281,7 @@ ProgramInstance::ProgramInstance(const Program& p) : prog_(p), uhash_(p.services
   if (p.echoes_) echo_ = std::make_unique<EchoScan>();
   clients_set_ = !p.policy_->clients.empty();
   guard_users_ = p.guard_users_;
+  if (guard_users_) initiators_.resize(kInitiators);
   actions_.resize(p.plans_.size());
   zfallback_.resize(p.plans_.size());
   name_key_.resize(p.plans_.size());
@@ -467,25 +464,20 @@ uint64_t ProgramInstance::user_of(const uint8_t* client, uint32_t alen) {
   return set[0].user;
 }
 
-std::atomic<uint64_t>* ProgramInstance::initiator_set(const uint8_t* a, uint32_t alen, uint64_t& fp) const {
-  if ((alen != 4 && alen != 16) || !prog_.initiators_) return nullptr;
-  uint64_t x = 0, y = 0;
+ProgramInstance::InitiatorSlot* ProgramInstance::initiator_slot(const uint8_t* a, uint32_t alen, uint64_t& x,
+                                                                 uint64_t& y) const {
+  if ((alen != 4 && alen != 16) || initiators_.empty()) return nullptr;
+  x = 0, y = 0;
   std::memcpy(&x, a, alen == 4 ? 4 : 8);
   if (alen == 16) std::memcpy(&y, a + 8, 8);
-  // splitmix64's finaliser over both halves: the set from the high bits,
-  // the fingerprint from all of them.
-  uint64_t h = (x * 0x9e3779b97f4a7c15ULL ^ y * 0xbf58476d1ce4e5b9ULL) + alen;
-  h = (h ^ (h >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  h = (h ^ (h >> 27)) * 0x94d049bb133111ebULL;
-  h ^= h >> 31;
-  fp = h | 1;
-  return &prog_.initiators_[((h >> 40) % (Program::kInitiators / 2)) * 2];
+  const uint64_t h = (x * 0x9e3779b97f4a7c15ULL ^ y * 0xbf58476d1ce4e5b9ULL) + alen;
+  return &initiators_[(h >> 40) % kInitiators];
 }
 
 bool ProgramInstance::known_initiator(const uint8_t* a, uint32_t alen) const {
-  uint64_t fp;
-  const std::atomic<uint64_t>* set = initiator_set(a, alen, fp);
-  return set && (set[0].load(std::memory_order_relaxed) == fp || set[1].load(std::memory_order_relaxed) == fp);
+  uint64_t x, y;
+  const InitiatorSlot* s = initiator_slot(a, alen, x, y);
+  return s && s->alen == alen && s->a == x && s->b == y;
 }
 
 bool ProgramInstance::both_users(const uint8_t* src, const uint8_t* dst, uint32_t alen, bool client_is_src,
@@ -499,15 +491,9 @@ bool ProgramInstance::both_users(const uint8_t* src, const uint8_t* dst, uint32_
 
 bool ProgramInstance::initiator_is_server(const uint8_t* client, const uint8_t* server, uint32_t alen,
                                           const PacketMeta& m) const {
-  uint64_t fp;
+  uint64_t x, y;
   if (m.flow_first && !m.roles_uncertain)
-    if (std::atomic<uint64_t>* set = initiator_set(client, alen, fp)) {
-      const uint64_t first = set[0].load(std::memory_order_relaxed);
-      if (first != fp && set[1].load(std::memory_order_relaxed) != fp) {
-        set[1].store(first, std::memory_order_relaxed);  // the older one goes
-        set[0].store(fp, std::memory_order_relaxed);
-      }
-    }
+    if (InitiatorSlot* s = initiator_slot(client, alen, x, y)) *s = InitiatorSlot{x, y, alen};
   return known_initiator(server, alen);
 }
 

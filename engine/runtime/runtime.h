@@ -125,15 +125,6 @@ class Program {
   // initiating flows counts as a user also where it accepts connections
   // (ProgramInstance::both_users).
   bool guard_users_ = false;
-  // The addresses seen initiating a flow, shared by every worker's
-  // instance: a host whose outgoing flows land on one worker and incoming
-  // ones on another is a user on both. Two-way set-associative table of
-  // 64-bit fingerprints (never 0), written only on a flow's first packet;
-  // relaxed atomics: a lost race forgets an initiator until its next flow.
-  // A fingerprint collision makes a server count as a user: the protecting
-  // direction.
-  static constexpr size_t kInitiators = size_t(1) << 16;
-  std::unique_ptr<std::atomic<uint64_t>[]> initiators_;
   bool tunnel_rules_ = false;   // a rule names tunnel.*, gre.key or gtp.teid
   int mac_rule_[2] = {-1, -1};  // eth.dst, eth.src
   int pay_rule_ = -1;           // payload: the rule naming it, else payload_default_plan_
@@ -423,10 +414,19 @@ class ProgramInstance {
   };
   static constexpr size_t kUserSets = 1024;
   std::vector<UserSlot> users_;  // empty unless the policy has zanon rules
-  // Addresses seen initiating a flow: Program::initiators_, shared by the
-  // workers (learnt while kernel_roles, const, routes packets).
+  // Addresses seen initiating a flow (Program::guard_users_), direct-mapped
+  // by a hash of the address; a collision forgets the older one (it is then
+  // a server again until it initiates another flow). Per worker: a host
+  // whose flows land on other workers is known there.
+  struct InitiatorSlot {
+    uint64_t a = 0, b = 0;
+    uint32_t alen = 0;  // 0: free
+  };
+  static constexpr size_t kInitiators = 4096;
+  // Mutable: learnt while kernel_roles (const) routes packets.
+  mutable std::vector<InitiatorSlot> initiators_;
   bool guard_users_ = false;
-  std::atomic<uint64_t>* initiator_set(const uint8_t* a, uint32_t alen, uint64_t& fp) const;
+  InitiatorSlot* initiator_slot(const uint8_t* a, uint32_t alen, uint64_t& x, uint64_t& y) const;
   bool known_initiator(const uint8_t* a, uint32_t alen) const;
   bool initiator_is_server(const uint8_t* client, const uint8_t* server, uint32_t alen, const PacketMeta& m) const;
   void decide_flow(const uint8_t* server, const uint8_t* client, uint32_t alen, const PacketMeta& m,
