@@ -8,15 +8,14 @@
 #include <vector>
 
 #include "amon_lisp.hpp"
+#include "role_addr_parse.h"
 
 using namespace amon;
+using namespace amon_test;
 namespace lp = amon::lisp_plugin;
 
 namespace {
 
-using Bytes = std::vector<uint8_t>;
-
-void put(Bytes& b, const Bytes& v) { b.insert(b.end(), v.begin(), v.end()); }
 const Bytes kEid = {10, 8, 0, 5}, kRloc = {198, 51, 100, 20}, kItr = {10, 8, 0, 1};
 const Bytes kRloc6 = {0x20, 0x01, 0x0d, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x20};
 
@@ -37,15 +36,8 @@ Bytes record(const Bytes& eid, const std::vector<Bytes>& locs) {
 const Bytes kNonce(8, 0x77);
 
 std::vector<Bytes> found(const Bytes& m, lp::Result want = lp::Result::Ok) {
-  static lp::Parsed r;
-  REQUIRE(lp::parse(m.data(), uint32_t(m.size()), r) == want);
-  REQUIRE(spans_sound(r.addrs, uint32_t(m.size())));
-  std::vector<Bytes> v;
-  for (unsigned i = 0; i < r.addrs.n; ++i)
-    v.emplace_back(m.begin() + r.addrs.a[i].off, m.begin() + r.addrs.a[i].off + r.addrs.a[i].len);
-  return v;
+  return found_addrs<lp::Parsed>(lp::parse, m, want);
 }
-bool has(const std::vector<Bytes>& v, const Bytes& a) { return std::find(v.begin(), v.end(), a) != v.end(); }
 
 }  // namespace
 

@@ -10,18 +10,15 @@
 #include <vector>
 
 #include "amon_ospf.hpp"
+#include "role_addr_parse.h"
 #include "bytes.h"
 
 using namespace amon;
+using namespace amon_test;
 namespace op = amon::ospf_plugin;
 
 namespace {
 
-using Bytes = std::vector<uint8_t>;
-
-void put16(Bytes& b, uint16_t v) { b.push_back(uint8_t(v >> 8)), b.push_back(uint8_t(v)); }
-void put32(Bytes& b, uint32_t v) { put16(b, uint16_t(v >> 16)), put16(b, uint16_t(v)); }
-void put(Bytes& b, const Bytes& v) { b.insert(b.end(), v.begin(), v.end()); }
 const Bytes kRid = {10, 1, 0, 1}, kNbr = {10, 1, 0, 2}, kDr = {10, 1, 0, 3};
 const Bytes kLl = {0xfe, 0x80, 0, 0, 0, 0, 0, 0, 0x02, 0, 0, 0xff, 0xfe, 0, 0, 1};
 
@@ -57,15 +54,8 @@ Bytes update(uint8_t v, const std::vector<Bytes>& lsas) {
 }
 // The addresses found, as their bytes.
 std::vector<Bytes> found(const Bytes& pkt, op::Result want = op::Result::Ok) {
-  static op::Parsed r;
-  REQUIRE(op::parse(pkt.data(), uint32_t(pkt.size()), r) == want);
-  REQUIRE(spans_sound(r.addrs, uint32_t(pkt.size())));
-  std::vector<Bytes> v;
-  for (unsigned i = 0; i < r.addrs.n; ++i)
-    v.emplace_back(pkt.begin() + r.addrs.a[i].off, pkt.begin() + r.addrs.a[i].off + r.addrs.a[i].len);
-  return v;
+  return found_addrs<op::Parsed>(op::parse, pkt, want);
 }
-bool has(const std::vector<Bytes>& v, const Bytes& a) { return std::find(v.begin(), v.end(), a) != v.end(); }
 
 }  // namespace
 

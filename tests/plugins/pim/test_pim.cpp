@@ -8,16 +8,14 @@
 #include <vector>
 
 #include "amon_pim.hpp"
+#include "role_addr_parse.h"
 
 using namespace amon;
+using namespace amon_test;
 namespace pp = amon::pim_plugin;
 
 namespace {
 
-using Bytes = std::vector<uint8_t>;
-
-void put16(Bytes& b, uint16_t v) { b.push_back(uint8_t(v >> 8)), b.push_back(uint8_t(v)); }
-void put(Bytes& b, const Bytes& v) { b.insert(b.end(), v.begin(), v.end()); }
 const Bytes kA = {10, 5, 0, 1}, kB = {10, 5, 0, 2}, kG = {239, 1, 2, 3};
 const Bytes kA6 = {0xfd, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x51};
 
@@ -37,15 +35,8 @@ Bytes msg(uint8_t type, const Bytes& body) {
   return b;
 }
 std::vector<Bytes> found(const Bytes& m, pp::Result want = pp::Result::Ok) {
-  static pp::Parsed r;
-  REQUIRE(pp::parse(m.data(), uint32_t(m.size()), r) == want);
-  REQUIRE(spans_sound(r.addrs, uint32_t(m.size())));
-  std::vector<Bytes> v;
-  for (unsigned i = 0; i < r.addrs.n; ++i)
-    v.emplace_back(m.begin() + r.addrs.a[i].off, m.begin() + r.addrs.a[i].off + r.addrs.a[i].len);
-  return v;
+  return found_addrs<pp::Parsed>(pp::parse, m, want);
 }
-bool has(const std::vector<Bytes>& v, const Bytes& a) { return std::find(v.begin(), v.end(), a) != v.end(); }
 
 }  // namespace
 

@@ -9,16 +9,15 @@
 #include <vector>
 
 #include "amon_sctp.hpp"
+#include "frames.h"
 #include "registry.h"
 
 using namespace amon;
+using namespace amon_test;
 namespace sp = amon::sctp_plugin;
 
 namespace {
 
-using Bytes = std::vector<uint8_t>;
-
-void put16(Bytes& b, uint16_t v) { b.push_back(uint8_t(v >> 8)), b.push_back(uint8_t(v)); }
 void pad(Bytes& b) {
   while (b.size() % 4) b.push_back(0);
 }
@@ -34,11 +33,6 @@ Bytes chunk(uint8_t t, const Bytes& v) {
   put16(b, uint16_t(4 + v.size()));
   b.insert(b.end(), v.begin(), v.end());
   pad(b);
-  return b;
-}
-Bytes cat(std::initializer_list<Bytes> parts) {
-  Bytes b;
-  for (const Bytes& p : parts) b.insert(b.end(), p.begin(), p.end());
   return b;
 }
 const Bytes kHeader = {0x13, 0x88, 0x8e, 0x3c, 0, 0, 0x12, 0x34, 0, 0, 0, 0};
