@@ -89,7 +89,8 @@ bool Walk::lsa_v3(uint32_t o, uint32_t end) {
       return true;
     case 5:
     case 7: {  // AS-external, NSSA: flags and metric, prefix, then what the flags say
-      if (end - o < 24) return false;
+      // The referenced LS type sits in the prefix's own header (b + 6).
+      if (end - o < 28) return false;
       const uint8_t flags = p[b];
       const uint16_t ref_type = rd16(p + b + 6);
       uint32_t k = prefix(b + 4, end);

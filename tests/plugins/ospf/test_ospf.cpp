@@ -130,6 +130,9 @@ TEST_CASE("ospf: malformed: lengths past their container, opaque LSAs, another v
   Bytes bad = update(3, {lsa(3, 0x0008, {0, 0, 0, 5}, Bytes(24, 0))});
   bad[bad.size() - 1] = 9;  // nine prefixes in none
   found(bad, op::Result::Malformed);
+  // An AS-external LSA whose body ends inside its prefix's header.
+  found(update(3, {lsa(3, 0x4005, {0, 0, 0, 1}, {0, 0, 0, 1})}), op::Result::Malformed);
+  found(update(3, {lsa(3, 0x4005, {0, 0, 0, 1}, {0, 0, 0, 1, 0, 0})}), op::Result::Malformed);
   Bytes v4 = packet(2, 1, Bytes(20, 0));
   v4[0] = 4;
   found(v4, op::Result::Malformed);
