@@ -312,7 +312,14 @@ struct Client::Impl {
     for (int r = 0; r < rounds && sub; ++r) {
       natsMsgList list{};
       jsErrCode je = jsErrCode(0);
-      natsStatus st = natsSubscription_Fetch(&list, sub, kFetchBatch, wait_ms, &je);
+      // libnats before 3.10 (Debian 12 has 3.4.1) writes past its own array
+      // when a fetch starts with more than half its batch already pending
+      // (messages of an earlier pull that came after its timeout; fixed
+      // upstream by nats.c#749): ask for at least twice what is pending.
+      int pending = 0;
+      if (natsSubscription_GetPending(sub, &pending, nullptr) != NATS_OK) pending = 0;
+      const int batch = kFetchBatch + 2 * std::max(pending, 0);
+      natsStatus st = natsSubscription_Fetch(&list, sub, batch, wait_ms, &je);
       if (st == NATS_TIMEOUT) {
         lag_msgs.store(0, std::memory_order_relaxed);
         lag_ns.store(0, std::memory_order_relaxed);
@@ -332,7 +339,7 @@ struct Client::Impl {
       n += size_t(list.Count);
       const int got = list.Count;
       natsMsgList_Destroy(&list);
-      if (got < kFetchBatch) return n;
+      if (got < batch) return n;
     }
     return n;
   }
