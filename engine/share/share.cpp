@@ -418,6 +418,11 @@ struct Client::Impl {
   bool replay(uint64_t deadline_wall) {
     int64_t target = -1;
     while (!stop.load(std::memory_order_relaxed) && wall_ns() < deadline_wall) {
+      // Live, what the stream holds is older than now: it counts at once.
+      // Left waiting for the first packet it would fill the wait heap, which
+      // drops what does not fit: a restart of a busy box would forget most
+      // of its last dt.
+      if (live) store.apply_due(wall_ns() - std::min<uint64_t>(wall_ns(), 1000000000ULL));
       track_state();
       if (!connected.load(std::memory_order_relaxed) || !setup()) {
         std::this_thread::sleep_for(std::chrono::milliseconds(50));

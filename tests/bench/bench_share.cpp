@@ -13,9 +13,12 @@
 //   bench_share --url nats://127.0.0.1:4334 --key share.key [--boxes 3]
 //               [--obs 300000] [--values 50000] [--users 5000] [--z 10]
 //               [--dt 3600] [--duration 7200] [--rate OBS_PER_S]
+//               [--restart-heap N]
 //
 // --rate paces the feed in wall time (0: as fast as the boxes take it); the
-// trace's own time always spans --duration seconds. Exit 1 when a box
+// trace's own time always spans --duration seconds. --restart-heap: the
+// restarted box's wait heap, smaller than what it replays, to show that a
+// live replay counts at once rather than waiting there. Exit 1 when a box
 // disagrees with the single store once in sync, 2 on a usage or set-up error.
 #include <nats/nats.h>
 
@@ -46,6 +49,7 @@ struct Args {
   uint64_t obs = 300000, values = 50000, users = 5000;
   uint32_t z = 10;
   double dt_s = 3600, duration_s = 7200, rate = 0;
+  size_t restart_heap = size_t{1} << 20;  // the restarted box's wait heap (zanon::Config::max_pending)
 };
 
 double secs(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); }
@@ -86,8 +90,9 @@ struct Box {
   std::unique_ptr<share::Client> client;
 };
 
-zanon::Config store_config(const Args& a, const share::Keys& k) {
+zanon::Config store_config(const Args& a, const share::Keys& k, size_t max_pending = size_t{1} << 20) {
   zanon::Config c;
+  c.max_pending = max_pending;
   c.max_values = size_t(a.values) * 2;
   c.zmax = a.z;
   c.max_dt_ns = uint64_t(a.dt_s * 1e9);
@@ -96,10 +101,12 @@ zanon::Config store_config(const Args& a, const share::Keys& k) {
   return c;
 }
 
-Box make_box(const Args& a, const share::Keys& k, const share::Settings& s) {
+// live: packet times are the wall clock (amon run); the trace's times are
+// all in the past then, so what a restarted box replays counts at once.
+Box make_box(const Args& a, const share::Keys& k, const share::Settings& s, bool live = false) {
   Box b;
-  b.store = std::make_unique<zanon::Store>(store_config(a, k));
-  b.client = std::make_unique<share::Client>(s, *b.store, uint64_t(a.dt_s * 1e9), false,
+  b.store = std::make_unique<zanon::Store>(store_config(a, k, live ? a.restart_heap : size_t{1} << 20));
+  b.client = std::make_unique<share::Client>(s, *b.store, uint64_t(a.dt_s * 1e9), live,
                                              [](bool e, const std::string& m) {
                                                if (e) std::fprintf(stderr, "share: %s\n", m.c_str());
                                              });
@@ -109,7 +116,8 @@ Box make_box(const Args& a, const share::Keys& k, const share::Settings& s) {
 int usage() {
   std::fprintf(stderr,
                "usage: bench_share --url nats://HOST:PORT --key FILE [--boxes K] [--obs N] [--values V]\n"
-               "                   [--users U] [--z Z] [--dt S] [--duration S] [--rate OBS_PER_S] [--stream NAME]\n");
+               "                   [--users U] [--z Z] [--dt S] [--duration S] [--rate OBS_PER_S] [--stream NAME]\n"
+               "                   [--restart-heap N]\n");
   return 2;
 }
 
@@ -132,6 +140,7 @@ int main(int argc, char** argv) {
     else if (o == "--dt") a.dt_s = std::stod(v);
     else if (o == "--duration") a.duration_s = std::stod(v);
     else if (o == "--rate") a.rate = std::stod(v);
+    else if (o == "--restart-heap") a.restart_heap = std::stoull(v);
     else return usage();
   }
   if (a.url.empty() || a.key.empty() || a.boxes < 1 || a.values < 1 || a.users < 1 || a.z < 1 ||
@@ -236,10 +245,11 @@ int main(int argc, char** argv) {
 
   // A box (re)started now replays the stream's last dt before it decides.
   const auto r0 = Clock::now();
-  Box late = make_box(a, keys, s);
+  Box late = make_box(a, keys, s, true);
   late.client->start();
   const auto r1 = Clock::now();
   const share::Status lq = late.client->status();
+  const zanon::Stats lz = late.store->stats();
   uint64_t late_same = 0;
   late.store->apply_due(t_end);
   for (uint64_t v = 0; v < a.values; ++v) {
@@ -272,9 +282,10 @@ int main(int argc, char** argv) {
               (unsigned long long)same, (unsigned long long)a.values, (unsigned long long)rel_ref);
   std::printf("released while feeding: boxes %llu, single store %llu; released by a box where one store hides: %llu\n",
               (unsigned long long)released_box, (unsigned long long)released_ref, (unsigned long long)early);
-  std::printf("restart: replayed %llu observations in %.3f s = %.2f M/s; %llu of %llu values equal to one store\n",
+  std::printf("restart (live): replayed %llu observations in %.3f s = %.2f M/s, %llu dropped; %llu of %llu values "
+              "equal to one store\n",
               (unsigned long long)lq.received, secs(r0, r1), double(lq.received) / secs(r0, r1) / 1e6,
-              (unsigned long long)late_same, (unsigned long long)a.values);
+              (unsigned long long)lz.received_dropped, (unsigned long long)late_same, (unsigned long long)a.values);
   std::printf("memory per box: store table %.1f MiB (%llu bytes per entry), process RSS for one store %.1f MiB\n",
               double(zs.table_bytes) / 1048576.0, (unsigned long long)zs.bytes_per_entry, double(rss_store) / 1024.0);
   return synced && same == a.values && late_same == a.values && early == 0 ? 0 : 1;
