@@ -119,6 +119,23 @@ void ProgramInstance::ayiya_follow(uint8_t* buf, uint32_t cap, const Decoded& d)
   }
 }
 
+// A Teredo origin indication's address takes the tunnel endpoints' rule
+// (a user's address its client rule): undisguised, rewritten, disguised
+// again. Its port is kept, as the endpoints' ports are. The outer UDP
+// checksum follows (encap_fix sums the whole span again).
+bool ProgramInstance::teredo_origin_rule(uint8_t* buf, uint32_t cap, const EncapLayer& L, RtAction* act,
+                                         ApplyCtx& ctx) {
+  uint32_t at;
+  if (!teredo_origin(buf, cap, L, at)) return true;
+  uint8_t a[4];
+  for (int k = 0; k < 4; ++k) a[k] = uint8_t(~buf[at + 4 + k]);
+  ctx.family = 4;
+  if (endpoint_action(act, a, 4)->addr(a, ctx) == ActResult::Drop) return false;
+  ctx.family = L.ip_version;
+  for (int k = 0; k < 4; ++k) buf[at + 4 + k] = uint8_t(~a[k]);
+  return true;
+}
+
 bool ProgramInstance::encap_rules(uint8_t* buf, uint32_t cap, const Decoded& d, Eval& e, ApplyCtx& ctx) {
   const Program& P = prog_;
   const auto& F = l2l4::g_fields;
@@ -151,11 +168,13 @@ bool ProgramInstance::encap_rules(uint8_t* buf, uint32_t cap, const Decoded& d, 
       ctx.family = L.ip_version;
       if (zero) {
         std::memset(a, 0, 2 * al);
+        if (uint32_t at; teredo_origin(buf, cap, L, at)) std::memset(buf + at + 2, 0xff, 6);  // port and address 0
       } else {
         const uint8_t pc = L.kind == Encap::Gre && L.gre_v1 ? e.m->pptp_client : 0;
         RtAction* sa = endpoint_action(act, a, L.ip_version, pc & 1);
         RtAction* da = endpoint_action(act, a + al, L.ip_version, pc & 2);
         if (sa->addr(a, ctx) == ActResult::Drop || da->addr(a + al, ctx) == ActResult::Drop) return false;
+        if (!teredo_origin_rule(buf, cap, L, act, ctx)) return false;
         if (!sa->modifies && !da->modifies) continue;
       }
       encap_changed_ |= uint8_t(1u << i);

@@ -235,6 +235,11 @@ const char* encap_name(Encap e);
 // sending endpoint's tunnel address (a SixXS identity is the IPv6 address
 // of the tunnel's end), or a number or name that identifies it.
 bool ayiya_identity(const uint8_t* p, uint32_t cap, const EncapLayer& L, uint32_t& at, uint32_t& len);
+// A Teredo layer's origin indication (RFC 4380 5.1.1), 8 bytes at `at`
+// when captured: the port and IPv4 address of the host a relay or server
+// heard from (in a qualification answer, the client's own public mapping),
+// each XORed with all ones, a disguise anyone undoes.
+bool teredo_origin(const uint8_t* p, uint32_t cap, const EncapLayer& L, uint32_t& at);
 
 // One fragment of an outer IP datagram (no encapsulation decoded above it,
 // no PPPoE, every byte captured; IPv6: the fragment header after the fixed

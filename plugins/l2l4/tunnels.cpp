@@ -529,6 +529,16 @@ bool ayiya_identity(const uint8_t* p, uint32_t cap, const EncapLayer& L, uint32_
   return at + len <= std::min<uint32_t>(cap, L.inner_off);
 }
 
+bool teredo_origin(const uint8_t* p, uint32_t cap, const EncapLayer& L, uint32_t& at) {
+  if (L.kind != Encap::Teredo || !L.udp_off) return false;
+  uint32_t q = L.udp_off + 8u;
+  const uint32_t end = std::min<uint32_t>(cap, L.inner_off);
+  if (q + 4 <= end && rd16(p + q) == 0x0001) q += 4u + p[q + 2] + p[q + 3] + 9u;  // authentication indicator
+  if (q + 8 > end || rd16(p + q) != 0x0000) return false;
+  at = q;
+  return true;
+}
+
 const char* encap_name(Encap e) {
   switch (e) {
     case Encap::Ip: return "ip-in-ip";

@@ -11,6 +11,10 @@
    it accepts connections; ip.server's z-anonymity never releases it,
    however many peers connect to it. A real server connected by as many
    peers is still released (the check is not vacuous).
+3. A Teredo origin indication (the port and IPv4 address of the host a
+   relay heard from, XORed with all ones) takes the tunnel endpoints' rule:
+   under `tunnel.addr : prefix(16)` every origin address of
+   tunnel-teredo.pcap leaves as its /16, its port kept.
 
 usage: test_clients_everywhere.py AMON"""
 
@@ -87,6 +91,23 @@ def main():
     if S not in seen:
         fails.append(f"p2p: the real server {S} was not released (the check proves nothing)")
     print(f"p2p: user in clear: {U in seen}; server released: {S in seen}")
+
+    # 3: Teredo origin indications.
+    inp = os.path.join(pdir, "tunnel-teredo.pcap")
+    pol3 = L.write_policy(work, "teredo.amon", "tunnel.addr : prefix(16)\n")
+    out = os.path.join(work, "teredo-origin.out.pcap")
+    L.run_amon(amon, inp, [("t", pol3, out)])
+    fields = ["teredo.orig.addr", "teredo.orig.port"]
+    before = {r[0]: r[1:] for r in L.tshark_fields(inp, fields) if r[1]}
+    after = {r[0]: r[1:] for r in L.tshark_fields(out, fields) if r[1]}
+    if not before:
+        fails.append("teredo: no origin indication in the input (the check proves nothing)")
+    for frame, (addr, port) in sorted(before.items()):
+        want = str(ipaddress.ip_network(addr[0] + "/16", strict=False).network_address)
+        got = after.get(frame)
+        if not got or got[0] != [want] or got[1] != port:
+            fails.append(f"teredo frame {frame}: origin {addr[0]}:{port[0]} left as {got}, expected {want}:{port[0]}")
+    print(f"teredo: {len(before)} origin indications, each as its /16")
     sys.exit(L.report(fails, "ok"))
 
 
