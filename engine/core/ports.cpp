@@ -54,7 +54,12 @@ void setup_port(Engine& E, uint16_t port, uint16_t nrxq, uint16_t ntxq, bool rss
   if (rte_eth_dev_info_get(port, &info) != 0) throw std::runtime_error("cannot query port " + std::to_string(port));
   // An AF_XDP socket is one Rx and one Tx ring: net_af_xdp refuses a port
   // configured with unpaired queues.
-  if (info.driver_name && std::strcmp(info.driver_name, "net_af_xdp") == 0) nrxq = ntxq = std::max(nrxq, ntxq);
+  const bool xdp = info.driver_name && std::strcmp(info.driver_name, "net_af_xdp") == 0;
+  if (xdp) nrxq = ntxq = std::max(nrxq, ntxq);
+  // An AF_XDP socket's receive ring as deep as the buffers its driver puts
+  // on the fill ring (2,048): a burst the lcore is late for fills those
+  // before the ring overflows.
+  const uint16_t rx_desc = xdp ? std::max<uint16_t>(1024, info.default_rxportconf.ring_size) : 1024;
   if (rss) {
     conf.rxmode.mq_mode = RTE_ETH_MQ_RX_RSS;
     conf.rx_adv_conf.rss_conf.rss_key = sym_key;
@@ -72,7 +77,7 @@ void setup_port(Engine& E, uint16_t port, uint16_t nrxq, uint16_t ntxq, bool rss
   if (rc != 0) throw std::runtime_error("port " + std::to_string(port) + ": configure failed: " + rte_strerror(-rc));
   int sock = rte_eth_dev_socket_id(port);
   for (uint16_t q = 0; q < nrxq; ++q)
-    if ((rc = rte_eth_rx_queue_setup(port, q, 1024, sock, nullptr, E.pool)) != 0)
+    if ((rc = rte_eth_rx_queue_setup(port, q, rx_desc, sock, nullptr, E.pool)) != 0)
       throw std::runtime_error("port " + std::to_string(port) + ": rx queue setup failed: " + rte_strerror(-rc));
   for (uint16_t q = 0; q < ntxq; ++q)
     if ((rc = rte_eth_tx_queue_setup(port, q, 1024, sock, nullptr)) != 0)
