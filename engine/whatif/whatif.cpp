@@ -58,7 +58,8 @@ const char* kUsage =
     "  Occurrences: the names the protocol plugins read in what a client sends\n"
     "  (DNS queries, TLS ClientHello SNIs, HTTP request Hosts), one packet at a time\n"
     "  (a name split over TCP segments is not read); one user = the address that\n"
-    "  sent the name.\n"
+    "  sent the name. IN may have any link type amon pcap reads (802.11 with\n"
+    "  radiotap or PPI too): names are read from the frames the engine sees.\n"
     "  DIR gets whatif.csv, hidden.png, flows.png (gnuplot), boxes.png with --boxes, and summary.txt.\n";
 
 int usage(const std::string& msg) {
