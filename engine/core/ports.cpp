@@ -184,7 +184,12 @@ rte_mempool* create_xdp_pool(const Engine& E, int socket) {
   priv.mbuf_data_room_size = uint16_t(elt - sizeof(rte_mbuf));
   rte_pktmbuf_pool_init(mp, &priv);
   mz = rte_memzone_reserve_aligned("amon_pool_xdp", size_t(E.sizes.mbufs) * page, socket, 0, page);
-  if (!mz) return fail(ENOMEM);
+  if (!mz) {
+    fail(ENOMEM);
+    throw std::runtime_error("mbuf pool: net_af_xdp needs it in one piece, and EAL has no free " +
+                             std::to_string((size_t(E.sizes.mbufs) * page) >> 20) + " MiB zone (" +
+                             std::to_string(E.sizes.mbufs) + " mbufs of one page; see `mbufs` and EAL's -m)");
+  }
   auto free_zone = [](rte_mempool_memhdr*, void* opaque) { rte_memzone_free(static_cast<const rte_memzone*>(opaque)); };
   if (rte_mempool_populate_virt(mp, static_cast<char*>(mz->addr), mz->len, page, free_zone,
                                 const_cast<rte_memzone*>(mz)) < 0 ||
