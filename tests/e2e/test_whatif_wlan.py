@@ -15,6 +15,7 @@ usage: test_whatif_wlan.py AMON"""
 
 import csv
 import os
+import shutil
 import struct
 import subprocess
 import sys
@@ -96,6 +97,8 @@ def main():
                 fails.append("%s: z=%s dt=%s: %s, Ethernet %s" % (name, a["z"], a["dt"], a, b))
         if len(rows) != len(ref):
             fails.append("%s: %d rows, Ethernet %d" % (name, len(rows), len(ref)))
+    if not fails:
+        shutil.rmtree(work, ignore_errors=True)
     return L.report(fails, "ok: whatif reads radiotap, PPI and plain 802.11 as Ethernet (%d queries)" % total)
 
 
