@@ -13,7 +13,23 @@
 #include <string>
 #include <vector>
 
+namespace amon::pcapio {
+struct Record;
+}
+
 namespace amon::audit {
+
+// A capture record as the engine's packet path sees it: Ethernet as it is;
+// a link layer with fields of its own (802.11) reduced behind its stand-in
+// header; another link type's rest behind the stand-in Ethernet header.
+// `amon audit` reads the original and the anonymized capture so, and
+// `amon whatif` its capture, so values are found where the engine finds them.
+struct Frame {
+  uint64_t ts;
+  uint32_t wire;
+  std::vector<uint8_t> bytes;
+};
+Frame as_engine_sees(const pcapio::Record& r);
 
 struct Options {
   std::string policy, original, anonymized;

@@ -11,13 +11,6 @@
 
 namespace amon::audit {
 
-namespace {
-
-// A record as the engine's packet path sees it: Ethernet as it is; a link
-// layer with fields of its own (802.11) reduced behind its stand-in
-// header; another link type's rest behind the stand-in Ethernet header.
-// The original and the anonymized capture are read alike, so values are
-// found at the same places in both.
 Frame as_engine_sees(const pcapio::Record& r) {
   const uint32_t wire = r.len < r.caplen ? r.caplen : r.len;
   if (r.linktype == DLT_EN10MB) return {r.ts_ns, r.len, std::vector<uint8_t>(r.data, r.data + r.caplen)};
@@ -35,8 +28,6 @@ Frame as_engine_sees(const pcapio::Record& r) {
   b.insert(b.end(), r.data + hl, r.data + r.caplen);
   return {r.ts_ns, wire - hl + pcapio::kStandInLen, std::move(b)};
 }
-
-}  // namespace
 
 bool read_pcap(const std::string& path, std::vector<Frame>& out, int& linktype, std::string& err) {
   try {

@@ -31,12 +31,6 @@ namespace amon::audit {
 
 enum class Kind : uint8_t { Addr4, Addr6, Mac, Name, Text };
 
-struct Frame {
-  uint64_t ts;
-  uint32_t wire;
-  std::vector<uint8_t> bytes;
-};
-
 bool read_pcap(const std::string& path, std::vector<Frame>& out, int& linktype, std::string& err);
 
 // How a rule of the policy treats one field.

@@ -5,7 +5,9 @@
 #include <rte_errno.h>
 #include <rte_lcore.h>
 #include <rte_mbuf_pool_ops.h>
+#include <rte_memzone.h>
 #include <rte_mempool.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstring>
@@ -52,7 +54,12 @@ void setup_port(Engine& E, uint16_t port, uint16_t nrxq, uint16_t ntxq, bool rss
   if (rte_eth_dev_info_get(port, &info) != 0) throw std::runtime_error("cannot query port " + std::to_string(port));
   // An AF_XDP socket is one Rx and one Tx ring: net_af_xdp refuses a port
   // configured with unpaired queues.
-  if (info.driver_name && std::strcmp(info.driver_name, "net_af_xdp") == 0) nrxq = ntxq = std::max(nrxq, ntxq);
+  const bool xdp = info.driver_name && std::strcmp(info.driver_name, "net_af_xdp") == 0;
+  if (xdp) nrxq = ntxq = std::max(nrxq, ntxq);
+  // An AF_XDP socket's receive ring as deep as the buffers its driver puts
+  // on the fill ring (2,048): a burst the lcore is late for fills those
+  // before the ring overflows.
+  const uint16_t rx_desc = xdp ? std::max<uint16_t>(1024, info.default_rxportconf.ring_size) : 1024;
   if (rss) {
     conf.rxmode.mq_mode = RTE_ETH_MQ_RX_RSS;
     conf.rx_adv_conf.rss_conf.rss_key = sym_key;
@@ -70,7 +77,7 @@ void setup_port(Engine& E, uint16_t port, uint16_t nrxq, uint16_t ntxq, bool rss
   if (rc != 0) throw std::runtime_error("port " + std::to_string(port) + ": configure failed: " + rte_strerror(-rc));
   int sock = rte_eth_dev_socket_id(port);
   for (uint16_t q = 0; q < nrxq; ++q)
-    if ((rc = rte_eth_rx_queue_setup(port, q, 1024, sock, nullptr, E.pool)) != 0)
+    if ((rc = rte_eth_rx_queue_setup(port, q, rx_desc, sock, nullptr, E.pool)) != 0)
       throw std::runtime_error("port " + std::to_string(port) + ": rx queue setup failed: " + rte_strerror(-rc));
   for (uint16_t q = 0; q < ntxq; ++q)
     if ((rc = rte_eth_tx_queue_setup(port, q, 1024, sock, nullptr)) != 0)
@@ -125,11 +132,96 @@ uint64_t pcap_bytes_read(const Engine& E) {
   return b;
 }
 
+namespace {
+
+bool has_af_xdp_port() {
+  uint16_t port;
+  RTE_ETH_FOREACH_DEV(port) {
+    rte_eth_dev_info info;
+    if (rte_eth_dev_info_get(port, &info) == 0 && info.driver_name &&
+        std::strcmp(info.driver_name, "net_af_xdp") == 0)
+      return true;
+  }
+  return false;
+}
+
+// The pool of a run with a net_af_xdp port. DPDK 22.11's driver registers
+// the pool's memory as the socket's UMEM, but takes its extent to be the
+// first memory chunk's page plus pool size times object size: it assumes
+// mbufs packed back to back. The default pool keeps each mbuf inside one
+// page (one 2.3 KiB mbuf per 4 KiB page without huge pages), so about 40 %
+// of the mbufs lie past the UMEM's end. The kernel drops such a buffer from
+// the fill ring without a word: every one the driver hands it is lost, and
+// the port stops receiving once the pool has drained that way (15,391
+// frames, then every frame missed). Here each object is exactly one page,
+// from a page-aligned zone in one piece: every mbuf is inside the UMEM, and
+// none crosses a page (a zero-copy driver refuses a buffer that spans two
+// pages not contiguous in DMA). The data room grows to what the page
+// leaves (3,904 bytes); the memory is what the default pool commits.
+rte_mempool* create_xdp_pool(const Engine& E, int socket) {
+  const size_t page = size_t(getpagesize());  // what the driver aligns the UMEM to
+  const unsigned flags = RTE_MEMPOOL_F_NO_SPREAD;  // the spread would pad the object past the page
+  rte_mempool_objsz sz{};
+  rte_mempool_calc_obj_size(sizeof(rte_mbuf), flags, &sz);
+  const uint32_t elt = uint32_t(page - sz.header_size);
+  if (rte_mempool_calc_obj_size(elt, flags, nullptr) != page) {
+    rte_errno = EINVAL;
+    return nullptr;
+  }
+  rte_mempool* mp = rte_mempool_create_empty("amon_pool", E.sizes.mbufs, elt, E.sizes.mbuf_cache,
+                                             sizeof(rte_pktmbuf_pool_private), socket, flags);
+  if (!mp) return nullptr;
+  const rte_memzone* mz = nullptr;
+  auto fail = [&](int err) -> rte_mempool* {
+    const bool zone_held = mp->nb_mem_chunks > 0;  // then the pool frees it
+    rte_mempool_free(mp);
+    if (mz && !zone_held) rte_memzone_free(mz);
+    rte_errno = err;
+    return nullptr;
+  };
+  if (rte_mempool_set_ops_byname(mp, rte_mbuf_best_mempool_ops(), nullptr) != 0) return fail(EINVAL);
+  rte_pktmbuf_pool_private priv{};
+  priv.mbuf_data_room_size = uint16_t(elt - sizeof(rte_mbuf));
+  rte_pktmbuf_pool_init(mp, &priv);
+  mz = rte_memzone_reserve_aligned("amon_pool_xdp", size_t(E.sizes.mbufs) * page, socket, 0, page);
+  if (!mz) {
+    fail(ENOMEM);
+    throw std::runtime_error("mbuf pool: net_af_xdp needs it in one piece, and EAL has no free " +
+                             std::to_string((size_t(E.sizes.mbufs) * page) >> 20) + " MiB zone (" +
+                             std::to_string(E.sizes.mbufs) + " mbufs of one page; see `mbufs` and EAL's -m)");
+  }
+  auto free_zone = [](rte_mempool_memhdr*, void* opaque) { rte_memzone_free(static_cast<const rte_memzone*>(opaque)); };
+  if (rte_mempool_populate_virt(mp, static_cast<char*>(mz->addr), mz->len, page, free_zone,
+                                const_cast<rte_memzone*>(mz)) < 0 ||
+      mp->populated_size != mp->size)
+    return fail(ENOMEM);
+  // What the driver will take for the UMEM must hold every object.
+  const uintptr_t base = uintptr_t(STAILQ_FIRST(&mp->mem_list)->addr) & ~uintptr_t(page - 1);
+  struct Span {
+    uintptr_t lo, hi;
+    bool ok = true;
+  } span{base, uintptr_t(STAILQ_FIRST(&mp->mem_list)->addr) + size_t(mp->populated_size) * page};
+  rte_mempool_obj_iter(
+      mp,
+      [](rte_mempool* m, void* arg, void* obj, unsigned) {
+        auto& s = *static_cast<Span*>(arg);
+        const uintptr_t start = uintptr_t(obj) - m->header_size;
+        s.ok = s.ok && start >= s.lo && start + m->header_size + m->elt_size + m->trailer_size <= s.hi;
+      },
+      &span);
+  if (!span.ok) return fail(EFAULT);
+  rte_mempool_obj_iter(mp, rte_pktmbuf_init, nullptr);
+  return mp;
+}
+
+}  // namespace
+
 // rte_pktmbuf_pool_create, but offline (no device that DMAs) with mbufs
 // packed back to back: on 4 KiB pages an IOVA-contiguous pool fits one
 // 2.3 KiB mbuf per page, 1.7 times the memory to commit and fault in.
 rte_mempool* create_pool(const Engine& E) {
   const int socket = int(rte_socket_id());
+  if (!E.cfg.offline && has_af_xdp_port()) return create_xdp_pool(E, socket);
   if (!E.cfg.offline)
     return rte_pktmbuf_pool_create("amon_pool", E.sizes.mbufs, E.sizes.mbuf_cache, 0, RTE_MBUF_DEFAULT_BUF_SIZE,
                                    socket);

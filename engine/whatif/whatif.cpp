@@ -26,8 +26,10 @@
 
 #include <arpa/inet.h>
 
+#include "audit.h"
 #include "config.h"
 #include "l2l4.h"
+#include "pcap_port.h"
 #include "pcapio.h"
 #include "protocol.h"
 #include "registry.h"
@@ -56,7 +58,8 @@ const char* kUsage =
     "  Occurrences: the names the protocol plugins read in what a client sends\n"
     "  (DNS queries, TLS ClientHello SNIs, HTTP request Hosts), one packet at a time\n"
     "  (a name split over TCP segments is not read); one user = the address that\n"
-    "  sent the name.\n"
+    "  sent the name. IN may have any link type amon pcap reads (802.11 with\n"
+    "  radiotap or PPI too): names are read from the frames the engine sees.\n"
     "  DIR gets whatif.csv, hidden.png, flows.png (gnuplot), boxes.png with --boxes, and summary.txt.\n";
 
 int usage(const std::string& msg) {
@@ -144,8 +147,8 @@ int read_capture(const std::string& path, const std::vector<bool>& fields, bool 
     err = e.what();
     return 2;
   }
-  if (p->linktype() != DLT_EN10MB) {
-    err = "link type " + std::to_string(p->linktype()) + " is not Ethernet";
+  if (!link_type_supported(p->linktype())) {
+    err = "link type " + link_type_name(p->linktype()) + " is not supported";
     return 1;
   }
   Progress prog(progress, p->file_bytes());
@@ -171,17 +174,29 @@ int read_capture(const std::string& path, const std::vector<bool>& fields, bool 
   };
 
   pcapio::Record rec;
+  audit::Frame frame;
+  uint64_t left_out = 0;
   while (p->next(rec) == 1) {
-    if (rec.linktype != DLT_EN10MB) continue;  // a pcapng's other interfaces
-    const uint8_t* data = rec.data;
+    if (!link_type_supported(rec.linktype)) {  // a pcapng's other interfaces
+      ++left_out;
+      continue;
+    }
     ++cap.packets;
     cap.bytes += rec.caplen;
     if ((cap.packets & 1023) == 0) prog.read(p->bytes_read(), cap.packets);
+    // Another link type than Ethernet is read as the engine reads it
+    // (802.11's data frames reach their IP packet behind LLC/SNAP).
+    const uint8_t* data = rec.data;
+    uint32_t caplen = rec.caplen, wire = rec.len;
+    if (rec.linktype != DLT_EN10MB) {
+      frame = audit::as_engine_sees(rec);
+      data = frame.bytes.data(), caplen = uint32_t(frame.bytes.size()), wire = frame.wire;
+    }
     Decoded d;
-    decode(data, rec.caplen, rec.len, d);
+    decode(data, caplen, wire, d);
     if (d.status != DecodeStatus::Ok || !d.has_ip() || (d.flags & (kFlagTunnel | kFlagLaterFragment))) continue;
     if (d.l4_proto != kProtoUdp && d.l4_proto != kProtoTcp) continue;
-    const uint32_t end = std::min<uint32_t>(rec.caplen, d.payload_off + d.payload_len);
+    const uint32_t end = std::min<uint32_t>(caplen, d.payload_off + d.payload_len);
     if (d.payload_off >= end) continue;
     const uint8_t* pl = data + d.payload_off;
     const size_t plen = end - d.payload_off;
@@ -220,6 +235,9 @@ int read_capture(const std::string& path, const std::vector<bool>& fields, bool 
   }
   err = p->error();
   prog.done();
+  if (left_out)
+    std::fprintf(stderr, "amon whatif: %llu packets of link types amon does not read were left out\n",
+                 (unsigned long long)left_out);
   if (!err.empty()) return 1;
 
   cap.users = users.size();
