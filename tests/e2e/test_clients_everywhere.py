@@ -11,6 +11,11 @@
    it accepts connections; ip.server's z-anonymity never releases it,
    however many peers connect to it. A real server connected by as many
    peers is still released (the check is not vacuous).
+3. The same with two workers, over which a host's flows are spread: what
+   the host initiated (TCP, or only datagrams) is learnt in input order for
+   every worker, so none of its incoming flows is released on a worker its
+   own flows did not reach; the output is the one worker's, byte for byte,
+   run after run.
 
 usage: test_clients_everywhere.py AMON"""
 
@@ -87,7 +92,53 @@ def main():
     if S not in seen:
         fails.append(f"p2p: the real server {S} was not released (the check proves nothing)")
     print(f"p2p: user in clear: {U in seen}; server released: {S in seen}")
+    spread_workers(amon, work, pol2, fails)
     sys.exit(L.report(fails, "ok"))
+
+
+def spread_workers(amon, work, pol, fails):
+    # H opens one TCP flow, then 12 peers connect to it, then it opens more
+    # to several peers; D only ever sends datagrams (DNS queries), then 12
+    # peers connect to it; S, a real server, takes 12 peers too. Twelve
+    # flows per host land on both of two workers (symmetric hash) all but
+    # surely.
+    H, D, S = "10.1.2.3", "10.4.5.6", "93.184.216.34"
+    frames = []
+    t = 1_700_000_000 * 10**9
+    frames += L.tcp_flow(t, H, "203.0.113.80", 40000)
+    t += 10**9
+    frames.append((t, L.udp4_frame(D, "198.51.100.53", 53001, 53, b"\x12\x34\x01\x00\x00\x01" + bytes(6)), True))
+    for i in range(12):
+        t += 10**9
+        frames += L.tcp_flow(t, f"198.51.100.{10 + i}", H, 50000 + i, sport=6881)
+        t += 10**9
+        frames += L.tcp_flow(t, f"198.51.100.{40 + i}", D, 52000 + i, sport=6882)
+        t += 10**9
+        frames += L.tcp_flow(t, f"198.51.100.{70 + i}", S, 51000 + i, sport=443)
+    for i in range(6):
+        t += 10**9
+        frames += L.tcp_flow(t, H, f"203.0.113.{100 + i}", 41000 + i)
+    inp = os.path.join(work, "spread.pcap")
+    L.write_pcap(inp, [(ts, f) for ts, f, _ in frames])
+    outs = {}
+    for workers, run in ((1, 0), (2, 0), (2, 1)):
+        out = os.path.join(work, f"spread.w{workers}.{run}.pcap")
+        L.run_amon(amon, inp, [("m", pol, out)], workers=workers)
+        with open(out, "rb") as f:
+            outs[(workers, run)] = f.read()
+        _, recs = L.read_pcap(out)
+        seen = {a for r in recs for a in (L.ipv4_addrs(r[3]) or ())}
+        for u in (H, D):
+            if u in seen:
+                fails.append(f"spread, {workers} worker(s): {u}, which initiated flows, released in clear as a server")
+        if S not in seen:
+            fails.append(f"spread, {workers} worker(s): the real server {S} was not released (the check proves nothing)")
+        print(f"spread, {workers} worker(s), run {run}: users in clear: {sorted({H, D} & seen)}; "
+              f"server released: {S in seen}")
+    if outs[(2, 0)] != outs[(2, 1)]:
+        fails.append("spread: two runs with 2 workers differ")
+    if outs[(1, 0)] != outs[(2, 0)]:
+        fails.append("spread: 1 and 2 workers give different outputs")
 
 
 if __name__ == "__main__":

@@ -94,9 +94,8 @@ TEST_CASE("several consumers: the burst route gives each the frames the per-pack
   int set_no = 0;
   for (const auto& set : kSets) {
     ++set_no;
-    // Each route has programs of its own: a program's state shared by its
-    // workers (the initiators it learnt) must not pass from one route to
-    // the other, which see the same packets at different times.
+    // Each route has programs of its own: no program state must pass from
+    // one route to the other, which see the same packets at different times.
     std::vector<std::unique_ptr<Program>> progs, progs_single;
     for (size_t i = 0; i < set.size(); ++i) {
       dsl::Diagnostics d;
