@@ -14,8 +14,8 @@
 3. The same with two workers, over which a host's flows are spread: what
    the host initiated (TCP, or only datagrams) is learnt in input order for
    every worker, so none of its incoming flows is released on a worker its
-   own flows did not reach; the output is the one worker's, byte for byte,
-   run after run.
+   own flows did not reach. With a server rule that counts nothing
+   (prefix), the output is the one worker's, byte for byte, run after run.
 
 usage: test_clients_everywhere.py AMON"""
 
@@ -92,11 +92,15 @@ def main():
     if S not in seen:
         fails.append(f"p2p: the real server {S} was not released (the check proves nothing)")
     print(f"p2p: user in clear: {U in seen}; server released: {S in seen}")
-    spread_workers(amon, work, pol2, fails)
+    pol3 = L.write_policy(work, "prefix.amon",
+                          'key k = file("keys/k.hex")\n'
+                          "ip.client : cryptopan(key=k)\n"
+                          "ip.server : prefix(24)\n")
+    spread_workers(amon, work, pol2, pol3, fails)
     sys.exit(L.report(fails, "ok"))
 
 
-def spread_workers(amon, work, pol, fails):
+def spread_workers(amon, work, pol, pol_prefix, fails):
     # H opens one TCP flow, then 12 peers connect to it, then it opens more
     # to several peers; D only ever sends datagrams (DNS queries), then 12
     # peers connect to it; S, a real server, takes 12 peers too. Twelve
@@ -120,25 +124,42 @@ def spread_workers(amon, work, pol, fails):
         frames += L.tcp_flow(t, H, f"203.0.113.{100 + i}", 41000 + i)
     inp = os.path.join(work, "spread.pcap")
     L.write_pcap(inp, [(ts, f) for ts, f, _ in frames])
-    outs = {}
-    for workers, run in ((1, 0), (2, 0), (2, 1)):
-        out = os.path.join(work, f"spread.w{workers}.{run}.pcap")
-        L.run_amon(amon, inp, [("m", pol, out)], workers=workers)
-        with open(out, "rb") as f:
-            outs[(workers, run)] = f.read()
+    def addrs(out):
         _, recs = L.read_pcap(out)
-        seen = {a for r in recs for a in (L.ipv4_addrs(r[3]) or ())}
+        return {a for r in recs for a in (L.ipv4_addrs(r[3]) or ())}
+
+    # z-anonymity: the users are never released. (Which of S's flows
+    # reaches z first depends on which worker counts first: not compared.)
+    for workers in (1, 2):
+        out = os.path.join(work, f"spread.z.w{workers}.pcap")
+        L.run_amon(amon, inp, [("m", pol, out)], workers=workers)
+        seen = addrs(out)
         for u in (H, D):
             if u in seen:
                 fails.append(f"spread, {workers} worker(s): {u}, which initiated flows, released in clear as a server")
         if S not in seen:
             fails.append(f"spread, {workers} worker(s): the real server {S} was not released (the check proves nothing)")
-        print(f"spread, {workers} worker(s), run {run}: users in clear: {sorted({H, D} & seen)}; "
-              f"server released: {S in seen}")
-    if outs[(2, 0)] != outs[(2, 1)]:
-        fails.append("spread: two runs with 2 workers differ")
+        print(f"spread, {workers} worker(s): users in clear: {sorted({H, D} & seen)}; server released: {S in seen}")
+    # A server rule without counts: the users take the client's rule on
+    # every worker, the server its prefix, and the runs agree byte for byte.
+    outs = {}
+    for workers, run in ((1, 0), (2, 0), (2, 1), (2, 2)):
+        out = os.path.join(work, f"spread.p.w{workers}.{run}.pcap")
+        L.run_amon(amon, inp, [("m", pol_prefix, out)], workers=workers)
+        with open(out, "rb") as f:
+            outs[(workers, run)] = f.read()
+        seen = addrs(out)
+        for u in (H, D):
+            if u.rsplit(".", 1)[0] + ".0" in seen:
+                fails.append(f"spread (prefix), {workers} worker(s): {u}, which initiated flows, took the server's prefix")
+        if "93.184.216.0" not in seen:
+            fails.append(f"spread (prefix), {workers} worker(s): the real server {S} did not take its prefix")
+    for run in (1, 2):
+        if outs[(2, run)] != outs[(2, 0)]:
+            fails.append(f"spread (prefix): 2-worker run {run} differs from run 0")
     if outs[(1, 0)] != outs[(2, 0)]:
-        fails.append("spread: 1 and 2 workers give different outputs")
+        fails.append("spread (prefix): 1 and 2 workers give different outputs")
+    print(f"spread (prefix): 1 worker and 3 runs with 2 workers byte-identical: {len(set(outs.values())) == 1}")
 
 
 if __name__ == "__main__":

@@ -65,6 +65,7 @@ rte_mbuf* mbuf_of(const uint8_t* data, uint32_t cap, uint32_t wire, uint64_t ts)
   std::memcpy(rte_pktmbuf_append(m, uint16_t(n)), data, n);
   mbuf_set_ts(m, ts);
   mbuf_set_wire_len(m, wire);
+  mbuf_set_seq(m, 0);  // a recycled mbuf's number (and what it says of initiators) is gone, as in the engine
   return m;
 }
 
