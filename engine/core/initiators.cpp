@@ -17,12 +17,20 @@ uint64_t mix(uint64_t h) {
   return h ^ (h >> 33);
 }
 
-// Never 0 (an empty slot).
+// Never 0 (an empty slot). One mix for IPv4, two for IPv6.
 uint64_t host_fp(const uint8_t* a, unsigned alen) {
-  uint64_t x = 0, y = 0;
-  std::memcpy(&x, a, alen == 4 ? 4 : 8);
-  if (alen == 16) std::memcpy(&y, a + 8, 8);
-  return mix(x ^ mix(y + alen)) | 1;
+  uint64_t x = 0;
+  if (alen == 4) {
+    uint32_t v;
+    std::memcpy(&v, a, 4);
+    x = v;
+  } else {
+    uint64_t y;
+    std::memcpy(&x, a, 8);
+    std::memcpy(&y, a + 8, 8);
+    x = mix(x) ^ y;
+  }
+  return mix(x + alen) | 1;
 }
 
 }  // namespace
@@ -50,8 +58,9 @@ uint8_t InitiatorLog::observe(const uint8_t* pkt, uint32_t cap, const Decoded& d
   } else if (ports || !(d.flags & kFlagLaterFragment)) {
     const bool syn = d.l4_proto == kProtoTcp && l4 && (d.tcp_flags & 0x02);
     // The flow, the same both ways (its ends ordered).
-    const uint64_t a = mix(src ^ (ports ? d.sport : 0)), b = mix(dst ^ (ports ? d.dport : 0));
-    const uint64_t fp = mix(std::min(a, b) * 31 + std::max(a, b) + d.l4_proto) | 1;
+    const uint64_t a = src + (ports ? d.sport : 0) * 0x9e3779b97f4a7c15ULL;
+    const uint64_t b = dst + (ports ? d.dport : 0) * 0x9e3779b97f4a7c15ULL;
+    const uint64_t fp = mix((std::min(a, b) * 0xbf58476d1ce4e5b9ULL ^ std::max(a, b)) + d.l4_proto) | 1;
     const bool first = !seen_flow(fp);
     if (syn) {
       init = d.tcp_flags & 0x10 ? dst : src;
