@@ -489,6 +489,7 @@ EngineResult run_engine(const EngineConfig& cfg_in) {
     start_memory(E);
     start_zstore(E);
     start_programs(E, result);
+    note_initiators(E);
     open_inputs(E, result);
     open_outputs(E);
     start_ports(E);

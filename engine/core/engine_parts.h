@@ -212,6 +212,11 @@ struct Engine {
   // given (published before the packet is enqueued).
   uint64_t next_seq = 1;
   std::atomic<uint64_t> dispatched_seq{0};
+  // Hosts seen initiating flows, learnt by the dispatcher in input order
+  // for several workers while some program needs it (learn_initiators);
+  // kept once made, so a reload that needs it again remembers.
+  std::unique_ptr<InitiatorLog> initiators;
+  bool learn_initiators = false;
   // Every input a capture file or a file-backed vdev: outputs wait for room
   // as offline runs do (nothing has a line rate to keep up with).
   bool lossless_out = false;
@@ -276,6 +281,8 @@ uint16_t attach_port(const std::string& spec);
 void setup_port(Engine& E, uint16_t port, uint16_t nrxq, uint16_t ntxq, bool rss);
 int output_link_type(const Engine& E);
 void dispatch(Engine& E, rte_mbuf** pkts, unsigned n, bool wait);
+// Whether the dispatcher learns initiators for E.programs (Engine::initiators).
+void note_initiators(Engine& E);
 unsigned drain_outputs(Engine& E);
 bool outputs_empty(Engine& E);
 uint64_t pcap_bytes_read(const Engine& E);

@@ -68,13 +68,29 @@ inline bool mbuf_origin(const rte_mbuf* m, uint16_t& input, uint16_t& dlt) {
 // lives in the mbuf's 8-byte hash union: the dynamic field area is full, and
 // nothing past the receive reads the NIC's RSS hash (the workers hash the
 // flow themselves). Copies carry it (rte_pktmbuf_copy, mbuf_copy_meta).
+// Its top three bits carry what the dispatcher learnt, in input order, of
+// who initiates flows (initiators.h): whether it did, and the packet's
+// InitiatorLog bits.
+constexpr unsigned kSeqBits = 61;
+constexpr uint64_t kSeqMask = (uint64_t(1) << kSeqBits) - 1, kSeqInitiators = uint64_t(4) << kSeqBits;
 inline uint64_t mbuf_seq(const rte_mbuf* m) {
   uint64_t s;
   static_assert(sizeof(m->hash) == sizeof(s));
   std::memcpy(&s, &m->hash, sizeof(s));
-  return s;
+  return s & kSeqMask;
 }
 inline void mbuf_set_seq(rte_mbuf* m, uint64_t s) { std::memcpy(&m->hash, &s, sizeof(s)); }
+// The number and the initiator bits (InitiatorLog::observe) together.
+inline void mbuf_set_seq(rte_mbuf* m, uint64_t s, uint8_t initiating) {
+  mbuf_set_seq(m, s | kSeqInitiators | uint64_t(initiating & 3) << kSeqBits);
+}
+// False when the dispatcher learnt nothing for this packet.
+inline bool mbuf_initiating(const rte_mbuf* m, uint8_t& bits) {
+  uint64_t s;
+  std::memcpy(&s, &m->hash, sizeof(s));
+  bits = uint8_t(s >> kSeqBits & 3);
+  return s & kSeqInitiators;
+}
 // Every per-packet field of `src` a record made from it needs (the dynamic
 // fields and the sequence number).
 inline void mbuf_copy_meta(rte_mbuf* dst, const rte_mbuf* src) {

@@ -92,24 +92,32 @@ void setup_port(Engine& E, uint16_t port, uint16_t nrxq, uint16_t ntxq, bool rss
 // (the worker decodes it again). A live input drops the packet when its
 // worker's ring is full (counted); a capture file or a file-backed vdev
 // (`wait`) waits instead, sending on port outputs meanwhile.
+// Where a program needs to know who initiates flows, the dispatcher learns
+// it here, where a host's flows meet in input order whichever workers they
+// go to, and writes it on the packet (initiators.h); one worker learns it
+// itself over the same order.
 void dispatch(Engine& E, rte_mbuf** pkts, unsigned n, bool wait) {
   const unsigned nw = unsigned(E.workers.size());
+  const bool learn = nw > 1 && E.learn_initiators;
   for (unsigned i = 0; i < n; ++i) {
     rte_mbuf* m = pkts[i];
     unsigned wi = 0;
+    uint8_t initiating = 0;
     if (nw > 1) {
       Decoded d;
       const uint8_t* data = rte_pktmbuf_mtod(m, const uint8_t*);
       // The first segment holds every header we hash on.
       decode(data, m->data_len, mbuf_wire_len(m), d);
       wi = symmetric_flow_hash(data, d) % nw;
+      if (learn) initiating = E.initiators->observe(data, m->data_len, d);
     }
     // Published before the enqueue: a worker that finds its ring empty
     // after reading it has had every earlier packet meant for it, and a
     // reader never sees a record with a number not yet given (ordered.h).
     // One worker needs no merge, but the number still tells its writers
     // which records its held packets made leave late.
-    mbuf_set_seq(m, E.next_seq);
+    if (learn) mbuf_set_seq(m, E.next_seq, initiating);
+    else mbuf_set_seq(m, E.next_seq);
     E.dispatched_seq.store(E.next_seq++, std::memory_order_release);
     Worker& w = *E.workers[wi];
     if (wait) {
@@ -123,6 +131,12 @@ void dispatch(Engine& E, rte_mbuf** pkts, unsigned n, bool wait) {
     }
     ++w.dispatched;
   }
+}
+
+void note_initiators(Engine& E) {
+  E.learn_initiators = false;
+  for (const auto& p : E.programs) E.learn_initiators = E.learn_initiators || p->learns_initiators();
+  if (E.learn_initiators && !E.initiators) E.initiators = std::make_unique<InitiatorLog>();
 }
 
 uint64_t pcap_bytes_read(const Engine& E) {

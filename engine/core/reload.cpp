@@ -209,6 +209,7 @@ void apply_reload(Engine& E, StagedReload& st) {
   lock.unlock();  // publishing waits on the workers, not on telemetry
   const uint64_t t_pub = wall_ns();
   const uint64_t t_taken = publish(E, st);
+  note_initiators(E);
   const uint64_t t2 = wall_ns();
   lock.lock();
   ++E.generation;

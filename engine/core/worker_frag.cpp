@@ -53,6 +53,7 @@ void WorkerPath::outer_whole(uint32_t idx, Sink sink, void* ctx) {
   PacketMeta meta;
   meta.ts_ns = g.frags.back().ts;
   meta.whole_datagram = true;
+  meta.initiating = stamped_initiating(g.frags.back().m);
   flow_of(data, d, len, meta);
   note_packet(data, d, meta);
   if (use_l7_ || !active_.empty()) {

@@ -27,7 +27,7 @@ void WorkerPath::configure() {
   identity_.clear();
   sharers_ = modifiers_ = 0;
   hold_apps_ = 0;
-  use_l7_ = wants_flows_ = false;
+  use_l7_ = wants_flows_ = learn_init_ = false;
   uint32_t probe_apps = 0;
   for (auto& inst : progs_) {
     const Program& p = inst->program();
@@ -35,6 +35,7 @@ void WorkerPath::configure() {
     (p.identity() ? sharers_ : modifiers_)++;
     use_l7_ = use_l7_ || p.wants_l7();
     wants_flows_ = wants_flows_ || p.wants_flows();
+    learn_init_ = learn_init_ || p.learns_initiators();
     // Protocol plugins' content probes run for the applications protected.
     probe_apps |= p.protected_apps() & ~((1u << kFirstPluginApp) - 1);
     hold_apps_ |= p.held_apps();
@@ -116,6 +117,7 @@ void WorkerPath::process(rte_mbuf* m, Sink sink, void* ctx, bool collect) {
   if (collect) ++st_.decode_status[int(d.status) & 3];  // counted when it first came
   PacketMeta meta;
   meta.ts_ns = mbuf_ts(m);
+  if (learn_init_) meta.initiating = initiating(m, data, cap0, d);
   if (collect && (d.flags & kFlagFragment) && (ofr_on_ || !ofr_.empty()) && linear) [[unlikely]]
     if (outer_fragment(m, data, d, meta.ts_ns, sink, ctx)) return;
   flow_of(data, d, cap0, meta);
@@ -151,6 +153,7 @@ void WorkerPath::process_burst(rte_mbuf** pkts, unsigned n, Sink sink, void* ctx
       ++st_.decode_status[int(ds[k].status) & 3];
       metas[k] = PacketMeta{};
       metas[k].ts_ns = mbuf_ts(m);
+      if (learn_init_) metas[k].initiating = initiating(m, datas[k], m->pkt_len, ds[k]);
       if (text_memos_) metas[k].text = &text_memos_[k], text_memos_[k].scanned = UINT32_MAX;
       const Decoded& d = ds[k];
       // Both addresses captured: the destination ends the fixed header's
@@ -177,6 +180,15 @@ void WorkerPath::process_burst(rte_mbuf** pkts, unsigned n, Sink sink, void* ctx
     if (base < n && (single || pkts[base]->nb_segs != 1)) process(pkts[base++], sink, ctx);
   }
   if (!active_.empty() || !ofr_.empty()) expire_held(newest_ts, sink, ctx);
+}
+
+uint8_t WorkerPath::initiating(rte_mbuf* m, const uint8_t* data, uint32_t cap, const Decoded& d) {
+  uint8_t bits;
+  if (mbuf_initiating(m, bits)) return bits;
+  if (!init_log_) init_log_ = std::make_unique<InitiatorLog>();
+  bits = init_log_->observe(data, cap, d);
+  mbuf_set_seq(m, mbuf_seq(m), bits);
+  return bits;
 }
 
 uint64_t WorkerPath::oldest_held() const {
@@ -312,6 +324,7 @@ void WorkerPath::release(uint16_t idx, L7State st, Sink sink, void* ctx, StreamG
     sm.ts_ns = h.segs.back().ts;
     sm.initiator_is_src = h.dir == 0;
     sm.roles_uncertain = h.roles_uncertain;
+    sm.initiating = stamped_initiating(h.segs.back().m);
     sm.flow = fs;
     sm.orig = sorig_.data();
     sm.app = h.app;
@@ -350,6 +363,7 @@ void WorkerPath::release(uint16_t idx, L7State st, Sink sink, void* ctx, StreamG
     pm.ts_ns = sg.ts;
     pm.initiator_is_src = h.dir == 0;
     pm.roles_uncertain = h.roles_uncertain;
+    pm.initiating = stamped_initiating(m);
     pm.flow_first = sg.flow_first;
     pm.flow = fs;
     pm.orig = data;

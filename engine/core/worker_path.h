@@ -12,7 +12,9 @@
 
 #include "addr_text.h"
 #include "flow_table.h"
+#include "initiators.h"
 #include "l7.h"
+#include "mbuf_meta.h"
 #include "outer_frag.h"
 #include "runtime.h"
 
@@ -289,6 +291,20 @@ class WorkerPath {
   Verdict verdicts_[FlowTable::kBurstMax];
   bool wants_flows_ = false;
   bool single_modifier_ = false;  // one consumer, and it rewrites
+  // Some consumer's program needs PacketMeta::initiating.
+  bool learn_init_ = false;
+  // Where the dispatcher did not learn it (one worker, which sees the whole
+  // input in order; a worker polling its own queue, which sees its share):
+  // made at the first such packet.
+  std::unique_ptr<InitiatorLog> init_log_;
+  // The packet's PacketMeta::initiating: the dispatcher's, else learnt here
+  // and written on the mbuf as the dispatcher would, where its held
+  // segments and fragments find it again.
+  uint8_t initiating(rte_mbuf* m, const uint8_t* data, uint32_t cap, const Decoded& d);
+  static uint8_t stamped_initiating(const rte_mbuf* m) {
+    uint8_t b;
+    return mbuf_initiating(m, b) ? b : 0;
+  }
 };
 
 }  // namespace amon

@@ -126,6 +126,11 @@ struct PacketMeta {
   // addresses' text forms (addr_text.h), reset per packet by the worker;
   // null: each consumer scans for itself.
   struct AddrTextMemo* text = nullptr;
+  // Whether the packet's source (bit 0) and destination (bit 1) were seen
+  // initiating a flow, as of the packet's place in the input: learnt in
+  // input order for every worker (engine/core/initiators.h) while a program
+  // needs it (Program::learns_initiators), else 0.
+  uint8_t initiating = 0;
 };
 
 struct L7Parse;

@@ -486,22 +486,23 @@ bool ProgramInstance::both_users(const uint8_t* src, const uint8_t* dst, uint32_
   const uint8_t fam = alen == 4 ? 4 : 6;
   if (both_clients(pol, fam, src, dst, m.roles_uncertain)) return true;
   if (!guard_users_) return false;
-  return initiator_is_server(client_is_src ? src : dst, client_is_src ? dst : src, alen, m);
+  return initiator_is_server(src, dst, alen, client_is_src, m);
 }
 
-bool ProgramInstance::initiator_is_server(const uint8_t* client, const uint8_t* server, uint32_t alen,
+bool ProgramInstance::initiator_is_server(const uint8_t* src, const uint8_t* dst, uint32_t alen, bool client_is_src,
                                           const PacketMeta& m) const {
   uint64_t x, y;
-  if (m.flow_first && !m.roles_uncertain)
-    if (InitiatorSlot* s = initiator_slot(client, alen, x, y)) *s = InitiatorSlot{x, y, alen};
-  return known_initiator(server, alen);
+  for (unsigned end = 0; end < 2; ++end)
+    if (m.initiating & (1u << end))
+      if (InitiatorSlot* s = initiator_slot(end ? dst : src, alen, x, y)) *s = InitiatorSlot{x, y, alen};
+  return m.initiating & (client_is_src ? 2 : 1);
 }
 
 bool ProgramInstance::server_initiates(const uint8_t* buf, const Decoded& d, const PacketMeta& m) const {
   const uint8_t* src = buf + d.src_off();
   const uint8_t* dst = buf + d.dst_off();
   const bool client_is_src = client_is_source(*prog_.policy_, d.ip_version, src, dst, m.initiator_is_src);
-  return initiator_is_server(client_is_src ? src : dst, client_is_src ? dst : src, d.addr_len(), m);
+  return initiator_is_server(src, dst, d.addr_len(), client_is_src, m);
 }
 
 RtAction* ProgramInstance::endpoint_action(RtAction* dflt, const uint8_t* a, uint8_t family, bool client) {

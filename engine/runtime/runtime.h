@@ -63,6 +63,9 @@ class Program {
   // conditions that may test them).
   bool wants_l7() const { return wants_l7_; }
   bool wants_flows() const { return wants_flows_; }
+  // Whether its packets must say which of their ends were seen initiating
+  // flows (PacketMeta::initiating): guard_users_.
+  bool learns_initiators() const { return guard_users_; }
   // This policy rewrites (or must fail closed on) fields of application `app` (App, l7.h).
   bool protects_app(uint8_t app) const { return app < 32 && (l7_protect_ & (1u << app)); }
   uint32_t protected_apps() const { return l7_protect_; }  // bit per App (l7.h)
@@ -222,13 +225,13 @@ class ProgramInstance {
     return !m.roles_uncertain && (!clients_set_ || !both_inside(buf, d)) &&
            (!guard_users_ || !server_initiates(buf, d, m));
   }
-  // Program::guard_users_: notes the flow's initiator (its first packet),
-  // and says whether the packet's server end was seen initiating flows.
+  // Program::guard_users_: whether the packet's server end was seen
+  // initiating flows (PacketMeta::initiating).
   bool server_initiates(const uint8_t* buf, const Decoded& d, const PacketMeta& m) const;
   bool both_inside(const uint8_t* buf, const Decoded& d) const;
   // Both ends of the packet take ip.client's rules: both_clients, or (no
   // `clients`, Program::guard_users_) the server end was seen initiating
-  // flows of its own, so it is a user. Notes this flow's initiator.
+  // flows of its own, so it is a user.
   bool both_users(const uint8_t* src, const uint8_t* dst, uint32_t alen, bool client_is_src, const PacketMeta& m);
   // What a tunnel endpoint without a tunnel.addr rule gets: `dflt`
   // (ip.server's), or ip.client's rule for a user's address or a flow's
@@ -415,10 +418,12 @@ class ProgramInstance {
   };
   static constexpr size_t kUserSets = 1024;
   std::vector<UserSlot> users_;  // empty unless the policy has zanon rules
-  // Addresses seen initiating a flow (Program::guard_users_), direct-mapped
-  // by a hash of the address; a collision forgets the older one (it is then
-  // a server again until it initiates another flow). Per worker: a host
-  // whose flows land on other workers is known there.
+  // Addresses the packets said were seen initiating a flow
+  // (PacketMeta::initiating, Program::guard_users_), for is_user's answer
+  // on addresses other than a packet's own two (a DNS answer's, a tunnel
+  // endpoint's). Direct-mapped by a hash of the address; a collision
+  // forgets the older one. Per worker: such an address is known once a
+  // packet of it has reached this worker.
   struct InitiatorSlot {
     uint64_t a = 0, b = 0;
     uint32_t alen = 0;  // 0: free
@@ -429,7 +434,8 @@ class ProgramInstance {
   bool guard_users_ = false;
   InitiatorSlot* initiator_slot(const uint8_t* a, uint32_t alen, uint64_t& x, uint64_t& y) const;
   bool known_initiator(const uint8_t* a, uint32_t alen) const;
-  bool initiator_is_server(const uint8_t* client, const uint8_t* server, uint32_t alen, const PacketMeta& m) const;
+  bool initiator_is_server(const uint8_t* src, const uint8_t* dst, uint32_t alen, bool client_is_src,
+                           const PacketMeta& m) const;
   void decide_flow(const uint8_t* server, const uint8_t* client, uint32_t alen, const PacketMeta& m,
                    ConsumerCounters& c);
 

@@ -156,6 +156,7 @@ int worker_main(void* arg) {
         m->pkt_len = r.len;
         mbuf_set_ts(m, r.ts);
         mbuf_set_wire_len(m, r.wire);
+        mbuf_set_seq(m, 0);  // a recycled mbuf's number (and what it says of initiators) is gone, as in the engine
       }
       w.path->process_burst(burst, n, null_sink, &sink);
       sink.flush();

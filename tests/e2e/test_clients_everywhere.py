@@ -11,7 +11,12 @@
    it accepts connections; ip.server's z-anonymity never releases it,
    however many peers connect to it. A real server connected by as many
    peers is still released (the check is not vacuous).
-3. A Teredo origin indication (the port and IPv4 address of the host a
+3. The same with two workers, over which a host's flows are spread: what
+   the host initiated (TCP, or only datagrams) is learnt in input order for
+   every worker, so none of its incoming flows is released on a worker its
+   own flows did not reach. With a server rule that counts nothing
+   (prefix), the output is the one worker's, byte for byte, run after run.
+4. A Teredo origin indication (the port and IPv4 address of the host a
    relay heard from, XORed with all ones) takes the tunnel endpoints' rule:
    under `tunnel.addr : prefix(16)` every origin address of
    tunnel-teredo.pcap leaves as its /16, its port kept.
@@ -91,12 +96,17 @@ def main():
     if S not in seen:
         fails.append(f"p2p: the real server {S} was not released (the check proves nothing)")
     print(f"p2p: user in clear: {U in seen}; server released: {S in seen}")
+    pol3 = L.write_policy(work, "prefix.amon",
+                          'key k = file("keys/k.hex")\n'
+                          "ip.client : cryptopan(key=k)\n"
+                          "ip.server : prefix(24)\n")
+    spread_workers(amon, work, pol2, pol3, fails)
 
-    # 3: Teredo origin indications.
+    # 4: Teredo origin indications.
     inp = os.path.join(pdir, "tunnel-teredo.pcap")
-    pol3 = L.write_policy(work, "teredo.amon", "tunnel.addr : prefix(16)\n")
+    pol4 = L.write_policy(work, "teredo.amon", "tunnel.addr : prefix(16)\n")
     out = os.path.join(work, "teredo-origin.out.pcap")
-    L.run_amon(amon, inp, [("t", pol3, out)])
+    L.run_amon(amon, inp, [("t", pol4, out)])
     fields = ["teredo.orig.addr", "teredo.orig.port"]
     before = {r[0]: r[1:] for r in L.tshark_fields(inp, fields) if r[1]}
     after = {r[0]: r[1:] for r in L.tshark_fields(out, fields) if r[1]}
@@ -109,6 +119,68 @@ def main():
             fails.append(f"teredo frame {frame}: origin {addr[0]}:{port[0]} left as {got}, expected {want}:{port[0]}")
     print(f"teredo: {len(before)} origin indications, each as its /16")
     sys.exit(L.report(fails, "ok"))
+
+
+def spread_workers(amon, work, pol, pol_prefix, fails):
+    # H opens one TCP flow, then 12 peers connect to it, then it opens more
+    # to several peers; D only ever sends datagrams (DNS queries), then 12
+    # peers connect to it; S, a real server, takes 12 peers too. Twelve
+    # flows per host land on both of two workers (symmetric hash) all but
+    # surely.
+    H, D, S = "10.1.2.3", "10.4.5.6", "93.184.216.34"
+    frames = []
+    t = 1_700_000_000 * 10**9
+    frames += L.tcp_flow(t, H, "203.0.113.80", 40000)
+    t += 10**9
+    frames.append((t, L.udp4_frame(D, "198.51.100.53", 53001, 53, b"\x12\x34\x01\x00\x00\x01" + bytes(6)), True))
+    for i in range(12):
+        t += 10**9
+        frames += L.tcp_flow(t, f"198.51.100.{10 + i}", H, 50000 + i, sport=6881)
+        t += 10**9
+        frames += L.tcp_flow(t, f"198.51.100.{40 + i}", D, 52000 + i, sport=6882)
+        t += 10**9
+        frames += L.tcp_flow(t, f"198.51.100.{70 + i}", S, 51000 + i, sport=443)
+    for i in range(6):
+        t += 10**9
+        frames += L.tcp_flow(t, H, f"203.0.113.{100 + i}", 41000 + i)
+    inp = os.path.join(work, "spread.pcap")
+    L.write_pcap(inp, [(ts, f) for ts, f, _ in frames])
+    def addrs(out):
+        _, recs = L.read_pcap(out)
+        return {a for r in recs for a in (L.ipv4_addrs(r[3]) or ())}
+
+    # z-anonymity: the users are never released. (Which of S's flows
+    # reaches z first depends on which worker counts first: not compared.)
+    for workers in (1, 2):
+        out = os.path.join(work, f"spread.z.w{workers}.pcap")
+        L.run_amon(amon, inp, [("m", pol, out)], workers=workers)
+        seen = addrs(out)
+        for u in (H, D):
+            if u in seen:
+                fails.append(f"spread, {workers} worker(s): {u}, which initiated flows, released in clear as a server")
+        if S not in seen:
+            fails.append(f"spread, {workers} worker(s): the real server {S} was not released (the check proves nothing)")
+        print(f"spread, {workers} worker(s): users in clear: {sorted({H, D} & seen)}; server released: {S in seen}")
+    # A server rule without counts: the users take the client's rule on
+    # every worker, the server its prefix, and the runs agree byte for byte.
+    outs = {}
+    for workers, run in ((1, 0), (2, 0), (2, 1), (2, 2)):
+        out = os.path.join(work, f"spread.p.w{workers}.{run}.pcap")
+        L.run_amon(amon, inp, [("m", pol_prefix, out)], workers=workers)
+        with open(out, "rb") as f:
+            outs[(workers, run)] = f.read()
+        seen = addrs(out)
+        for u in (H, D):
+            if u.rsplit(".", 1)[0] + ".0" in seen:
+                fails.append(f"spread (prefix), {workers} worker(s): {u}, which initiated flows, took the server's prefix")
+        if "93.184.216.0" not in seen:
+            fails.append(f"spread (prefix), {workers} worker(s): the real server {S} did not take its prefix")
+    for run in (1, 2):
+        if outs[(2, run)] != outs[(2, 0)]:
+            fails.append(f"spread (prefix): 2-worker run {run} differs from run 0")
+    if outs[(1, 0)] != outs[(2, 0)]:
+        fails.append("spread (prefix): 1 and 2 workers give different outputs")
+    print(f"spread (prefix): 1 worker and 3 runs with 2 workers byte-identical: {len(set(outs.values())) == 1}")
 
 
 if __name__ == "__main__":

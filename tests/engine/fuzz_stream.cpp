@@ -161,6 +161,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     std::memcpy(rte_pktmbuf_append(m, uint16_t(f.size())), f.data(), f.size());
     mbuf_set_ts(m, ts);
     mbuf_set_wire_len(m, uint32_t(f.size()));
+    mbuf_set_seq(m, 0);  // a recycled mbuf's number (and what it says of initiators) is gone, as in the engine
     ts += (hdr & 0x10) ? 2000000000ULL : 1000;  // sometimes past the hold timeout
     sent.push_back(std::move(f));
     burst[nb++] = m;

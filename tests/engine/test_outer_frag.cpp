@@ -66,6 +66,7 @@ struct Run {
     std::memcpy(rte_pktmbuf_append(m, uint16_t(frame.size())), frame.data(), frame.size());
     mbuf_set_ts(m, ts);
     mbuf_set_wire_len(m, uint32_t(frame.size()));
+    mbuf_set_seq(m, 0);  // a recycled mbuf's number (and what it says of initiators) is gone, as in the engine
     path.process_burst(&m, 1, sink, this);
   }
   std::vector<Bytes> of(unsigned c) const {

@@ -1,0 +1,77 @@
+#include "initiators.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "flow_table.h"
+
+namespace amon {
+
+namespace {
+
+uint64_t mix(uint64_t h) {
+  h ^= h >> 33;
+  h *= 0xff51afd7ed558ccdULL;
+  h ^= h >> 33;
+  h *= 0xc4ceb9fe1a85ec53ULL;
+  return h ^ (h >> 33);
+}
+
+// Never 0 (an empty slot). One mix for IPv4, two for IPv6.
+uint64_t host_fp(const uint8_t* a, unsigned alen) {
+  uint64_t x = 0;
+  if (alen == 4) {
+    uint32_t v;
+    std::memcpy(&v, a, 4);
+    x = v;
+  } else {
+    uint64_t y;
+    std::memcpy(&x, a, 8);
+    std::memcpy(&y, a + 8, 8);
+    x = mix(x) ^ y;
+  }
+  return mix(x + alen) | 1;
+}
+
+}  // namespace
+
+bool InitiatorLog::seen_flow(uint64_t fp) {
+  uint64_t& s = flows_[fp % kFlows];
+  if (s == fp) return true;
+  s = fp;
+  return false;
+}
+
+uint8_t InitiatorLog::observe(const uint8_t* pkt, uint32_t cap, const Decoded& d) {
+  if (!d.has_ip()) return 0;
+  const unsigned alen = d.addr_len();
+  if (d.src_off() + alen > cap || d.dst_off() + alen > cap) return 0;
+  const uint64_t src = host_fp(pkt + d.src_off(), alen), dst = host_fp(pkt + d.dst_off(), alen);
+  // 0: nothing learnt; else the initiator's fingerprint.
+  uint64_t init = 0;
+  const bool l4 = d.l4_hdr_len && !(d.flags & kFlagLaterFragment);
+  const bool ports = l4 && (d.l4_proto == kProtoTcp || d.l4_proto == kProtoUdp || d.l4_proto == kProtoSctp);
+  if (d.l4_proto == kProtoIcmp || d.l4_proto == kProtoIcmpv6) {
+    const uint8_t type = uint8_t(d.sport >> 8);
+    if (l4 && (type == 8 || type == 128)) init = src;       // echo request
+    else if (l4 && (type == 0 || type == 129)) init = dst;  // echo reply
+  } else if (ports || !(d.flags & kFlagLaterFragment)) {
+    const bool syn = d.l4_proto == kProtoTcp && l4 && (d.tcp_flags & 0x02);
+    // The flow, the same both ways (its ends ordered).
+    const uint64_t a = src + (ports ? d.sport : 0) * 0x9e3779b97f4a7c15ULL;
+    const uint64_t b = dst + (ports ? d.dport : 0) * 0x9e3779b97f4a7c15ULL;
+    const uint64_t fp = mix((std::min(a, b) * 0xbf58476d1ce4e5b9ULL ^ std::max(a, b)) + d.l4_proto) | 1;
+    const bool first = !seen_flow(fp);
+    if (syn) {
+      init = d.tcp_flags & 0x10 ? dst : src;
+    } else if (first) {
+      const bool s_srv = ports && likely_server_port(d.sport), d_srv = ports && likely_server_port(d.dport);
+      if (s_srv != d_srv) init = d_srv ? src : dst;
+      else if (d.l4_proto != kProtoTcp) init = src;  // a datagram flow starts with its initiator's packet
+    }
+  }
+  if (init) learn(init);
+  return uint8_t((known(src) ? kSrc : 0) | (known(dst) ? kDst : 0));
+}
+
+}  // namespace amon

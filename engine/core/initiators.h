@@ -1,0 +1,51 @@
+// Hosts seen initiating flows, learnt in input order by the one stage that
+// sees every packet in that order: the dispatcher with several workers, the
+// worker itself with one (the same learner over the same order, so the same
+// answers). Each packet then carries, as of its place in the input, whether
+// its source and its destination were seen initiating a flow
+// (PacketMeta::initiating), which a policy without `clients` needs to tell a
+// user that also accepts connections from a server (doc/architecture.md,
+// "Roles without clients"). Learnt only while some consumer's program asks
+// for it (Program::learns_initiators).
+//
+// Bounded: two direct-mapped arrays of 64-bit fingerprints, kFlows recent
+// flows and kHosts initiating hosts (1 MiB in all). A flow forgotten by a
+// collision and seen again mid-way counts as new (a datagram's sender is
+// then taken for its initiator: only more protection); a host forgotten
+// is a server again until it initiates another flow.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "l2l4.h"
+
+namespace amon {
+
+class InitiatorLog {
+ public:
+  static constexpr uint8_t kSrc = 1, kDst = 2;  // PacketMeta::initiating
+  static constexpr size_t kFlows = 1u << 16, kHosts = 1u << 16;
+
+  // Notes what the packet says of who initiates (a TCP SYN's sender, a
+  // SYN-ACK's receiver, an echo request's sender; the first packet seen of
+  // another flow: its end on an ephemeral port against a likely server
+  // port, else its sender; nothing for a TCP segment mid-way without such
+  // ports, an ICMP error or a later fragment), then says which of the
+  // packet's two ends were seen initiating so far (kSrc | kDst).
+  // `cap`: the bytes captured of `pkt`.
+  uint8_t observe(const uint8_t* pkt, uint32_t cap, const Decoded& d);
+
+  size_t memory_bytes() const { return (flows_.size() + hosts_.size()) * sizeof(uint64_t); }
+
+ private:
+  std::vector<uint64_t> flows_ = std::vector<uint64_t>(kFlows);
+  std::vector<uint64_t> hosts_ = std::vector<uint64_t>(kHosts);
+  bool known(uint64_t host) const { return hosts_[host % kHosts] == host; }
+  void learn(uint64_t host) { hosts_[host % kHosts] = host; }
+  // Whether the flow was seen before; notes it.
+  bool seen_flow(uint64_t fp);
+};
+
+}  // namespace amon
