@@ -26,7 +26,8 @@ far more than z users) and the attacked domain's popular name are released;
 the counters say a flood was absorbed (flow table full; for the names, the
 store refused or evicted values) and one rate-limited log line says so.
 
-usage: live_flood.py AMON AMON_GEN [PPS]   (prints the CPU amon used)
+usage: live_flood.py AMON AMON_GEN [PPS [PACKETS]]   (default 3000 pps, 18000
+packets a trace; prints the CPU amon used while the replay ran)
 """
 import os
 import re
@@ -40,7 +41,7 @@ from live_lib import Amon, Checks, Netns, Skip, Stop, finish, workdir, write_key
 
 amon, amon_gen = sys.argv[1], sys.argv[2]
 PPS = int(sys.argv[3]) if len(sys.argv) > 3 else 3000
-PACKETS = 18000
+PACKETS = int(sys.argv[4]) if len(sys.argv) > 4 else 18000
 FLOOD_DOMAIN = "victim-shop.com"
 TICK = os.sysconf("SC_CLK_TCK")
 check = Checks()
