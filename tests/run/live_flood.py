@@ -24,7 +24,8 @@ packet of the normal traffic is there; no random label of the flood appears
 anywhere in an output, while the normal trace's most popular name (asked by
 far more than z users) and the attacked domain's popular name are released;
 the counters say a flood was absorbed (flow table full; for the names, the
-store refused or evicted values) and one rate-limited log line says so.
+store refused or evicted values), in telemetry while it runs and in the exit
+report, and one rate-limited log line says so.
 
 usage: live_flood.py AMON AMON_GEN [PPS [PACKETS]]   (default 3000 pps, 18000
 packets a trace; prints the CPU amon used while the replay ran)
@@ -158,6 +159,11 @@ def scenario(ns, kind, normal):
         if tel and tel.get("rx", 0) >= sent:
             break
         time.sleep(0.1)
+    # While it runs, telemetry shows the pressure an operator would look for.
+    tel_flows, tel_z = a.telemetry("/amon/flows"), a.telemetry("/amon/zanon")
+    check(tel_flows and tel_flows.get("table_full", 0) > 0, "%s: /amon/flows: %s" % (kind, tel_flows))
+    if kind == "dns-rsub":
+        check(tel_z and tel_z.get("refused", 0) + tel_z.get("evictions", 0) > 0, "%s: /amon/zanon: %s" % (kind, tel_z))
     rc = a.stop()
     a.kill()
     cleanups.remove(a.kill)
