@@ -38,29 +38,17 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from live_lib import Amon, Checks, Netns, Skip, Stop, finish, workdir, write_key_policy  # noqa: E402
+from live_lib import (Amon, Checks, Netns, Skip, Stop, cpu_seconds, finish, pcap_frames, workdir,  # noqa: E402
+                      write_key_policy)
 
 amon, amon_gen = sys.argv[1], sys.argv[2]
 PPS = int(sys.argv[3]) if len(sys.argv) > 3 else 3000
 PACKETS = int(sys.argv[4]) if len(sys.argv) > 4 else 18000
 FLOOD_DOMAIN = "victim-shop.com"
-TICK = os.sysconf("SC_CLK_TCK")
 check = Checks()
 work = workdir("flood")
 cleanups = []
 skipped = None
-
-
-def pcap_packets(path):
-    """The frames of a classic pcap (either byte order, micro- or nanoseconds)."""
-    data = open(path, "rb").read()
-    end = "<" if data[:4] in (b"\xd4\xc3\xb2\xa1", b"\x4d\x3c\xb2\xa1") else ">"
-    off, out = 24, []
-    while off + 16 <= len(data):
-        incl = struct.unpack(end + "I", data[off + 8:off + 12])[0]
-        out.append(data[off + 16:off + 16 + incl])
-        off += 16 + incl
-    return out
 
 
 def dissect(frame):
@@ -107,18 +95,13 @@ def key(frame, with_dns):
     return k
 
 
-def cpu_seconds(pid):
-    f = open("/proc/%d/stat" % pid).read().rsplit(")", 1)[1].split()
-    return (int(f[11]) + int(f[12])) / TICK
-
-
 def scenario(ns, kind, normal):
     """One live run of a trace with the `kind` flood mixed into `normal` traffic."""
     trace = os.path.join(work, kind + ".pcap")
     subprocess.run([amon_gen, "--quiet", "--out", trace, "--seed", "7", "--only", normal, "--names", "300",
                     "--clients", "500", "--flood", kind, "--flood-share", "0.5", "--packets", str(PACKETS),
                     "--rate", "2000"], check=True)
-    frames = pcap_packets(trace)
+    frames = pcap_frames(trace)
     flood_labels, users = set(), {}
     for f in frames:
         d = dissect(f)
@@ -190,7 +173,7 @@ def scenario(ns, kind, normal):
               c["tx_dropped"] == 0 and c["out_of_order"] == 0,
               "%s/%s: rx %d, in %d, written %d, queue_dropped %d, tx_dropped %d, out_of_order %d" %
               (kind, name, st["rx"], c["in"], c["written"], c["queue_dropped"], c["tx_dropped"], c["out_of_order"]))
-        got = pcap_packets(out[name])
+        got = pcap_frames(out[name])
         # The records in input order: each the input's packet at its position.
         with_dns = name == "names"
         bad = [i for i in range(min(len(got), len(frames))) if key(got[i], with_dns) != key(frames[i], with_dns)]
