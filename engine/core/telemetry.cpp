@@ -164,6 +164,9 @@ int tel_flows(const char*, const char*, rte_tel_data* d) {
   rte_tel_data_add_dict_u64(d, "expired", E.snap.flows_expired);
   rte_tel_data_add_dict_u64(d, "evicted", E.snap.flows_evicted);
   rte_tel_data_add_dict_u64(d, "closed", E.snap.flows_closed);
+  // Pressure, live: new flows that found the table full, answered ones evicted.
+  rte_tel_data_add_dict_u64(d, "table_full", E.snap.flows_full);
+  rte_tel_data_add_dict_u64(d, "evicted_answered", E.snap.flows_evicted_two_way);
   rte_tel_data_add_dict_u64(d, "streams_held", E.snap.streams_held);
   rte_tel_data_add_dict_u64(d, "streams_failed", E.snap.streams_failed);
   rte_tel_data_add_dict_u64(d, "partial_heads", E.snap.partial_heads);

@@ -24,7 +24,8 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from live_lib import Amon, Checks, Netns, Skip, Stop, finish, runtime_dir, workdir, write_key_policy  # noqa: E402
+from live_lib import (Amon, Checks, Netns, Skip, Stop, cpu_seconds, finish, runtime_dir, workdir,  # noqa: E402
+                      write_key_policy)
 
 amon, capture = sys.argv[1], sys.argv[2]
 measure = "--measure" in sys.argv[3:]
@@ -32,12 +33,6 @@ check = Checks()
 work = workdir("idle")
 cleanups = []
 skipped = None
-TICK = os.sysconf("SC_CLK_TCK")
-
-
-def cpu_seconds(pid):
-    f = open("/proc/%d/stat" % pid).read().rsplit(")", 1)[1].split()
-    return (int(f[11]) + int(f[12])) / TICK
 
 
 def lcore_sleeps(pid):

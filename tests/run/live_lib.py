@@ -176,6 +176,25 @@ def pcap_records(path):
     return n, off == len(data)
 
 
+def pcap_frames(path):
+    """The frames of a classic pcap (either byte order, micro- or nanoseconds)."""
+    import struct
+    data = open(path, "rb").read()
+    end = "<" if data[:4] in (b"\xd4\xc3\xb2\xa1", b"\x4d\x3c\xb2\xa1") else ">"
+    off, out = 24, []
+    while off + 16 <= len(data):
+        incl = struct.unpack(end + "I", data[off + 8:off + 12])[0]
+        out.append(data[off + 16:off + 16 + incl])
+        off += 16 + incl
+    return out
+
+
+def cpu_seconds(pid):
+    """User + system CPU seconds of a process so far."""
+    f = open("/proc/%d/stat" % pid).read().rsplit(")", 1)[1].split()
+    return (int(f[11]) + int(f[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def runtime_dir(prefix):
     """Where DPDK keeps a file prefix's runtime files (root: /var/run/dpdk/PREFIX)."""
     base = os.environ.get("XDG_RUNTIME_DIR", "/tmp") if os.geteuid() else "/var/run"
