@@ -93,6 +93,28 @@ inline InputL4Sum input_l4_sum(const uint8_t* buf, uint32_t cap, const Decoded& 
   return s;
 }
 
+// Whether the L4 checksum `ck` (not 0) is a transmit offload's partial, for
+// the updates that do not recompute it: a partial is the input's
+// pseudo-header sum, moved as a sum when the addresses change and by no
+// payload rewrite (the NIC sums the segment). One compare with that sum;
+// only where it matches (every packet of an offloaded capture, one in 65536
+// of the others) input_l4_sum's pass tells it from a right checksum of the
+// same value (right wins). A match whose segment cannot be summed (cut
+// short by the snap length, spans rewritten) is taken as partial.
+inline bool l4_partial(const uint8_t* buf, uint32_t cap, const Decoded& d, const Rewritten& r, uint16_t ck,
+                       uint32_t csum_off) {
+  const bool v4 = d.ip_version == 4;
+  const uint8_t* src = r.addr_changed ? r.old : buf + d.src_off();
+  const uint8_t* dst = r.addr_changed ? r.old + (v4 ? 4 : 16) : buf + d.dst_off();
+  // A UDP checksum covers the datagram by its own length.
+  const uint32_t len = d.l4_proto == kProtoUdp ? rd16(buf + d.l4_off + 4) : l4_seg_end(buf, d) - d.l4_off;
+  const uint16_t pseudo =
+      v4 ? pseudo_sum_v4(src, dst, d.l4_proto, uint16_t(len)) : pseudo_sum_v6(src, dst, d.l4_proto, len);
+  if (ck != pseudo) [[likely]] return false;
+  const InputL4Sum s = input_l4_sum(buf, cap, d, r, csum_off);
+  return !s.known || s.partial;
+}
+
 // The recomputed checksum at `at` made as wrong as the input's was, or the
 // new pseudo-header's sum where the input's was a transmit offload's.
 inline void keep_l4_error(uint8_t* buf, const Decoded& d, const InputL4Sum& s, uint8_t* at, uint32_t new_len, bool udp) {
@@ -214,6 +236,10 @@ template <bool kHdr>
   if (!r.addr_changed && !r.payload_changed && !spans_changed) return Verdict::Forward;
   uint16_t ck = rd16(l4 + csum_off);
   if (udp && ck == 0) return Verdict::Forward;  // the sender computed none
+  // A partial is a sum, not a checksum: updated in the complement's terms,
+  // ~(~(~P) + ~m + m') = P - m + m'. It covers no payload.
+  const bool partial = !icmp4 && l4_partial(buf, cap, d, r, ck, csum_off);
+  if (partial) [[unlikely]] ck = uint16_t(~ck);
   if (r.addr_changed && !icmp4) {
     // One update per address, not one for both: the same sum, but the
     // result could differ in the representation of zero (0x0000/0xffff).
@@ -224,6 +250,10 @@ template <bool kHdr>
       ck = csum_replace(ck, {r.old, alen}, {buf + so, alen});
       ck = csum_replace(ck, {r.old + alen, alen}, {buf + dof, alen});
     }
+  }
+  if (partial) [[unlikely]] {
+    wr16(l4 + csum_off, uint16_t(~ck));
+    return Verdict::Forward;
   }
   // HC' = ~(~HC + ~m + m') over the payload's sums (RFC 1624 eqn. 3).
   if (r.payload_changed) ck = csum_finish(csum_add(csum_add(uint16_t(~ck), uint16_t(~r.old_sum)), r.new_sum));
