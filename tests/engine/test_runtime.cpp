@@ -77,6 +77,35 @@ PacketMeta meta(bool initiator_is_src = true, uint64_t ts = 1700000000123456789U
   return m;
 }
 
+// A DNS query for secret.example.com, the UDP datagram's payload.
+Bytes dns_query_secret() {
+  Bytes q;
+  put16(q, 0x1234), put16(q, 0x0100), put16(q, 1), put16(q, 0), put16(q, 0), put16(q, 0);
+  for (const char* l : {"secret", "example", "com"}) {
+    put8(q, unsigned(std::strlen(l)));
+    q.insert(q.end(), l, l + std::strlen(l));
+  }
+  put8(q, 0), put16(q, 1), put16(q, 1);
+  return q;
+}
+
+// Runs the frame through the consumer with its application fields parsed,
+// as the worker does.
+Verdict run_parsed(Consumer& c, Bytes& f) {
+  PacketMeta m = meta();
+  Decoded d;
+  decode(f.data(), uint32_t(f.size()), uint32_t(f.size()), d);
+  L7Parse parse;
+  m.parse = &parse;
+  FlowState fs;
+  m.flow = &fs;
+  analyze_l7(f.data(), d, m, parse);
+  uint32_t cap = uint32_t(f.size()), wire = cap;
+  const Verdict v = c.inst->process(f.data(), cap, wire, d, m, c.c);
+  f.resize(cap);
+  return v;
+}
+
 // Every length and checksum of an Ethernet/[VLAN]/IP/L4 frame, recomputed
 // from scratch: the frame must be one a receiver accepts as is.
 void check_lengths_and_checksums(const Bytes& f, uint32_t l3) {
@@ -561,25 +590,10 @@ TEST_CASE("a tunnelled packet gets the policy on its inner packet", "[runtime][t
     Consumer c("dns.qname : redact()\n");
     V4 h;
     h.proto = 17;
-    Bytes q;
-    put16(q, 0x1234), put16(q, 0x0100), put16(q, 1), put16(q, 0), put16(q, 0), put16(q, 0);
-    for (const char* l : {"secret", "example", "com"}) {
-      put8(q, unsigned(std::strlen(l)));
-      q.insert(q.end(), l, l + std::strlen(l));
-    }
-    put8(q, 0), put16(q, 1), put16(q, 1);
+    const Bytes q = dns_query_secret();
     Bytes in = cat({eth(0x0800), ipv4(h, cat({udp_hdr(5353, 53, uint16_t(8 + q.size())), q}))});
     Bytes f = over_udp(4789, vxlan(9, in));
-    PacketMeta m = meta();
-    Decoded d;
-    decode(f.data(), uint32_t(f.size()), uint32_t(f.size()), d);
-    L7Parse parse;
-    m.parse = &parse;
-    FlowState fs;
-    m.flow = &fs;
-    analyze_l7(f.data(), d, m, parse);
-    uint32_t cap = uint32_t(f.size()), wire = cap;
-    CHECK(c.inst->process(f.data(), cap, wire, d, m, c.c) == Verdict::Forward);
+    CHECK(run_parsed(c, f) == Verdict::Forward);
     const std::string s(f.begin(), f.end());
     CHECK(s.find("secret") == std::string::npos);
     check_lengths_and_checksums(f, kOuter);
@@ -909,13 +923,7 @@ TEST_CASE("a transmit-offload partial checksum reads as the new pseudo-header's 
 // stands for: a name rewrite changes the payload, which a partial does not
 // cover.
 TEST_CASE("a transmit-offload partial checksum is left as it is by a name rewrite", "[runtime][checksum]") {
-  Bytes q;
-  put16(q, 0x1234), put16(q, 0x0100), put16(q, 1), put16(q, 0), put16(q, 0), put16(q, 0);
-  for (const char* l : {"secret", "example", "com"}) {
-    put8(q, unsigned(std::strlen(l)));
-    q.insert(q.end(), l, l + std::strlen(l));
-  }
-  put8(q, 0), put16(q, 1), put16(q, 1);
+  const Bytes q = dns_query_secret();
   V4 h;
   h.proto = 17;
   const Bytes good = cat({eth(0x0800), ipv4(h, cat({udp_hdr(5353, 53, uint16_t(8 + q.size())), q}))});
@@ -928,16 +936,7 @@ TEST_CASE("a transmit-offload partial checksum is left as it is by a name rewrit
       c.inst->set_shortcut_path(shortcut);
       Bytes f = good;
       if (offloaded) set16(&f[40], partial);
-      PacketMeta m = meta();
-      Decoded d;
-      decode(f.data(), uint32_t(f.size()), uint32_t(f.size()), d);
-      L7Parse parse;
-      m.parse = &parse;
-      FlowState fs;
-      m.flow = &fs;
-      analyze_l7(f.data(), d, m, parse);
-      uint32_t cap = uint32_t(f.size()), wire = cap;
-      REQUIRE(c.inst->process(f.data(), cap, wire, d, m, c.c) == Verdict::Forward);
+      REQUIRE(run_parsed(c, f) == Verdict::Forward);
       REQUIRE(std::string(f.begin(), f.end()).find("secret") == std::string::npos);
       if (offloaded) CHECK(get16(&f[40]) == partial);
       else check_lengths_and_checksums(f, 14);
