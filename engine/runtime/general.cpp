@@ -275,7 +275,7 @@ Verdict ProgramInstance::undecoded(GenPacket& g) {
     Rewritten r;
     r.spans = sums;
     // 0: the sender computed none; a transmit offload's partial covers no payload.
-    if (ck != 0 && !l4_partial(g.buf, g.cap, d, r, ck, 6)) {
+    if (ck != 0 && !l4_partial(g.buf, g.cap, d, r, ck, 6, csum_sum({g.buf + d.src_off(), 2u * d.addr_len()}))) {
       ck = csum_update_spans(ck, sums);
       wr16(l4 + 6, ck == 0 ? 0xffff : ck);
     }
