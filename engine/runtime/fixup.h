@@ -187,7 +187,7 @@ template <bool kHdr>
 
   // The header path's address sums, old and new, for every update below.
   uint16_t os[2] = {0, 0}, ns[2] = {0, 0};
-  if (kHdr && r.addr_changed) {
+  if (kHdr && r.addr_changed && (v4 || !cut)) {  // a cut IPv6 packet's L4 checksum is recomputed
     os[0] = csum_addr_sum(r.old, v4), os[1] = csum_addr_sum(r.old + alen, v4);
     ns[0] = csum_addr_sum(buf + so, v4), ns[1] = csum_addr_sum(buf + dof, v4);
   }
@@ -253,8 +253,9 @@ template <bool kHdr>
   bool partial = false;
   if (!icmp4) {
     uint16_t addrs;
-    if constexpr (kHdr) addrs = r.addr_changed ? csum_add(os[0], os[1]) : csum_sum({buf + so, 2 * alen});
-    else addrs = csum_sum({r.addr_changed ? r.old : buf + so, 2 * alen});
+    if constexpr (kHdr) addrs = r.addr_changed ? csum_add(os[0], os[1]) : csum_add(csum_addr_sum(buf + so, v4), csum_addr_sum(buf + dof, v4));
+    else addrs = csum_add(csum_addr_sum(r.addr_changed ? r.old : buf + so, v4),
+                          csum_addr_sum(r.addr_changed ? r.old + alen : buf + dof, v4));
     partial = l4_partial(buf, cap, d, r, ck, csum_off, addrs);
   }
   if (partial) [[unlikely]] ck = uint16_t(~ck);

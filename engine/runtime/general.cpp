@@ -275,7 +275,9 @@ Verdict ProgramInstance::undecoded(GenPacket& g) {
     Rewritten r;
     r.spans = sums;
     // 0: the sender computed none; a transmit offload's partial covers no payload.
-    if (ck != 0 && !l4_partial(g.buf, g.cap, d, r, ck, 6, csum_sum({g.buf + d.src_off(), 2u * d.addr_len()}))) {
+    const bool v4 = d.ip_version == 4;
+    if (ck != 0 && !l4_partial(g.buf, g.cap, d, r, ck, 6,
+                               csum_add(csum_addr_sum(g.buf + d.src_off(), v4), csum_addr_sum(g.buf + d.dst_off(), v4)))) {
       ck = csum_update_spans(ck, sums);
       wr16(l4 + 6, ck == 0 ? 0xffff : ck);
     }
