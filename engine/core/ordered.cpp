@@ -75,7 +75,7 @@ void OutQueue::note_order(rte_mbuf* const* out, unsigned n) {
   if (back) back_.store(back_.load(std::memory_order_relaxed) + back, std::memory_order_relaxed);
 }
 
-bool OutQueue::next(uint64_t bound, rte_mbuf*& m, uint64_t& key) {
+unsigned OutQueue::smallest_head() {
   const unsigned nw = unsigned(rings_.size());
   unsigned best = nw;
   uint64_t best_seq = 0;
@@ -84,9 +84,14 @@ bool OutQueue::next(uint64_t bound, rte_mbuf*& m, uint64_t& key) {
     const uint64_t s = heads_[w].key[heads_[w].pos];
     if (best == nw || s < best_seq) best = w, best_seq = s;
   }
-  if (best == nw || best_seq > bound) return false;
+  return best;
+}
+
+bool OutQueue::next(uint64_t bound, rte_mbuf*& m, uint64_t& key) {
+  const unsigned best = smallest_head();
+  if (best == rings_.size() || heads_[best].key[heads_[best].pos] > bound) return false;
+  key = heads_[best].key[heads_[best].pos];
   m = heads_[best].buf[heads_[best].pos++];
-  key = best_seq;
   return true;
 }
 
@@ -140,12 +145,15 @@ unsigned OutQueue::dequeue(rte_mbuf** out, unsigned max) {
     // `window` later in capture time taken), never past the floors. Records
     // up to the floors are taken past the bound (to twice it), as they may
     // leave at once.
-    for (unsigned w = 0; w < rings_.size(); ++w) {
+    // The rings are merged as they are read (the smallest head first): a
+    // full buffer that took one ring's records while another's earlier ones
+    // waited would let those leave behind later ones, every flow's, not
+    // only the held packet's.
+    for (unsigned w; (w = smallest_head()) < rings_.size();) {
       Head& h = heads_[w];
-      while (refill(w) && (pend_.size() < lim_.records || (h.key[h.pos] <= bound && pend_.size() < 2 * lim_.records))) {
-        push(h.buf[h.pos], h.key[h.pos], bound);
-        ++h.pos;
-      }
+      if (pend_.size() >= lim_.records && (h.key[h.pos] > bound || pend_.size() >= 2 * lim_.records)) break;
+      push(h.buf[h.pos], h.key[h.pos], bound);
+      ++h.pos;
     }
     while (k < max && !pend_.empty()) {
       const Pending& t = pend_.front();

@@ -113,6 +113,8 @@ class OutQueue {
     unsigned pos = 0, n = 0;
   };
   bool refill(unsigned w);
+  // The worker whose next record is the earliest (rings_.size(): none).
+  unsigned smallest_head();
   // The next record in input order up to `bound` from the workers' heads.
   bool next(uint64_t bound, rte_mbuf*& m, uint64_t& key);
   struct Pending {

@@ -35,7 +35,7 @@ struct Rewritten {
 };
 
 // Where the L4 segment ends by the IP header's length (0: not known).
-inline uint32_t l4_seg_end(const uint8_t* buf, const Decoded& d) {
+[[gnu::always_inline]] inline uint32_t l4_seg_end(const uint8_t* buf, const Decoded& d) {
   const uint8_t* ip = buf + d.l3_off;
   return d.ip_version == 4 ? d.l3_off + rd16(ip + 2) : d.ip_version == 6 ? d.l3_off + 40 + rd16(ip + 4) : 0;
 }
@@ -91,6 +91,29 @@ inline InputL4Sum input_l4_sum(const uint8_t* buf, uint32_t cap, const Decoded& 
   // A right checksum may equal the pseudo-header's sum too: right wins.
   s.partial = d.l4_proto != kProtoIcmp && ck == pseudo && ck != 0 && s.err != 0xffff;
   return s;
+}
+
+// Whether the L4 checksum `ck` (not 0) is a transmit offload's partial, for
+// the updates that do not recompute it: a partial is the input's
+// pseudo-header sum, moved as a sum when the addresses change and by no
+// payload rewrite (the NIC sums the segment). One compare with that sum
+// (`addrs`: the input's two addresses' sum, which the address updates take
+// too); only where it matches (every packet of an offloaded capture, one in
+// 65536 of the others) input_l4_sum's pass tells it from a right checksum
+// of the same value (right wins). A match whose segment cannot be summed
+// (cut short by the snap length, spans rewritten) is taken as partial.
+[[gnu::cold, gnu::noinline]] inline bool l4_partial_confirmed(const uint8_t* buf, uint32_t cap, const Decoded& d,
+                                                              const Rewritten& r, uint32_t csum_off) {
+  const InputL4Sum s = input_l4_sum(buf, cap, d, r, csum_off);
+  return !s.known || s.partial;
+}
+[[gnu::always_inline]] inline bool l4_partial(const uint8_t* buf, uint32_t cap, const Decoded& d, const Rewritten& r,
+                                              uint16_t ck, uint32_t csum_off, uint16_t addrs) {
+  // A UDP checksum covers the datagram by its own length.
+  const uint32_t len = d.l4_proto == kProtoUdp ? rd16(buf + d.l4_off + 4) : l4_seg_end(buf, d) - d.l4_off;
+  const uint16_t pseudo = csum_add(csum_add(addrs, d.l4_proto), csum_add(uint16_t(len), uint16_t(len >> 16)));
+  if (ck != pseudo) [[likely]] return false;
+  return l4_partial_confirmed(buf, cap, d, r, csum_off);
 }
 
 // The recomputed checksum at `at` made as wrong as the input's was, or the
@@ -162,13 +185,24 @@ template <bool kHdr>
     }
   }
 
+  // The header path's address sums, old and new, for every update below.
+  uint16_t os[2] = {0, 0}, ns[2] = {0, 0};
+  if (kHdr && r.addr_changed && (v4 || !cut)) {  // a cut IPv6 packet's L4 checksum is recomputed
+    os[0] = csum_addr_sum(r.old, v4), os[1] = csum_addr_sum(r.old + alen, v4);
+    ns[0] = csum_addr_sum(buf + so, v4), ns[1] = csum_addr_sum(buf + dof, v4);
+  }
   if (v4 && (r.addr_changed || l3_len_changed) && (kHdr || (cap >= d.l3_off + d.l3_hdr_len && d.l3_hdr_len >= 20))) {
     // Only the addresses and the total length change in an IPv4 header (its
     // options carry no address a rule rewrites).
     uint16_t ck = rd16(ip + 10);
     if (r.addr_changed) {
-      ck = csum_replace_addr(ck, r.old, buf + so, true);
-      ck = csum_replace_addr(ck, r.old + alen, buf + dof, true);
+      if constexpr (kHdr) {
+        ck = csum_replace_sums(ck, os[0], ns[0]);
+        ck = csum_replace_sums(ck, os[1], ns[1]);
+      } else {
+        ck = csum_replace_addr(ck, r.old, buf + so, true);
+        ck = csum_replace_addr(ck, r.old + alen, buf + dof, true);
+      }
     }
     if (l3_len_changed) {
       const uint8_t o[2] = {uint8_t(old_l3 >> 8), uint8_t(old_l3)}, n[2] = {uint8_t(new_l3 >> 8), uint8_t(new_l3)};
@@ -214,16 +248,31 @@ template <bool kHdr>
   if (!r.addr_changed && !r.payload_changed && !spans_changed) return Verdict::Forward;
   uint16_t ck = rd16(l4 + csum_off);
   if (udp && ck == 0) return Verdict::Forward;  // the sender computed none
+  // A partial is a sum, not a checksum: updated in the complement's terms,
+  // ~(~(~P) + ~m + m') = P - m + m'. It covers no payload.
+  bool partial = false;
+  if (!icmp4) {
+    uint16_t addrs;
+    if constexpr (kHdr) addrs = r.addr_changed ? csum_add(os[0], os[1]) : csum_add(csum_addr_sum(buf + so, v4), csum_addr_sum(buf + dof, v4));
+    else addrs = csum_add(csum_addr_sum(r.addr_changed ? r.old : buf + so, v4),
+                          csum_addr_sum(r.addr_changed ? r.old + alen : buf + dof, v4));
+    partial = l4_partial(buf, cap, d, r, ck, csum_off, addrs);
+  }
+  if (partial) [[unlikely]] ck = uint16_t(~ck);
   if (r.addr_changed && !icmp4) {
     // One update per address, not one for both: the same sum, but the
     // result could differ in the representation of zero (0x0000/0xffff).
     if constexpr (kHdr) {
-      ck = csum_replace_addr(ck, r.old, buf + so, v4);
-      ck = csum_replace_addr(ck, r.old + alen, buf + dof, v4);
+      ck = csum_replace_sums(ck, os[0], ns[0]);
+      ck = csum_replace_sums(ck, os[1], ns[1]);
     } else {
       ck = csum_replace(ck, {r.old, alen}, {buf + so, alen});
       ck = csum_replace(ck, {r.old + alen, alen}, {buf + dof, alen});
     }
+  }
+  if (partial) [[unlikely]] {
+    wr16(l4 + csum_off, uint16_t(~ck));
+    return Verdict::Forward;
   }
   // HC' = ~(~HC + ~m + m') over the payload's sums (RFC 1624 eqn. 3).
   if (r.payload_changed) ck = csum_finish(csum_add(csum_add(uint16_t(~ck), uint16_t(~r.old_sum)), r.new_sum));

@@ -291,7 +291,12 @@ Verdict ProgramInstance::undecoded(GenPacket& g) {
   if (sums[0] != sums[1] && d.l4_off + 8 <= g.cap) {
     uint8_t* const l4 = g.buf + d.l4_off;
     uint16_t ck = rd16(l4 + 6);
-    if (ck != 0) {  // 0: the sender computed none
+    Rewritten r;
+    r.spans = sums;
+    // 0: the sender computed none; a transmit offload's partial covers no payload.
+    const bool v4 = d.ip_version == 4;
+    if (ck != 0 && !l4_partial(g.buf, g.cap, d, r, ck, 6,
+                               csum_add(csum_addr_sum(g.buf + d.src_off(), v4), csum_addr_sum(g.buf + d.dst_off(), v4)))) {
       ck = csum_update_spans(ck, sums);
       wr16(l4 + 6, ck == 0 ? 0xffff : ck);
     }

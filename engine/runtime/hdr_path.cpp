@@ -328,7 +328,7 @@ template <uint8_t X, uint8_t Y, uint8_t PO>
   }
   // Slot 0 is the client (by role) or the source (by position).
   const bool x_src = !k.by_role || client_is_src;
-  auto apply = [&]<uint8_t Op>(RtAction* a, uint8_t* at, bool is_src) {
+  auto apply = [&]<uint8_t Op>(RtAction* a, uint8_t* at, bool is_src) __attribute__((always_inline)) {
     if constexpr (Op == kACryptoPan) {
       static_cast<rt::CryptoPan*>(a)->apply(at, d.ip_version, m.ts_ns);
     } else if constexpr (Op == kAPrefix) {
@@ -341,7 +341,9 @@ template <uint8_t X, uint8_t Y, uint8_t PO>
     }
   };
   // Slot 0 through the flow's memo when it has one (choose_hdr_kernel).
-  auto apply_x = [&](uint8_t* at, bool is_src) {
+  // Both lambdas inlined: left to the inliner, a kernel grown by a few
+  // instructions elsewhere called them (some 80 instructions a packet more).
+  auto apply_x = [&](uint8_t* at, bool is_src) __attribute__((always_inline)) {
     if constexpr (X == kACryptoPan) {
       FlowState* const fs = m.flow;
       if (k.memo_id && fs && v4) {

@@ -215,25 +215,31 @@ inline uint16_t ipv4_header_checksum(std::span<const uint8_t> hdr) {
     return csum_finish(csum_detail::to_numeric(csum_fold(acc)));
 }
 
+// The sum of a 4- or 16-byte address, unrolled and inlined.
+[[gnu::always_inline]] inline uint16_t csum_addr_sum(const uint8_t* addr, bool v4) {
+    uint64_t o;
+    if (v4) {
+        uint32_t a;
+        std::memcpy(&a, addr, 4);
+        o = a;
+    } else {
+        uint64_t a[2];
+        std::memcpy(a, addr, 16);
+        o = (a[0] & 0xffffffffu) + (a[0] >> 32) + (a[1] & 0xffffffffu) + (a[1] >> 32);
+    }
+    return csum_detail::to_numeric(csum_fold(o));
+}
+
+// csum_replace for a field whose sums before and after are known.
+[[gnu::always_inline]] inline uint16_t csum_replace_sums(uint16_t old_csum, uint16_t old_sum, uint16_t new_sum) {
+    const uint16_t delta = csum_add(static_cast<uint16_t>(~old_sum), new_sum);
+    return static_cast<uint16_t>(~csum_add(static_cast<uint16_t>(~old_csum), delta));
+}
+
 // csum_replace for a 4- or 16-byte field (an address) at an even offset:
 // the same arithmetic, with the sums unrolled and inlined.
 [[gnu::always_inline]] inline uint16_t csum_replace_addr(uint16_t old_csum, const uint8_t* old_bytes, const uint8_t* new_bytes, bool v4) {
-    uint64_t o, n;
-    if (v4) {
-        uint32_t a, b;
-        std::memcpy(&a, old_bytes, 4);
-        std::memcpy(&b, new_bytes, 4);
-        o = a, n = b;
-    } else {
-        uint64_t a[2], b[2];
-        std::memcpy(a, old_bytes, 16);
-        std::memcpy(b, new_bytes, 16);
-        o = (a[0] & 0xffffffffu) + (a[0] >> 32) + (a[1] & 0xffffffffu) + (a[1] >> 32);
-        n = (b[0] & 0xffffffffu) + (b[0] >> 32) + (b[1] & 0xffffffffu) + (b[1] >> 32);
-    }
-    const uint16_t delta = csum_add(static_cast<uint16_t>(~csum_detail::to_numeric(csum_fold(o))),
-                                    csum_detail::to_numeric(csum_fold(n)));
-    return static_cast<uint16_t>(~csum_add(static_cast<uint16_t>(~old_csum), delta));
+    return csum_replace_sums(old_csum, csum_addr_sum(old_bytes, v4), csum_addr_sum(new_bytes, v4));
 }
 
 namespace csum_detail {

@@ -77,6 +77,35 @@ PacketMeta meta(bool initiator_is_src = true, uint64_t ts = 1700000000123456789U
   return m;
 }
 
+// A DNS query for secret.example.com, the UDP datagram's payload.
+Bytes dns_query_secret() {
+  Bytes q;
+  put16(q, 0x1234), put16(q, 0x0100), put16(q, 1), put16(q, 0), put16(q, 0), put16(q, 0);
+  for (const char* l : {"secret", "example", "com"}) {
+    put8(q, unsigned(std::strlen(l)));
+    q.insert(q.end(), l, l + std::strlen(l));
+  }
+  put8(q, 0), put16(q, 1), put16(q, 1);
+  return q;
+}
+
+// Runs the frame through the consumer with its application fields parsed,
+// as the worker does.
+Verdict run_parsed(Consumer& c, Bytes& f) {
+  PacketMeta m = meta();
+  Decoded d;
+  decode(f.data(), uint32_t(f.size()), uint32_t(f.size()), d);
+  L7Parse parse;
+  m.parse = &parse;
+  FlowState fs;
+  m.flow = &fs;
+  analyze_l7(f.data(), d, m, parse);
+  uint32_t cap = uint32_t(f.size()), wire = cap;
+  const Verdict v = c.inst->process(f.data(), cap, wire, d, m, c.c);
+  f.resize(cap);
+  return v;
+}
+
 // Every length and checksum of an Ethernet/[VLAN]/IP/L4 frame, recomputed
 // from scratch: the frame must be one a receiver accepts as is.
 void check_lengths_and_checksums(const Bytes& f, uint32_t l3) {
@@ -561,25 +590,10 @@ TEST_CASE("a tunnelled packet gets the policy on its inner packet", "[runtime][t
     Consumer c("dns.qname : redact()\n");
     V4 h;
     h.proto = 17;
-    Bytes q;
-    put16(q, 0x1234), put16(q, 0x0100), put16(q, 1), put16(q, 0), put16(q, 0), put16(q, 0);
-    for (const char* l : {"secret", "example", "com"}) {
-      put8(q, unsigned(std::strlen(l)));
-      q.insert(q.end(), l, l + std::strlen(l));
-    }
-    put8(q, 0), put16(q, 1), put16(q, 1);
+    const Bytes q = dns_query_secret();
     Bytes in = cat({eth(0x0800), ipv4(h, cat({udp_hdr(5353, 53, uint16_t(8 + q.size())), q}))});
     Bytes f = over_udp(4789, vxlan(9, in));
-    PacketMeta m = meta();
-    Decoded d;
-    decode(f.data(), uint32_t(f.size()), uint32_t(f.size()), d);
-    L7Parse parse;
-    m.parse = &parse;
-    FlowState fs;
-    m.flow = &fs;
-    analyze_l7(f.data(), d, m, parse);
-    uint32_t cap = uint32_t(f.size()), wire = cap;
-    CHECK(c.inst->process(f.data(), cap, wire, d, m, c.c) == Verdict::Forward);
+    CHECK(run_parsed(c, f) == Verdict::Forward);
     const std::string s(f.begin(), f.end());
     CHECK(s.find("secret") == std::string::npos);
     check_lengths_and_checksums(f, kOuter);
@@ -826,4 +840,105 @@ TEST_CASE("a wrong L4 checksum stays wrong by as much through cut() and snap()",
         CHECK(err(bad, l4, co, is6) == in_err);
       }
   }
+}
+
+// A host capturing what it sends sees transmit offload at work: each TCP
+// and UDP checksum holds the pseudo-header's sum alone (not complemented),
+// which the NIC completes. Rewritten addresses move that sum as a sum; a
+// cut's new length too; payload rewrites do not touch it. Each header-only
+// policy runs through its kernel, the generic header path and the general
+// path; a right checksum stays right and a wrong one wrong by as much.
+TEST_CASE("a transmit-offload partial checksum reads as the new pseudo-header's after any rewrite", "[runtime][checksum]") {
+  struct Seg {
+    uint32_t l4, co, len;
+    bool is6;
+    uint8_t proto;
+  };
+  auto seg = [](const Bytes& f) {
+    const uint8_t* ip = &f[14];
+    Seg s;
+    s.is6 = (ip[0] >> 4) == 6;
+    s.proto = s.is6 ? ip[6] : ip[9];
+    s.l4 = s.is6 ? 54 : 14 + (ip[0] & 15) * 4u;
+    s.co = s.proto == 6 ? 16 : 6;
+    s.len = (s.is6 ? 54u + get16(ip + 4) : 14u + get16(ip + 2)) - s.l4;
+    return s;
+  };
+  auto pseudo = [&](const Bytes& f) {
+    const Seg s = seg(f);
+    const uint8_t* ip = &f[14];
+    return uint16_t(ref_sum(ip + (s.is6 ? 8 : 12), s.is6 ? 32 : 8, s.proto + (s.len & 0xffff) + (s.len >> 16)));
+  };
+  auto right = [&](const Bytes& f) {
+    const Seg s = seg(f);
+    const uint8_t* ip = &f[14];
+    return ref_l4_checksum(ip + (s.is6 ? 8 : 12), ip + (s.is6 ? 24 : 16), s.is6, s.proto, &f[s.l4], s.len, s.co);
+  };
+  auto ck = [&](const Bytes& f) { const Seg s = seg(f); return get16(&f[s.l4 + s.co]); };
+  auto err = [&](const Bytes& f) { return uint16_t((ck(f) + 0xffff - right(f)) % 0xffff); };
+  const char* policies[] = {
+      "ip.client : cryptopan(key=k)\nip.server : prefix(24)\n",
+      "ip.src, ip.dst : cryptopan(key=k)\npayload : zero()\n",
+      "ip.client : prefix(16)\nip.server : cryptopan(key=k)\npayload : cut()\n",
+      "ip.src : prefix(8)\npayload : snap()\n",
+      "ip.client : cryptopan(key=k)\nip.server : keep()\npayload : redact()\n",
+  };
+  uint64_t partials = 0;
+  for (const char* pol : policies)
+    for (int path = 0; path < 3; ++path) {  // the kernel, process_hdr, the general path
+      Consumer c(pol);
+      c.inst->set_header_fast_path(path < 2, path == 0);
+      for (bool is6 : {false, true})
+        for (uint8_t proto : {uint8_t(6), uint8_t(17)})
+          for (int kind = 0; kind < 3; ++kind) {  // partial, right, wrong
+            INFO(pol << "path " << path << (is6 ? " IPv6 " : " IPv4 ") << int(proto) << " kind " << kind);
+            const Bytes l4b = proto == 6 ? cat({tcp_hdr(40000, 80, 0x18, 1), payload(101)})
+                                         : cat({udp_hdr(40000, 9999, 8 + 101), payload(101)});
+            V4 h4;
+            h4.proto = proto;
+            V6 h6;
+            Bytes in = is6 ? cat({eth(0x86dd), ipv6(h6, {}, proto, l4b)}) : cat({eth(0x0800), ipv4(h4, l4b)});
+            const Seg s = seg(in);
+            if (kind == 0) set16(&in[s.l4 + s.co], pseudo(in));
+            if (kind == 2) set16(&in[s.l4 + s.co], ck(in) ^ 0x1234);
+            REQUIRE((kind == 1) == (ck(in) == right(in)));
+            Bytes out = in;
+            REQUIRE(c.run(out, meta(true)) == Verdict::Forward);
+            REQUIRE(out.size() >= s.l4 + s.co + 2);
+            REQUIRE(std::memcmp(&out[is6 ? 22 : 26], &in[is6 ? 22 : 26], is6 ? 32 : 8) != 0);
+            if (kind == 0) {
+              CHECK(ck(out) == pseudo(out));
+              partials += ck(out) == pseudo(out) && ck(out) != right(out);
+            } else if (kind == 1) {
+              CHECK(ck(out) == right(out));
+            } else {
+              CHECK(err(out) == err(in));
+            }
+          }
+    }
+  CHECK(partials == std::size(policies) * 3 * 4);
+}
+
+// The same through the DNS datagram shortcut and the general steps it
+// stands for: a name rewrite changes the payload, which a partial does not
+// cover.
+TEST_CASE("a transmit-offload partial checksum is left as it is by a name rewrite", "[runtime][checksum]") {
+  const Bytes q = dns_query_secret();
+  V4 h;
+  h.proto = 17;
+  const Bytes good = cat({eth(0x0800), ipv4(h, cat({udp_hdr(5353, 53, uint16_t(8 + q.size())), q}))});
+  const uint32_t ulen = uint32_t(8 + q.size());
+  const uint16_t partial = uint16_t(ref_sum(&good[26], 8, 17 + ulen));
+  for (bool shortcut : {true, false})
+    for (bool offloaded : {true, false}) {
+      INFO((shortcut ? "shortcut " : "general steps ") << (offloaded ? "partial" : "right"));
+      Consumer c("dns.qname : redact()\n");
+      c.inst->set_shortcut_path(shortcut);
+      Bytes f = good;
+      if (offloaded) set16(&f[40], partial);
+      REQUIRE(run_parsed(c, f) == Verdict::Forward);
+      REQUIRE(std::string(f.begin(), f.end()).find("secret") == std::string::npos);
+      if (offloaded) CHECK(get16(&f[40]) == partial);
+      else check_lengths_and_checksums(f, 14);
+    }
 }
