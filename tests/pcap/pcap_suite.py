@@ -270,7 +270,12 @@ def encap_next(d, r, force_teredo=False):
                 if q + 4 > end:
                     return None
                 q += 4 + d[q + 2] + d[q + 3] + 9
-            if q + 2 <= end and be16(d, q) == 0:
+            if q + 8 <= end and be16(d, q) == 0:
+                # The origin indication's address (XORed with all ones)
+                # takes the tunnel endpoints' rule; its port is kept.
+                pos.update(range(q + 4, q + 8))
+                q += 8
+            elif q + 2 <= end and be16(d, q) == 0:
                 q += 8
             if q + 40 > end or (d[q] >> 4) != 6:
                 return None
