@@ -86,22 +86,28 @@ EchoScan::EchoScan() : slots_(kEntries), shared_(std::make_shared<EchoShared>())
 
 EchoScan::~EchoScan() = default;
 
-void EchoScan::addr(const uint8_t* old_a, const uint8_t* new_a, unsigned alen) {
-  if (std::memcmp(old_a, new_a, alen) == 0) return;
-  record(alen == 4 ? EchoKind::Addr4 : EchoKind::Addr6, {reinterpret_cast<const char*>(old_a), alen},
-         {reinterpret_cast<const char*>(new_a), alen});
+void EchoScan::addr(const uint8_t* old_a, const uint8_t* new_a, unsigned alen, bool z) {
+  const EchoKind k = alen == 4 ? EchoKind::Addr4 : EchoKind::Addr6;
+  const std::string_view o(reinterpret_cast<const char*>(old_a), alen);
+  if (std::memcmp(old_a, new_a, alen) == 0) return release(k, o);
+  record(k, o, {reinterpret_cast<const char*>(new_a), alen}, z);
 }
 
 void EchoScan::mac(const uint8_t* old_m, const uint8_t* new_m) {
   if (std::memcmp(old_m, new_m, 6) == 0) return;
-  record(EchoKind::Mac, {reinterpret_cast<const char*>(old_m), 6}, {reinterpret_cast<const char*>(new_m), 6});
+  record(EchoKind::Mac, {reinterpret_cast<const char*>(old_m), 6}, {reinterpret_cast<const char*>(new_m), 6}, false);
 }
 
-void EchoScan::bytes(const uint8_t* old_v, const uint8_t* new_v, uint32_t len) {
-  if (len < kMinBytes || std::memcmp(old_v, new_v, len) == 0) return;
+void EchoScan::bytes(const uint8_t* old_v, const uint8_t* new_v, uint32_t len, bool z) {
+  if (len < kMinBytes) return;
+  const bool kept = std::memcmp(old_v, new_v, len) == 0;
+  if (kept && !zlive_) return;
   const std::string_view o(reinterpret_cast<const char*>(old_v), len), r(reinterpret_cast<const char*>(new_v), len);
-  const uint32_t whole = std::min<uint32_t>(len, kMaxValue);
-  record(EchoKind::Bytes, o.substr(0, whole), r.substr(0, whole));
+  auto take = [&](uint32_t from, uint32_t n) {
+    if (kept) release(EchoKind::Bytes, o.substr(from, n));
+    else record(EchoKind::Bytes, o.substr(from, n), r.substr(from, n), z);
+  };
+  take(0, std::min<uint32_t>(len, kMaxValue));
   // Its parts: the value of each `name=value` item, or each item, between
   // separators; the same bytes of the rewritten value replace them (every
   // bytes action keeps a value's length).
@@ -112,21 +118,20 @@ void EchoScan::bytes(const uint8_t* old_v, const uint8_t* new_v, uint32_t len) {
     while (j < len && !sep(o[j])) ++j;
     uint32_t s = i;
     if (const size_t eq = o.substr(i, j - i).find('='); eq != std::string_view::npos) s = i + uint32_t(eq) + 1;
-    if (j - s >= kMinPart && j - s < len) {
-      const uint32_t n = std::min<uint32_t>(j - s, kMaxValue);
-      record(EchoKind::Bytes, o.substr(s, n), r.substr(s, n));
-    }
+    if (j - s >= kMinPart && j - s < len) take(s, std::min<uint32_t>(j - s, kMaxValue));
     i = j;
   }
 }
 
-void EchoScan::name(std::string_view text, const names::Decision& d) {
-  if (d.action == names::Action::Keep) return;
+void EchoScan::name(std::string_view text, const names::Decision& d, bool z) {
+  const bool kept = d.action == names::Action::Keep;
+  if (kept && !zlive_) return;
   while (!text.empty() && text.back() == '.') text.remove_suffix(1);
   if (text.size() < kMinName || text.size() > kMaxValue) return;
   std::string low(text);
   for (char& c : low) c = char(std::tolower(uint8_t(c)));
-  record(EchoKind::Name, low, {}, &d);
+  if (kept) return release(EchoKind::Name, low);
+  record(EchoKind::Name, low, {}, z, &d);
 }
 
 // A packet's values are mostly its flow's again (its addresses, its MACs):
@@ -138,36 +143,36 @@ static unsigned quick_of(EchoKind k, std::string_view v) {
   return unsigned(((w ^ (uint64_t(v.size()) << 56) ^ uint64_t(k)) * 0x9e3779b97f4a7c15ULL) >> 56);
 }
 
-void EchoScan::record(EchoKind k, std::string_view old, std::string_view repl, const names::Decision* dec) {
+void EchoScan::record(EchoKind k, std::string_view old, std::string_view repl, bool z, const names::Decision* dec) {
   if (anonymous(k, old)) return;
+  // Known: only what it becomes may have moved (a MAC's timestamp, a
+  // rotated key); the database searches for the old value alone. Rewritten
+  // once by another action than z-anonymity's, it stays protected.
+  auto update = [&](EchoValue& v) {
+    if (v.repl != repl) v.repl.assign(repl);
+    if (dec) v.dec = *dec;
+    if (v.z && !z) v.z = false, --zlive_;
+  };
   const unsigned q = quick_of(k, old);
   if (const uint32_t s = quick_[q]) {
     EchoValue& v = slots_[s - 1];
-    if (v.kind == k && v.old == old) {
-      if (v.repl != repl) v.repl.assign(repl);
-      if (dec) v.dec = *dec;
-      return;
-    }
+    if (v.seq && v.kind == k && v.old == old) return update(v);
   }
   const uint64_t h = key_of(k, old);
   if (auto it = index_.find(h); it != index_.end()) {
     EchoValue& v = slots_[it->second];
     quick_[q] = it->second + 1;
-    if (v.kind == k && v.old == old) {
-      // Known: only what it becomes may have moved (a MAC's timestamp, a
-      // rotated key); the database searches for the old value alone.
-      if (v.repl != repl) v.repl.assign(repl);
-      if (dec) v.dec = *dec;
-      return;
-    }
+    if (v.kind == k && v.old == old) return update(v);
   }
   const uint32_t slot = next_;
   next_ = (next_ + 1) % kEntries;
   EchoValue& v = slots_[slot];
   if (v.seq) {
     if (auto it = index_.find(key_of(v.kind, v.old)); it != index_.end() && it->second == slot) index_.erase(it);
+    zlive_ -= v.z;
   }
-  v.kind = k, v.old.assign(old), v.repl.assign(repl), v.seq = ++seq_;
+  v.kind = k, v.old.assign(old), v.repl.assign(repl), v.seq = ++seq_, v.z = z;
+  zlive_ += z;
   if (dec) v.dec = *dec;
   v.forms.clear();
   echo_forms(v, v.forms);
@@ -180,6 +185,23 @@ void EchoScan::record(EchoKind k, std::string_view old, std::string_view repl, c
   if (++listed_ > 4 * kEntries) relist_pending();
   if (pending_.size() > kEntries) pending_.pop_front();  // its slot holds a newer value by now
   outbox_.emplace_back(slot, v);
+}
+
+// A value only z-anonymity hid, left in clear by a field now: it leaves
+// the table (its slot is free; the next database no longer holds it, and
+// until then its hits are dropped as any value's that left).
+void EchoScan::release(EchoKind k, std::string_view old) {
+  if (!zlive_) return;
+  const auto it = index_.find(key_of(k, old));
+  if (it == index_.end()) return;
+  const uint32_t slot = it->second;
+  EchoValue& v = slots_[slot];
+  if (!v.z || v.kind != k || v.old != old) return;
+  index_.erase(it);
+  v.seq = 0, v.z = false;
+  v.old.clear(), v.forms.clear();
+  --zlive_;
+  outbox_.emplace_back(slot, EchoValue{});
 }
 
 unsigned EchoScan::pending() const {
@@ -275,7 +297,8 @@ void EchoScan::search_pending(const uint8_t* p, uint32_t n) {
   }
 }
 
-EchoCount EchoScan::scan(uint8_t* p, uint32_t n, void (*before_write)(void*), void* ctx) {
+EchoCount EchoScan::scan(uint8_t* p, uint32_t n, const Span* keep, unsigned n_keep, void (*before_write)(void*),
+                         void* ctx) {
   flush();
   adopt();
   if (n < 4 || (!gen_ && pending_.empty())) return {};
@@ -283,13 +306,14 @@ EchoCount EchoScan::scan(uint8_t* p, uint32_t n, void (*before_write)(void*), vo
   if (gen_ && gen_->db) hs_scan(gen_->db, reinterpret_cast<const char*>(p), n, 0, gen_->scratch, on_match, this);
   search_pending(p, n);
   if (hits_.empty()) return {};
-  return apply(p, n, before_write, ctx);
+  return apply(p, n, keep, n_keep, before_write, ctx);
 }
 
 // Whatever found them, the same hits give the same bytes: first in the
 // payload first, the longer of two at one place first, none overlapping
 // one taken.
-EchoCount EchoScan::apply(uint8_t* p, uint32_t n, void (*before_write)(void*), void* ctx) {
+EchoCount EchoScan::apply(uint8_t* p, uint32_t n, const Span* keep, unsigned n_keep, void (*before_write)(void*),
+                          void* ctx) {
   std::sort(hits_.begin(), hits_.end(), [](const Hit& a, const Hit& b) {
     return a.from != b.from ? a.from < b.from : a.len != b.len ? a.len > b.len : a.v->seq > b.v->seq;
   });
@@ -299,6 +323,7 @@ EchoCount EchoScan::apply(uint8_t* p, uint32_t n, void (*before_write)(void*), v
   for (const Hit& h : hits_) {
     if (h.from < done) continue;
     const uint32_t to = h.from + h.len;
+    if (std::any_of(keep, keep + n_keep, [&](const Span& s) { return h.from < s.to && s.from < to; })) continue;
     const EchoValue& v = *h.v;
     const uint8_t* src = nullptr;
     bool fitted = true;
