@@ -11,6 +11,7 @@
 #include <strings.h>
 
 #include "addr_text.h"
+#include "value_parts.h"
 #include "echo_build.h"
 
 namespace amon {
@@ -108,19 +109,9 @@ void EchoScan::bytes(const uint8_t* old_v, const uint8_t* new_v, uint32_t len, b
     else record(EchoKind::Bytes, o.substr(from, n), r.substr(from, n), z);
   };
   take(0, std::min<uint32_t>(len, kMaxValue));
-  // Its parts: the value of each `name=value` item, or each item, between
-  // separators; the same bytes of the rewritten value replace them (every
-  // bytes action keeps a value's length).
-  auto sep = [](char c) { return c == ';' || c == '&' || c == ',' || c == ' ' || c == '\t' || c == '\r' || c == '\n'; };
-  for (uint32_t i = 0; i < len;) {
-    while (i < len && sep(o[i])) ++i;
-    uint32_t j = i;
-    while (j < len && !sep(o[j])) ++j;
-    uint32_t s = i;
-    if (const size_t eq = o.substr(i, j - i).find('='); eq != std::string_view::npos) s = i + uint32_t(eq) + 1;
-    if (j - s >= kMinPart && j - s < len) take(s, std::min<uint32_t>(j - s, kMaxValue));
-    i = j;
-  }
+  // Its parts (value_parts.h); the same bytes of the rewritten value
+  // replace them (every bytes action keeps a value's length).
+  value_parts(o, take);
 }
 
 void EchoScan::name(std::string_view text, const names::Decision& d, bool z) {
@@ -248,42 +239,79 @@ int EchoScan::on_match(unsigned id, unsigned long long, unsigned long long to, u
   return 0;
 }
 
-// The values not in the database yet, by the first two bytes of each of
-// their forms (each case of a caseless form's): a bitmap of those pairs
-// and a list per pair. One pass over the payload then costs about the same
-// for one value or a thousand, and a form is compared only where its first
-// two bytes are.
+// The values not in the database yet, by the two bytes that end the first
+// m_ bytes of each of their forms (each case of a caseless form's), with
+// the shift table of a Wu-Manber search over them. One pass over the
+// payload then costs about the same for one value or a thousand, looks at
+// about one byte pair in m_ - 1 where no form starts, and compares a form
+// only where its first bytes may be.
+namespace {
+// The byte pairs a form's bytes at i and i + 1 may be (both cases of a
+// caseless form's letters), each once.
+unsigned pair_keys(const EchoForm& f, size_t i, unsigned out[4]) {
+  const uint8_t a = uint8_t(f.lit[i]), b = uint8_t(f.lit[i + 1]);
+  unsigned n = 0;
+  for (int ca = 0; ca < (f.caseless ? 2 : 1); ++ca)
+    for (int cb = 0; cb < (f.caseless ? 2 : 1); ++cb) {
+      const unsigned k = unsigned(ca ? std::toupper(a) : std::tolower(a)) | unsigned(cb ? std::toupper(b) : std::tolower(b)) << 8;
+      const unsigned kk = f.caseless ? k : (unsigned(a) | unsigned(b) << 8);
+      if (std::find(out, out + n, kk) == out + n) out[n++] = kk;
+    }
+  return n;
+}
+}  // namespace
+
 void EchoScan::add_pending(uint32_t slot) {
   const EchoValue& v = slots_[slot];
+  for (const EchoForm& f : v.forms)
+    if (f.lit.size() < m_) {
+      // A shorter form than the window: every list is made again for it.
+      m_ = unsigned(std::max<size_t>(2, f.lit.size()));
+      relist_pending();
+      return;
+    }
+  unsigned keys[4];
   for (uint8_t fi = 0; fi < v.forms.size(); ++fi) {
     const EchoForm& f = v.forms[fi];
-    const uint8_t a = uint8_t(f.lit[0]), b = uint8_t(f.lit[1]);
-    for (int ca = 0; ca < (f.caseless ? 2 : 1); ++ca)
-      for (int cb = 0; cb < (f.caseless ? 2 : 1); ++cb) {
-        const unsigned k = unsigned(ca ? std::toupper(a) : a) | unsigned(cb ? std::toupper(b) : b) << 8;
-        if (ca + cb && k == (unsigned(a) | unsigned(b) << 8)) continue;  // no other case
-        if (buckets_[k].empty()) touched_.push_back(uint16_t(k));
-        buckets_[k].push_back({v.seq, slot, fi});
-        pair_bits_[k >> 6] |= uint64_t(1) << (k & 63);
+    for (size_t j = 1; j < m_; ++j) {
+      const uint8_t sh = uint8_t(m_ - 1 - j);
+      for (unsigned i = 0, n = pair_keys(f, j - 1, keys); i < n; ++i) {
+        if (shift_[keys[i]] == kWindow - 1 && sh < kWindow - 1) shifted_.push_back(uint16_t(keys[i]));
+        shift_[keys[i]] = std::min(shift_[keys[i]], sh);
+        if (sh) continue;
+        if (buckets_[keys[i]].empty()) touched_.push_back(uint16_t(keys[i]));
+        buckets_[keys[i]].push_back({v.seq, slot, fi});
       }
+    }
   }
 }
 
 // After a new database: only the values it does not hold stay listed.
 void EchoScan::relist_pending() {
   listed_ = 0;
-  for (uint16_t k : touched_) buckets_[k].clear(), pair_bits_[k >> 6] = 0;
-  touched_.clear();
+  for (uint16_t k : touched_) buckets_[k].clear();
+  for (uint16_t k : shifted_) shift_[k] = kWindow - 1;
+  touched_.clear(), shifted_.clear();
   const uint64_t covered = gen_ ? gen_->covers : 0;
+  unsigned m = kWindow;
+  for (const auto& [slot, seq] : pending_)
+    if (seq > covered && slots_[slot].seq == seq)
+      for (const EchoForm& f : slots_[slot].forms) m = std::min<unsigned>(m, unsigned(std::max<size_t>(2, f.lit.size())));
+  m_ = m;
   for (const auto& [slot, seq] : pending_)
     if (seq > covered && slots_[slot].seq == seq) add_pending(slot);
 }
 
 void EchoScan::search_pending(const uint8_t* p, uint32_t n) {
-  if (touched_.empty()) return;
-  for (uint32_t i = 0; i + 1 < n; ++i) {
-    const unsigned k = unsigned(p[i]) | unsigned(p[i + 1]) << 8;
-    if (!(pair_bits_[k >> 6] >> (k & 63) & 1)) continue;
+  if (touched_.empty() || n < m_) return;
+  const uint32_t m = m_;
+  for (uint32_t e = m - 1; e < n;) {
+    const unsigned k = unsigned(p[e - 1]) | unsigned(p[e]) << 8;
+    if (const uint8_t sh = shift_[k]) {
+      e += std::min<uint32_t>(sh, m - 1);  // the default is kWindow - 1, for the longest window
+      continue;
+    }
+    const uint32_t i = e + 1 - m;
     for (const Cand& c : buckets_[k]) {
       const EchoValue& v = slots_[c.slot];
       if (v.seq != c.seq) continue;  // left the table
@@ -294,6 +322,7 @@ void EchoScan::search_pending(const uint8_t* p, uint32_t n) {
                                  : std::memcmp(p + i, f.lit.data(), L) == 0;
       if (eq) hits_.push_back({i, L, f.form, &v});
     }
+    ++e;
   }
 }
 

@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "amon_names.hpp"
+#include "value_parts.h"
 
 namespace amon {
 
@@ -81,7 +82,7 @@ class EchoScan {
   // also gives each of its parts of this length or longer, which a page or
   // a log may repeat alone; longer values than kMaxValue are searched by
   // their first kMaxValue bytes and their parts.
-  static constexpr unsigned kMinPart = 10, kMaxValue = 512;
+  static constexpr unsigned kMinPart = kValuePartMin, kMaxValue = kValuePartMax;
 
   EchoScan();
   ~EchoScan();
@@ -135,9 +136,17 @@ class EchoScan {
     uint8_t form;  // index in its forms
   };
   // The forms of values not in the database, by their first two bytes.
+  // A Wu-Manber search with blocks of two bytes over windows of m_ bytes
+  // (the shortest form listed, at most kWindow): the forms by the two bytes
+  // that end their first window, and for each pair of bytes how far a
+  // window ending in it may move on (shift_: kWindow - 1 where no form's
+  // first window holds the pair, 0 where one ends in it).
+  static constexpr unsigned kWindow = 4;
   std::vector<std::vector<Cand>> buckets_ = std::vector<std::vector<Cand>>(65536);
-  std::vector<uint64_t> pair_bits_ = std::vector<uint64_t>(1024);  // 65,536 bits: the pairs that have a list
+  std::vector<uint8_t> shift_ = std::vector<uint8_t>(65536, kWindow - 1);
+  unsigned m_ = kWindow;
   std::vector<uint16_t> touched_;  // pairs with a list
+  std::vector<uint16_t> shifted_;  // pairs with a shift below the default
   unsigned listed_ = 0;            // values listed since the last relist
   EchoCount apply(uint8_t* p, uint32_t n, const Span* keep, unsigned n_keep, void (*before_write)(void*), void* ctx);
 

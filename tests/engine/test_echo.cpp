@@ -197,3 +197,34 @@ TEST_CASE("the spans of fields parsed in the packet are never rewritten") {
   const EchoScan::Span part[] = {{0, 2}};
   CHECK(s.scan(reinterpret_cast<uint8_t*>(q.data()), uint32_t(q.size()), part, 1).mapped == 0);
 }
+
+TEST_CASE("payloads made of the values themselves: the direct search finds what the database finds") {
+  std::mt19937 rng(5);
+  EchoScan direct, built;
+  std::vector<std::string> pieces = {" ", ".", ":", "-", "=", ";", "a", "Z", "\x01"};
+  auto both = [&](auto&& f) { f(direct), f(built); };
+  for (int i = 0; i < 40; ++i) {
+    uint8_t o6[16] = {}, n6[16] = {};
+    o6[15] = uint8_t(1 + i);  // "::1" ... : forms of three characters
+    for (auto& b : n6) b = uint8_t(rng());
+    both([&](EchoScan& s) { s.addr(o6, n6, 16); });
+    std::string name;
+    for (int k = 0, len = 4 + int(rng() % 8); k < len; ++k) name += char('a' + rng() % 3);
+    both([&](EchoScan& s) { s.name(name, names::Decision::redact(true), i % 2); });
+    pieces.push_back(name), pieces.push_back("::" + std::to_string(1 + i));
+    std::string up = name;
+    for (char& c : up) c = char(std::toupper(uint8_t(c)));
+    pieces.push_back(up);
+  }
+  REQUIRE(built.wait_built(5000));
+  unsigned found = 0;
+  for (int t = 0; t < 300; ++t) {
+    std::string p;
+    while (p.size() < 200) p += pieces[rng() % pieces.size()];
+    EchoCount c;
+    const std::string a = scanned(direct, p, &c);
+    found += c.mapped + c.filled;
+    CHECK(a == scanned(built, p));
+  }
+  CHECK(found > 100);
+}
