@@ -155,6 +155,7 @@ void EchoScan::record(EchoKind k, std::string_view old, std::string_view repl, b
     quick_[q] = it->second + 1;
     if (v.kind == k && v.old == old) return update(v);
   }
+  if (z && released_[h % kReleased] == h) return;
   const uint32_t slot = next_;
   next_ = (next_ + 1) % kEntries;
   EchoValue& v = slots_[slot];
@@ -183,12 +184,14 @@ void EchoScan::record(EchoKind k, std::string_view old, std::string_view repl, b
 // until then its hits are dropped as any value's that left).
 void EchoScan::release(EchoKind k, std::string_view old) {
   if (!zlive_) return;
-  const auto it = index_.find(key_of(k, old));
+  const uint64_t h = key_of(k, old);
+  const auto it = index_.find(h);
   if (it == index_.end()) return;
   const uint32_t slot = it->second;
   EchoValue& v = slots_[slot];
   if (!v.z || v.kind != k || v.old != old) return;
   index_.erase(it);
+  released_[h % kReleased] = h;
   v.seq = 0, v.z = false;
   v.old.clear(), v.forms.clear();
   --zlive_;

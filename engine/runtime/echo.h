@@ -158,6 +158,13 @@ class EchoScan {
   uint32_t next_ = 0;
   uint64_t seq_ = 0;
   unsigned zlive_ = 0;  // values in the table with z set
+  // Values a field released lately (key_of, direct-mapped: a newer one
+  // takes the place of an older): z-anonymity's fallback hiding one of them
+  // again (a flow decided before the population reached z) does not bring
+  // it back, so a value does not enter and leave the table packet after
+  // packet.
+  static constexpr unsigned kReleased = 8192;
+  std::vector<uint64_t> released_ = std::vector<uint64_t>(kReleased);
   std::shared_ptr<EchoShared> shared_;
   std::shared_ptr<const EchoGen> gen_;
   std::vector<Hit> hits_;
