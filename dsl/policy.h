@@ -112,7 +112,7 @@ struct Policy {
   std::optional<ActionCall> payload_default;
   enum class AddrText { Map, Keep } addr_text = AddrText::Map;
   // `echoes`: kept payload searched for the values the policy rewrote (map) or not (keep).
-  enum class Echoes { Map, Keep } echoes = Echoes::Keep;
+  enum class Echoes { Map, Keep } echoes = Echoes::Map;
   std::vector<std::shared_ptr<const KeyMaterial>> keys;
   std::vector<Rule> rules;  // source order, includes expanded in place
   std::string select_bpf;

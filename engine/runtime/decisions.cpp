@@ -24,10 +24,11 @@ namespace amon {
 
 [[gnu::always_inline]] inline names::Decision ProgramInstance::decide_name_in(FieldId f, std::string_view text,
                                                                            Eval& e, ExchangeRecall* recall,
-                                                                           MsgNames* seen) {
+                                                                           MsgNames* seen, bool& z) {
   int ri = pick(f, e);
   if (ri < 0) return names::Decision::keep();
   const NamePlan& np = name_plan_[ri];
+  z = np.kind == NamePlan::Zanon;
   switch (np.kind) {
     case NamePlan::Keep: return names::Decision::keep();
     case NamePlan::Drop: return e.drop = true, names::Decision::redact();
@@ -49,14 +50,16 @@ namespace amon {
 
 names::Decision ProgramInstance::decide_name(FieldId f, std::string_view text, Eval& e, ExchangeRecall* recall,
                                              MsgNames* seen) {
-  const names::Decision d = decide_name_in(f, text, e, recall, seen);
-  if (echo_) echo_->name(text, d);
+  bool z = false;
+  const names::Decision d = decide_name_in(f, text, e, recall, seen, z);
+  if (echo_) echo_->name(text, d, z);
   return d;
 }
 
 names::Decision ProgramInstance::PluginHost::decide_name(FieldId f, std::string_view text, bool exchange) {
-  const names::Decision d = self_.decide_name_in(f, text, *e_, exchange && open_ ? &rc_ : nullptr, &seen_);
-  if (self_.echo_) self_.echo_->name(text, d);
+  bool z = false;
+  const names::Decision d = self_.decide_name_in(f, text, *e_, exchange && open_ ? &rc_ : nullptr, &seen_, z);
+  if (self_.echo_) self_.echo_->name(text, d, z);
   return d;
 }
 

@@ -11,6 +11,7 @@
 #include <strings.h>
 
 #include "addr_text.h"
+#include "value_parts.h"
 #include "echo_build.h"
 
 namespace amon {
@@ -86,47 +87,42 @@ EchoScan::EchoScan() : slots_(kEntries), shared_(std::make_shared<EchoShared>())
 
 EchoScan::~EchoScan() = default;
 
-void EchoScan::addr(const uint8_t* old_a, const uint8_t* new_a, unsigned alen) {
-  if (std::memcmp(old_a, new_a, alen) == 0) return;
-  record(alen == 4 ? EchoKind::Addr4 : EchoKind::Addr6, {reinterpret_cast<const char*>(old_a), alen},
-         {reinterpret_cast<const char*>(new_a), alen});
+void EchoScan::addr(const uint8_t* old_a, const uint8_t* new_a, unsigned alen, bool z) {
+  const EchoKind k = alen == 4 ? EchoKind::Addr4 : EchoKind::Addr6;
+  const std::string_view o(reinterpret_cast<const char*>(old_a), alen);
+  if (std::memcmp(old_a, new_a, alen) == 0) return release(k, o);
+  record(k, o, {reinterpret_cast<const char*>(new_a), alen}, z);
 }
 
 void EchoScan::mac(const uint8_t* old_m, const uint8_t* new_m) {
   if (std::memcmp(old_m, new_m, 6) == 0) return;
-  record(EchoKind::Mac, {reinterpret_cast<const char*>(old_m), 6}, {reinterpret_cast<const char*>(new_m), 6});
+  record(EchoKind::Mac, {reinterpret_cast<const char*>(old_m), 6}, {reinterpret_cast<const char*>(new_m), 6}, false);
 }
 
-void EchoScan::bytes(const uint8_t* old_v, const uint8_t* new_v, uint32_t len) {
-  if (len < kMinBytes || std::memcmp(old_v, new_v, len) == 0) return;
+void EchoScan::bytes(const uint8_t* old_v, const uint8_t* new_v, uint32_t len, bool z) {
+  if (len < kMinBytes) return;
+  const bool kept = std::memcmp(old_v, new_v, len) == 0;
+  if (kept && !zlive_) return;
   const std::string_view o(reinterpret_cast<const char*>(old_v), len), r(reinterpret_cast<const char*>(new_v), len);
-  const uint32_t whole = std::min<uint32_t>(len, kMaxValue);
-  record(EchoKind::Bytes, o.substr(0, whole), r.substr(0, whole));
-  // Its parts: the value of each `name=value` item, or each item, between
-  // separators; the same bytes of the rewritten value replace them (every
-  // bytes action keeps a value's length).
-  auto sep = [](char c) { return c == ';' || c == '&' || c == ',' || c == ' ' || c == '\t' || c == '\r' || c == '\n'; };
-  for (uint32_t i = 0; i < len;) {
-    while (i < len && sep(o[i])) ++i;
-    uint32_t j = i;
-    while (j < len && !sep(o[j])) ++j;
-    uint32_t s = i;
-    if (const size_t eq = o.substr(i, j - i).find('='); eq != std::string_view::npos) s = i + uint32_t(eq) + 1;
-    if (j - s >= kMinPart && j - s < len) {
-      const uint32_t n = std::min<uint32_t>(j - s, kMaxValue);
-      record(EchoKind::Bytes, o.substr(s, n), r.substr(s, n));
-    }
-    i = j;
-  }
+  auto take = [&](uint32_t from, uint32_t n) {
+    if (kept) release(EchoKind::Bytes, o.substr(from, n));
+    else record(EchoKind::Bytes, o.substr(from, n), r.substr(from, n), z);
+  };
+  take(0, std::min<uint32_t>(len, kMaxValue));
+  // Its parts (value_parts.h); the same bytes of the rewritten value
+  // replace them (every bytes action keeps a value's length).
+  value_parts(o, take);
 }
 
-void EchoScan::name(std::string_view text, const names::Decision& d) {
-  if (d.action == names::Action::Keep) return;
+void EchoScan::name(std::string_view text, const names::Decision& d, bool z) {
+  const bool kept = d.action == names::Action::Keep;
+  if (kept && !zlive_) return;
   while (!text.empty() && text.back() == '.') text.remove_suffix(1);
   if (text.size() < kMinName || text.size() > kMaxValue) return;
   std::string low(text);
   for (char& c : low) c = char(std::tolower(uint8_t(c)));
-  record(EchoKind::Name, low, {}, &d);
+  if (kept) return release(EchoKind::Name, low);
+  record(EchoKind::Name, low, {}, z, &d);
 }
 
 // A packet's values are mostly its flow's again (its addresses, its MACs):
@@ -138,36 +134,37 @@ static unsigned quick_of(EchoKind k, std::string_view v) {
   return unsigned(((w ^ (uint64_t(v.size()) << 56) ^ uint64_t(k)) * 0x9e3779b97f4a7c15ULL) >> 56);
 }
 
-void EchoScan::record(EchoKind k, std::string_view old, std::string_view repl, const names::Decision* dec) {
+void EchoScan::record(EchoKind k, std::string_view old, std::string_view repl, bool z, const names::Decision* dec) {
   if (anonymous(k, old)) return;
+  // Known: only what it becomes may have moved (a MAC's timestamp, a
+  // rotated key); the database searches for the old value alone. Rewritten
+  // once by another action than z-anonymity's, it stays protected.
+  auto update = [&](EchoValue& v) {
+    if (v.repl != repl) v.repl.assign(repl);
+    if (dec) v.dec = *dec;
+    if (v.z && !z) v.z = false, --zlive_;
+  };
   const unsigned q = quick_of(k, old);
   if (const uint32_t s = quick_[q]) {
     EchoValue& v = slots_[s - 1];
-    if (v.kind == k && v.old == old) {
-      if (v.repl != repl) v.repl.assign(repl);
-      if (dec) v.dec = *dec;
-      return;
-    }
+    if (v.seq && v.kind == k && v.old == old) return update(v);
   }
   const uint64_t h = key_of(k, old);
   if (auto it = index_.find(h); it != index_.end()) {
     EchoValue& v = slots_[it->second];
     quick_[q] = it->second + 1;
-    if (v.kind == k && v.old == old) {
-      // Known: only what it becomes may have moved (a MAC's timestamp, a
-      // rotated key); the database searches for the old value alone.
-      if (v.repl != repl) v.repl.assign(repl);
-      if (dec) v.dec = *dec;
-      return;
-    }
+    if (v.kind == k && v.old == old) return update(v);
   }
+  if (z && released_[h % kReleased] == h) return;
   const uint32_t slot = next_;
   next_ = (next_ + 1) % kEntries;
   EchoValue& v = slots_[slot];
   if (v.seq) {
     if (auto it = index_.find(key_of(v.kind, v.old)); it != index_.end() && it->second == slot) index_.erase(it);
+    zlive_ -= v.z;
   }
-  v.kind = k, v.old.assign(old), v.repl.assign(repl), v.seq = ++seq_;
+  v.kind = k, v.old.assign(old), v.repl.assign(repl), v.seq = ++seq_, v.z = z;
+  zlive_ += z;
   if (dec) v.dec = *dec;
   v.forms.clear();
   echo_forms(v, v.forms);
@@ -180,6 +177,25 @@ void EchoScan::record(EchoKind k, std::string_view old, std::string_view repl, c
   if (++listed_ > 4 * kEntries) relist_pending();
   if (pending_.size() > kEntries) pending_.pop_front();  // its slot holds a newer value by now
   outbox_.emplace_back(slot, v);
+}
+
+// A value only z-anonymity hid, left in clear by a field now: it leaves
+// the table (its slot is free; the next database no longer holds it, and
+// until then its hits are dropped as any value's that left).
+void EchoScan::release(EchoKind k, std::string_view old) {
+  if (!zlive_) return;
+  const uint64_t h = key_of(k, old);
+  const auto it = index_.find(h);
+  if (it == index_.end()) return;
+  const uint32_t slot = it->second;
+  EchoValue& v = slots_[slot];
+  if (!v.z || v.kind != k || v.old != old) return;
+  index_.erase(it);
+  released_[h % kReleased] = h;
+  v.seq = 0, v.z = false;
+  v.old.clear(), v.forms.clear();
+  --zlive_;
+  outbox_.emplace_back(slot, EchoValue{});
 }
 
 unsigned EchoScan::pending() const {
@@ -226,42 +242,79 @@ int EchoScan::on_match(unsigned id, unsigned long long, unsigned long long to, u
   return 0;
 }
 
-// The values not in the database yet, by the first two bytes of each of
-// their forms (each case of a caseless form's): a bitmap of those pairs
-// and a list per pair. One pass over the payload then costs about the same
-// for one value or a thousand, and a form is compared only where its first
-// two bytes are.
+// The values not in the database yet, by the two bytes that end the first
+// m_ bytes of each of their forms (each case of a caseless form's), with
+// the shift table of a Wu-Manber search over them. One pass over the
+// payload then costs about the same for one value or a thousand, looks at
+// about one byte pair in m_ - 1 where no form starts, and compares a form
+// only where its first bytes may be.
+namespace {
+// The byte pairs a form's bytes at i and i + 1 may be (both cases of a
+// caseless form's letters), each once.
+unsigned pair_keys(const EchoForm& f, size_t i, unsigned out[4]) {
+  const uint8_t a = uint8_t(f.lit[i]), b = uint8_t(f.lit[i + 1]);
+  unsigned n = 0;
+  for (int ca = 0; ca < (f.caseless ? 2 : 1); ++ca)
+    for (int cb = 0; cb < (f.caseless ? 2 : 1); ++cb) {
+      const unsigned k = unsigned(ca ? std::toupper(a) : std::tolower(a)) | unsigned(cb ? std::toupper(b) : std::tolower(b)) << 8;
+      const unsigned kk = f.caseless ? k : (unsigned(a) | unsigned(b) << 8);
+      if (std::find(out, out + n, kk) == out + n) out[n++] = kk;
+    }
+  return n;
+}
+}  // namespace
+
 void EchoScan::add_pending(uint32_t slot) {
   const EchoValue& v = slots_[slot];
+  for (const EchoForm& f : v.forms)
+    if (f.lit.size() < m_) {
+      // A shorter form than the window: every list is made again for it.
+      m_ = unsigned(std::max<size_t>(2, f.lit.size()));
+      relist_pending();
+      return;
+    }
+  unsigned keys[4];
   for (uint8_t fi = 0; fi < v.forms.size(); ++fi) {
     const EchoForm& f = v.forms[fi];
-    const uint8_t a = uint8_t(f.lit[0]), b = uint8_t(f.lit[1]);
-    for (int ca = 0; ca < (f.caseless ? 2 : 1); ++ca)
-      for (int cb = 0; cb < (f.caseless ? 2 : 1); ++cb) {
-        const unsigned k = unsigned(ca ? std::toupper(a) : a) | unsigned(cb ? std::toupper(b) : b) << 8;
-        if (ca + cb && k == (unsigned(a) | unsigned(b) << 8)) continue;  // no other case
-        if (buckets_[k].empty()) touched_.push_back(uint16_t(k));
-        buckets_[k].push_back({v.seq, slot, fi});
-        pair_bits_[k >> 6] |= uint64_t(1) << (k & 63);
+    for (size_t j = 1; j < m_; ++j) {
+      const uint8_t sh = uint8_t(m_ - 1 - j);
+      for (unsigned i = 0, n = pair_keys(f, j - 1, keys); i < n; ++i) {
+        if (shift_[keys[i]] == kWindow - 1 && sh < kWindow - 1) shifted_.push_back(uint16_t(keys[i]));
+        shift_[keys[i]] = std::min(shift_[keys[i]], sh);
+        if (sh) continue;
+        if (buckets_[keys[i]].empty()) touched_.push_back(uint16_t(keys[i]));
+        buckets_[keys[i]].push_back({v.seq, slot, fi});
       }
+    }
   }
 }
 
 // After a new database: only the values it does not hold stay listed.
 void EchoScan::relist_pending() {
   listed_ = 0;
-  for (uint16_t k : touched_) buckets_[k].clear(), pair_bits_[k >> 6] = 0;
-  touched_.clear();
+  for (uint16_t k : touched_) buckets_[k].clear();
+  for (uint16_t k : shifted_) shift_[k] = kWindow - 1;
+  touched_.clear(), shifted_.clear();
   const uint64_t covered = gen_ ? gen_->covers : 0;
+  unsigned m = kWindow;
+  for (const auto& [slot, seq] : pending_)
+    if (seq > covered && slots_[slot].seq == seq)
+      for (const EchoForm& f : slots_[slot].forms) m = std::min<unsigned>(m, unsigned(std::max<size_t>(2, f.lit.size())));
+  m_ = m;
   for (const auto& [slot, seq] : pending_)
     if (seq > covered && slots_[slot].seq == seq) add_pending(slot);
 }
 
 void EchoScan::search_pending(const uint8_t* p, uint32_t n) {
-  if (touched_.empty()) return;
-  for (uint32_t i = 0; i + 1 < n; ++i) {
-    const unsigned k = unsigned(p[i]) | unsigned(p[i + 1]) << 8;
-    if (!(pair_bits_[k >> 6] >> (k & 63) & 1)) continue;
+  if (touched_.empty() || n < m_) return;
+  const uint32_t m = m_;
+  for (uint32_t e = m - 1; e < n;) {
+    const unsigned k = unsigned(p[e - 1]) | unsigned(p[e]) << 8;
+    if (const uint8_t sh = shift_[k]) {
+      e += std::min<uint32_t>(sh, m - 1);  // the default is kWindow - 1, for the longest window
+      continue;
+    }
+    const uint32_t i = e + 1 - m;
     for (const Cand& c : buckets_[k]) {
       const EchoValue& v = slots_[c.slot];
       if (v.seq != c.seq) continue;  // left the table
@@ -272,10 +325,12 @@ void EchoScan::search_pending(const uint8_t* p, uint32_t n) {
                                  : std::memcmp(p + i, f.lit.data(), L) == 0;
       if (eq) hits_.push_back({i, L, f.form, &v});
     }
+    ++e;
   }
 }
 
-EchoCount EchoScan::scan(uint8_t* p, uint32_t n, void (*before_write)(void*), void* ctx) {
+EchoCount EchoScan::scan(uint8_t* p, uint32_t n, const Span* keep, unsigned n_keep, void (*before_write)(void*),
+                         void* ctx) {
   flush();
   adopt();
   if (n < 4 || (!gen_ && pending_.empty())) return {};
@@ -283,13 +338,14 @@ EchoCount EchoScan::scan(uint8_t* p, uint32_t n, void (*before_write)(void*), vo
   if (gen_ && gen_->db) hs_scan(gen_->db, reinterpret_cast<const char*>(p), n, 0, gen_->scratch, on_match, this);
   search_pending(p, n);
   if (hits_.empty()) return {};
-  return apply(p, n, before_write, ctx);
+  return apply(p, n, keep, n_keep, before_write, ctx);
 }
 
 // Whatever found them, the same hits give the same bytes: first in the
 // payload first, the longer of two at one place first, none overlapping
 // one taken.
-EchoCount EchoScan::apply(uint8_t* p, uint32_t n, void (*before_write)(void*), void* ctx) {
+EchoCount EchoScan::apply(uint8_t* p, uint32_t n, const Span* keep, unsigned n_keep, void (*before_write)(void*),
+                          void* ctx) {
   std::sort(hits_.begin(), hits_.end(), [](const Hit& a, const Hit& b) {
     return a.from != b.from ? a.from < b.from : a.len != b.len ? a.len > b.len : a.v->seq > b.v->seq;
   });
@@ -299,6 +355,7 @@ EchoCount EchoScan::apply(uint8_t* p, uint32_t n, void (*before_write)(void*), v
   for (const Hit& h : hits_) {
     if (h.from < done) continue;
     const uint32_t to = h.from + h.len;
+    if (std::any_of(keep, keep + n_keep, [&](const Span& s) { return h.from < s.to && s.from < to; })) continue;
     const EchoValue& v = *h.v;
     const uint8_t* src = nullptr;
     bool fitted = true;

@@ -27,8 +27,13 @@
 #include <vector>
 
 #include "amon_names.hpp"
+#include "value_parts.h"
 
 namespace amon {
+
+struct EchoSpan {
+  uint32_t from, to;
+};
 
 // The literal forms a value is searched for (`form` numbers them per kind).
 struct EchoForm {
@@ -46,6 +51,11 @@ struct EchoValue {
   std::string repl;      // what the field became (addresses, MACs, bytes: same length as old)
   names::Decision dec;   // a name's decision (Name): its text forms take it again
   uint64_t seq = 0;      // when it entered the table (1, 2, ...); 0: a free slot
+  // Only z-anonymity hid it (its population below z): a field that leaves
+  // the same value in clear (z users reached, or its rule keeps it) takes
+  // it out of the table. A value some other action rewrote (a pseudonym, a
+  // hash, a redaction) stays protected everywhere.
+  bool z = false;
   std::vector<EchoForm> forms;  // echo_forms(), made once
 };
 
@@ -72,22 +82,31 @@ class EchoScan {
   // also gives each of its parts of this length or longer, which a page or
   // a log may repeat alone; longer values than kMaxValue are searched by
   // their first kMaxValue bytes and their parts.
-  static constexpr unsigned kMinPart = 10, kMaxValue = 512;
+  static constexpr unsigned kMinPart = kValuePartMin, kMaxValue = kValuePartMax;
 
   EchoScan();
   ~EchoScan();
   EchoScan(const EchoScan&) = delete;
   EchoScan& operator=(const EchoScan&) = delete;
 
-  // What the consumer rewrote (values it kept are not recorded).
-  void addr(const uint8_t* old_a, const uint8_t* new_a, unsigned alen);
+  // What a field of the consumer's became: a value rewritten is recorded
+  // (`z`: by z-anonymity's fallback); one left as it came releases what
+  // only z-anonymity hid (EchoValue::z).
+  void addr(const uint8_t* old_a, const uint8_t* new_a, unsigned alen, bool z = false);
   void mac(const uint8_t* old_m, const uint8_t* new_m);
-  void bytes(const uint8_t* old_v, const uint8_t* new_v, uint32_t len);
-  void name(std::string_view text, const names::Decision& d);
+  void bytes(const uint8_t* old_v, const uint8_t* new_v, uint32_t len, bool z = false);
+  void name(std::string_view text, const names::Decision& d, bool z = false);
+  // Some value in the table only z-anonymity hid (a kept field may release it).
+  bool has_z() const { return zlive_ != 0; }
 
-  // Rewrites in p[0, n) every remembered value found. `before_write(ctx)`,
-  // when given, runs once before the first byte changes.
-  EchoCount scan(uint8_t* p, uint32_t n, void (*before_write)(void*) = nullptr, void* ctx = nullptr);
+  // Bytes of the payload searched that the search never rewrites: the
+  // fields parsed in this packet, which their own rules decided.
+  using Span = EchoSpan;
+  // Rewrites in p[0, n) every remembered value found outside `keep` (n_keep
+  // spans, in any order). `before_write(ctx)`, when given, runs once before
+  // the first byte changes.
+  EchoCount scan(uint8_t* p, uint32_t n, const Span* keep = nullptr, unsigned n_keep = 0,
+                 void (*before_write)(void*) = nullptr, void* ctx = nullptr);
 
   unsigned size() const { return unsigned(index_.size()); }
   // Values recorded and not in the database the worker holds.
@@ -97,7 +116,8 @@ class EchoScan {
   bool wait_built(unsigned ms);
 
  private:
-  void record(EchoKind k, std::string_view old, std::string_view repl, const names::Decision* dec = nullptr);
+  void record(EchoKind k, std::string_view old, std::string_view repl, bool z, const names::Decision* dec = nullptr);
+  void release(EchoKind k, std::string_view old);
   void adopt();  // a newer database, if the background thread has one ready
   void flush();  // hands the recorded values to the background thread
   struct Hit {
@@ -116,11 +136,19 @@ class EchoScan {
     uint8_t form;  // index in its forms
   };
   // The forms of values not in the database, by their first two bytes.
+  // A Wu-Manber search with blocks of two bytes over windows of m_ bytes
+  // (the shortest form listed, at most kWindow): the forms by the two bytes
+  // that end their first window, and for each pair of bytes how far a
+  // window ending in it may move on (shift_: kWindow - 1 where no form's
+  // first window holds the pair, 0 where one ends in it).
+  static constexpr unsigned kWindow = 4;
   std::vector<std::vector<Cand>> buckets_ = std::vector<std::vector<Cand>>(65536);
-  std::vector<uint64_t> pair_bits_ = std::vector<uint64_t>(1024);  // 65,536 bits: the pairs that have a list
+  std::vector<uint8_t> shift_ = std::vector<uint8_t>(65536, kWindow - 1);
+  unsigned m_ = kWindow;
   std::vector<uint16_t> touched_;  // pairs with a list
+  std::vector<uint16_t> shifted_;  // pairs with a shift below the default
   unsigned listed_ = 0;            // values listed since the last relist
-  EchoCount apply(uint8_t* p, uint32_t n, void (*before_write)(void*), void* ctx);
+  EchoCount apply(uint8_t* p, uint32_t n, const Span* keep, unsigned n_keep, void (*before_write)(void*), void* ctx);
 
   std::vector<EchoValue> slots_;
   std::unordered_map<uint64_t, uint32_t> index_;  // hash of (kind, old) -> slot
@@ -129,6 +157,14 @@ class EchoScan {
   std::vector<std::pair<uint32_t, EchoValue>> outbox_;  // recorded, not yet handed over
   uint32_t next_ = 0;
   uint64_t seq_ = 0;
+  unsigned zlive_ = 0;  // values in the table with z set
+  // Values a field released lately (key_of, direct-mapped: a newer one
+  // takes the place of an older): z-anonymity's fallback hiding one of them
+  // again (a flow decided before the population reached z) does not bring
+  // it back, so a value does not enter and leave the table packet after
+  // packet.
+  static constexpr unsigned kReleased = 8192;
+  std::vector<uint64_t> released_ = std::vector<uint64_t>(kReleased);
   std::shared_ptr<EchoShared> shared_;
   std::shared_ptr<const EchoGen> gen_;
   std::vector<Hit> hits_;

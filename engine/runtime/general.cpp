@@ -501,14 +501,33 @@ void ProgramInstance::addr_text(GenPacket& g) {
 
 // What this consumer rewrote anywhere recently, found again in the payload
 // it keeps (echo.h), from where addr_text starts to the end of what is kept.
+// The fields parsed in this packet are not searched: their own rules
+// decided them (a name z-anonymity releases in its field stays released
+// there, whatever the table holds).
 void ProgramInstance::echo_text(GenPacket& g) {
   const Decoded& d = g.d;
+  const PacketMeta& m = g.m;
   const uint32_t from = d.status == DecodeStatus::Ok ? d.payload_off : std::min(d.good_until, g.cap);
   const uint32_t to = std::min(g.cap, snap_at_);
   if (to < from + 4) return;
+  echo_keep_.clear();
+  auto keep = [&](int64_t a, int64_t b) {  // payload offsets
+    a = std::max<int64_t>(a + d.payload_off, from), b = std::min<int64_t>(b + d.payload_off, to);
+    if (a < b) echo_keep_.push_back({uint32_t(a - from), uint32_t(b - from)});
+  };
+  if ((m.l7 == L7State::Parsed || m.l7 == L7State::Stream) && m.parse) {
+    // A segment of a reassembled header: the parse's offsets are the
+    // stream's, this segment starting at seg_off.
+    const int64_t base = m.l7 == L7State::Stream ? -int64_t(m.stream->seg_off) : 0;
+    const ProtoOccs& O = *m.parse->occs;
+    for (uint32_t i = 0; i < O.n; ++i)
+      if (O.occ[i].kind != OccKind::Payload) keep(base + O.occ[i].off, base + O.occ[i].off + O.occ[i].len);
+  }
+  for (const auto& [a, b] : echo_parsed_) keep(int64_t(a) - d.payload_off, int64_t(b) - d.payload_off);
   void (*before)(void*) = [](void* t) { static_cast<GenPacket*>(t)->take_sum(); };
   const bool ok = d.status == DecodeStatus::Ok;
-  const EchoCount n = echo_->scan(g.buf + from, to - from, ok ? before : nullptr, &g);
+  const EchoCount n = echo_->scan(g.buf + from, to - from, echo_keep_.data(), unsigned(echo_keep_.size()),
+                                  ok ? before : nullptr, &g);
   if (n.mapped | n.filled) g.changed = g.changed || ok, g.c.echoes += n.mapped, g.c.echoes_filled += n.filled;
 }
 
@@ -527,6 +546,7 @@ Verdict ProgramInstance::general_path(uint8_t* buf, uint32_t& cap, uint32_t& wir
                                       const PacketMeta& m, ConsumerCounters& c) {
   const Program& P = prog_;
   snap_at_ = UINT32_MAX;
+  if (echo_) echo_parsed_.clear();
   const dsl::Policy& pol = *P.policy_;
   GenPacket g{buf, cap, wire, d, m, c, !kL7Only && P.protects_addresses_};
   ApplyCtx ctx = packet_ctx(d, m, c);
@@ -578,7 +598,14 @@ Verdict ProgramInstance::general_path(uint8_t* buf, uint32_t& cap, uint32_t& wir
 
   // Addresses, then what carries addresses apart from the header.
   if (!kL7Only && !addr_rules(g, e, ctx)) return Verdict::Drop;
-  if (echo_ && g.addr_changed) echo_->addr(g.old_src, buf + g.so, g.alen), echo_->addr(g.old_dst, buf + g.dof, g.alen);
+  if (echo_) {
+    // An address kept in its header releases what only z-anonymity hid.
+    if (g.addr_changed || echo_->has_z())
+      for (int pos = 0; pos < 2; ++pos) {
+        const int r = g.pos_rule[pos];
+        echo_->addr(pos ? g.old_dst : g.old_src, buf + (pos ? g.dof : g.so), g.alen, r >= 0 && P.plans_[r]->zslot >= 0);
+      }
+  }
   const uint32_t pend = std::min<uint64_t>(uint64_t(d.payload_off) + d.payload_len, cap);
   g.plen = pend > d.payload_off ? pend - d.payload_off : 0;
   g.pl = buf + d.payload_off;

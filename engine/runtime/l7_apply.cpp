@@ -31,20 +31,26 @@ uint8_t ProgramInstance::rewrite_stream(uint8_t* buf, const Decoded& d, const Pa
 
 bool ProgramInstance::apply_text(FieldId f, uint8_t* p, uint32_t len, Eval& e) {
   int ri = pick(f, e);
-  if (ri < 0) return true;
+  if (ri < 0) {
+    // Left in clear: what only z-anonymity hid elsewhere is released.
+    if (echo_ && echo_->has_z()) echo_->bytes(p, p, len);
+    return true;
+  }
   const ActionCall& a = prog_.policy_->rules[ri].action;
   if (a.desc->uses_zstore) {
     zanon::Store* st = prog_.services_->zstore;
     if (!e.have_user) e.user = user_of(e.client, e.alen), e.have_user = true;
     zanon::ZParams zp{uint32_t(a.int_or("z", 10)), uint64_t(a.int_or("dt", 0))};
     zanon::Scope sc{field_class_[f], zscope_.kind};
-    if (st->observe(st->key(sc, std::span<const uint8_t>(p, len)), e.user, e.m->ts_ns, zp))
+    if (st->observe(st->key(sc, std::span<const uint8_t>(p, len)), e.user, e.m->ts_ns, zp)) {
+      if (echo_) echo_->bytes(p, p, len);
       return ++e.c->zanon_released, true;
+    }
     ++e.c->zanon_hidden;
     const uint32_t keep = echo_ ? std::min<uint32_t>(len, EchoScanMax) : 0;
     if (keep) std::memcpy(echo_old_, p, keep);
     const bool ok = zfallback_[ri]->bytes(p, len, *e.ctx) != ActResult::Drop;
-    if (keep) echo_->bytes(echo_old_, p, keep);
+    if (keep) echo_->bytes(echo_old_, p, keep, true);
     return ok;
   }
   const uint32_t keep = echo_ ? std::min<uint32_t>(len, EchoScanMax) : 0;
@@ -172,7 +178,8 @@ bool ProgramInstance::apply_role_addr(uint8_t* a, uint8_t family, Eval& e, bool 
   }
   const int ri = pick(f, e);
   if (ri < 0) return true;
-  RtAction* act = prog_.policy_->rules[ri].action.desc->uses_zstore ? zfallback_[ri].get() : actions_[ri].get();
+  const bool z = prog_.policy_->rules[ri].action.desc->uses_zstore;
+  RtAction* act = z ? zfallback_[ri].get() : actions_[ri].get();
   if (!act) return std::memset(a, 0, n), true;
   const bool was_server = e.ctx->is_server;
   const uint8_t was_family = e.ctx->family;
@@ -181,7 +188,7 @@ bool ProgramInstance::apply_role_addr(uint8_t* a, uint8_t family, Eval& e, bool 
   uint8_t old[16];
   std::memcpy(old, a, n);
   const bool ok = act->addr(a, *e.ctx) != ActResult::Drop;
-  if (echo_) echo_->addr(old, a, n);
+  if (echo_) echo_->addr(old, a, n, z);
   e.ctx->is_server = was_server;
   e.ctx->family = was_family;
   return ok;
@@ -192,10 +199,13 @@ bool ProgramInstance::apply_addr_occ(FieldId f, uint8_t* a, uint8_t family, Eval
   // A user's address takes ip.client's rule wherever it travels, in a
   // field a rule names or not.
   const bool user = prog_.user_rule_ >= 0 && is_user(a, family);
-  if (ri < 0 && !user) return true;
+  if (ri < 0 && !user) {
+    if (echo_ && echo_->has_z()) echo_->addr(a, a, family == 4 ? 4 : 16);
+    return true;
+  }
   uint8_t saved = e.ctx->family;
   e.ctx->family = family;
-  bool ok = true;
+  bool ok = true, z = false;
   uint8_t old[16];
   std::memcpy(old, a, family == 4 ? 4 : 16);
   if (user) {
@@ -210,12 +220,13 @@ bool ProgramInstance::apply_addr_occ(FieldId f, uint8_t* a, uint8_t family, Eval
     } else {
       ++e.c->zanon_hidden;
       ok = zfallback_[ri]->addr(a, *e.ctx) != ActResult::Drop;
+      z = true;
     }
   } else {
     ok = actions_[ri]->addr(a, *e.ctx) != ActResult::Drop;
   }
   e.ctx->family = saved;
-  if (echo_) echo_->addr(old, a, family == 4 ? 4 : 16);
+  if (echo_) echo_->addr(old, a, family == 4 ? 4 : 16, z);
   return ok;
 }
 

@@ -146,6 +146,7 @@ class Program {
 
 class RtAction;
 class EchoScan;
+struct EchoSpan;
 inline constexpr unsigned EchoScanMax = 512;  // EchoScan::kMaxValue
 struct ApplyCtx;
 struct ProtocolPlugin;
@@ -257,7 +258,9 @@ class ProgramInstance {
   struct MsgNames;
   names::Decision decide_name(FieldId f, std::string_view text, Eval& e, ExchangeRecall* recall = nullptr,
                               MsgNames* seen = nullptr);
-  names::Decision decide_name_in(FieldId f, std::string_view text, Eval& e, ExchangeRecall* recall, MsgNames* seen);
+  // z: the rule decides by z-anonymity (echo_ records what its fallback hid as such).
+  names::Decision decide_name_in(FieldId f, std::string_view text, Eval& e, ExchangeRecall* recall, MsgNames* seen,
+                                 bool& z);
   bool apply_text(FieldId f, uint8_t* p, uint32_t len, Eval& e);  // false: drop
   bool apply_addr_occ(FieldId f, uint8_t* a, uint8_t family, Eval& e);
   bool apply_mac_occ(FieldId f, uint8_t* a, Eval& e);  // false: drop
@@ -523,6 +526,12 @@ class ProgramInstance {
   // payload it keeps (echo.h); null without.
   std::unique_ptr<EchoScan> echo_;
   void echo_text(GenPacket& g);
+  // Where a plugin that rewrites its messages itself (ProtocolPlugin::
+  // rewrite, which locates no occurrence) had an address or MAC decided in
+  // this packet: offsets in the packet, never rewritten by echo_text.
+  std::vector<std::pair<uint32_t, uint32_t>> echo_parsed_;
+  void echo_parsed(const Eval& e, const uint8_t* a, uint32_t len);
+  std::vector<EchoSpan> echo_keep_;  // echo_text's spans not searched, reused per packet
   static bool shortcut_datagram(const Decoded& d, const PacketMeta& m, uint8_t app);
   // The value at p (len bytes) before an action rewrites it, for echo_.
   uint8_t echo_old_[EchoScanMax] = {};

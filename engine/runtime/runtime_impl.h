@@ -359,6 +359,11 @@ struct ProgramInstance::MsgNames {
   unsigned n = 0;
 };
 
+inline void ProgramInstance::echo_parsed(const Eval& e, const uint8_t* a, uint32_t len) {
+  if (echo_ && a >= e.buf && a + len <= e.buf + e.d->cap_len)
+    echo_parsed_.emplace_back(uint32_t(a - e.buf), uint32_t(a - e.buf + len));
+}
+
 // The consumer's rules as a plugin that rewrites its messages itself sees
 // them (protocol.h): each value gets its field's rule, as an occurrence
 // would; names are decided once per message, and an exchange's names as its
@@ -380,8 +385,14 @@ class ProgramInstance::PluginHost final : public RewriteHost {
   names::Decision decide_name(FieldId f, std::string_view text, bool exchange) override;
   bool open_exchange(uint32_t flow, unsigned query_dir, uint16_t id, std::string_view name, bool response,
                      bool& recalled) override;
-  bool addr(FieldId f, uint8_t* a, uint8_t family) override { return self_.apply_addr_occ(f, a, family, *e_); }
-  bool mac(FieldId f, uint8_t* a) override { return self_.apply_mac_occ(f, a, *e_); }
+  bool addr(FieldId f, uint8_t* a, uint8_t family) override {
+    self_.echo_parsed(*e_, a, family == 4 ? 4 : 16);
+    return self_.apply_addr_occ(f, a, family, *e_);
+  }
+  bool mac(FieldId f, uint8_t* a) override {
+    self_.echo_parsed(*e_, a, 6);
+    return self_.apply_mac_occ(f, a, *e_);
+  }
   bool modifies(FieldId f) override {
     const int ri = self_.pick(f, *e_);
     return ri >= 0 && self_.actions_[ri]->modifies;

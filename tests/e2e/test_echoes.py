@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """End to end: values the policy rewrote in their fields, found again in
-payload it keeps, leave as their field did (`echoes = map`),
+payload it keeps, leave as their field did (`echoes = map`, the default),
 through `amon pcap` with the shipped rules/ids.amon on crafted frames:
 
   - a Set-Cookie value echoed into a later segment of the same HTTP

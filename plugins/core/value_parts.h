@@ -1,0 +1,37 @@
+// The parts of a protected value that travel alone: a cookie's, a query
+// string's or credentials' `name=value` items, whose values a page, a log or
+// another header may repeat without the rest. The engine searches its kept
+// payload for them (echo.h) and `amon audit` for the same parts, so the two
+// agree on what counts as a copy.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <string_view>
+
+namespace amon {
+
+// The shortest part searched for (shorter ones occur by chance), and the
+// longest (a longer one by its first bytes).
+inline constexpr uint32_t kValuePartMin = 10, kValuePartMax = 512;
+
+// Calls f(offset, length) for each part of v: between separators (; & ,
+// blanks and line ends), the bytes after the first '=' of an item or the
+// whole item, of kValuePartMin bytes or more and shorter than v, cut to
+// kValuePartMax.
+template <class F>
+void value_parts(std::string_view v, F&& f) {
+  auto sep = [](char c) { return c == ';' || c == '&' || c == ',' || c == ' ' || c == '\t' || c == '\r' || c == '\n'; };
+  const uint32_t len = uint32_t(v.size());
+  for (uint32_t i = 0; i < len;) {
+    while (i < len && sep(v[i])) ++i;
+    uint32_t j = i;
+    while (j < len && !sep(v[j])) ++j;
+    uint32_t s = i;
+    if (const size_t eq = v.substr(i, j - i).find('='); eq != std::string_view::npos) s = i + uint32_t(eq) + 1;
+    if (j - s >= kValuePartMin && j - s < len) f(s, std::min(j - s, kValuePartMax));
+    i = j;
+  }
+}
+
+}  // namespace amon
