@@ -36,9 +36,9 @@ uint64_t host_fp(const uint8_t* a, unsigned alen) {
 }  // namespace
 
 bool InitiatorLog::seen_flow(uint64_t fp) {
-  uint64_t& s = flows_[fp % kFlows];
-  if (s == fp) return true;
-  s = fp;
+  std::atomic<uint64_t>& s = flows_[fp % kFlows];
+  if (s.load(std::memory_order_relaxed) == fp) return true;
+  s.store(fp, std::memory_order_relaxed);
   return false;
 }
 

@@ -8,6 +8,12 @@
 // "Roles without clients"). Learnt only while some consumer's program asks
 // for it (Program::learns_initiators).
 //
+// Live, workers polling their own RSS queues see only their share of the
+// input, in no common order: they share one log (and the dispatcher's, for
+// what it dispatches), its slots read and written with relaxed atomics, so a
+// host's flows on one queue teach every worker. Runs are not reproduced live,
+// so the order between them does not matter there.
+//
 // Bounded: two direct-mapped arrays of 64-bit fingerprints, kFlows recent
 // flows and kHosts initiating hosts (1 MiB in all). A flow forgotten by a
 // collision and seen again mid-way counts as new (a datagram's sender is
@@ -15,6 +21,7 @@
 // is a server again until it initiates another flow.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <vector>
@@ -40,10 +47,10 @@ class InitiatorLog {
   size_t memory_bytes() const { return (flows_.size() + hosts_.size()) * sizeof(uint64_t); }
 
  private:
-  std::vector<uint64_t> flows_ = std::vector<uint64_t>(kFlows);
-  std::vector<uint64_t> hosts_ = std::vector<uint64_t>(kHosts);
-  bool known(uint64_t host) const { return hosts_[host % kHosts] == host; }
-  void learn(uint64_t host) { hosts_[host % kHosts] = host; }
+  std::vector<std::atomic<uint64_t>> flows_ = std::vector<std::atomic<uint64_t>>(kFlows);
+  std::vector<std::atomic<uint64_t>> hosts_ = std::vector<std::atomic<uint64_t>>(kHosts);
+  bool known(uint64_t host) const { return hosts_[host % kHosts].load(std::memory_order_relaxed) == host; }
+  void learn(uint64_t host) { hosts_[host % kHosts].store(host, std::memory_order_relaxed); }
   // Whether the flow was seen before; notes it.
   bool seen_flow(uint64_t fp);
 };

@@ -185,8 +185,12 @@ void WorkerPath::process_burst(rte_mbuf** pkts, unsigned n, Sink sink, void* ctx
 uint8_t WorkerPath::initiating(rte_mbuf* m, const uint8_t* data, uint32_t cap, const Decoded& d) {
   uint8_t bits;
   if (mbuf_initiating(m, bits)) return bits;
-  if (!init_log_) init_log_ = std::make_unique<InitiatorLog>();
-  bits = init_log_->observe(data, cap, d);
+  InitiatorLog* log = shared_init_log_;
+  if (!log) {
+    if (!init_log_) init_log_ = std::make_unique<InitiatorLog>();
+    log = init_log_.get();
+  }
+  bits = log->observe(data, cap, d);
   mbuf_set_seq(m, mbuf_seq(m), bits);
   return bits;
 }

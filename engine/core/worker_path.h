@@ -83,6 +83,10 @@ class WorkerPath {
   // every other path keeps calling the Sink of process_burst.
   using SinkBurst = void (*)(void* ctx, unsigned consumer, rte_mbuf** ms, unsigned n);
   void set_burst_sink(SinkBurst s) { sink_burst_ = s; }
+  // Learn who initiates into `log`, shared with the other workers and the
+  // dispatcher (live, when workers poll their own RSS queues), instead of a
+  // log of this worker's own.
+  void share_initiators(InitiatorLog* log) { shared_init_log_ = log; }
 
   WorkerPath(const std::vector<std::unique_ptr<Program>>& programs, rte_mempool* pool,
              std::unique_ptr<FlowTable> flows, const HoldLimits& hold = HoldLimits{});
@@ -297,6 +301,7 @@ class WorkerPath {
   // input in order; a worker polling its own queue, which sees its share):
   // made at the first such packet.
   std::unique_ptr<InitiatorLog> init_log_;
+  InitiatorLog* shared_init_log_ = nullptr;  // live, workers polling their own queues: one log for all
   // The packet's PacketMeta::initiating: the dispatcher's, else learnt here
   // and written on the mbuf as the dispatcher would, where its held
   // segments and fragments find it again.

@@ -225,6 +225,14 @@ void start_workers(Engine& E) {
                                     int(rte_socket_id()), /*commit=*/!cfg.offline),
         cfg.hold);
     w->path->set_burst_sink(enqueue_out_burst);
+    // Workers polling their own queues see their share only: one log of
+    // initiators for all of them and the dispatcher (initiators.h). Made
+    // here whatever the policies, so a reload that starts needing it finds
+    // the workers already sharing it.
+    if (any_direct) {
+      if (!E.initiators) E.initiators = std::make_unique<InitiatorLog>();
+      w->path->share_initiators(E.initiators.get());
+    }
     for (auto& i : E.inputs)
       if (i.direct) w->rx_queues.emplace_back(i.port, uint16_t(wi));
     // Floors for every output the workers enqueue to (the merge of several
