@@ -26,8 +26,9 @@ uint32_t nd_fixed_len(uint8_t type) {
 // past which the mapped bits are zeroed again.
 bool ProgramInstance::nd_addr(uint8_t* a, unsigned bits, const NdMap& nm, Eval& e, ApplyCtx& ctx, unsigned alen) {
   const auto& F = l2l4::g_fields;
-  if (bits >= alen * 8 && std::memcmp(a, nm.old_src, alen) == 0) return std::memcpy(a, nm.new_src, alen), true;
-  if (bits >= alen * 8 && std::memcmp(a, nm.old_dst, alen) == 0) return std::memcpy(a, nm.new_dst, alen), true;
+  // memmove: in a malformed packet the body may overlap the header it maps from.
+  if (bits >= alen * 8 && std::memcmp(a, nm.old_src, alen) == 0) return std::memmove(a, nm.new_src, alen), true;
+  if (bits >= alen * 8 && std::memcmp(a, nm.old_dst, alen) == 0) return std::memmove(a, nm.new_dst, alen), true;
   if (!nm.protects_addr) return true;
   const dsl::Policy& pol = *prog_.policy_;
   const bool user = true;
