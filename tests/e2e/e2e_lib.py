@@ -167,6 +167,21 @@ def run_amon(amon, inp, consumers, workers=1, extra=(), timeout=170):
     return r
 
 
+def run_config(amon, cfg, stats, timeout=170):
+    """`amon run --config cfg --stats-json stats`: (CompletedProcess, the
+    stats JSON); raises with amon's stderr if it fails. A DPDK file prefix
+    of its own: amon refuses to start beside another on the same prefix
+    (ctest runs tests side by side)."""
+    import json
+    r = subprocess.run([amon, "run", "--config", cfg, "--quiet", "--stats-json", stats,
+                        "--", "--file-prefix=amone2e%d" % os.getpid()],
+                       capture_output=True, text=True, timeout=timeout)
+    if r.returncode != 0:
+        raise RuntimeError(f"amon run failed ({r.returncode}): {cfg}\n{r.stderr}")
+    with open(stats) as f:
+        return r, json.load(f)
+
+
 def tmpdir(prefix):
     base = os.environ.get("E2E_TMP")
     if base:

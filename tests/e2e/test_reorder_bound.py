@@ -61,12 +61,7 @@ def run(amon, work, inp, policy, tag, workers, records):
         if records is not None:
             f.write(f"reassembly: {{ reorder_records: {records} }}\n")
         f.write(f"consumers:\n  - {{ name: web, policy: {policy}, output: {{ pcap: {out} }} }}\n")
-    r = subprocess.run([amon, "run", "--config", cfg, "--quiet", "--stats-json", stats],
-                       capture_output=True, text=True, timeout=120)
-    if r.returncode != 0:
-        raise RuntimeError(f"amon run failed ({r.returncode}): {cfg}\n{r.stderr}")
-    with open(stats) as f:
-        j = json.load(f)
+    r, j = L.run_config(amon, cfg, stats, timeout=120)
     counted = {c["name"]: c.get("out_of_order") for c in j["consumers"]}["web"]
     held = j.get("reassembly", {}).get("segments", 0)
     warned = "consumer 'web'" in r.stderr and "records written after" in r.stderr

@@ -73,18 +73,16 @@ def run_counted(amon, inp, work, tag, named, plain, workers, bounds):
     if bounds is None:
         r = L.run_amon(amon, inp, [(p, pol, outs[p]) for p, pol in (("named", named), ("plain", plain))],
                        workers=workers, extra=["--stats-json", stats])
+        with open(stats) as f:
+            j = json.load(f)
     else:
         cfg = os.path.join(work, f"{tag}.yaml")
         with open(cfg, "w") as f:
             f.write(f"workers: {workers}\ninputs:\n  - pcap: {inp}\nreassembly: {bounds}\nconsumers:\n")
             for p, pol in (("named", named), ("plain", plain)):
                 f.write(f"  - {{ name: {p}, policy: {pol}, output: {{ pcap: {outs[p]} }} }}\n")
-        r = subprocess.run([amon, "run", "--config", cfg, "--quiet", "--stats-json", stats],
-                           capture_output=True, text=True, timeout=170)
-        if r.returncode != 0:
-            raise RuntimeError(f"amon run failed ({r.returncode}): {cfg}\n{r.stderr}")
-    with open(stats) as f:
-        counted = {c["name"]: c.get("out_of_order") for c in json.load(f)["consumers"]}
+        r, j = L.run_config(amon, cfg, stats)
+    counted = {c["name"]: c.get("out_of_order") for c in j["consumers"]}
     res = {}
     for p in ("named", "plain"):
         recs = L.read_pcap(outs[p])[1]
