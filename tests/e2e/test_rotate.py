@@ -29,7 +29,8 @@ def config(out, rotate, inp="in.pcap"):
 
 
 def run(amon):
-    r = subprocess.run([amon, "run", "--config", "amon.yaml", "--quiet"], capture_output=True, text=True, timeout=120)
+    r = subprocess.run([amon, "run", "--config", "amon.yaml", "--quiet", "--", "--file-prefix=amonrot%d" % os.getpid()],
+                       capture_output=True, text=True, timeout=120)
     if r.returncode != 0:
         raise RuntimeError(f"amon run: exit {r.returncode}: {r.stderr[-600:]}")
 
