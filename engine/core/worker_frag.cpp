@@ -87,10 +87,25 @@ void WorkerPath::outer_whole(uint32_t idx, Sink sink, void* ctx) {
     ConsumerCounters& c = counters_[i];
     Recent::Out& ro = rc.outs[i];
     c.in += n;
+    if (follow_[i] >= 0) {
+      // Its leader's rewrite (the same policy): its verdict and bytes, sent
+      // as the same fragments.
+      ro = rc.outs[unsigned(follow_[i])];
+      if (ro.v != Verdict::Forward) {
+        if (ro.dlen > g.total) c.dropped += n, ++c.err_drop;
+        else count_verdict(c, ro.v, n);
+        continue;
+      }
+      for (const auto& f : g.frags) refrag_out(unsigned(i), rc, f, sink, ctx);
+      continue;
+    }
     wb_.assign(rb_.begin(), rb_.begin() + len + 64);
     uint32_t cap = len, wire = len;
+    mark_counts(unsigned(i));
     ro.v = progs_[i]->process(wb_.data(), cap, wire, d, meta, c);
+    mirror_counts(unsigned(i));
     if (ro.v != Verdict::Forward) {
+      ro.dlen = 0;  // what a follower tells a verdict from a datagram grown by its rewrite by
       count_verdict(c, ro.v, n);
       continue;
     }

@@ -1,11 +1,13 @@
 #include "worker_path.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "mbuf_meta.h"
 #include "pcap_port.h"
 #include "stream.h"
 #include "bytes.h"
+#include "control.h"
 
 namespace amon {
 
@@ -29,9 +31,35 @@ void WorkerPath::configure() {
   hold_apps_ = 0;
   use_l7_ = wants_flows_ = learn_init_ = false;
   uint32_t probe_apps = 0;
+  follow_.assign(progs_.size(), -1);
+  followers_.assign(progs_.size(), {});
+  any_follower_ = false;
+  std::vector<std::string> digests;
   for (auto& inst : progs_) {
     const Program& p = inst->program();
     identity_.push_back(p.identity());
+    const size_t i = identity_.size() - 1;
+    // A consumer with z-anonymity rules observes the shared store for
+    // itself, and its observations weigh in the store's other decisions
+    // (its memory): it never follows.
+    const auto& rules = p.policy().rules;
+    const bool zanon = std::any_of(rules.begin(), rules.end(), [](const dsl::Rule& r) {
+      return r.action.desc && r.action.desc->kind == ActionKind::Zanon;
+    });
+    if (!p.identity() && !zanon) {
+      digests.push_back(policy_digest(p.policy()));
+      for (size_t j = 0; j < i; ++j)
+        if (!identity_[j] && follow_[j] < 0 && digests[j] == digests[i]) {
+          follow_[i] = int(j);
+          followers_[j].push_back(unsigned(i));
+          any_follower_ = true;
+          break;
+        }
+    } else {
+      digests.emplace_back();
+    }
+    if (follow_[i] >= 0) continue;
+    if (!p.identity()) last_lead_ = unsigned(i);
     (p.identity() ? sharers_ : modifiers_)++;
     use_l7_ = use_l7_ || p.wants_l7();
     wants_flows_ = wants_flows_ || p.wants_flows();
@@ -338,11 +366,13 @@ void WorkerPath::release(uint16_t idx, L7State st, Sink sink, void* ctx, StreamG
     sv.len = cov;
     for (size_t i = 0; i < progs_.size(); ++i) {
       sv.result[i] = StreamView::Unchanged;
-      if (identity_[i]) continue;
+      if (identity_[i] || follow_[i] >= 0) continue;  // a follower delivers its leader's packets
       auto& b = sbuf_[i];
       b.resize(total + 64);
       std::memcpy(b.data(), sorig_.data(), total);
+      mark_counts(unsigned(i));
       sv.result[i] = progs_[i]->rewrite_stream(b.data(), sd, sm, counters_[i]);
+      mirror_counts(unsigned(i));
       sv.bytes[i] = b.data() + hlen;
     }
     stream.completed(h.base + cov);
@@ -475,10 +505,34 @@ void WorkerPath::finish_burst(unsigned consumer, rte_mbuf** ms, unsigned k, Sink
   }
   c.copied += nout;
   c.out += nout;
+  const auto& fs = followers_[consumer];
+  if (!fs.empty()) [[unlikely]] {
+    // References for the followers before the outputs may leave.
+    for (unsigned i = 0; i < nout; ++i) rte_pktmbuf_refcnt_update(out_[i], int16_t(fs.size()));
+    std::memcpy(fout_, out_, nout * sizeof *out_);
+  }
   if (sink_burst_) {
     if (nout) sink_burst_(ctx, consumer, out_, nout);
   } else {
     for (unsigned i = 0; i < nout; ++i) sink(ctx, consumer, out_[i]);
+  }
+  for (unsigned f : fs) follow_burst(f, k, nout, sink, ctx);
+}
+
+void WorkerPath::follow_burst(unsigned f, unsigned k, unsigned nout, Sink sink, void* ctx) {
+  ConsumerCounters& c = counters_[f];
+  c.in += k;
+  for (unsigned i = 0; i < k; ++i)
+    if (verdicts_[i] != Verdict::Forward) [[unlikely]] count_verdict(c, verdicts_[i]);
+  c.copied += nout;
+  c.out += nout;
+  if (sink_burst_) {
+    if (!nout) return;
+    // A sink may reorder or consume the array it is given: each follower its own.
+    std::memcpy(out_, fout_, nout * sizeof *out_);
+    sink_burst_(ctx, f, out_, nout);
+  } else {
+    for (unsigned i = 0; i < nout; ++i) sink(ctx, f, fout_[i]);
   }
 }
 
@@ -525,6 +579,7 @@ void WorkerPath::deliver_burst_multi(rte_mbuf** pkts, unsigned k, Sink sink, voi
   const unsigned nc = unsigned(progs_.size());
   bool own_ref = true;  // our reference to each original is still held
   for (unsigned ci = 0; ci < nc; ++ci) {
+    if (follow_[ci] >= 0) continue;  // with its leader (finish_burst)
     ConsumerCounters& c = counters_[ci];
     c.in += k;
     if (identity_[ci]) {
@@ -541,7 +596,7 @@ void WorkerPath::deliver_burst_multi(rte_mbuf** pkts, unsigned k, Sink sink, voi
     // As deliver(): with no consumer sharing the original, the last
     // consumer (then a rewriting one) rewrites it in place, after every
     // copy is taken.
-    const bool in_place = ci == nc - 1 && sharers_ == 0;
+    const bool in_place = ci == last_lead_ && sharers_ == 0;
     rte_mbuf** ms = pkts;
     if (in_place) {
       for (unsigned i = 0; i < k; ++i) bufs_[i] = const_cast<uint8_t*>(datas_[i]);
@@ -551,9 +606,12 @@ void WorkerPath::deliver_burst_multi(rte_mbuf** pkts, unsigned k, Sink sink, voi
     } else {
       st_.copy_failures += k;
       c.dropped += k;
+      for (unsigned f : followers_[ci]) counters_[f].in += k, counters_[f].dropped += k;
       continue;
     }
+    mark_counts(ci);
     progs_[ci]->process_burst(bufs_, caps_, wires_, ds_, metas_, verdicts_, k, c);
+    mirror_counts(ci);
     finish_burst(ci, ms, k, sink, ctx);
   }
   if (own_ref) rte_pktmbuf_free_bulk(pkts, k);
@@ -629,6 +687,7 @@ __attribute__((always_inline)) inline void WorkerPath::deliver(rte_mbuf* m, cons
   unsigned mod_seen = 0;
   for (unsigned i = 0; i < nc; ++i) {
     if (identity_[i] && m == replay_) [[unlikely]] continue;  // a given-up fragment it had on arrival
+    if (follow_[i] >= 0) continue;  // with its leader, below
     ConsumerCounters& c = counters_[i];
     ++c.in;
     if (identity_[i]) {
@@ -645,6 +704,7 @@ __attribute__((always_inline)) inline void WorkerPath::deliver(rte_mbuf* m, cons
     uint32_t cap = cap0, wire = wire0;
     rte_mbuf* out = nullptr;
     Verdict v;
+    mark_counts(i);
     if (linear) {
       // The last rewriting consumer may rewrite the original in place when no
       // consumer shares it: one copy fewer on the common single-consumer path.
@@ -654,6 +714,7 @@ __attribute__((always_inline)) inline void WorkerPath::deliver(rte_mbuf* m, cons
       } else if (!(out = rte_pktmbuf_copy(m, pool_, 0, UINT32_MAX))) {
         ++st_.copy_failures;
         ++c.dropped;
+        follow_packet(i, nullptr, Verdict::Forward, sink, ctx);
         continue;
       }
       v = progs_[i]->process(rte_pktmbuf_mtod(out, uint8_t*), cap, wire, d, meta, c);
@@ -665,8 +726,10 @@ __attribute__((always_inline)) inline void WorkerPath::deliver(rte_mbuf* m, cons
       v = progs_[i]->process(scratch2_.data(), cap, wire, d, meta, c);
       if (v == Verdict::Forward) {
         if (!(out = mbuf_from_bytes(pool_, scratch2_.data(), cap))) {
+          mirror_counts(i);
           ++st_.copy_failures;
           ++c.dropped;
+          follow_packet(i, nullptr, Verdict::Forward, sink, ctx);
           continue;
         }
         // Every per-packet field the writer needs (time, the original link header).
@@ -674,17 +737,57 @@ __attribute__((always_inline)) inline void WorkerPath::deliver(rte_mbuf* m, cons
         mbuf_set_ts(out, meta.ts_ns);
       }
     }
+    if (!followers_[i].empty()) [[unlikely]] mirror_counts(i);
     if (v != Verdict::Forward) {
       if (out) rte_pktmbuf_free(out);
       count_verdict(c, v);
+      follow_packet(i, nullptr, v, sink, ctx);
       continue;
     }
     mbuf_set_wire_len(out, wire);
     ++c.copied;
     ++c.out;
+    // The followers' references are taken before the leader's output may
+    // leave (and be freed by its writer).
+    if (!followers_[i].empty()) [[unlikely]] rte_pktmbuf_refcnt_update(out, int16_t(followers_[i].size()));
     sink(ctx, i, out);
+    follow_packet(i, out, v, sink, ctx);
   }
   if (own_ref) rte_pktmbuf_free(m);
+}
+
+void WorkerPath::mirror_counts(unsigned lead) {
+  if (followers_[lead].empty()) return;
+  const ConsumerCounters& now = counters_[lead];
+  // Every counter before rule_hits is a uint64_t (packet.h).
+  constexpr size_t kScalars = offsetof(ConsumerCounters, rule_hits) / sizeof(uint64_t);
+  static_assert(offsetof(ConsumerCounters, rule_hits) % sizeof(uint64_t) == 0);
+  const auto* a = reinterpret_cast<const uint64_t*>(&now);
+  const auto* b = reinterpret_cast<const uint64_t*>(&before_);
+  for (unsigned f : followers_[lead]) {
+    auto* o = reinterpret_cast<uint64_t*>(&counters_[f]);
+    for (size_t j = 0; j < kScalars; ++j) o[j] += a[j] - b[j];
+    auto& rh = counters_[f].rule_hits;
+    for (size_t j = 0; j < rh.size() && j < now.rule_hits.size() && j < before_.rule_hits.size(); ++j)
+      rh[j] += now.rule_hits[j] - before_.rule_hits[j];
+  }
+}
+
+// The followers of `lead` on the packet it just had: its output `out` (a
+// reference each was taken for), or its verdict when it forwarded nothing.
+void WorkerPath::follow_packet(unsigned lead, rte_mbuf* out, Verdict v, Sink sink, void* ctx) {
+  for (unsigned f : followers_[lead]) {
+    ConsumerCounters& c = counters_[f];
+    ++c.in;
+    if (!out) {
+      if (v == Verdict::Forward) ++c.dropped;  // no copy to follow
+      else count_verdict(c, v);
+      continue;
+    }
+    ++c.copied;
+    ++c.out;
+    sink(ctx, f, out);
+  }
 }
 
 }  // namespace amon

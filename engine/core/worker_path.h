@@ -252,8 +252,30 @@ class WorkerPath {
 
   std::vector<std::unique_ptr<ProgramInstance>> progs_;
   std::vector<bool> identity_;
-  unsigned sharers_ = 0, modifiers_ = 0;
+  unsigned sharers_ = 0, modifiers_ = 0;  // modifiers_: rewriting consumers that lead (follow_)
   std::vector<ConsumerCounters> counters_;
+  // Consumers whose policies are the same (the same rules, settings and key
+  // bytes: policy_digest) make the same bytes of every packet: the first of
+  // them rewrites it, and the others (its followers) take a reference to its
+  // output instead of a copy and a program run of their own. follow_[i]:
+  // the consumer i follows, or -1; followers_[l]: the consumers following l.
+  std::vector<int> follow_;
+  std::vector<std::vector<unsigned>> followers_;
+  bool any_follower_ = false;
+  unsigned last_lead_ = 0;  // the last rewriting consumer that follows none
+  ConsumerCounters before_;  // a leader's counters before its program ran
+  // What the leader's program counted since before_ (rule hits, z-anonymity,
+  // text found again...) is the followers' too: the same program on the same
+  // packets counts the same.
+  void mirror_counts(unsigned lead);
+  void mark_counts(unsigned lead) {
+    if (!followers_[lead].empty()) before_ = counters_[lead];
+  }
+  // The followers of a leader on one packet: its output (null: none, with
+  // its verdict; Forward: no copy could be made).
+  void follow_packet(unsigned lead, rte_mbuf* out, Verdict v, Sink sink, void* ctx);
+  // Follower f's delivery of the leader's burst output (finish_burst's out_).
+  void follow_burst(unsigned f, unsigned k, unsigned nout, Sink sink, void* ctx);
   rte_mempool* pool_;
   std::unique_ptr<FlowTable> flows_;
   std::vector<uint8_t> scratch_, scratch2_;
@@ -275,6 +297,7 @@ class WorkerPath {
   bool burst_route_ = false;
   SinkBurst sink_burst_ = nullptr;
   rte_mbuf* out_[FlowTable::kBurstMax];
+  rte_mbuf* fout_[FlowTable::kBurstMax];  // out_ as the leader had it, for its followers
   void deliver_burst(rte_mbuf** pkts, unsigned k, Sink sink, void* ctx);
   // The burst route for several consumers (burst_multi_): every consumer's
   // program takes the burst in one call, consumer after consumer. Each
