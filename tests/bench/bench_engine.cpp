@@ -17,9 +17,15 @@
 // as in the engine), printing the input packet rate and its ratio to one
 // consumer's: what N monitors behind one amon cost.
 //
+// --mixed: after the policies one by one, one run per consumer count N
+// whose consumers are the policies given, in order, cycled to N (four
+// policies, --consumers 4,8: each once, then each twice): one box in front
+// of different monitors. Its rate is printed against the slowest policy's
+// alone and against running each consumer's policy alone in turn.
+//
 //   bench_engine --pcap FILE [--seconds S] [--rounds R] [--workers N] [--flows N] [--zmax Z] [--lanes L]
 //                [--share-config FILE]   (the store shared through NATS, as with zanon.share)
-//                [--consumers N[,N...]] [--no-baseline] POLICY.amon [POLICY.amon ...]
+//                [--consumers N[,N...]] [--mixed] [--no-baseline] POLICY.amon [POLICY.amon ...]
 #include <rte_eal.h>
 #include <rte_errno.h>
 #include <rte_launch.h>
@@ -270,6 +276,29 @@ Result run_one(const std::vector<std::vector<const Rec*>>& shares,
   return res;
 }
 
+// --mixed: consumers with different policies (`sets[1..]`, cycled to each
+// count). `alone[i]`: policy i's rate as the only consumer (Mpps/CPU-s).
+void run_mixed(const std::vector<std::vector<const Rec*>>& shares,
+               const std::vector<std::shared_ptr<const dsl::Policy>>& pols, const std::vector<double>& alone,
+               const std::vector<unsigned>& counts, rte_mempool* pool, double seconds) {
+  for (unsigned nc : counts) {
+    std::vector<std::shared_ptr<const dsl::Policy>> set;
+    double turns = 0, slowest = 0;  // seconds per Mpkt: every consumer's policy alone, one after another
+    for (unsigned c = 0; c < nc; ++c) {
+      set.push_back(pols[c % pols.size()]);
+      const double a = alone[c % pols.size()];
+      if (a > 0) turns += 1 / a;
+      if (a > 0 && (slowest == 0 || a < slowest)) slowest = a;
+    }
+    Result r = run_one(shares, set, pool, seconds);
+    std::string label = "mixed x" + std::to_string(nc);
+    std::printf("%-40s %10.2f %10.1f %12s %12.2f", label.c_str(), r.mpps_wall, 1e3 / r.mpps_wall, "", r.mpps_cpu);
+    if (slowest > 0) std::printf("   %.2fx the slowest alone, %.2fx each alone in turn", r.mpps_cpu / slowest,
+                                 r.mpps_cpu * turns);
+    std::printf("\n");
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -279,12 +308,15 @@ int main(int argc, char** argv) {
   unsigned workers = 1;
   bool baseline = true;  // false: skip the empty policy (profilers then see only the policies asked for)
   std::vector<unsigned> consumer_counts{1};
+  bool mixed = false;
+  std::vector<double> alone;  // each policy's rate as the only consumer (--mixed)
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--pcap" && i + 1 < argc) pcap_path = argv[++i];
     else if (a == "--seconds" && i + 1 < argc) seconds = std::atof(argv[++i]);
     else if (a == "--flows" && i + 1 < argc) g_flows = uint32_t(std::strtoul(argv[++i], nullptr, 10));
     else if (a == "--no-baseline") baseline = false;
+    else if (a == "--mixed") mixed = true;
     else if (a == "--rounds" && i + 1 < argc) g_rounds = std::strtoull(argv[++i], nullptr, 10);
     else if (a == "--zmax" && i + 1 < argc) g_zmax = uint32_t(std::strtoul(argv[++i], nullptr, 10));
     else if (a == "--share-config" && i + 1 < argc) {
@@ -313,7 +345,7 @@ int main(int argc, char** argv) {
   if (pcap_path.empty()) {
     std::fprintf(stderr,
                  "usage: bench_engine --pcap FILE [--seconds S] [--rounds R] [--workers N] [--flows N] [--zmax Z] "
-                 "[--consumers N[,N...]] [--no-baseline] POLICY.amon...\n");
+                 "[--consumers N[,N...]] [--mixed] [--no-baseline] POLICY.amon...\n");
     return 2;
   }
   if (workers < 1 || workers > 64) {
@@ -423,6 +455,7 @@ int main(int argc, char** argv) {
                   r.mpps_wall * 1e6 * (double(bytes) / recs.size()) * 8 / 1e9, r.mpps_cpu);
       // Packet rate relative to one consumer (by CPU time, which a shared machine's load distorts less).
       if (nc == 1) one = r.mpps_cpu;
+      if (nc == 1 && i > 0) alone.resize(i), alone[i - 1] = r.mpps_cpu;
       if (nc > 1 && one > 0) std::printf("   %.2fx one consumer's rate", r.mpps_cpu / one);
       std::printf("\n");
       if (workers > 1)
@@ -433,6 +466,12 @@ int main(int argc, char** argv) {
                       p.wall, p.cpu);
         }
     }
+  }
+  if (mixed && sets.size() > 1) {
+    std::vector<std::shared_ptr<const dsl::Policy>> pols;
+    for (size_t i = 1; i < sets.size(); ++i) pols.push_back(sets[i][0]);
+    alone.resize(pols.size());
+    run_mixed(shares, pols, alone, consumer_counts, pool, seconds);
   }
   rte_eal_cleanup();
   return 0;
