@@ -232,3 +232,10 @@ TEST_CASE("payloads made of the values themselves: the direct search finds what 
   }
   CHECK(found > 100);
 }
+
+TEST_CASE("a value quoted in a query string after a percent-escape is found; one inside a word is not") {
+  EchoScan s;
+  fill(s);
+  const std::string out = scanned(s, "utmcc=SID%3D31d4d96e407aad42%3B and xyz31d4d96e407aad42");
+  CHECK(out == "utmcc=SID%3Dxxxxxxxxxxxxxxxx%3B and xyz31d4d96e407aad42");
+}
