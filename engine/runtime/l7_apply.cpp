@@ -117,6 +117,10 @@ bool ProgramInstance::l7_plugin(const ProtocolPlugin& pp, void* state, uint8_t* 
     switch (o.kind) {
       case OccKind::Name: {
         names::Decision dec = decide_name(o.field, o.text, e);
+        if (echo_ && !o.shown.empty()) {
+          const int ri = pick(o.field, e);
+          echo_->name(o.shown, dec, ri >= 0 && prog_.policy_->rules[ri].action.desc->uses_zstore);
+        }
         ++names;
         if (dec.action != names::Action::Keep) ++hidden, pp.rewrite_name(state, pl, o, dec);
         break;

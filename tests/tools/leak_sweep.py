@@ -462,7 +462,10 @@ def search(frames, prot, hdrs=None):
                     if form == "bin4" and not (hdrs and fi < len(hdrs) and key[5:] in hdrs[fi]):
                         if fi not in ent_cache:
                             ent_cache[fi] = entropy(frames[fi][42:])
-                        (chance if ent_cache[fi] > 6.0 else leaks).append(hit)
+                        # Two zero octets (10.0.0.1) are as common as the
+                        # zero words of headers around a checksum byte.
+                        weak = pat.count(0) >= 2
+                        (chance if weak or ent_cache[fi] > 6.0 else leaks).append(hit)
                     else:
                         leaks.append(hit)
                 i = hay.find(p, i + 1)
