@@ -20,6 +20,11 @@ namespace {
 
 bool word(int c) { return std::isalnum(c) || c == '-' || c == '_'; }
 bool hexc(int c) { return std::isxdigit(c); }
+// A percent-escape ends right before `from` ("%3D" in a query string that
+// quotes "name=value"): a delimiter, not a word the value continues.
+bool escaped_before(const uint8_t* p, uint32_t from) {
+  return from >= 3 && p[from - 3] == '%' && hexc(p[from - 2]) && hexc(p[from - 1]);
+}
 
 void mac_text(const uint8_t* m, char sep, bool upper, char* o) {
   const char* hex = upper ? "0123456789ABCDEF" : "0123456789abcdef";
@@ -389,7 +394,7 @@ EchoCount EchoScan::apply(uint8_t* p, uint32_t n, const Span* keep, unsigned n_k
       case EchoKind::Bytes:
       case EchoKind::Name:
         // A word stands alone: "john" is not hidden inside "johnson".
-        if ((word(uint8_t(v.old.front())) && h.from && word(p[h.from - 1])) ||
+        if ((word(uint8_t(v.old.front())) && h.from && word(p[h.from - 1]) && !escaped_before(p, h.from)) ||
             (word(uint8_t(v.old.back())) && to < n && word(p[to])))
           continue;
         fitted = v.kind == EchoKind::Name || v.repl.size() == v.old.size();

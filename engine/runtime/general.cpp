@@ -501,9 +501,11 @@ void ProgramInstance::addr_text(GenPacket& g) {
 
 // What this consumer rewrote anywhere recently, found again in the payload
 // it keeps (echo.h), from where addr_text starts to the end of what is kept.
-// The fields parsed in this packet are not searched: their own rules
-// decided them (a name z-anonymity releases in its field stays released
-// there, whatever the table holds).
+// The fields parsed in this packet that a rule names are not searched:
+// their own rules decided them (a name z-anonymity releases in its field
+// stays released there, whatever the table holds). A field no rule names
+// (a URI under ids, a DNS name a device's host name repeats) is kept
+// payload like any other: a cookie value copied into it is found there.
 void ProgramInstance::echo_text(GenPacket& g) {
   const Decoded& d = g.d;
   const PacketMeta& m = g.m;
@@ -521,7 +523,8 @@ void ProgramInstance::echo_text(GenPacket& g) {
     const int64_t base = m.l7 == L7State::Stream ? -int64_t(m.stream->seg_off) : 0;
     const ProtoOccs& O = *m.parse->occs;
     for (uint32_t i = 0; i < O.n; ++i)
-      if (O.occ[i].kind != OccKind::Payload) keep(base + O.occ[i].off, base + O.occ[i].off + O.occ[i].len);
+      if (O.occ[i].kind != OccKind::Payload && !prog_.field_rules_[O.occ[i].field].empty())
+        keep(base + O.occ[i].off, base + O.occ[i].off + O.occ[i].len);
   }
   for (const auto& [a, b] : echo_parsed_) keep(int64_t(a) - d.payload_off, int64_t(b) - d.payload_off);
   void (*before)(void*) = [](void* t) { static_cast<GenPacket*>(t)->take_sum(); };

@@ -117,6 +117,10 @@ bool ProgramInstance::l7_plugin(const ProtocolPlugin& pp, void* state, uint8_t* 
     switch (o.kind) {
       case OccKind::Name: {
         names::Decision dec = decide_name(o.field, o.text, e);
+        if (echo_ && !o.shown.empty()) {
+          const int ri = pick(o.field, e);
+          echo_->name(o.shown, dec, ri >= 0 && prog_.policy_->rules[ri].action.desc->uses_zstore);
+        }
         ++names;
         if (dec.action != names::Action::Keep) ++hidden, pp.rewrite_name(state, pl, o, dec);
         break;
@@ -156,18 +160,23 @@ bool ProgramInstance::l7_plugin(const ProtocolPlugin& pp, void* state, uint8_t* 
   return true;
 }
 
+// One of this packet's own addresses takes whatever its header got (roles,
+// both-clients, positional rules alike), so the two never disagree.
+bool ProgramInstance::own_addr(uint8_t* a, uint8_t family, const Eval& e) const {
+  const Decoded& d = *e.d;
+  const uint32_t n = family == 4 ? 4 : 16;
+  if (!e.old_src || e.alen != n || family != d.ip_version) return false;
+  if (std::memcmp(a, e.old_src, n) == 0) return std::memcpy(a, e.buf + d.src_off(), n), true;
+  if (std::memcmp(a, e.old_dst, n) == 0) return std::memcpy(a, e.buf + d.dst_off(), n), true;
+  return false;
+}
+
 // `client`: the address is known to be a client's (another address of
 // the flow's client), whether or not `clients` holds it.
 bool ProgramInstance::apply_role_addr(uint8_t* a, uint8_t family, Eval& e, bool client) {
   const auto& F = l2l4::g_fields;
-  const Decoded& d = *e.d;
   const uint32_t n = family == 4 ? 4 : 16;
-  // One of this packet's own addresses: whatever its header got (roles,
-  // both-clients, positional rules alike), so the two never disagree.
-  if (e.old_src && e.alen == n && family == d.ip_version) {
-    if (std::memcmp(a, e.old_src, n) == 0) return std::memcpy(a, e.buf + d.src_off(), n), true;
-    if (std::memcmp(a, e.old_dst, n) == 0) return std::memcpy(a, e.buf + d.dst_off(), n), true;
-  }
+  if (own_addr(a, family, e)) return true;
   for (const auto& cidr : prog_.policy_->clients) client = client || cidr.contains(family, a);
   const FieldId f = client ? F.ip_client : F.ip_server;
   if (prog_.field_rules_[f].empty()) {
@@ -199,6 +208,10 @@ bool ProgramInstance::apply_addr_occ(FieldId f, uint8_t* a, uint8_t family, Eval
   // A user's address takes ip.client's rule wherever it travels, in a
   // field a rule names or not.
   const bool user = prog_.user_rule_ >= 0 && is_user(a, family);
+  // No rule and no user, but one of this packet's own addresses (an mDNS
+  // host answering with its own A record): its header's treatment, so the
+  // frame does not hold the address both in clear and as its pseudonym.
+  if (ri < 0 && !user && own_addr(a, family, e)) return true;
   if (ri < 0 && !user) {
     if (echo_ && echo_->has_z()) echo_->addr(a, a, family == 4 ? 4 : 16);
     return true;

@@ -401,7 +401,15 @@ class ProgramInstance::PluginHost final : public RewriteHost {
     const dsl::Policy& pol = *self_.prog_.policy_;
     bool user = pol.clients.empty();
     for (const auto& cidr : pol.clients) user = user || cidr.contains(family, a);
-    return user ? self_.prog_.protects_client_addr_ : self_.prog_.protects_server_addr_;
+    if (user ? self_.prog_.protects_client_addr_ : self_.prog_.protects_server_addr_) return true;
+    // One of this packet's own addresses its header rewrote (roles by
+    // evidence, outside `clients`): the same address in clear beside it
+    // would undo the header's mapping.
+    const Eval& e = *e_;
+    const uint32_t n = family == 4 ? 4 : 16;
+    if (!e.old_src || e.alen != n || family != e.d->ip_version) return false;
+    return (std::memcmp(a, e.old_src, n) == 0 && std::memcmp(a, e.buf + e.d->src_off(), n) != 0) ||
+           (std::memcmp(a, e.old_dst, n) == 0 && std::memcmp(a, e.buf + e.d->dst_off(), n) != 0);
   }
   void count_reverse_hidden() override { ++e_->c->reverse_hidden; }
   void next_message() override {

@@ -90,6 +90,10 @@ struct ProtoOcc {
   uint16_t index = 0;      // the plugin's own number for it (its fix-ups get the occurrence back)
   uint32_t off = 0, len = 0;
   std::string_view text;   // Name: the name as dotted lowercase text (decided on this, not on the bytes)
+  // Name: the name as people write it, where `text` is an encoding of it
+  // (NetBIOS's first-level encoding): the runtime's search of kept payload
+  // for the values it hid looks for this form too.
+  std::string_view shown;
 };
 
 // Occurrences of one parse, in the order the plugin found them. Made once

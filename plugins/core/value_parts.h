@@ -15,7 +15,19 @@ namespace amon {
 // longest (a longer one by its first bytes).
 inline constexpr uint32_t kValuePartMin = 10, kValuePartMax = 512;
 
-// Calls f(offset, length) for each part of v: between separators (; & ,
+// A Set-Cookie attribute's name (RFC 6265 and its successors): its value
+// (the site's domain, a path, a date) names no one, and a Host header or a
+// link repeats it everywhere.
+inline bool cookie_attribute(std::string_view name) {
+  constexpr std::string_view kAttrs[] = {"domain", "path", "expires", "max-age", "samesite", "priority"};
+  for (std::string_view a : kAttrs)
+    if (name.size() == a.size() &&
+        std::equal(a.begin(), a.end(), name.begin(), [](char x, char y) { return x == (y | 0x20); }))
+      return true;
+  return false;
+}
+
+// Calls f(offset, length) for each part of v (but a cookie attribute's): between separators (; & ,
 // blanks and line ends), the bytes after the first '=' of an item or the
 // whole item, of kValuePartMin bytes or more and shorter than v, cut to
 // kValuePartMax.
@@ -28,8 +40,12 @@ void value_parts(std::string_view v, F&& f) {
     uint32_t j = i;
     while (j < len && !sep(v[j])) ++j;
     uint32_t s = i;
-    if (const size_t eq = v.substr(i, j - i).find('='); eq != std::string_view::npos) s = i + uint32_t(eq) + 1;
-    if (j - s >= kValuePartMin && j - s < len) f(s, std::min(j - s, kValuePartMax));
+    bool attr = false;
+    if (const size_t eq = v.substr(i, j - i).find('='); eq != std::string_view::npos) {
+      s = i + uint32_t(eq) + 1;
+      attr = cookie_attribute(v.substr(i, eq));
+    }
+    if (!attr && j - s >= kValuePartMin && j - s < len) f(s, std::min(j - s, kValuePartMax));
     i = j;
   }
 }

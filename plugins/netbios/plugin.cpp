@@ -34,6 +34,7 @@ void register_fields(Registry& r) {
 struct State {
   FieldId name = Registry::instance().field("netbios.name")->id;
   char text[2][kEncodedLen];
+  char shown[2][16];
 };
 
 void* make_state() { return new State; }
@@ -55,6 +56,14 @@ ProtoStatus parse(void* vs, const ProtoPacket& pkt, ProtoOccs& out) {
     ProtoOcc o;
     o.field = s.name, o.kind = OccKind::Name, o.off = g.name_off[k], o.len = kEncodedLen, o.index = uint16_t(k);
     o.text = std::string_view(s.text[k], kEncodedLen);
+    // The 15 characters without their padding: how a host's name is
+    // written elsewhere (an agent's report, a share path).
+    uint8_t plain[16];
+    decode_name(pkt.payload + g.name_off[k], plain);
+    unsigned n = 15;
+    while (n && plain[n - 1] == ' ') --n;
+    std::memcpy(s.shown[k], plain, n);
+    o.shown = std::string_view(s.shown[k], n);
     ok = ok && out.add(o);
   }
   if (g.data_len) {

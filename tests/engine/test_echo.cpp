@@ -232,3 +232,20 @@ TEST_CASE("payloads made of the values themselves: the direct search finds what 
   }
   CHECK(found > 100);
 }
+
+TEST_CASE("a value quoted in a query string after a percent-escape is found; one inside a word is not") {
+  EchoScan s;
+  fill(s);
+  const std::string out = scanned(s, "utmcc=SID%3D31d4d96e407aad42%3B and xyz31d4d96e407aad42");
+  CHECK(out == "utmcc=SID%3Dxxxxxxxxxxxxxxxx%3B and xyz31d4d96e407aad42");
+}
+
+TEST_CASE("a Set-Cookie attribute's value names no one: a Host header repeating its domain stays") {
+  EchoScan s;
+  const std::string sc = "SID=31d4d96e407aad42; Domain=.example-site.com; Path=/account/settings",
+                    hid(sc.size(), 'x');
+  s.bytes(reinterpret_cast<const uint8_t*>(sc.data()), reinterpret_cast<const uint8_t*>(hid.data()),
+          uint32_t(sc.size()));
+  CHECK(scanned(s, "Host: www.example-site.com\r\nGET /account/settings sid 31d4d96e407aad42\r\n") ==
+        "Host: www.example-site.com\r\nGET /account/settings sid xxxxxxxxxxxxxxxx\r\n");
+}

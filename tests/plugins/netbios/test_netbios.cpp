@@ -56,11 +56,11 @@ Bytes dgm_payload() {
   return cat({h, rest});
 }
 
-Bytes datagram(const Bytes& pl, uint16_t dport = tp::kPort) {
+Bytes datagram(const Bytes& pl, uint16_t dport = tp::kPort, uint16_t sport = 138) {
   V4 h;
   h.proto = 17;
   h.src = v4("10.1.2.3");
-  return cat({eth(0x0800), ipv4(h, cat({udp_hdr(138, dport, uint16_t(8 + pl.size())), pl}))});
+  return cat({eth(0x0800), ipv4(h, cat({udp_hdr(sport, dport, uint16_t(8 + pl.size())), pl}))});
 }
 constexpr size_t kPayload = 14 + 20 + 8;
 
@@ -133,6 +133,18 @@ TEST_CASE("NetBIOS datagram names take the device host name's rule", "[plugins][
   tp::decode_name(p + g.name_off[1], raw);
   CHECK(raw[15] == 0x1e);
   check_udp_checksum(fr);
+}
+
+TEST_CASE("a datagram's host name written as text elsewhere takes the name's rule", "[plugins][netbios]") {
+  // An agent's report on another port names the host the datagram named:
+  // the echo search finds its plain form (not the first-level encoding).
+  Consumer c("dhcp.hostname : redact()\npayload : keep()\n");
+  Bytes fr = datagram(dgm_payload());
+  REQUIRE(c.run(fr) == Verdict::Forward);
+  Bytes rep = datagram(text("statver=2.10\nlan_addr=user-pc\n"), 9999, 40000);
+  REQUIRE(c.run(rep) == Verdict::Forward);
+  CHECK_FALSE(holds(rep, "user-pc"));
+  CHECK(holds(rep, "lan_addr=xxxxxxx\n"));
 }
 
 TEST_CASE("the datagram's source address is the packet's, one address one treatment", "[plugins][netbios]") {
