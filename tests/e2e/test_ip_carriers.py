@@ -11,7 +11,9 @@ servers kept).
          pseudonym; the protocol's checksums stay right (SCTP's and UDP's by
          tshark, OSPF's, LSAs' and PIM's computed here, over the IPv6
          pseudo-header where they cover it); a message
-         that does not parse loses its payload (fail closed).
+         that does not parse loses its payload (fail closed). OSPF TE
+         LSAs: tshark decodes their address fields in the output, and
+         none holds an input address.
 
 usage: test_ip_carriers.py AMON"""
 
@@ -133,6 +135,12 @@ def ospf(v, t, rid, body, src=None, dst=None):
     return b[:12] + struct.pack("!H", ck) + b[14:]
 
 
+def otlv(t, v):
+    """An OSPF TLV: its length counts the value only, padded to 32 bits."""
+    b = struct.pack("!HH", t, len(v)) + v
+    return b + b"\0" * (-len(b) % 4)
+
+
 R1, R2, R3 = "10.1.0.1", "10.1.0.2", "10.1.0.3"
 LL1, LL2 = "fe80::1", "fe80::2"
 PFX = bytes.fromhex("fd00000100020000")  # fd00:1:2::/64 as OSPFv3 stores it
@@ -152,13 +160,43 @@ def ospf_frames():
     f.append((ip_frame(LL1, "ff02::5", 89, ospf(3, 4, R1, upd6, LL1, "ff02::5"), ttl=1), [R1, PFX], [LL1]))
     hello6 = struct.pack("!IBBHHH", 5, 1, 0, 0x13, 10, 40) + packed(R3) + bytes(4) + packed(R2)
     f.append((ip_frame(LL2, "ff02::5", 89, ospf(3, 1, R2, hello6, LL2, "ff02::5"), ttl=1), [R2, R3], [LL2]))
+    # Opaque LSAs: TE (router address, a link's ID, local and remote
+    # interface addresses), grace (the restarting interface), router information.
+    te_link = otlv(1, b"\1") + otlv(2, packed(R2)) + otlv(3, packed(TE_L)) + otlv(4, packed(TE_R)) + otlv(5, bytes([0, 0, 0, 10]))
+    te = lsa(2, 10, "1.0.0.7", R1, otlv(1, packed(TE_RID)) + otlv(2, te_link))
+    grace = lsa(2, 9, "3.0.0.0", R1, otlv(1, struct.pack("!I", 120)) + otlv(2, b"\1") + otlv(3, packed(TE_G)))
+    ri = lsa(2, 10, "4.0.0.0", R1, otlv(1, bytes([0x60, 0, 0, 0])))
+    upd = struct.pack("!I", 3) + te + grace + ri
+    f.append((ip_frame(R1, "224.0.0.5", 89, ospf(2, 4, R1, upd), ttl=1), [R2, TE_RID, TE_L, TE_R, TE_G], [R1]))
+    te6_link = otlv(1, b"\1") + otlv(2, packed(R3)) + otlv(18, struct.pack("!I", 5) + packed(R2)) \
+        + otlv(19, packed(TE_L6)) + otlv(20, packed(TE_R6))
+    upd6 = struct.pack("!I", 1) + lsa(3, 0xA00A, "0.0.0.1", R1, otlv(3, packed(TE_L6)) + otlv(2, te6_link))
+    f.append((ip_frame(LL1, "ff02::5", 89, ospf(3, 4, R1, upd6, LL1, "ff02::5"), ttl=1), [R1, R2, R3, TE_L6, TE_R6], [LL1]))
     return f
 
 
+TE_RID, TE_L, TE_R, TE_G, TE_L6, TE_R6 = "10.1.9.9", "10.1.2.1", "10.1.2.2", "10.1.3.1", "fd00::2:1", "fd00::2:2"
+# tshark's fields of the TE LSA's addresses: each must decode, none an input address.
+OSPF_TE_FIELDS = ["ospf.mpls.routerid", "ospf.mpls.linkid", "ospf.mpls.local_addr", "ospf.mpls.remote_addr"]
+
+
 def ospf_bad():
-    """An opaque LSA (a TE or grace LSA's layout is not read)."""
-    upd = struct.pack("!I", 1) + lsa(2, 10, "1.0.0.1", R2, bytes(4) + packed(R3))
+    """A TE link sub-TLV of a layout the plugin does not read."""
+    upd = struct.pack("!I", 1) + lsa(2, 10, "1.0.0.1", R2, otlv(2, otlv(12, packed(R3))))
     return ip_frame(R1, "224.0.0.5", 89, ospf(2, 4, R1, upd), ttl=1), R3
+
+
+def ospf_te_decoded(inp, out, fails):
+    """tshark decodes the TE LSA's address fields in both files; the output's hold none of the input's."""
+    def values(path):
+        rows = L.tshark_fields(path, OSPF_TE_FIELDS, "ospf.mpls.routerid", [])
+        return {v for r in rows for col in r[1:] for v in col}
+    vin, vout = values(inp), values(out)
+    want = {R2, TE_RID, TE_L, TE_R}
+    if not want <= vin:
+        fails.append(f"ospf: tshark does not find {sorted(want - vin)} in the input (the test is wrong)")
+    if len(vout) < len(want) or vin & vout:
+        fails.append(f"ospf: tshark's TE addresses in the output {sorted(vout)}: missing, or input addresses in clear")
 
 
 def v6_body(fr, proto):
@@ -353,6 +391,7 @@ def main():
                  [("sctp.checksum.status == 0", ["-o", "sctp.checksum:CRC-32C"])])
     k, out = check(amon, work, "ospf", ospf_frames(), [ospf_bad()], fails, [("_ws.malformed", [])])
     ospf_checksums(out, "ospf", fails)
+    ospf_te_decoded(os.path.join(work, "ospf.pcap"), out, fails)
     n += k
     k, out = check(amon, work, "pim", pim_frames(), [pim_bad()], fails, [("_ws.malformed", [])])
     pim_checksums(out, "pim", fails)
