@@ -13,7 +13,8 @@ servers kept).
          pseudo-header where they cover it); a message
          that does not parse loses its payload (fail closed). OSPF TE
          LSAs: tshark decodes their address fields in the output, and
-         none holds an input address.
+         none holds an input address; likewise LISP LCAFs (instance ID,
+         source/dest key, AFI list, explicit locator path, nonce locator).
 
 usage: test_ip_carriers.py AMON"""
 
@@ -186,17 +187,16 @@ def ospf_bad():
     return ip_frame(R1, "224.0.0.5", 89, ospf(2, 4, R1, upd), ttl=1), R3
 
 
-def ospf_te_decoded(inp, out, fails):
-    """tshark decodes the TE LSA's address fields in both files; the output's hold none of the input's."""
+def fields_decoded(name, inp, out, fields, want, fails):
+    """tshark decodes `fields` in both files, the input's holding `want`; the output's hold none of the input's."""
     def values(path):
-        rows = L.tshark_fields(path, OSPF_TE_FIELDS, "ospf.mpls.routerid", [])
+        rows = L.tshark_fields(path, fields, " || ".join(fields), [])
         return {v for r in rows for col in r[1:] for v in col}
     vin, vout = values(inp), values(out)
-    want = {R2, TE_RID, TE_L, TE_R}
-    if not want <= vin:
-        fails.append(f"ospf: tshark does not find {sorted(want - vin)} in the input (the test is wrong)")
+    if not set(want) <= vin:
+        fails.append(f"{name}: tshark does not find {sorted(set(want) - vin)} in the input (the test is wrong)")
     if len(vout) < len(want) or vin & vout:
-        fails.append(f"ospf: tshark's TE addresses in the output {sorted(vout)}: missing, or input addresses in clear")
+        fails.append(f"{name}: tshark's addresses in the output {sorted(vout)}: missing, or input addresses in clear")
 
 
 def v6_body(fr, proto):
@@ -322,7 +322,25 @@ def lisp_frames():
     f.append((L.udp4_frame(MR, E1, 4342, 40000, reply), [E9, X3], [E1]))
     reg = bytes([0x30, 0, 0, 1]) + NONCE + struct.pack("!HH", 1, 4) + bytes(4) + record("10.8.0.0", 24, [E1, X2])
     f.append((L.udp4_frame(E1, MR, 4342, 4342, reg), [X2, "10.8.0.0"], [E1]))
+    # LCAFs: an EID as a source/dest key in an instance ID; locators as an
+    # AFI list, an explicit locator path, a nonce locator.
+    sd = lcaf(12, bytes([0, 0, 32, 32]) + afi(LS) + afi(LD))
+    eid = lcaf(2, struct.pack("!I", 7) + sd, 24)
+    locs = [lcaf(1, afi(X2) + afi("fd00::8:2")), lcaf(10, b"\0\1" + afi(X3) + b"\0\0" + afi(LX)), lcaf(8, bytes(4) + afi(LN))]
+    rec = struct.pack("!IBBHH", 60, len(locs), 32, 0, 0) + eid + b"".join(bytes([1, 100, 255, 0, 0, 5]) + x for x in locs)
+    f.append((L.udp4_frame(MR, E1, 4342, 40000, bytes([0x20, 0, 0, 1]) + NONCE + rec),
+              [LS, LD, X2, "fd00::8:2", X3, LX, LN], [E1]))
     return f
+
+
+LS, LD, LX, LN = "10.8.1.1", "10.8.2.2", "10.8.0.7", "10.8.0.8"
+# tshark's fields of those LCAF addresses: each must decode, none an input address.
+LISP_LCAF_FIELDS = ["lisp.lcaf.srcdst.src.ipv4", "lisp.lcaf.srcdst.dst.ipv4", "lisp.lcaf.afi_list.ipv4",
+                    "lisp.lcaf.afi_list.ipv6", "lisp.lcaf.elp_hop.ipv4"]
+
+
+def lcaf(t, body, rsvd2=0):
+    return struct.pack("!HBBBBH", 16387, 0, 0, t, rsvd2, len(body)) + body
 
 
 def lisp_bad():
@@ -391,12 +409,13 @@ def main():
                  [("sctp.checksum.status == 0", ["-o", "sctp.checksum:CRC-32C"])])
     k, out = check(amon, work, "ospf", ospf_frames(), [ospf_bad()], fails, [("_ws.malformed", [])])
     ospf_checksums(out, "ospf", fails)
-    ospf_te_decoded(os.path.join(work, "ospf.pcap"), out, fails)
+    fields_decoded("ospf", os.path.join(work, "ospf.pcap"), out, OSPF_TE_FIELDS, [R2, TE_RID, TE_L, TE_R], fails)
     n += k
     k, out = check(amon, work, "pim", pim_frames(), [pim_bad()], fails, [("_ws.malformed", [])])
     pim_checksums(out, "pim", fails)
     n += k
-    k, _ = check(amon, work, "lisp", lisp_frames(), [lisp_bad()], fails, [("udp.checksum.status == 0", L.CHECKS)])
+    k, out = check(amon, work, "lisp", lisp_frames(), [lisp_bad()], fails, [("udp.checksum.status == 0", L.CHECKS)])
+    fields_decoded("lisp", os.path.join(work, "lisp.pcap"), out, LISP_LCAF_FIELDS, [LS, LD, X2, "fd00::8:2", X3], fails)
     n += k
     return L.report(fails, f"ok: {n} users' addresses carried in message bodies are absent from the ids output")
 
