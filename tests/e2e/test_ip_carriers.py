@@ -15,6 +15,8 @@ servers kept).
          LSAs: tshark decodes their address fields in the output, and
          none holds an input address; likewise LISP LCAFs (instance ID,
          source/dest key, AFI list, explicit locator path, nonce locator).
+         BGP (tcp/179) is parsed by no plugin: its identifiers leave no
+         trace in the ids output (its payload is cut as an address carrier).
 
 usage: test_ip_carriers.py AMON"""
 
@@ -349,6 +351,40 @@ def lisp_bad():
     return L.udp4_frame(E1, MR, 4342, 4342, bytes([0x80, 0, 0, 0]) + inner), E5
 
 
+# ---------------------------------------------------------------- BGP
+
+B_ID, B_NH, B_ORIG, B_CL, B_AGG = "10.1.1.1", "10.1.1.3", "10.1.1.4", "10.1.1.5", "10.1.1.6"
+
+
+def bgp_msg(t, body):
+    return b"\xff" * 16 + struct.pack("!HB", 19 + len(body), t) + body
+
+
+def bgp_data():
+    """An OPEN (BGP identifier) and an UPDATE (NEXT_HOP, AGGREGATOR, ORIGINATOR_ID, CLUSTER_LIST)."""
+    opn = bgp_msg(1, struct.pack("!BHH4sB", 4, 65001, 180, packed(B_ID), 0))
+    attrs = bytes([0x40, 1, 1, 0]) + bytes([0x40, 2, 0]) + bytes([0x40, 3, 4]) + packed(B_NH) \
+        + bytes([0xC0, 7, 8]) + struct.pack("!I", 65001) + packed(B_AGG) \
+        + bytes([0x80, 9, 4]) + packed(B_ORIG) + bytes([0x80, 10, 4]) + packed(B_CL)
+    upd = bgp_msg(2, struct.pack("!H", 0) + struct.pack("!H", len(attrs)) + attrs + bytes([24, 203, 0, 113]))
+    return opn + upd
+
+
+def check_bgp(amon, work, fails):
+    """No plugin parses BGP: its port is an address carrier, whose payload ids.amon cuts."""
+    inp, out = os.path.join(work, "bgp.pcap"), os.path.join(work, "bgp-ids.pcap")
+    flow = L.tcp_flow(1_700_000_000_000_000_000, "10.1.1.1", "10.1.1.2", 50179, 179, bgp_data())
+    L.write_pcap(inp, [(t, fr) for t, fr, _ in flow])
+    L.run_amon(amon, inp, [("ids", os.path.join(ROOT, "rules", "ids.amon"), out)])
+    if not any(packed(B_NH) in fr for _, fr, _ in flow):
+        fails.append("bgp: the input does not carry its next hop (the test is wrong)")
+    for i, (_, _, _, fr) in enumerate(L.read_pcap(out)[1]):
+        for a in (B_ID, B_NH, B_ORIG, B_CL, B_AGG):
+            if packed(a) in fr[54:]:
+                fails.append(f"bgp frame {i + 1}: {a} in clear in the output")
+    return 5
+
+
 # ---------------------------------------------------------------- checks
 
 def header_map(fin, fout):
@@ -417,6 +453,7 @@ def main():
     k, out = check(amon, work, "lisp", lisp_frames(), [lisp_bad()], fails, [("udp.checksum.status == 0", L.CHECKS)])
     fields_decoded("lisp", os.path.join(work, "lisp.pcap"), out, LISP_LCAF_FIELDS, [LS, LD, X2, "fd00::8:2", X3], fails)
     n += k
+    n += check_bgp(amon, work, fails)
     return L.report(fails, f"ok: {n} users' addresses carried in message bodies are absent from the ids output")
 
 
