@@ -16,7 +16,7 @@ const L7Fields& L7Fields::get() {
     auto& r = Registry::instance();
     auto id = [&](const char* n) { return r.field(n)->id; };
     const auto& v = r.protocols();
-    for (unsigned i = 0; i < 16; ++i)
+    for (unsigned i = 0; i < Registry::kMaxProtocolPlugins; ++i)
       x.payload[i] = i < v.size() && v[i]->payload_field ? id(v[i]->payload_field) : kNoField;
     // Registered after the L2-L4 fields: from the first plugin's field on,
     // every one is parsed out of the payload.

@@ -26,6 +26,7 @@ enum class App : uint8_t { Unknown = 0, Other = 6 };
 // kFirstPluginApp + their index: App values past the enumerators, so a
 // policy's 32-bit mask of protected applications covers them.
 inline constexpr uint8_t kFirstPluginApp = 8;
+static_assert(kFirstPluginApp + Registry::kMaxProtocolPlugins <= 32, "a plugin's application is a bit of a 32-bit mask");
 inline const ProtocolPlugin* plugin_of(uint8_t app) {
   const auto& v = Registry::instance().protocols();
   return app >= kFirstPluginApp && size_t(app - kFirstPluginApp) < v.size() ? v[app - kFirstPluginApp] : nullptr;
@@ -84,12 +85,12 @@ struct Shortcut {
 // Registry ids of the application fields, resolved once.
 struct L7Fields {
   // By plugin index: its ProtocolPlugin::payload_field (kNoField: none).
-  FieldId payload[16];
+  FieldId payload[Registry::kMaxProtocolPlugins];
   static const L7Fields& get();
   // The payload field of application `app` (kNoField: none).
   FieldId payload_of(uint8_t app) const {
     const unsigned i = unsigned(app) - kFirstPluginApp;
-    return i < 16 ? payload[i] : kNoField;
+    return i < Registry::kMaxProtocolPlugins ? payload[i] : kNoField;
   }
   // Fields are registered L2-L4 first: every later one is parsed out of the payload.
   bool is_l7(FieldId f) const { return f >= first && f <= last; }

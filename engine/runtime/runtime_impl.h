@@ -139,7 +139,7 @@ inline bool is_addr_field(FieldId f) {
 // test per packet is a mask. Resolved once from the registry.
 struct ProtoBits {
   uint32_t eth, vlan, ip, ipv4, ipv6, tcp, udp, icmp, icmpv6, sctp, tunnel, gtp, addr_carrier;
-  uint32_t plugin[16];  // by plugin index: the protocol its packets go by (its own, or the one it carries)
+  uint32_t plugin[Registry::kMaxProtocolPlugins];  // by plugin index: the protocol its packets go by (its own, or the one it carries)
   static const ProtoBits& get() {
     static const ProtoBits b = [] {
       const Registry& r = Registry::instance();
@@ -152,7 +152,7 @@ struct ProtoBits {
                   bit("icmp"), bit("icmpv6"), bit("sctp"), bit("tunnel"), bit("gtp"),
                   bit("addr_carrier"), {}};
       const auto& v = r.protocols();
-      for (unsigned i = 0; i < v.size() && i < 16; ++i) x.plugin[i] = bit(v[plugin_proto(i)]->name);
+      for (unsigned i = 0; i < v.size() && i < Registry::kMaxProtocolPlugins; ++i) x.plugin[i] = bit(v[plugin_proto(i)]->name);
       return x;
     }();
     return b;
@@ -172,7 +172,7 @@ inline uint32_t apps_of(uint32_t proto_bits) {
   uint32_t a = 0;
   // Protocol plugin i is application kFirstPluginApp + i.
   const size_t n = Registry::instance().protocols().size();
-  for (unsigned i = 0; i < n && i < 16; ++i)
+  for (unsigned i = 0; i < n && i < Registry::kMaxProtocolPlugins; ++i)
     if (proto_bits & B.plugin[i]) a |= 1u << (kFirstPluginApp + i);
   return a;
 }
@@ -198,7 +198,7 @@ inline uint32_t packet_protos(const Decoded& d, uint8_t app) {
   }
   if ((m & (B.tcp | B.udp)) && d.l4_hdr_len && (addr_carrier_port(d.sport) || addr_carrier_port(d.dport)))
     m |= B.addr_carrier;
-  if (app >= kFirstPluginApp && app < kFirstPluginApp + 16) m |= B.plugin[app - kFirstPluginApp];
+  if (app >= kFirstPluginApp && app < kFirstPluginApp + Registry::kMaxProtocolPlugins) m |= B.plugin[app - kFirstPluginApp];
   return m;
 }
 

@@ -83,7 +83,8 @@ void Registry::add_protocol(const ProtocolPlugin& p) {
   if (protocol(p.name)) throw std::logic_error(who + "registered twice");
   // The runtime gives each plugin a bit in 32-bit masks of applications
   // and of protocols a condition names (engine/runtime).
-  if (protocols_.size() == 16) throw std::logic_error(who + "too many protocol plugins (16 at most)");
+  if (protocols_.size() == kMaxProtocolPlugins)
+    throw std::logic_error(who + "too many protocol plugins (" + std::to_string(kMaxProtocolPlugins) + " at most)");
   if (p.carries && !protocol(p.carries))
     throw std::logic_error(who + "carries " + p.carries + ", which is not registered");
   if (std::string err = plugin_problem(p, *this); !err.empty()) throw std::logic_error(who + err);

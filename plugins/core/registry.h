@@ -209,6 +209,9 @@ class Registry {
   // protocol plugin not carrying another's fields. Adding a name twice
   // returns its id.
   static constexpr unsigned kMaxProtoNames = 31;  // bit 31 is the runtime's "computed" mark
+  // Protocol plugins, at most: the runtime numbers plugin i application
+  // 8 + i, a bit in its 32-bit masks of applications (engine/runtime/l7.h).
+  static constexpr unsigned kMaxProtocolPlugins = 24;
   unsigned add_proto_name(std::string_view name);
   int proto_id(std::string_view name) const;  // -1: not a protocol
   const std::vector<std::string>& proto_names() const { return proto_names_; }

@@ -6,6 +6,9 @@ namespace amon::lisp_plugin {
 
 namespace {
 
+constexpr uint16_t kAfiLcaf = 16387;
+constexpr unsigned kMaxLcafDepth = 4;
+
 struct Walk {
   const uint8_t* p;
   uint32_t end;
@@ -16,16 +19,46 @@ struct Walk {
     if (!ok || end - o < n) ok = false;
     else o += n;
   }
-  // An AFI and its address: IPv4, IPv6, or none.
-  void afi_addr() {
+  // An AFI and its address: IPv4, IPv6, an LCAF, or none.
+  void afi_addr(unsigned depth = 0) {
     if (!ok || end - o < 2) return void(ok = false);
     const uint16_t afi = rd16(p + o);
     o += 2;
     if (afi == 0) return;
+    if (afi == kAfiLcaf) return lcaf(depth);
     const uint32_t n = afi == 1 ? 4 : afi == 2 ? 16 : 0;
     if (!n || end - o < n) return void(ok = false);
     r.addrs.add(o, afi == 1 ? 4 : 6);
     o += n;
+  }
+  // An LCAF (RFC 8060) after its AFI: reserved, flags, type, a byte of the
+  // type's, the length of what follows; then the type's body, whose
+  // addresses are AFI-encoded (LCAFs among them, nested a few deep).
+  void lcaf(unsigned depth) {
+    if (depth == kMaxLcafDepth || end - o < 6) return void(ok = false);
+    const uint8_t type = p[o + 2];
+    const uint32_t l = rd16(p + o + 4);
+    o += 6;
+    if (end - o < l) return void(ok = false);
+    const uint32_t outer = end;
+    end = o + l;
+    auto rest = [&](uint32_t hop) {  // AFI addresses to the end, each after `hop` bytes
+      while (ok && o < end) skip(hop), afi_addr(depth + 1);
+    };
+    switch (type) {
+      case 1: rest(0); break;                                     // AFI list
+      case 2:                                                     // instance ID
+      case 3: skip(4), afi_addr(depth + 1); break;                // AS number
+      case 4: skip(12), afi_addr(depth + 1); break;               // application data: TOS, protocol, port ranges
+      case 7: skip(4), rest(0); break;                            // NAT traversal: ports, then RLOCs
+      case 8: skip(4), afi_addr(depth + 1); break;                // nonce locator: nonce, locator
+      case 9: skip(8), afi_addr(depth + 1), afi_addr(depth + 1); break;  // multicast info: IID, mask lengths, source, group
+      case 10: rest(2); break;                                    // explicit locator path: flags, then a hop
+      case 12: skip(4), afi_addr(depth + 1), afi_addr(depth + 1); break;  // source/dest key: mask lengths, source, dest
+      default: ok = false;  // geo-coordinates, keys, JSON and other layouts: not read
+    }
+    ok = ok && o == end;
+    end = outer;
   }
   // A mapping record: TTL, locator count, mask length, flags, version,
   // the EID prefix, then its locators (priorities, weights, flags, address).

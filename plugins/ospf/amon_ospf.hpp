@@ -35,9 +35,10 @@ struct Parsed {
 // addresses; in OSPFv3 LSAs, neighbour router IDs, attached routers,
 // destination and referenced routers, forwarding addresses, a Link-LSA's
 // link-local address, and prefixes (a span of the bytes the prefix is
-// stored in: fewer than 16 for a shorter prefix). Malformed: a length past
-// its container, an LSA type of unknown layout (opaque LSAs among them: TE
-// and grace LSAs carry interface addresses), another version.
+// stored in: fewer than 16 for a shorter prefix); in opaque LSAs (TE,
+// grace, router information, extended prefix and link), the addresses of
+// their TLVs. Malformed: a length past its container, an LSA type or a
+// TLV of unknown layout, another version.
 Result parse(const uint8_t* p, uint32_t len, Parsed& r);
 
 // The Fletcher checksum an LSA of `len` bytes at `lsa` holds when right

@@ -6,6 +6,10 @@ namespace amon::ospf_plugin {
 
 namespace {
 
+// Opaque LSA kinds: OSPFv2's opaque types (RFC 5250), and OSPFv3's
+// function codes mapped past them.
+enum : uint8_t { kTe = 1, kGrace = 3, kRouterInfo = 4, kExtPrefix = 7, kExtLink = 8, kTeV3 = 0x80 };
+
 struct Walk {
   const uint8_t* p;
   Parsed& r;
@@ -22,13 +26,17 @@ struct Walk {
   }
   // An LSA header at `o`: the advertising router, and OSPFv2's link state
   // ID (a router ID, an interface address, a network: an address in every
-  // type). OSPFv3's link state ID is a number.
+  // type but the opaque ones, where it is an opaque type and a number).
+  // OSPFv3's link state ID is a number.
   void header(uint32_t o) {
-    if (!v3) a4(o + 4);
+    if (!v3 && !opaque_v2(p[o + 3])) a4(o + 4);
     a4(o + 8);
   }
+  static bool opaque_v2(uint8_t type) { return type >= 9 && type <= 11; }
   bool lsa_v2(uint32_t o, uint32_t end);
   bool lsa_v3(uint32_t o, uint32_t end);
+  bool opaque(uint8_t type, uint32_t k, uint32_t end);
+  bool te_link(uint32_t k, uint32_t end);
   bool lsa(uint32_t o, uint32_t end) {
     header(o);
     if (lsa_checksum(p + o, end - o) == rd16(p + o + 16)) {
@@ -66,6 +74,9 @@ bool Walk::lsa_v2(uint32_t o, uint32_t end) {
       if (end - o < 36 || (end - b - 4) % 12) return false;
       for (uint32_t k = b + 4; k < end; k += 12) a4(k + 4);
       return true;
+    case 9:
+    case 10:
+    case 11: return opaque(p[o + 4], b, end);  // RFC 5250: the opaque type is the link state ID's first byte
     default: return false;
   }
 }
@@ -120,6 +131,108 @@ bool Walk::lsa_v3(uint32_t o, uint32_t end) {
         if (!(k = prefix(k, end))) return false;
       return true;
     }
+    case 10: return opaque(kTeV3, b, end);     // intra-area TE (RFC 5329)
+    case 11: return opaque(kGrace, b, end);    // grace (RFC 5187)
+    case 12: return opaque(kRouterInfo, b, end);  // router information (RFC 7770)
+    default: return false;
+  }
+}
+
+// The TLVs from `k` to `end` (type, length, the value padded to 32 bits),
+// each handed to `f(type, value offset, length)`; false when one runs past
+// `end` or `f` refuses it.
+template <class F>
+bool tlvs(const uint8_t* p, uint32_t k, uint32_t end, F&& f) {
+  while (k < end) {
+    if (end - k < 4) return false;
+    const uint32_t t = rd16(p + k), l = rd16(p + k + 2), padded = (l + 3u) & ~3u;
+    if (end - k - 4 < padded || !f(t, k + 4, l)) return false;
+    k += 4 + padded;
+  }
+  return true;
+}
+
+// Sub-TLVs and TLVs that hold numbers only (metrics, bandwidths, groups,
+// identifiers local to a router, SIDs, capabilities): a type not listed
+// here and not parsed for its addresses may hold one, and fails the parse.
+bool te_numbers(uint32_t t) {  // RFC 3630, 4203, 4124, 5392 (AS number), 7471
+  return t == 1 || (t >= 5 && t <= 9) || t == 11 || (t >= 14 && t <= 17) || t == 21 || (t >= 27 && t <= 33);
+}
+bool ri_numbers(uint32_t t) {  // RFC 7770, 5073, 8665, 7777, 7884, 8476
+  return t == 1 || t == 2 || t == 5 || (t >= 8 && t <= 12) || t == 14 || t == 15;
+}
+
+// A TE link TLV's sub-TLVs (RFC 3630 2.5, RFC 5329 3.2, RFC 5392 3.3).
+bool Walk::te_link(uint32_t k, uint32_t end) {
+  return tlvs(p, k, end, [&](uint32_t t, uint32_t v, uint32_t l) {
+    switch (t) {
+      case 2:   // link ID: the neighbour's router ID or the DR's address
+      case 22:  // IPv4 remote ASBR ID
+        if (l != 4) return false;
+        a4(v);
+        return true;
+      case 3:
+      case 4:  // local, remote interface addresses (OSPFv2)
+        if (v3 || !l || l % 4) return false;
+        for (uint32_t i = 0; i < l; i += 4) a4(v + i);
+        return true;
+      case 18:  // neighbour ID (OSPFv3): the neighbour's interface ID, its router ID
+        if (!v3 || l != 8) return false;
+        a4(v + 4);
+        return true;
+      case 19:
+      case 20:  // local, remote interface IPv6 addresses (OSPFv3)
+        if (!v3 || !l || l % 16) return false;
+        for (uint32_t i = 0; i < l; i += 16) r.addrs.add(v + i, 6);
+        return true;
+      case 23:  // IPv6 remote ASBR ID
+        if (l != 16) return false;
+        r.addrs.add(v, 6);
+        return true;
+      default: return te_numbers(t);
+    }
+  });
+}
+
+// An opaque LSA's body from `k` to `end`, by its opaque type (RFC 5250;
+// OSPFv3's by function code, mapped to the same kinds). A type of unknown
+// layout fails the parse, as before it was parsed.
+bool Walk::opaque(uint8_t type, uint32_t k, uint32_t end) {
+  switch (type) {
+    case kTe:
+    case kTeV3:  // TE: router address, links
+      return tlvs(p, k, end, [&](uint32_t t, uint32_t v, uint32_t l) {
+        if (t == 1 && type == kTe && l == 4) return a4(v), true;             // router address
+        if (t == 3 && type == kTeV3 && l == 16) return r.addrs.add(v, 6), true;  // router IPv6 address
+        return t == 2 && te_link(v, v + l);
+      });
+    case kGrace:  // grace period, restart reason, the restarting interface's address
+      return tlvs(p, k, end, [&](uint32_t t, uint32_t v, uint32_t l) {
+        if (t == 3 && !v3 && l == 4) return a4(v), true;
+        return t == 1 || t == 2;
+      });
+    case kRouterInfo:  // capabilities, SR ranges, tags; a host name, PCE or mesh addresses are not parsed
+      return tlvs(p, k, end, [&](uint32_t t, uint32_t, uint32_t) { return ri_numbers(t); });
+    case kExtPrefix:  // RFC 7684: route type, prefix length, family, flags, the prefix; SIDs
+      return tlvs(p, k, end, [&](uint32_t t, uint32_t v, uint32_t l) {
+        if (t != 1 || l < 8 || p[v + 2] != 0 || p[v + 1] > 32) return false;
+        a4(v + 4);
+        return tlvs(p, v + 8, v + l, [](uint32_t st, uint32_t, uint32_t) { return st == 2; });
+      });
+    case kExtLink:  // RFC 7684: link type, link ID, link data; adjacency SIDs
+      return tlvs(p, k, end, [&](uint32_t t, uint32_t v, uint32_t l) {
+        if (t != 1 || l < 12) return false;
+        a4(v + 4);
+        if (p[v] != 3) a4(v + 8);  // a stub network's data is its mask
+        return tlvs(p, v + 12, v + l, [&](uint32_t st, uint32_t sv, uint32_t sl) {
+          if (st == 3) {  // LAN adjacency SID: flags, MT, weight, the neighbour's router ID, the SID
+            if (sl < 8) return false;
+            a4(sv + 4);
+            return true;
+          }
+          return st == 2;  // adjacency SID
+        });
+      });
     default: return false;
   }
 }
@@ -176,7 +289,7 @@ Result parse(const uint8_t* p, uint32_t len, Parsed& r) {
     case 3:  // link state request: type, link state ID, advertising router
       ok = (end - b) % 12 == 0;
       for (uint32_t k = b; ok && k < end; k += 12) {
-        if (!v3) w.a4(k + 4);
+        if (!v3 && !Walk::opaque_v2(p[k + 3])) w.a4(k + 4);
         w.a4(k + 8);
       }
       break;

@@ -11,7 +11,12 @@ servers kept).
          pseudonym; the protocol's checksums stay right (SCTP's and UDP's by
          tshark, OSPF's, LSAs' and PIM's computed here, over the IPv6
          pseudo-header where they cover it); a message
-         that does not parse loses its payload (fail closed).
+         that does not parse loses its payload (fail closed). OSPF TE
+         LSAs: tshark decodes their address fields in the output, and
+         none holds an input address; likewise LISP LCAFs (instance ID,
+         source/dest key, AFI list, explicit locator path, nonce locator).
+         BGP (tcp/179) is parsed by no plugin: its identifiers leave no
+         trace in the ids output (its payload is cut as an address carrier).
 
 usage: test_ip_carriers.py AMON"""
 
@@ -133,6 +138,12 @@ def ospf(v, t, rid, body, src=None, dst=None):
     return b[:12] + struct.pack("!H", ck) + b[14:]
 
 
+def otlv(t, v):
+    """An OSPF TLV: its length counts the value only, padded to 32 bits."""
+    b = struct.pack("!HH", t, len(v)) + v
+    return b + b"\0" * (-len(b) % 4)
+
+
 R1, R2, R3 = "10.1.0.1", "10.1.0.2", "10.1.0.3"
 LL1, LL2 = "fe80::1", "fe80::2"
 PFX = bytes.fromhex("fd00000100020000")  # fd00:1:2::/64 as OSPFv3 stores it
@@ -152,13 +163,42 @@ def ospf_frames():
     f.append((ip_frame(LL1, "ff02::5", 89, ospf(3, 4, R1, upd6, LL1, "ff02::5"), ttl=1), [R1, PFX], [LL1]))
     hello6 = struct.pack("!IBBHHH", 5, 1, 0, 0x13, 10, 40) + packed(R3) + bytes(4) + packed(R2)
     f.append((ip_frame(LL2, "ff02::5", 89, ospf(3, 1, R2, hello6, LL2, "ff02::5"), ttl=1), [R2, R3], [LL2]))
+    # Opaque LSAs: TE (router address, a link's ID, local and remote
+    # interface addresses), grace (the restarting interface), router information.
+    te_link = otlv(1, b"\1") + otlv(2, packed(R2)) + otlv(3, packed(TE_L)) + otlv(4, packed(TE_R)) + otlv(5, bytes([0, 0, 0, 10]))
+    te = lsa(2, 10, "1.0.0.7", R1, otlv(1, packed(TE_RID)) + otlv(2, te_link))
+    grace = lsa(2, 9, "3.0.0.0", R1, otlv(1, struct.pack("!I", 120)) + otlv(2, b"\1") + otlv(3, packed(TE_G)))
+    ri = lsa(2, 10, "4.0.0.0", R1, otlv(1, bytes([0x60, 0, 0, 0])))
+    upd = struct.pack("!I", 3) + te + grace + ri
+    f.append((ip_frame(R1, "224.0.0.5", 89, ospf(2, 4, R1, upd), ttl=1), [R2, TE_RID, TE_L, TE_R, TE_G], [R1]))
+    te6_link = otlv(1, b"\1") + otlv(2, packed(R3)) + otlv(18, struct.pack("!I", 5) + packed(R2)) \
+        + otlv(19, packed(TE_L6)) + otlv(20, packed(TE_R6))
+    upd6 = struct.pack("!I", 1) + lsa(3, 0xA00A, "0.0.0.1", R1, otlv(3, packed(TE_L6)) + otlv(2, te6_link))
+    f.append((ip_frame(LL1, "ff02::5", 89, ospf(3, 4, R1, upd6, LL1, "ff02::5"), ttl=1), [R1, R2, R3, TE_L6, TE_R6], [LL1]))
     return f
 
 
+TE_RID, TE_L, TE_R, TE_G, TE_L6, TE_R6 = "10.1.9.9", "10.1.2.1", "10.1.2.2", "10.1.3.1", "fd00::2:1", "fd00::2:2"
+# tshark's fields of the TE LSA's addresses: each must decode, none an input address.
+OSPF_TE_FIELDS = ["ospf.mpls.routerid", "ospf.mpls.linkid", "ospf.mpls.local_addr", "ospf.mpls.remote_addr"]
+
+
 def ospf_bad():
-    """An opaque LSA (a TE or grace LSA's layout is not read)."""
-    upd = struct.pack("!I", 1) + lsa(2, 10, "1.0.0.1", R2, bytes(4) + packed(R3))
+    """A TE link sub-TLV of a layout the plugin does not read."""
+    upd = struct.pack("!I", 1) + lsa(2, 10, "1.0.0.1", R2, otlv(2, otlv(12, packed(R3))))
     return ip_frame(R1, "224.0.0.5", 89, ospf(2, 4, R1, upd), ttl=1), R3
+
+
+def fields_decoded(name, inp, out, fields, want, fails):
+    """tshark decodes `fields` in both files, the input's holding `want`; the output's hold none of the input's."""
+    def values(path):
+        rows = L.tshark_fields(path, fields, " || ".join(fields), [])
+        return {v for r in rows for col in r[1:] for v in col}
+    vin, vout = values(inp), values(out)
+    if not set(want) <= vin:
+        fails.append(f"{name}: tshark does not find {sorted(set(want) - vin)} in the input (the test is wrong)")
+    if len(vout) < len(want) or vin & vout:
+        fails.append(f"{name}: tshark's addresses in the output {sorted(vout)}: missing, or input addresses in clear")
 
 
 def v6_body(fr, proto):
@@ -284,13 +324,65 @@ def lisp_frames():
     f.append((L.udp4_frame(MR, E1, 4342, 40000, reply), [E9, X3], [E1]))
     reg = bytes([0x30, 0, 0, 1]) + NONCE + struct.pack("!HH", 1, 4) + bytes(4) + record("10.8.0.0", 24, [E1, X2])
     f.append((L.udp4_frame(E1, MR, 4342, 4342, reg), [X2, "10.8.0.0"], [E1]))
+    # LCAFs: an EID as a source/dest key in an instance ID; locators as an
+    # AFI list, an explicit locator path, a nonce locator.
+    sd = lcaf(12, bytes([0, 0, 32, 32]) + afi(LS) + afi(LD))
+    eid = lcaf(2, struct.pack("!I", 7) + sd, 24)
+    locs = [lcaf(1, afi(X2) + afi("fd00::8:2")), lcaf(10, b"\0\1" + afi(X3) + b"\0\0" + afi(LX)), lcaf(8, bytes(4) + afi(LN))]
+    rec = struct.pack("!IBBHH", 60, len(locs), 32, 0, 0) + eid + b"".join(bytes([1, 100, 255, 0, 0, 5]) + x for x in locs)
+    f.append((L.udp4_frame(MR, E1, 4342, 40000, bytes([0x20, 0, 0, 1]) + NONCE + rec),
+              [LS, LD, X2, "fd00::8:2", X3, LX, LN], [E1]))
     return f
+
+
+LS, LD, LX, LN = "10.8.1.1", "10.8.2.2", "10.8.0.7", "10.8.0.8"
+# tshark's fields of those LCAF addresses: each must decode, none an input address.
+LISP_LCAF_FIELDS = ["lisp.lcaf.srcdst.src.ipv4", "lisp.lcaf.srcdst.dst.ipv4", "lisp.lcaf.afi_list.ipv4",
+                    "lisp.lcaf.afi_list.ipv6", "lisp.lcaf.elp_hop.ipv4"]
+
+
+def lcaf(t, body, rsvd2=0):
+    return struct.pack("!HBBBBH", 16387, 0, 0, t, rsvd2, len(body)) + body
 
 
 def lisp_bad():
     """An Encapsulated Control Message: its inner packet is not rewritten."""
     inner = struct.pack("!BBHHHBBH4s4s", 0x45, 0, 20, 0, 0, 64, 17, 0, packed(E5), packed(MR))
     return L.udp4_frame(E1, MR, 4342, 4342, bytes([0x80, 0, 0, 0]) + inner), E5
+
+
+# ---------------------------------------------------------------- BGP
+
+B_ID, B_NH, B_ORIG, B_CL, B_AGG = "10.1.1.1", "10.1.1.3", "10.1.1.4", "10.1.1.5", "10.1.1.6"
+
+
+def bgp_msg(t, body):
+    return b"\xff" * 16 + struct.pack("!HB", 19 + len(body), t) + body
+
+
+def bgp_data():
+    """An OPEN (BGP identifier) and an UPDATE (NEXT_HOP, AGGREGATOR, ORIGINATOR_ID, CLUSTER_LIST)."""
+    opn = bgp_msg(1, struct.pack("!BHH4sB", 4, 65001, 180, packed(B_ID), 0))
+    attrs = bytes([0x40, 1, 1, 0]) + bytes([0x40, 2, 0]) + bytes([0x40, 3, 4]) + packed(B_NH) \
+        + bytes([0xC0, 7, 8]) + struct.pack("!I", 65001) + packed(B_AGG) \
+        + bytes([0x80, 9, 4]) + packed(B_ORIG) + bytes([0x80, 10, 4]) + packed(B_CL)
+    upd = bgp_msg(2, struct.pack("!H", 0) + struct.pack("!H", len(attrs)) + attrs + bytes([24, 203, 0, 113]))
+    return opn + upd
+
+
+def check_bgp(amon, work, fails):
+    """No plugin parses BGP: its port is an address carrier, whose payload ids.amon cuts."""
+    inp, out = os.path.join(work, "bgp.pcap"), os.path.join(work, "bgp-ids.pcap")
+    flow = L.tcp_flow(1_700_000_000_000_000_000, "10.1.1.1", "10.1.1.2", 50179, 179, bgp_data())
+    L.write_pcap(inp, [(t, fr) for t, fr, _ in flow])
+    L.run_amon(amon, inp, [("ids", os.path.join(ROOT, "rules", "ids.amon"), out)])
+    if not any(packed(B_NH) in fr for _, fr, _ in flow):
+        fails.append("bgp: the input does not carry its next hop (the test is wrong)")
+    for i, (_, _, _, fr) in enumerate(L.read_pcap(out)[1]):
+        for a in (B_ID, B_NH, B_ORIG, B_CL, B_AGG):
+            if packed(a) in fr[54:]:
+                fails.append(f"bgp frame {i + 1}: {a} in clear in the output")
+    return 5
 
 
 # ---------------------------------------------------------------- checks
@@ -353,12 +445,15 @@ def main():
                  [("sctp.checksum.status == 0", ["-o", "sctp.checksum:CRC-32C"])])
     k, out = check(amon, work, "ospf", ospf_frames(), [ospf_bad()], fails, [("_ws.malformed", [])])
     ospf_checksums(out, "ospf", fails)
+    fields_decoded("ospf", os.path.join(work, "ospf.pcap"), out, OSPF_TE_FIELDS, [R2, TE_RID, TE_L, TE_R], fails)
     n += k
     k, out = check(amon, work, "pim", pim_frames(), [pim_bad()], fails, [("_ws.malformed", [])])
     pim_checksums(out, "pim", fails)
     n += k
-    k, _ = check(amon, work, "lisp", lisp_frames(), [lisp_bad()], fails, [("udp.checksum.status == 0", L.CHECKS)])
+    k, out = check(amon, work, "lisp", lisp_frames(), [lisp_bad()], fails, [("udp.checksum.status == 0", L.CHECKS)])
+    fields_decoded("lisp", os.path.join(work, "lisp.pcap"), out, LISP_LCAF_FIELDS, [LS, LD, X2, "fd00::8:2", X3], fails)
     n += k
+    n += check_bgp(amon, work, fails)
     return L.report(fails, f"ok: {n} users' addresses carried in message bodies are absent from the ids output")
 
 

@@ -135,3 +135,24 @@ TEST_CASE("add_protocol refuses a descriptor that breaks one rule, naming the pl
   CHECK(reg.field("vt.name") != nullptr);
   CHECK(reg.protocol("vt") == &ok);
 }
+
+TEST_CASE("the registry takes protocol plugins up to its limit and refuses the next one", "[plugins][validate]") {
+  register_builtin_plugins();
+  Registry& reg = Registry::instance();
+  // Plugins carrying the first filler's fields: a protocol name is a limit of its own.
+  static ProtocolPlugin fill[Registry::kMaxProtocolPlugins + 1];
+  static std::string names[Registry::kMaxProtocolPlugins + 1];
+  for (unsigned i = 0; reg.protocols().size() < Registry::kMaxProtocolPlugins; ++i) {
+    names[i] = "vtfill" + std::to_string(i);
+    fill[i] = good(names[i].c_str());
+    fill[i].ports[0] = uint16_t(41000 + i);
+    if (i) fill[i].carries = "vtfill0";
+    REQUIRE(refusal(fill[i]).empty());
+  }
+  CHECK(reg.protocols().size() == Registry::kMaxProtocolPlugins);
+  ProtocolPlugin more = good("vtfillmore");
+  more.ports[0] = 41999;
+  more.carries = "vtfill0";
+  CHECK(refusal(more).find("too many protocol plugins (24 at most)") != std::string::npos);
+  CHECK(reg.protocols().size() == Registry::kMaxProtocolPlugins);
+}

@@ -1,7 +1,10 @@
 // The LISP control plugin's parser on crafted messages: a Map-Request's
 // source EID, ITR-RLOCs and requested prefix; a Map-Reply's and a
-// Map-Register's records (EID prefix, IPv4 and IPv6 locators); malformed
-// LCAFs, Encapsulated Control Messages, lengths and trailing bytes.
+// Map-Register's records (EID prefix, IPv4 and IPv6 locators); LCAFs
+// (instance ID, source/dest key, AFI list, NAT traversal, explicit locator
+// path, application data, nested); malformed LCAFs (unknown types,
+// lengths, nesting), Encapsulated Control Messages, lengths and trailing
+// bytes.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -80,4 +83,69 @@ TEST_CASE("lisp: malformed: LCAF, an Encapsulated Control Message, lengths, trai
   Bytes extra = {0x20, 0, 0, 1};
   put(extra, kNonce), put(extra, record(kEid, {kRloc})), put(extra, {1, 2});
   found(extra, lp::Result::Malformed);
+}
+
+namespace {
+
+// An LCAF (AFI 16387) of `type` whose body is `body`.
+Bytes lcaf(uint8_t type, const Bytes& body, uint8_t rsvd2 = 0) {
+  Bytes b = {0x40, 0x03, 0, 0, type, rsvd2};
+  put16(b, uint16_t(body.size()));
+  put(b, body);
+  return b;
+}
+Bytes rec_raw(const Bytes& eid_afi, const std::vector<Bytes>& loc_afis) {
+  Bytes b = {0, 0, 0, 60, uint8_t(loc_afis.size()), 24, 0, 0, 0, 0};
+  put(b, eid_afi);
+  for (const Bytes& l : loc_afis) put(b, {1, 100, 255, 0, 0, 5}), put(b, l);
+  return b;
+}
+Bytes reply(const Bytes& rec) {
+  Bytes m = {0x20, 0, 0, 1};
+  put(m, kNonce), put(m, rec);
+  return m;
+}
+const Bytes kSrc = {10, 8, 1, 1}, kDst = {10, 8, 2, 2}, kRtr = {198, 51, 100, 40};
+
+}  // namespace
+
+TEST_CASE("lisp: LCAF: instance ID, source/dest key, AFI list, NAT traversal, ELP, nested") {
+  // An EID in instance 7; locators as an AFI list (IPv4, IPv6) and as an explicit locator path.
+  const Bytes iid = lcaf(2, cat({{0, 0, 0, 7}, afi(kEid)}), 24);
+  const Bytes list = lcaf(1, cat({afi(kRloc), afi(kRloc6)}));
+  const Bytes elp = lcaf(10, cat({{0, 1}, afi(kRtr), {0, 0}, afi(kItr)}));
+  auto v = found(reply(rec_raw(iid, {list, elp})));
+  REQUIRE(v.size() == 5);
+  for (const Bytes& a : {kEid, kRloc, kRloc6, kRtr, kItr}) CHECK(has(v, a));
+  // A source/dest key EID inside an instance ID; NAT traversal locators.
+  const Bytes sd = lcaf(2, cat({{0, 0, 0, 7}, lcaf(12, cat({{0, 0, 32, 32}, afi(kSrc), afi(kDst)}))}));
+  const Bytes nat = lcaf(7, cat({{0x10, 0xf6, 0x10, 0xf6}, afi(kRloc), afi(kRtr), afi({})}));
+  v = found(reply(rec_raw(sd, {nat})));
+  REQUIRE(v.size() == 4);
+  for (const Bytes& a : {kSrc, kDst, kRloc, kRtr}) CHECK(has(v, a));
+  // In a Map-Request: an LCAF source EID and ITR-RLOC.
+  Bytes m = {0x10, 0, 0, 1};
+  put(m, kNonce), put(m, lcaf(2, cat({{0, 0, 0, 7}, afi(kItr)}))), put(m, lcaf(1, cat({afi(kRloc)}))),
+      put(m, {0, 32}), put(m, lcaf(4, cat({Bytes(12, 0), afi(kEid)})));
+  v = found(m);
+  REQUIRE(v.size() == 3);
+  for (const Bytes& a : {kItr, kRloc, kEid}) CHECK(has(v, a));
+}
+
+TEST_CASE("lisp: LCAF fails closed: unknown types, lengths, nesting too deep, truncation") {
+  found(reply(rec_raw(lcaf(5, Bytes(12, 1)), {})), lp::Result::Malformed);  // geo-coordinates
+  found(reply(rec_raw(lcaf(14, afi(kEid)), {})), lp::Result::Malformed);    // JSON, not read
+  // Its length past the address inside, short of it, past the message.
+  Bytes l = lcaf(2, cat({{0, 0, 0, 7}, afi(kEid)}));
+  for (uint8_t bad : {uint8_t(l[7] + 2), uint8_t(l[7] - 1), uint8_t(200)}) {
+    Bytes b = l;
+    b[7] = bad;
+    found(reply(rec_raw(b, {})), lp::Result::Malformed);
+  }
+  Bytes deep = afi(kEid);
+  for (int i = 0; i < 5; ++i) deep = lcaf(1, deep);
+  found(reply(rec_raw(deep, {})), lp::Result::Malformed);
+  const Bytes ok = reply(rec_raw(lcaf(12, cat({{0, 0, 32, 32}, afi(kSrc), afi(kDst)})), {lcaf(1, afi(kRloc))}));
+  found(ok);
+  for (size_t n = 12; n < ok.size(); ++n) found(Bytes(ok.begin(), ok.begin() + long(n)), lp::Result::Malformed);
 }

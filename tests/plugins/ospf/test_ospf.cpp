@@ -1,7 +1,9 @@
 // The OSPF plugin's parser on crafted packets: OSPFv2 Hellos and an update
 // with router, network and AS-external LSAs; OSPFv3 Hellos and an update
 // with a Link-LSA (link-local address, prefixes of their stored length)
-// and an intra-area prefix LSA; malformed lengths and opaque LSAs refused;
+// and an intra-area prefix LSA; opaque LSAs (TE, grace, router
+// information, extended prefix and link; OSPFv3 TE) by their TLVs;
+// malformed lengths, unknown TLVs and opaque types refused;
 // the Fletcher checksum as routers compute it.
 #include <catch2/catch.hpp>
 
@@ -126,7 +128,7 @@ TEST_CASE("ospf: malformed: lengths past their container, opaque LSAs, another v
   Bytes p = packet(2, 1, Bytes(20, 0));
   p[3] += 4;  // longer than the bytes
   found(p, op::Result::Malformed);
-  found(update(2, {lsa(2, 10, {1, 0, 0, 1}, Bytes(8, 0))}), op::Result::Malformed);
+  found(update(2, {lsa(2, 10, {1, 0, 0, 1}, Bytes(8, 0))}), op::Result::Malformed);  // TLVs of type 0
   Bytes bad = update(3, {lsa(3, 0x0008, {0, 0, 0, 5}, Bytes(24, 0))});
   bad[bad.size() - 1] = 9;  // nine prefixes in none
   found(bad, op::Result::Malformed);
@@ -136,4 +138,93 @@ TEST_CASE("ospf: malformed: lengths past their container, opaque LSAs, another v
   Bytes v4 = packet(2, 1, Bytes(20, 0));
   v4[0] = 4;
   found(v4, op::Result::Malformed);
+}
+
+namespace {
+
+// A TLV: type, length, the value padded to 32 bits.
+Bytes tlv(uint16_t t, const Bytes& v) {
+  Bytes b;
+  put16(b, t), put16(b, uint16_t(v.size()));
+  put(b, v);
+  while (b.size() % 4) b.push_back(0);
+  return b;
+}
+
+const Bytes kLocal = {192, 0, 2, 1}, kRemote = {192, 0, 2, 2}, kTeRid = {10, 9, 9, 9};
+const Bytes kLocal6 = {0x20, 1, 0xd, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1};
+const Bytes kRemote6 = {0x20, 1, 0xd, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2};
+
+// An OSPFv2 TE LSA (area-local opaque, opaque type 1): router address, a
+// point-to-point link to kNbr with its interface addresses and numbers.
+Bytes te_v2() {
+  const Bytes link = cat({tlv(1, {1}), tlv(2, kNbr), tlv(3, kLocal), tlv(4, kRemote), tlv(5, {0, 0, 0, 10}),
+                          tlv(6, {0x4c, 0x9c, 0x4b, 0x40}), tlv(9, {0, 0, 0, 1}), tlv(11, {0, 0, 0, 7, 0, 0, 0, 8})});
+  return lsa(2, 10, {1, 0, 0, 7}, cat({tlv(1, kTeRid), tlv(2, link)}));
+}
+
+}  // namespace
+
+TEST_CASE("ospf: v2 opaque TE LSA: router address, link ID, local and remote interface addresses") {
+  static op::Parsed r;
+  const Bytes pkt = update(2, {te_v2()});
+  REQUIRE(op::parse(pkt.data(), uint32_t(pkt.size()), r) == op::Result::Ok);
+  CHECK(r.n_lsa == 1);
+  const auto v = found(pkt);
+  for (const Bytes& a : {kTeRid, kNbr, kLocal, kRemote, kRid}) CHECK(has(v, a));
+  CHECK_FALSE(has(v, {1, 0, 0, 7}));  // the opaque type and ID are no address
+  CHECK(v.size() == 6);               // the packet's router ID, the advertising router and four
+  // The same LSA's header in an acknowledgement: its link state ID is no address either.
+  const Bytes te = te_v2();
+  const Bytes ack = packet(2, 5, Bytes(te.begin(), te.begin() + 20));
+  CHECK_FALSE(has(found(ack), {1, 0, 0, 7}));
+}
+
+TEST_CASE("ospf: v2 opaque grace, router information, extended prefix and link LSAs") {
+  const Bytes grace = lsa(2, 9, {3, 0, 0, 0}, cat({tlv(1, {0, 0, 0, 120}), tlv(2, {1}), tlv(3, kLocal)}));
+  const Bytes ri = lsa(2, 10, {4, 0, 0, 0}, cat({tlv(1, {0x60, 0, 0, 0}), tlv(8, {0})}));
+  const Bytes pfx = lsa(2, 10, {7, 0, 0, 1}, tlv(1, cat({{1, 24, 0, 0x40}, {198, 51, 100, 0}, tlv(2, Bytes(8, 1))})));
+  const Bytes ext_link =
+      lsa(2, 10, {8, 0, 0, 1}, tlv(1, cat({{1, 0, 0, 0}, kNbr, kLocal, tlv(2, Bytes(7, 1)), tlv(3, cat({{0, 0, 0, 0}, kRemote, {0, 0, 1}}))})));
+  static op::Parsed r;
+  const Bytes pkt = update(2, {grace, ri, pfx, ext_link});
+  REQUIRE(op::parse(pkt.data(), uint32_t(pkt.size()), r) == op::Result::Ok);
+  CHECK(r.n_lsa == 4);
+  const auto v = found(pkt);
+  for (const Bytes& a : {kLocal, kNbr, kRemote, Bytes{198, 51, 100, 0}}) CHECK(has(v, a));
+}
+
+TEST_CASE("ospf: v3 TE and router information LSAs") {
+  const Bytes link = cat({tlv(1, {1}), tlv(2, kNbr), tlv(18, cat({{0, 0, 0, 5}, kDr})), tlv(19, kLocal6), tlv(20, kRemote6)});
+  const Bytes te = lsa(3, 0xa00a, {0, 0, 0, 1}, cat({tlv(3, kLocal6), tlv(2, link)}));
+  const Bytes ri = lsa(3, 0xa00c, {0, 0, 0, 0}, tlv(1, {0x60, 0, 0, 0}));
+  const auto v = found(update(3, {te, ri}));
+  for (const Bytes& a : {kNbr, kDr, kLocal6, kRemote6}) CHECK(has(v, a));
+}
+
+TEST_CASE("ospf: opaque LSAs fail closed: unknown kinds and TLVs, lengths past their LSA, truncation") {
+  // An opaque type of unknown layout (inter-AS TE), a TLV of unknown layout.
+  found(update(2, {lsa(2, 10, {6, 0, 0, 1}, tlv(1, kLocal))}), op::Result::Malformed);
+  found(update(2, {lsa(2, 10, {1, 0, 0, 1}, tlv(7, kLocal))}), op::Result::Malformed);
+  // A host name (router information TLV 7) is not parsed: the packet fails.
+  found(update(2, {lsa(2, 10, {4, 0, 0, 0}, tlv(7, {'r', '1'}))}), op::Result::Malformed);
+  // A link sub-TLV of unknown layout; interface addresses of a wrong length.
+  found(update(2, {lsa(2, 10, {1, 0, 0, 1}, tlv(2, tlv(12, kLocal)))}), op::Result::Malformed);
+  found(update(2, {lsa(2, 10, {1, 0, 0, 1}, tlv(2, tlv(3, {192, 0, 2})))}), op::Result::Malformed);
+  // IPv4 interface addresses in an OSPFv3 TE LSA.
+  found(update(3, {lsa(3, 0xa00a, {0, 0, 0, 1}, tlv(2, tlv(3, kLocal)))}), op::Result::Malformed);
+  // A TLV longer than its LSA; a link TLV longer than the sub-TLVs it holds.
+  Bytes body = tlv(1, kTeRid);
+  body[3] = 40;
+  found(update(2, {lsa(2, 10, {1, 0, 0, 1}, body)}), op::Result::Malformed);
+  Bytes inner = tlv(2, tlv(3, kLocal));
+  inner[7] = 12;  // the sub-TLV claims past the link TLV's value
+  found(update(2, {lsa(2, 10, {1, 0, 0, 1}, inner)}), op::Result::Malformed);
+  // Every cut of a valid update fails.
+  const Bytes pkt = update(2, {te_v2()});
+  for (size_t n = 24; n < pkt.size(); ++n) {
+    Bytes cut(pkt.begin(), pkt.begin() + long(n));
+    wr16(cut.data() + 2, uint16_t(n));
+    found(cut, op::Result::Malformed);
+  }
 }
