@@ -105,6 +105,12 @@ FlowTable::FlowTable(const std::string& name, uint32_t capacity, const FlowTimeo
     unsigned long nodes = 1UL << socket;
     syscall(SYS_mbind, base, bbytes + ebytes, MPOL_PREFERRED, &nodes, 8 * sizeof nodes, 0);
   }
+  uint32_t rs = 1;
+  while (rs < cap_) rs <<= 1;
+  // Uninitialised: positions are written before they are read, and pages
+  // are touched only as flows are made.
+  made_.reset(new uint64_t[rs]);
+  made_mask_ = rs - 1;
   buckets_ = reinterpret_cast<Bucket*>(base);
   entries_ = reinterpret_cast<FlowEntry*>(base + bbytes);
   // Fresh anonymous memory reads as zero: an all-zero bucket is empty and an
@@ -122,7 +128,7 @@ FlowTable::~FlowTable() {
 }
 
 size_t FlowTable::memory_bytes() const {
-  return size_t(nb_) * sizeof(Bucket) + size_t(cap_) * sizeof(FlowEntry);
+  return size_t(nb_) * sizeof(Bucket) + size_t(cap_) * sizeof(FlowEntry) + (size_t(made_mask_) + 1) * 8;
 }
 
 // Inline: it runs once per packet in the burst loop, where a call's saved
@@ -303,7 +309,25 @@ void FlowTable::remove(uint32_t idx) {
   --size_;
 }
 
+bool FlowTable::evict_oldest_one_way(uint64_t now_ns) {
+  // A few positions at most: after a burst of answered flows the sample
+  // below takes over while the ring's head moves past them.
+  for (unsigned k = 0; k < 4 && made_head_ != made_tail_; ++k) {
+    const uint64_t v = made_[made_head_++ & made_mask_];
+    if (made_head_ != made_tail_) rte_prefetch0(&entries_[made_[made_head_ & made_mask_] >> 32]);
+    const uint32_t idx = uint32_t(v >> 32);
+    const FlowEntry& e = entries_[idx];
+    if (!e.used || e.hash != uint32_t(v) || e.two_way || held(e)) continue;
+    release(idx, evict_class(e, now_ns));
+    return true;
+  }
+  return false;
+}
+
 void FlowTable::evict_one(uint64_t now_ns) {
+  // The oldest one-way flow first (a flood's spoofed SYN or unanswered
+  // datagram): one entry read.
+  if (evict_oldest_one_way(now_ns)) return;
   // The lowest class (evict_class), oldest first, of a sample of 8
   // entries, widened to 64 while the sample holds only answered flows: a
   // flood of one-way flows then pushes out an answered flow only when 64
@@ -406,6 +430,7 @@ void FlowTable::insert(const uint8_t* pkt, const Decoded& d, const FlowKey& k, u
   e.proto = d.l4_proto;
   e.first_from_lo = src_is_lo;
   note_tcp(e, d, src_is_lo);
+  note_made(idx, h);
   ++size_;
   ++st_.created;
   // Which end is the client, by evidence in this order: the SYN (its sender)

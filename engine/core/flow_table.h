@@ -16,6 +16,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -217,6 +218,20 @@ class FlowTable {
   uint32_t free_head_ = kNone;
   uint32_t fresh_ = 0;
   uint32_t cap_, size_ = 0, sweep_pos_ = 0, evict_pos_ = 0, evict_step_ = 1;
+  // Flows in the order they were made (entry index << 32 | key hash), so a
+  // full table gives up its oldest one-way flow by reading one entry, not a
+  // sample of 8 to 64 (each line a cache miss under a flood of one-packet
+  // flows). Positions whose entry has been answered, freed or reused (its
+  // hash differs) are skipped; the ring overwrites its oldest position.
+  std::unique_ptr<uint64_t[]> made_;
+  uint32_t made_mask_ = 0, made_head_ = 0, made_tail_ = 0;
+  void note_made(uint32_t idx, uint32_t h) {
+    if (made_tail_ - made_head_ > made_mask_) ++made_head_;
+    made_[made_tail_++ & made_mask_] = uint64_t(idx) << 32 | h;
+  }
+  // Releases the oldest one-way flow of the ring; false when a few
+  // positions gave none.
+  bool evict_oldest_one_way(uint64_t now_ns);
   // An entry to use: a freed one, else the next never used; kNone when full.
   uint32_t spare() const { return free_head_ != kNone ? free_head_ : fresh_ < cap_ ? fresh_ : kNone; }
   FlowTimeouts to_;

@@ -333,3 +333,20 @@ TEST_CASE("flow table: an answered flow evicted under pressure comes back with i
   CHECK_FALSE(m.roles_uncertain);
   CHECK_FALSE(m.initiator_is_src);  // the server sent it
 }
+
+TEST_CASE("flow table: a full table gives up its oldest one-way flows first, in the order they came", "[flows]") {
+  FlowTable t("t", 256, FlowTimeouts{}, 0, false);
+  uint64_t ts = 1;
+  auto syn = [](int i) {
+    char c[32];
+    std::snprintf(c, sizeof c, "10.2.%d.%d", i / 200, i % 200 + 1);
+    return tcp4(c, "198.51.100.80", uint16_t(1024 + i), 80, 0x02);
+  };
+  for (int i = 0; i < 256; ++i) look(t, syn(i), ts++);
+  REQUIRE(t.size() == 256);
+  // 100 more: the first 100 go, the other 156 stay.
+  for (int i = 256; i < 356; ++i) look(t, syn(i), ts++);
+  CHECK(t.stats().evicted == 100);
+  for (int i = 100; i < 356; ++i) CHECK_FALSE(look(t, syn(i), ts++).flow_first);
+  CHECK(look(t, syn(0), ts++).flow_first);
+}
