@@ -48,7 +48,7 @@ static void register_settings(Registry& r) {
   r.add_setting({"echoes",
                  "values the policy rewrote (other hosts' addresses and MACs, cookies and credentials, hidden "
                  "names) found again in payload it keeps, as text or binary: rewritten as their field was, at "
-                 "the same length (default; not inside the fields parsed in the packet, and a value only "
+                 "the same length (default; not inside the fields parsed in the packet that a rule names, and a value only "
                  "z-anonymity hid leaves once a field releases it), or kept (no search: faster, and such copies "
                  "stay in clear)",
                  "map | keep", {"map", "keep"}});
