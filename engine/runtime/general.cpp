@@ -506,6 +506,8 @@ void ProgramInstance::addr_text(GenPacket& g) {
 // stays released there, whatever the table holds). A field no rule names
 // (a URI under ids, a DNS name a device's host name repeats) is kept
 // payload like any other: a cookie value copied into it is found there.
+// An occurrence of no field (an address rewritten by its role) was decided
+// by the role's rule.
 void ProgramInstance::echo_text(GenPacket& g) {
   const Decoded& d = g.d;
   const PacketMeta& m = g.m;
@@ -523,7 +525,8 @@ void ProgramInstance::echo_text(GenPacket& g) {
     const int64_t base = m.l7 == L7State::Stream ? -int64_t(m.stream->seg_off) : 0;
     const ProtoOccs& O = *m.parse->occs;
     for (uint32_t i = 0; i < O.n; ++i)
-      if (O.occ[i].kind != OccKind::Payload && !prog_.field_rules_[O.occ[i].field].empty())
+      if (O.occ[i].kind != OccKind::Payload &&
+          (O.occ[i].field >= prog_.field_rules_.size() || !prog_.field_rules_[O.occ[i].field].empty()))
         keep(base + O.occ[i].off, base + O.occ[i].off + O.occ[i].len);
   }
   for (const auto& [a, b] : echo_parsed_) keep(int64_t(a) - d.payload_off, int64_t(b) - d.payload_off);
