@@ -33,7 +33,6 @@ void WorkerPath::configure() {
   uint32_t probe_apps = 0;
   follow_.assign(progs_.size(), -1);
   followers_.assign(progs_.size(), {});
-  any_follower_ = false;
   std::vector<std::string> digests;
   for (auto& inst : progs_) {
     const Program& p = inst->program();
@@ -52,7 +51,6 @@ void WorkerPath::configure() {
         if (!identity_[j] && follow_[j] < 0 && digests[j] == digests[i]) {
           follow_[i] = int(j);
           followers_[j].push_back(unsigned(i));
-          any_follower_ = true;
           break;
         }
     } else {

@@ -261,7 +261,6 @@ class WorkerPath {
   // the consumer i follows, or -1; followers_[l]: the consumers following l.
   std::vector<int> follow_;
   std::vector<std::vector<unsigned>> followers_;
-  bool any_follower_ = false;
   unsigned last_lead_ = 0;  // the last rewriting consumer that follows none
   ConsumerCounters before_;  // a leader's counters before its program ran
   // What the leader's program counted since before_ (rule hits, z-anonymity,

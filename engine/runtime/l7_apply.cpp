@@ -160,15 +160,24 @@ bool ProgramInstance::l7_plugin(const ProtocolPlugin& pp, void* state, uint8_t* 
   return true;
 }
 
-// One of this packet's own addresses takes whatever its header got (roles,
-// both-clients, positional rules alike), so the two never disagree.
-bool ProgramInstance::own_addr(uint8_t* a, uint8_t family, const Eval& e) const {
+// Where one of this packet's own addresses lies in its header now (0: `a`
+// is not one of them): the header's treatment of it, roles, both-clients
+// and positional rules alike.
+uint32_t ProgramInstance::own_addr_off(const uint8_t* a, uint8_t family, const Eval& e) const {
   const Decoded& d = *e.d;
   const uint32_t n = family == 4 ? 4 : 16;
-  if (!e.old_src || e.alen != n || family != d.ip_version) return false;
-  if (std::memcmp(a, e.old_src, n) == 0) return std::memcpy(a, e.buf + d.src_off(), n), true;
-  if (std::memcmp(a, e.old_dst, n) == 0) return std::memcpy(a, e.buf + d.dst_off(), n), true;
-  return false;
+  if (!e.old_src || e.alen != n || family != d.ip_version) return 0;
+  if (std::memcmp(a, e.old_src, n) == 0) return d.src_off();
+  if (std::memcmp(a, e.old_dst, n) == 0) return d.dst_off();
+  return 0;
+}
+
+// One of this packet's own addresses takes whatever its header got, so the
+// two never disagree.
+bool ProgramInstance::own_addr(uint8_t* a, uint8_t family, const Eval& e) const {
+  const uint32_t off = own_addr_off(a, family, e);
+  if (off) std::memcpy(a, e.buf + off, family == 4 ? 4 : 16);
+  return off != 0;
 }
 
 // `client`: the address is known to be a client's (another address of

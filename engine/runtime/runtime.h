@@ -266,6 +266,7 @@ class ProgramInstance {
   bool apply_mac_occ(FieldId f, uint8_t* a, Eval& e);  // false: drop
   bool apply_role_addr(uint8_t* a, uint8_t family, Eval& e, bool client = false);  // ProtoOcc::role; false: drop
   bool own_addr(uint8_t* a, uint8_t family, const Eval& e) const;  // a packet's own address: its header's mapping
+  uint32_t own_addr_off(const uint8_t* a, uint8_t family, const Eval& e) const;  // 0: not its own
   bool l7_plugin(const ProtocolPlugin& pp, void* state, uint8_t* payload, uint32_t len, Eval& e);  // false: not rewritten
   // A plugin that rewrites its messages itself (ProtocolPlugin::rewrite),
   // through a PluginHost on this consumer's rules: false, not rewritten.

@@ -405,11 +405,8 @@ class ProgramInstance::PluginHost final : public RewriteHost {
     // One of this packet's own addresses its header rewrote (roles by
     // evidence, outside `clients`): the same address in clear beside it
     // would undo the header's mapping.
-    const Eval& e = *e_;
-    const uint32_t n = family == 4 ? 4 : 16;
-    if (!e.old_src || e.alen != n || family != e.d->ip_version) return false;
-    return (std::memcmp(a, e.old_src, n) == 0 && std::memcmp(a, e.buf + e.d->src_off(), n) != 0) ||
-           (std::memcmp(a, e.old_dst, n) == 0 && std::memcmp(a, e.buf + e.d->dst_off(), n) != 0);
+    const uint32_t off = self_.own_addr_off(a, family, *e_);
+    return off && std::memcmp(a, e_->buf + off, family == 4 ? 4 : 16) != 0;
   }
   void count_reverse_hidden() override { ++e_->c->reverse_hidden; }
   void next_message() override {
