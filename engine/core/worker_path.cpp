@@ -8,6 +8,7 @@
 #include "stream.h"
 #include "bytes.h"
 #include "control.h"
+#include "echo.h"
 
 namespace amon {
 
@@ -66,6 +67,11 @@ void WorkerPath::configure() {
     probe_apps |= p.protected_apps() & ~((1u << kFirstPluginApp) - 1);
     hold_apps_ |= p.held_apps();
   }
+  // The consumers' tables of values found again share one database per
+  // worker (a reload's instances are new: a new group).
+  std::vector<EchoScan*> echo;
+  for (auto& inst : progs_) echo.push_back(inst->echo_scan());
+  EchoScan::share(echo);
   // Kept once made: a reload between bursts may go back to one consumer.
   if (modifiers_ > 1 && !text_memos_) text_memos_.reset(new AddrTextMemo[FlowTable::kBurstMax]);
   // Once made, the parse state stays (it numbers the worker's flows for plugins,

@@ -43,11 +43,11 @@ bool anonymous(EchoKind k, std::string_view v) {
   return false;
 }
 
-uint64_t key_of(EchoKind k, std::string_view v) {
+}  // namespace
+
+uint64_t echo_key(EchoKind k, std::string_view v) {
   return std::hash<std::string_view>{}(v) * 0x9e3779b97f4a7c15ULL ^ (uint64_t(k) + 1);
 }
-
-}  // namespace
 
 void echo_forms(const EchoValue& v, std::vector<EchoForm>& out) {
   const auto* b = reinterpret_cast<const uint8_t*>(v.old.data());
@@ -88,7 +88,27 @@ void echo_forms(const EchoValue& v, std::vector<EchoForm>& out) {
   }
 }
 
-EchoScan::EchoScan() : slots_(kEntries), shared_(std::make_shared<EchoShared>()) { index_.reserve(2 * kEntries); }
+EchoScan::EchoScan() : slots_(kEntries), shared_(std::make_shared<EchoShared>(1)) { index_.reserve(2 * kEntries); }
+
+void EchoScan::share(const std::vector<EchoScan*>& scans) {
+  std::vector<EchoScan*> fresh;
+  for (EchoScan* s : scans)
+    if (s && !s->seq_ && s->outbox_.empty()) fresh.push_back(s);
+  if (fresh.size() < 2) return;
+  auto group = std::make_shared<EchoShared>(unsigned(fresh.size()));
+  for (unsigned i = 0; i < fresh.size(); ++i) {
+    fresh[i]->shared_ = group;
+    fresh[i]->member_ = i;
+    fresh[i]->taken_ = 0;
+    fresh[i]->covered_ = 0;
+    fresh[i]->gen_.reset();
+  }
+}
+
+// Held by the database: another consumer of the worker brought it in.
+bool EchoScan::in_db(const EchoValue& v) const {
+  return gen_ && gen_->holds(v.kind, v.old);
+}
 
 EchoScan::~EchoScan() = default;
 
@@ -154,7 +174,7 @@ void EchoScan::record(EchoKind k, std::string_view old, std::string_view repl, b
     EchoValue& v = slots_[s - 1];
     if (v.seq && v.kind == k && v.old == old) return update(v);
   }
-  const uint64_t h = key_of(k, old);
+  const uint64_t h = echo_key(k, old);
   if (auto it = index_.find(h); it != index_.end()) {
     EchoValue& v = slots_[it->second];
     quick_[q] = it->second + 1;
@@ -165,7 +185,7 @@ void EchoScan::record(EchoKind k, std::string_view old, std::string_view repl, b
   next_ = (next_ + 1) % kEntries;
   EchoValue& v = slots_[slot];
   if (v.seq) {
-    if (auto it = index_.find(key_of(v.kind, v.old)); it != index_.end() && it->second == slot) index_.erase(it);
+    if (auto it = index_.find(echo_key(v.kind, v.old)); it != index_.end() && it->second == slot) index_.erase(it);
     zlive_ -= v.z;
   }
   v.kind = k, v.old.assign(old), v.repl.assign(repl), v.seq = ++seq_, v.z = z;
@@ -176,7 +196,7 @@ void EchoScan::record(EchoKind k, std::string_view old, std::string_view repl, b
   index_[h] = slot;
   quick_[q] = slot + 1;
   pending_.emplace_back(slot, v.seq);
-  add_pending(slot);
+  if (!in_db(v)) add_pending(slot);
   // No database for a long while (a burst, a failed compile): the lists
   // keep only what the table holds, so they never outgrow it.
   if (++listed_ > 4 * kEntries) relist_pending();
@@ -189,7 +209,7 @@ void EchoScan::record(EchoKind k, std::string_view old, std::string_view repl, b
 // until then its hits are dropped as any value's that left).
 void EchoScan::release(EchoKind k, std::string_view old) {
   if (!zlive_) return;
-  const uint64_t h = key_of(k, old);
+  const uint64_t h = echo_key(k, old);
   const auto it = index_.find(h);
   if (it == index_.end()) return;
   const uint32_t slot = it->second;
@@ -204,21 +224,21 @@ void EchoScan::release(EchoKind k, std::string_view old) {
 }
 
 unsigned EchoScan::pending() const {
-  const uint64_t covered = gen_ ? gen_->covers : 0;
   unsigned n = 0;
-  for (const auto& [slot, seq] : pending_) n += seq > covered && slots_[slot].seq == seq;
+  for (const auto& [slot, seq] : pending_) n += seq > covered_ && slots_[slot].seq == seq && !in_db(slots_[slot]);
   return n;
 }
 
 void EchoScan::flush() {
-  if (!outbox_.empty() && echo_hand_over(shared_, outbox_)) outbox_.clear();
+  if (!outbox_.empty() && echo_hand_over(shared_, member_, outbox_)) outbox_.clear();
 }
 
 void EchoScan::adopt() {
-  if (auto g = echo_take(*shared_)) {
+  if (auto g = echo_take(*shared_, taken_)) {
     gen_ = std::move(g);
+    covered_ = gen_->covered(member_);
     while (!pending_.empty() &&
-           (pending_.front().second <= gen_->covers || slots_[pending_.front().first].seq != pending_.front().second))
+           (pending_.front().second <= covered_ || slots_[pending_.front().first].seq != pending_.front().second))
       pending_.pop_front();
     relist_pending();
   }
@@ -228,7 +248,7 @@ bool EchoScan::wait_built(unsigned ms) {
   for (unsigned t = 0;; ++t) {
     flush();
     adopt();
-    if (outbox_.empty() && (gen_ ? gen_->covers : 0) >= seq_) return true;
+    if (outbox_.empty() && covered_ >= seq_) return true;
     if (t >= ms) return false;
     echo_sleep_ms(1);
   }
@@ -236,14 +256,23 @@ bool EchoScan::wait_built(unsigned ms) {
 
 int EchoScan::on_match(unsigned id, unsigned long long, unsigned long long to, unsigned, void* ctx) {
   auto* self = static_cast<EchoScan*>(ctx);
-  const EchoGen& g = *self->gen_;
-  const EchoGen::Pat& pat = g.pats[id];
-  // Only a value the table still holds (what it becomes now): one that
-  // left it is searched for no more, whether or not the database the
-  // worker holds is older than its leaving, so the bytes written never
-  // depend on when a database was built.
-  const EchoValue& live = self->slots_[pat.slot];
-  if (live.seq == pat.seq) self->hits_.push_back({uint32_t(to - pat.len), pat.len, pat.form, &live});
+  const EchoGen::Pat& pat = self->gen_->pats[id];
+  // Only a value this consumer's table still holds (what it becomes now):
+  // one that left it, or that only another consumer holds, is not
+  // rewritten, whether or not the database the worker holds is older than
+  // its leaving, so the bytes written never depend on when a database was
+  // built.
+  const auto it = self->index_.find(pat.key);
+  if (it == self->index_.end()) return 0;
+  const EchoValue& live = self->slots_[it->second];
+  if (!live.seq || pat.form >= live.forms.size()) return 0;
+  const EchoForm& f = live.forms[pat.form];
+  const uint32_t from = uint32_t(to - pat.len);
+  const char* at = reinterpret_cast<const char*>(self->scanned_ + from);
+  if (f.lit.size() != pat.len || (f.caseless ? strncasecmp(at, f.lit.data(), pat.len) != 0
+                                             : std::memcmp(at, f.lit.data(), pat.len) != 0))
+    return 0;
+  self->hits_.push_back({from, pat.len, f.form, &live});
   return 0;
 }
 
@@ -281,6 +310,11 @@ void EchoScan::add_pending(uint32_t slot) {
   unsigned keys[4];
   for (uint8_t fi = 0; fi < v.forms.size(); ++fi) {
     const EchoForm& f = v.forms[fi];
+    uint32_t head = 0, mask = 0;
+    const size_t hn = std::min<size_t>(4, f.lit.size());
+    std::memcpy(&head, f.lit.data(), hn);
+    std::memset(&mask, 0xff, hn);
+    if (f.caseless) head |= 0x20202020u & mask;
     for (size_t j = 1; j < m_; ++j) {
       const uint8_t sh = uint8_t(m_ - 1 - j);
       for (unsigned i = 0, n = pair_keys(f, j - 1, keys); i < n; ++i) {
@@ -288,7 +322,7 @@ void EchoScan::add_pending(uint32_t slot) {
         shift_[keys[i]] = std::min(shift_[keys[i]], sh);
         if (sh) continue;
         if (buckets_[keys[i]].empty()) touched_.push_back(uint16_t(keys[i]));
-        buckets_[keys[i]].push_back({v.seq, slot, fi});
+        buckets_[keys[i]].push_back({v.seq, slot, head, mask, fi, f.caseless});
       }
     }
   }
@@ -300,14 +334,16 @@ void EchoScan::relist_pending() {
   for (uint16_t k : touched_) buckets_[k].clear();
   for (uint16_t k : shifted_) shift_[k] = kWindow - 1;
   touched_.clear(), shifted_.clear();
-  const uint64_t covered = gen_ ? gen_->covers : 0;
+  auto listed = [&](uint32_t slot, uint64_t seq) {
+    return seq > covered_ && slots_[slot].seq == seq && !in_db(slots_[slot]);
+  };
   unsigned m = kWindow;
   for (const auto& [slot, seq] : pending_)
-    if (seq > covered && slots_[slot].seq == seq)
+    if (listed(slot, seq))
       for (const EchoForm& f : slots_[slot].forms) m = std::min<unsigned>(m, unsigned(std::max<size_t>(2, f.lit.size())));
   m_ = m;
   for (const auto& [slot, seq] : pending_)
-    if (seq > covered && slots_[slot].seq == seq) add_pending(slot);
+    if (listed(slot, seq)) add_pending(slot);
 }
 
 void EchoScan::search_pending(const uint8_t* p, uint32_t n) {
@@ -320,7 +356,11 @@ void EchoScan::search_pending(const uint8_t* p, uint32_t n) {
       continue;
     }
     const uint32_t i = e + 1 - m;
+    uint32_t at = 0;
+    std::memcpy(&at, p + i, std::min<uint32_t>(4, n - i));
     for (const Cand& c : buckets_[k]) {
+      // Equal under strncasecmp means equal with bit 0x20 set in every byte.
+      if (((c.caseless ? at | 0x20202020u : at) & c.mask) != c.head) continue;
       const EchoValue& v = slots_[c.slot];
       if (v.seq != c.seq) continue;  // left the table
       const EchoForm& f = v.forms[c.form];
@@ -340,6 +380,7 @@ EchoCount EchoScan::scan(uint8_t* p, uint32_t n, const Span* keep, unsigned n_ke
   adopt();
   if (n < 4 || (!gen_ && pending_.empty())) return {};
   hits_.clear();
+  scanned_ = p;
   if (gen_ && gen_->db) hs_scan(gen_->db, reinterpret_cast<const char*>(p), n, 0, gen_->scratch, on_match, this);
   search_pending(p, n);
   if (hits_.empty()) return {};

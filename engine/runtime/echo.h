@@ -7,11 +7,14 @@
 // the same length, so no length or sequence number moves. The engine so
 // runs the audit's search on its own output before writing it.
 //
-// The search: a Hyperscan literal database of every value in the table,
-// compiled by one background thread for all consumers and workers and
-// taken by the worker at its next packet (a generation swap: the worker
-// never waits for it), plus a direct search for every value recorded since
-// (one pass over the payload, by the first two bytes of their forms). A
+// The search: a Hyperscan literal database of every value in the tables of
+// a worker's consumers (each value once), compiled by one background
+// thread for all workers and taken by the worker at its next packet (a
+// generation swap: the worker never waits for it), plus a direct search
+// for every value recorded since that the database does not hold (one
+// pass over the payload, by the first two bytes of their forms). Each
+// consumer applies a hit only for a value its own table holds, as its own
+// field became. A
 // value the table no longer holds is not searched for, whatever the
 // database says. So the search covers exactly the table, and what is
 // written never depends on when a database was built: the same input
@@ -60,6 +63,8 @@ struct EchoValue {
 };
 
 void echo_forms(const EchoValue& v, std::vector<EchoForm>& out);
+// A value's key in a table's index and in the databases (kind and bytes).
+uint64_t echo_key(EchoKind k, std::string_view old);
 
 struct EchoCount {
   unsigned mapped = 0;  // rewritten to the form its field took
@@ -108,6 +113,12 @@ class EchoScan {
   EchoCount scan(uint8_t* p, uint32_t n, const Span* keep = nullptr, unsigned n_keep = 0,
                  void (*before_write)(void*) = nullptr, void* ctx = nullptr);
 
+  // One database for a worker's consumers (each its own table, each
+  // applying only its own values' hits): the background thread compiles
+  // the values they hold once, however many hold them. A scan that has
+  // recorded values already keeps its own.
+  static void share(const std::vector<EchoScan*>& scans);
+
   unsigned size() const { return unsigned(index_.size()); }
   // Values recorded and not in the database the worker holds.
   unsigned pending() const;
@@ -127,13 +138,19 @@ class EchoScan {
     const EchoValue* v;
   };
   static int on_match(unsigned id, unsigned long long from, unsigned long long to, unsigned flags, void* self);
+  bool in_db(const EchoValue& v) const;
   void search_pending(const uint8_t* p, uint32_t n);
   void add_pending(uint32_t slot);
   void relist_pending();
   struct Cand {
     uint64_t seq;  // the value's, to tell a slot that took another value since
     uint32_t slot;
+    // The form's first four bytes (bit 0x20 set in each when caseless;
+    // masked to its length when shorter): most candidates end here, without
+    // reaching the value's lines.
+    uint32_t head, mask;
     uint8_t form;  // index in its forms
+    bool caseless;
   };
   // The forms of values not in the database, by their first two bytes.
   // A Wu-Manber search with blocks of two bytes over windows of m_ bytes
@@ -166,7 +183,11 @@ class EchoScan {
   static constexpr unsigned kReleased = 8192;
   std::vector<uint64_t> released_ = std::vector<uint64_t>(kReleased);
   std::shared_ptr<EchoShared> shared_;
+  unsigned member_ = 0;   // this scan's index in shared_
+  uint64_t taken_ = 0;    // the last database number taken
+  uint64_t covered_ = 0;  // every value recorded up to this sequence number is in gen_
   std::shared_ptr<const EchoGen> gen_;
+  const uint8_t* scanned_ = nullptr;  // the payload hs_scan is searching (on_match checks each hit's bytes)
   std::vector<Hit> hits_;
 };
 

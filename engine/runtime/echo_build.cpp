@@ -17,24 +17,29 @@ EchoGen::~EchoGen() {
 
 namespace {
 
+// One literal per form of each value any member holds, deduplicated: N
+// consumers of one policy hold the same values, and one database for all
+// costs one compile and one scan's worth of states instead of N.
 std::shared_ptr<EchoGen> compile(const EchoShared& s) {
   auto g = std::make_shared<EchoGen>();
   g->covers = s.applied;
   std::vector<const char*> lits;
   std::vector<size_t> lens;
   std::vector<unsigned> flags, ids;
-  std::vector<std::string> keep;
-  for (uint32_t slot = 0; slot < s.mirror.size(); ++slot) {
-    const EchoValue& v = s.mirror[slot];
-    if (!v.seq) continue;
-    for (const EchoForm& f : v.forms) {
-      g->pats.push_back({v.seq, slot, uint32_t(f.lit.size()), f.form});
-      keep.push_back(f.lit);
-      flags.push_back(f.caseless ? HS_FLAG_CASELESS : 0);
+  std::vector<const std::string*> keep;
+  for (const auto& table : s.mirror)
+    for (const EchoValue& v : table) {
+      if (!v.seq || !g->values[unsigned(v.kind)].insert(v.old).second) continue;
+      const uint64_t key = echo_key(v.kind, v.old);
+      for (uint8_t fi = 0; fi < v.forms.size(); ++fi) {
+        const EchoForm& f = v.forms[fi];
+        g->pats.push_back({key, uint32_t(f.lit.size()), fi});
+        keep.push_back(&f.lit);
+        flags.push_back(f.caseless ? HS_FLAG_CASELESS : 0);
+      }
     }
-  }
   if (keep.empty()) return g;  // nothing to search: no database, nothing pending either
-  for (unsigned i = 0; i < keep.size(); ++i) lits.push_back(keep[i].data()), lens.push_back(keep[i].size()), ids.push_back(i);
+  for (unsigned i = 0; i < keep.size(); ++i) lits.push_back(keep[i]->data()), lens.push_back(keep[i]->size()), ids.push_back(i);
   hs_compile_error_t* err = nullptr;
   if (hs_compile_lit_multi(lits.data(), flags.data(), ids.data(), lens.data(), unsigned(lits.size()), HS_MODE_BLOCK,
                            nullptr, &g->db, &err) != HS_SUCCESS) {
@@ -76,19 +81,22 @@ class Builder {
         work_.pop_front();
       }
       if (auto now = std::chrono::steady_clock::now(); now < s->due) std::this_thread::sleep_until(s->due);
-      std::vector<std::pair<uint32_t, EchoValue>> in;
+      std::vector<EchoShared::In> in;
       {
         std::lock_guard l(s->m);
         in.swap(s->inbox);
         s->queued = false;
       }
-      for (auto& [slot, v] : in) s->applied = std::max(s->applied, v.seq), s->mirror[slot] = std::move(v);
+      for (auto& e : in) {
+        s->applied[e.member] = std::max(s->applied[e.member], e.v.seq);
+        s->mirror[e.member][e.slot] = std::move(e.v);
+      }
       s->due = std::chrono::steady_clock::now() + kEchoBuildEvery;
-      if (s.use_count() == 1) continue;  // its worker is gone
+      if (s.use_count() == 1) continue;  // its members are gone
       if (auto g = compile(*s)) {
         std::lock_guard l(s->m);
         s->ready = std::move(g);
-        s->has_ready.store(true, std::memory_order_release);
+        s->ready_no.fetch_add(1, std::memory_order_release);
       }
     }
   }
@@ -106,23 +114,25 @@ Builder& builder() {
 
 }  // namespace
 
-bool echo_hand_over(const std::shared_ptr<EchoShared>& s, std::vector<std::pair<uint32_t, EchoValue>>& out) {
+bool echo_hand_over(const std::shared_ptr<EchoShared>& s, unsigned member,
+                    std::vector<std::pair<uint32_t, EchoValue>>& out) {
   std::unique_lock l(s->m, std::try_to_lock);
   if (!l.owns_lock()) return false;
   if (!s->queued) {
     if (!builder().post(s)) return false;
     s->queued = true;
   }
-  for (auto& e : out) s->inbox.push_back(std::move(e));
+  for (auto& [slot, v] : out) s->inbox.push_back({member, slot, std::move(v)});
   return true;
 }
 
-std::shared_ptr<const EchoGen> echo_take(EchoShared& s) {
-  if (!s.has_ready.load(std::memory_order_acquire)) return nullptr;
+std::shared_ptr<const EchoGen> echo_take(EchoShared& s, uint64_t& taken) {
+  const uint64_t no = s.ready_no.load(std::memory_order_acquire);
+  if (no == taken) return nullptr;
   std::unique_lock l(s.m, std::try_to_lock);
   if (!l.owns_lock()) return nullptr;
-  s.has_ready.store(false, std::memory_order_relaxed);
-  return std::move(s.ready);
+  taken = s.ready_no.load(std::memory_order_relaxed);
+  return s.ready;
 }
 
 void echo_sleep_ms(unsigned ms) { std::this_thread::sleep_for(std::chrono::milliseconds(ms)); }

@@ -362,8 +362,12 @@ Verdict ProgramInstance::undecoded(GenPacket& g) {
     if (g.error(d.payload_off, g.c.tunnel_cut)) return false;
   if ((d.flags & (kFlagIcmpError | kFlagAddrBody)) && !addr_bodies(g, e, ctx)) [[unlikely]]
     return false;
+  // Only a policy that wants flows vouches for a fragment by its flow: the
+  // worker makes flows for another consumer's sake too, and this one's
+  // output must be what it is alone.
   if ((d.flags & kFlagLaterFragment) && d.status == DecodeStatus::Ok &&
-      (P.l7_protect_ || (g.protects_addr && (!m.flow || m.flow->frag_tunnel || m.flow_first))))
+      (P.l7_protect_ ||
+       (g.protects_addr && (!P.wants_flows_ || !m.flow || m.flow->frag_tunnel || m.flow_first))))
     if (g.error(d.payload_off, P.l7_protect_ ? g.c.l7_cut : g.c.tunnel_cut)) return false;
   return true;
 }

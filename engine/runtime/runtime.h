@@ -189,6 +189,8 @@ class ProgramInstance {
   void inherit_caches(ProgramInstance& old);
   // Crypto-PAn cache misses of this instance's actions (tests, statistics).
   uint64_t cryptopan_misses() const;
+  // The consumer's table of values found again (echo.h); null without.
+  EchoScan* echo_scan() { return echo_.get(); }
 
   // Tests compare the header fast path (the policy's compiled kernel, or
   // the generic process_hdr) with the general path on the same packets;

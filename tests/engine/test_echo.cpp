@@ -249,3 +249,34 @@ TEST_CASE("a Set-Cookie attribute's value names no one: a Host header repeating 
   CHECK(scanned(s, "Host: www.example-site.com\r\nGET /account/settings sid 31d4d96e407aad42\r\n") ==
         "Host: www.example-site.com\r\nGET /account/settings sid xxxxxxxxxxxxxxxx\r\n");
 }
+
+TEST_CASE("consumers sharing a database: each rewrites only its own values, as its field became") {
+  EchoScan a, b, alone_a, alone_b;
+  EchoScan::share({&a, &b});
+  const uint8_t kOther[4] = {172, 16, 1, 2}, kOtherNew[4] = {10, 1, 1, 1}, kNewB[4] = {10, 7, 7, 7};
+  const std::string p = "one 192.168.7.7 two 172.16.1.2 end"s;
+  // a: both addresses; b: the first only, to another value.
+  for (EchoScan* s : {&a, &alone_a}) s->addr(kOld4, kNew4, 4), s->addr(kOther, kOtherNew, 4);
+  for (EchoScan* s : {&b, &alone_b}) s->addr(kOld4, kNewB, 4);
+  const std::string da = scanned(a, p), db = scanned(b, p);  // direct search: nothing built yet
+  REQUIRE(a.wait_built(5000));
+  REQUIRE(b.wait_built(5000));
+  CHECK(a.pending() == 0);
+  CHECK(b.pending() == 0);
+  // The database holds 172.16.1.2 (a's): b, which never rewrote it, leaves it.
+  CHECK(scanned(b, p) == db);
+  CHECK(db == scanned(alone_b, p));
+  CHECK(db.find("172.16.1.2") != std::string::npos);
+  CHECK(db.find("192.168.7.7") == std::string::npos);
+  CHECK(scanned(a, p) == da);
+  CHECK(da == scanned(alone_a, p));
+  CHECK(da != db);
+  // A value b records now that a brought into the database is found by it
+  // at once, as b's own.
+  b.addr(kOther, kNewB, 4);
+  CHECK(b.pending() == 0);
+  const std::string db2 = scanned(b, p);
+  CHECK(db2.find("172.16.1.2") == std::string::npos);
+  alone_b.addr(kOther, kNewB, 4);
+  CHECK(db2 == scanned(alone_b, p));
+}
