@@ -2,7 +2,7 @@
 // IPv4 (options), IPv6 (extension headers), TCP, UDP, ICMP, ICMPv6, and the
 // encapsulations that carry them: GTP-U v1, VXLAN, VXLAN-GPE, Geneve, GRE
 // (with key/sequence/checksum, transparent Ethernet bridging, ERSPAN I/II/III),
-// IPv4/IPv6 in IPv4/IPv6, Teredo, AYIYA.
+// IPv4/IPv6 in IPv4/IPv6, Teredo, AYIYA, a PIM Register's multicast packet.
 //
 // An encapsulated packet is decoded through to the innermost packet, which is
 // what Decoded's L3/L4 fields then describe: every consumer treats it as if it
@@ -39,7 +39,8 @@ enum class DecodeStatus : uint8_t {
 
 enum L4Proto : uint8_t {
   kProtoIcmp = 1, kProtoIpIp = 4, kProtoTcp = 6, kProtoUdp = 17, kProtoIpv6 = 41,
-  kProtoGre = 47, kProtoEsp = 50, kProtoAh = 51, kProtoIcmpv6 = 58, kProtoNone = 59, kProtoSctp = 132,
+  kProtoGre = 47, kProtoEsp = 50, kProtoAh = 51, kProtoIcmpv6 = 58, kProtoNone = 59, kProtoPim = 103,
+  kProtoSctp = 132,
 };
 
 enum : uint8_t {  // Decoded::flags
@@ -159,7 +160,7 @@ void each_add_addr(const uint8_t* o, uint32_t n, F&& f) {
 // Encapsulations decoded, at most (deeper nesting stops with kFlagTunnel).
 constexpr int kMaxEncap = 4;
 
-enum class Encap : uint8_t { None, Ip, Gre, Erspan, Vxlan, VxlanGpe, Geneve, GtpU, Teredo, Ayiya };
+enum class Encap : uint8_t { None, Ip, Gre, Erspan, Vxlan, VxlanGpe, Geneve, GtpU, Teredo, Ayiya, PimRegister };
 
 // One encapsulating layer: the IP datagram (and its UDP or GRE header) that
 // carries the next layer in.
@@ -167,7 +168,7 @@ struct EncapLayer {
   uint16_t l3_off = 0;      // outer IP header
   uint16_t l3_hdr_len = 0;  // IPv4 IHL*4, or IPv6 40 + extension headers
   uint16_t udp_off = 0;     // outer UDP header (UDP encapsulations), 0 none
-  uint16_t hdr_off = 0;     // GTP-U, VXLAN, Geneve or GRE header; the inner IP header for IP in IP
+  uint16_t hdr_off = 0;     // GTP-U, VXLAN, Geneve, GRE or PIM header; the inner IP header for IP in IP
   uint16_t inner_off = 0;   // first byte of what it carries (Ethernet or IP, MPLS, PPP)
   uint16_t pppoe_off = 0;   // a PPPoE session header below this IP header, 0 none
   uint8_t ip_version = 0;
