@@ -241,6 +241,38 @@ bool ayiya_identity(const uint8_t* p, uint32_t cap, const EncapLayer& L, uint32_
 // heard from (in a qualification answer, the client's own public mapping),
 // each XORed with all ones, a disguise anyone undoes.
 bool teredo_origin(const uint8_t* p, uint32_t cap, const EncapLayer& L, uint32_t& at);
+// The bytes after a Teredo layer's IPv6 packet within its datagram,
+// [at, end) within the captured bytes (false: none). A client's bubbles
+// carry trailers there (MS-TERD 2.2.3-2.2.6), each a type, a length and its
+// value: nonce (1), alternate address (3), neighbour discovery option (4),
+// random port (5).
+bool teredo_trailers(const uint8_t* p, uint32_t cap, const EncapLayer& L, uint32_t& at, uint32_t& end);
+// Calls f(offset) for each IPv4 address of the alternate address trailers
+// in [at, end): the client's other addresses (its LAN one among them), in
+// clear, each followed by its port (2 reserved bytes, then 6-byte entries).
+// Returns where the trailers it knows stop: end when every byte is a known
+// trailer's or zero padding; what lies after the return is no trailer a
+// reader can vouch for.
+template <class F>
+uint32_t each_teredo_alt_addr(const uint8_t* p, uint32_t at, uint32_t end, F&& f) {
+  while (at < end) {
+    if (p[at] == 0) {  // padding to the end
+      uint32_t z = at;
+      while (z < end && p[z] == 0) ++z;
+      return z == end ? end : at;
+    }
+    if (at + 2 > end) return at;
+    const uint8_t type = p[at], len = p[at + 1];
+    if (at + 2u + len > end) return at;
+    const bool ok = (type == 1 && len == 4) || (type == 4 && len == 1) || (type == 5 && len == 2) ||
+                    (type == 3 && len >= 8 && (len - 2) % 6 == 0);
+    if (!ok) return at;
+    if (type == 3)
+      for (uint32_t e = at + 4; e + 6 <= at + 2u + len; e += 6) f(e);
+    at += 2u + len;
+  }
+  return at;
+}
 
 // One fragment of an outer IP datagram (no encapsulation decoded above it,
 // no PPPoE, every byte captured; IPv6: the fragment header after the fixed

@@ -545,6 +545,14 @@ bool teredo_origin(const uint8_t* p, uint32_t cap, const EncapLayer& L, uint32_t
   return true;
 }
 
+bool teredo_trailers(const uint8_t* p, uint32_t cap, const EncapLayer& L, uint32_t& at, uint32_t& end) {
+  // Teredo runs over IPv4 only (RFC 4380): its trailers' addresses are IPv4.
+  if (L.kind != Encap::Teredo || L.ip_version != 4 || !L.udp_off || L.inner_off + 40u > cap) return false;
+  at = L.inner_off + 40u + rd16(p + L.inner_off + 4);
+  end = std::min<uint32_t>(cap, L.udp_off + rd16(p + L.udp_off + 4));
+  return at < end;
+}
+
 const char* encap_name(Encap e) {
   switch (e) {
     case Encap::Ip: return "ip-in-ip";

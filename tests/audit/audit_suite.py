@@ -80,9 +80,9 @@ POSSIBLE = {
     ('mixed-browsing-example', 'ids'): (2, CHANCE),
     ('mixed-browsing-example', 'meter'): (2, CHANCE),
     ('mixed-capture2', 'flows'): (3, CHANCE),
-    ('mixed-capture2', 'ids'): (9, CHANCE + "; and, real, BGP (port 179) router identifiers and next hops "
-                                   "10.1.1.x inside `clients` (no plugin parses BGP) and 192.168.1.101 inside a "
-                                   "tunnel's payload"),
+    ('mixed-capture2', 'ids'): (2, CHANCE + "; and, real, the Ares P2P client's handshake (tcp/4264) ending with "
+                                   "its LAN address 192.168.1.2 after its name \"Ares\" (no plugin parses Ares: "
+                                   "the audit says it is not chance)"),
     ('mixed-capture2', 'meter'): (8, CHANCE),
     ('mixed-capture2', 'research'): (10, CHANCE),
     ('tunnel-geneve-tls-quic', 'flows'): (2, CHANCE),

@@ -75,6 +75,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (L.udp_off) check(L.udp_off + 8u <= cap);
     uint32_t at, n;  // AYIYA's identity: within its header
     if (ayiya_identity(f.data(), cap, L, at, n)) check(at > L.udp_off && at + n <= L.inner_off);
+    if (uint32_t end; teredo_trailers(f.data(), cap, L, at, end)) {  // Teredo's trailers: after the packet, captured
+      check(at > L.inner_off && end <= cap);
+      check(each_teredo_alt_addr(f.data(), at, end, [&](uint32_t a) { check(a >= at && a + 6 <= end); }) <= end);
+    }
     prev = L.inner_off;
   }
   if (a.n_encap) {
