@@ -243,7 +243,7 @@ bool ayiya_identity(const uint8_t* p, uint32_t cap, const EncapLayer& L, uint32_
 bool teredo_origin(const uint8_t* p, uint32_t cap, const EncapLayer& L, uint32_t& at);
 // The bytes after a Teredo layer's IPv6 packet within its datagram,
 // [at, end) within the captured bytes (false: none). A client's bubbles
-// carry trailers there (MS-TERD 2.2.3-2.2.6), each a type, a length and its
+// carry trailers there (RFC 6081, MS-TERD), each a type, a length and its
 // value: nonce (1), alternate address (3), neighbour discovery option (4),
 // random port (5).
 bool teredo_trailers(const uint8_t* p, uint32_t cap, const EncapLayer& L, uint32_t& at, uint32_t& end);
@@ -264,8 +264,10 @@ uint32_t each_teredo_alt_addr(const uint8_t* p, uint32_t at, uint32_t end, F&& f
     if (at + 2 > end) return at;
     const uint8_t type = p[at], len = p[at + 1];
     if (at + 2u + len > end) return at;
-    const bool ok = (type == 1 && len == 4) || (type == 4 && len == 1) || (type == 5 && len == 2) ||
-                    (type == 3 && len >= 8 && (len - 2) % 6 == 0);
+    // Nonce, neighbour discovery option (its type and 3 reserved bytes),
+    // random port, alternate addresses (one to four).
+    const bool ok = (type == 1 && len == 4) || (type == 4 && len == 4) || (type == 5 && len == 2) ||
+                    (type == 3 && len >= 8 && len <= 26 && (len - 2) % 6 == 0);
     if (!ok) return at;
     if (type == 3)
       for (uint32_t e = at + 4; e + 6 <= at + 2u + len; e += 6) f(e);

@@ -151,7 +151,8 @@ def teredo_trailers(amon, work, pdir, pol_ids, pol16, fails):
     T = "10.7.7.7"
     bubble = struct.pack("!IHBB", 0x60000000, 0, 59, 255) + ipaddress.ip_address("fe80::8000:f227:62c7:9547").packed \
         + ipaddress.ip_address("2001:0:9d38:90d7:4d2:26a2:bc03:7cc1").packed
-    trailers = bytes([1, 4, 1, 2, 3, 4, 3, 8, 0, 0]) + L.ip4(T) + bytes([0x30, 0x39, 5, 2, 0x7a, 0x96])
+    kept = [bytes([1, 4, 1, 2, 3, 4]), bytes([4, 4, 1, 0, 0, 0]), bytes([5, 2, 0x7a, 0x96])]  # nonce, ND, port
+    trailers = kept[0] + bytes([3, 8, 0, 0]) + L.ip4(T) + bytes([0x30, 0x39]) + kept[1] + kept[2]
     junk = bytes([9, 4]) + L.ip4("10.7.7.8")
     crafted = os.path.join(work, "bubble.pcap")
     L.write_pcap(crafted, [(1_700_000_000 * 10**9, L.udp4_frame(T, "157.56.144.215", 49999, 3544,
@@ -179,6 +180,8 @@ def teredo_trailers(amon, work, pdir, pol_ids, pol16, fails):
                                      f"{ipaddress.ip_address(o[a:a + 4])}, port {o[a + 4:a + 6].hex()}")
                 if inp == crafted and L.ip4("10.7.7.8") in o:
                     fails.append(f"bubble {name}: bytes after the known trailers kept")
+                if inp == crafted and not all(k in o[start:] for k in kept):
+                    fails.append(f"bubble {name}: the nonce, neighbour discovery or random port trailer changed")
             bad = [row[0] for row in L.tshark_fields(out, ["udp.checksum.status"], "udp.port == 3544", L.CHECKS)
                    if row[1] != ["1"]]
             if bad:
