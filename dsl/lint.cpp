@@ -10,6 +10,7 @@
 #include <iterator>
 
 #include "compiler.h"
+#include "l2l4.h"
 
 namespace amon::dsl {
 
@@ -213,8 +214,11 @@ enum Tri { F, T, U };
 // packet's kind does not settle it.
 Tri on_addr_carrier(const Registry& reg, const Cond& c) {
   const int certain[] = {reg.proto_id("addr_carrier"), reg.proto_id("eth"), reg.proto_id("ip")};
+  // A link layer's frames (802.11 data frames) carry IP packets too.
+  const LinkLayer* link = link_layer();
   const int maybe[] = {reg.proto_id("ipv4"), reg.proto_id("ipv6"), reg.proto_id("tcp"),
-                       reg.proto_id("udp"),  reg.proto_id("vlan"), reg.proto_id("mpls")};
+                       reg.proto_id("udp"),  reg.proto_id("vlan"), reg.proto_id("mpls"),
+                       link ? reg.proto_id(link->name) : -1};
   switch (c.kind) {
     case Cond::Kind::And: {
       Tri v = T;

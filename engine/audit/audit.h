@@ -48,6 +48,12 @@ struct Hit {
   std::string encoding;   // binary, dotted-quad, in-addr.arpa (wire), ...
   std::string context;    // where the bytes sit: "ip.src", "icmp quote", "dns", "tcp payload (http)", ...
   std::string rule;       // file:line: the rule that protects the value
+  // A possible hit's likely cause when it is chance, as tests/tools/leak_sweep.py
+  // judges it: "low-entropy value" (two zero bytes, or one byte repeated:
+  // counters, padding, fuzz fill) or "random-looking bytes" (the frame
+  // above its first 42 bytes holds more than 6 bits per byte: compressed or
+  // encrypted data). Empty: neither, a carrier the audit parses not.
+  std::string chance;
 };
 
 struct ClassSummary {
@@ -64,6 +70,7 @@ struct Report {
   uint64_t inside_allowed = 0;    // of `allowed`: protected names found only inside an allowed name
   double possible_expected = 0;   // 4-byte matches expected by chance over the opaque bytes searched
   uint64_t opaque_bytes = 0;
+  uint64_t possible_chance = 0;   // of `possible`: those with a `chance` cause
   std::vector<ClassSummary> classes;
   std::vector<Hit> leak_list, possible_list;  // in frame order, the first Options::max_listed of each class
 };

@@ -234,7 +234,11 @@ void Auditor::tunnel_endpoints(size_t fi, const uint8_t* f, uint32_t cap, const 
     const unsigned so = L.l3_off + (L.ip_version == 4 ? 12u : 8u), dof = L.l3_off + (L.ip_version == 4 ? 16u : 24u);
     if (dof + al > cap) continue;
     const Kind k = L.ip_version == 4 ? Kind::Addr4 : Kind::Addr6;
-    for (unsigned off : {so, dof}) {
+    // A Teredo bubble's alternate addresses (IPv4, as its endpoints) take their rule.
+    std::vector<unsigned> offs = {so, dof};
+    if (uint32_t at, end; teredo_trailers(f, cap, L, at, end))
+      each_teredo_alt_addr(f, at, end, [&](uint32_t a) { offs.push_back(a); });
+    for (unsigned off : offs) {
       std::string a(reinterpret_cast<const char*>(f + off), al);
       if (tunnel_zero) {
         allow(fi, k, std::string(al, '\0'));

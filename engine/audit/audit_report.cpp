@@ -41,15 +41,18 @@ std::string render_text(const Options& o, const Report& r) {
   }
   if (r.leaks > r.leak_list.size()) s += "  ... " + std::to_string(r.leaks - r.leak_list.size()) + " more leaks\n";
   for (auto& h : r.possible_list) {
-    std::snprintf(b, sizeof b, "possible frame %llu offset %u: %s %s (binary, in %s)\n", (unsigned long long)h.frame,
-                  h.offset, h.cls.c_str(), h.value.c_str(), h.context.c_str());
+    std::snprintf(b, sizeof b, "possible frame %llu offset %u: %s %s (binary, in %s; %s)\n", (unsigned long long)h.frame,
+                  h.offset, h.cls.c_str(), h.value.c_str(), h.context.c_str(),
+                  h.chance.empty() ? "not chance by its look: a carrier no plugin parses?" : ("chance: " + h.chance).c_str());
     s += b;
   }
   std::snprintf(b, sizeof b,
-                "%llu leaks; %llu possible (binary addresses or MACs in opaque bytes; %llu such bytes, %.2f 4-byte matches expected by chance); "
+                "%llu leaks; %llu possible (binary addresses or MACs in opaque bytes; %llu such bytes, %.2f 4-byte matches "
+                "expected by chance; %llu of them low-entropy values or in random-looking bytes); "
                 "%llu matches allowed by the policy (%llu of them protected names inside an allowed name)\n",
                 (unsigned long long)r.leaks, (unsigned long long)r.possible, (unsigned long long)r.opaque_bytes,
-                r.possible_expected, (unsigned long long)r.allowed, (unsigned long long)r.inside_allowed);
+                r.possible_expected, (unsigned long long)r.possible_chance, (unsigned long long)r.allowed,
+                (unsigned long long)r.inside_allowed);
   s += b;
   return s;
 }
@@ -58,13 +61,14 @@ std::string render_json(const Options& o, const Report& r) {
   auto hit = [](const Hit& h) {
     return "{\"frame\":" + std::to_string(h.frame) + ",\"offset\":" + std::to_string(h.offset) + ",\"class\":" +
            jstr(h.cls) + ",\"value\":" + jstr(h.value) + ",\"encoding\":" + jstr(h.encoding) + ",\"context\":" +
-           jstr(h.context) + ",\"rule\":" + jstr(h.rule) + "}";
+           jstr(h.context) + ",\"rule\":" + jstr(h.rule) + ",\"chance\":" + jstr(h.chance) + "}";
   };
   std::string s = "{\"policy\":" + jstr(o.policy) + ",\"original\":" + jstr(o.original) + ",\"anonymized\":" +
                   jstr(o.anonymized) + ",\"original_frames\":" + std::to_string(r.original_frames) +
                   ",\"anonymized_frames\":" + std::to_string(r.anonymized_frames) + ",\"unmatched_frames\":" +
                   std::to_string(r.unmatched_frames) + ",\"leaks\":" + std::to_string(r.leaks) + ",\"possible\":" +
                   std::to_string(r.possible) + ",\"possible_expected\":" + std::to_string(r.possible_expected) +
+                  ",\"possible_chance\":" + std::to_string(r.possible_chance) +
                   ",\"opaque_bytes\":" + std::to_string(r.opaque_bytes) + ",\"allowed\":" + std::to_string(r.allowed) +
                   ",\"inside_allowed\":" + std::to_string(r.inside_allowed) + ",\"classes\":[";
   for (size_t i = 0; i < r.classes.size(); ++i) {

@@ -5,6 +5,7 @@
 #include <pcap/pcap.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <set>
 #include <unordered_set>
@@ -19,6 +20,32 @@ std::string addr_text(Kind k, const std::string& b) {
   inet_ntop(k == Kind::Addr4 ? AF_INET : AF_INET6, b.data(), buf, sizeof buf);
   return buf;
 }
+
+namespace {
+
+// Bits per byte of a frame above its first 42 (the headers of a plain
+// Ethernet/IPv4/UDP frame), as tests/tools/leak_sweep.py measures it.
+double entropy_above_headers(const std::vector<uint8_t>& f) {
+  if (f.size() <= 42) return 0;
+  unsigned n[256] = {};
+  for (size_t i = 42; i < f.size(); ++i) ++n[f[i]];
+  const double total = double(f.size() - 42);
+  double e = 0;
+  for (unsigned c : n)
+    if (c) e -= c / total * std::log2(c / total);
+  return e;
+}
+
+// Why a binary match in opaque bytes is likely chance (Hit::chance), or
+// empty. `ent`: the frame's entropy, computed on first use (-1 before).
+std::string chance_cause(const std::vector<uint8_t>& frame, const std::string& v, double& ent) {
+  const size_t zeros = size_t(std::count(v.begin(), v.end(), '\0'));
+  if (zeros >= 2 || std::count(v.begin(), v.end(), v[0]) == std::ptrdiff_t(v.size())) return "low-entropy value";
+  if (ent < 0) ent = entropy_above_headers(frame);
+  return ent > 6.0 ? "random-looking bytes" : "";
+}
+
+}  // namespace
 
 std::string printable(Kind k, const std::string& v) {
   switch (k) {
@@ -154,6 +181,8 @@ void Auditor::addr_slots(const Frame& fr, Slots& sl) {
     const uint32_t al = L.ip_version == 4 ? 4 : 16;
     sl.add(L.l3_off + (L.ip_version == 4 ? 12u : 8u), al);
     sl.add(L.l3_off + (L.ip_version == 4 ? 16u : 24u), al);
+    if (uint32_t at, end; teredo_trailers(f, cap, L, at, end))
+      each_teredo_alt_addr(f, at, end, [&](uint32_t a) { sl.add(a, 4); });
   }
   if (!d.has_ip()) return;
   sl.add(d.src_off(), d.addr_len());
@@ -266,6 +295,7 @@ bool Auditor::search(std::string& err) {
     for (size_t oi = 0; oi < out.size(); ++oi) {
       auto& fr = out[oi];
       if (fr.bytes.empty()) continue;
+      double frame_entropy = -1;
       std::unordered_set<uint32_t> allowed;
       auto rng = by_ts.equal_range(fr.ts);
       if (rng.first == rng.second) ++r.unmatched_frames;
@@ -342,7 +372,8 @@ bool Auditor::search(std::string& err) {
         if (v.cryptopan && (h.context == "ip.src" || h.context == "ip.dst"))
           h.context += " (where cryptopan() applies: not rewritten, or a fixed point of the key)";
         if (pt.bin4 && !slots.has(from, pt.len)) {
-          ++r.possible, ++cs.possible;
+          h.chance = chance_cause(fr.bytes, v.bytes, frame_entropy);
+          ++r.possible, ++cs.possible, r.possible_chance += !h.chance.empty();
           if (cs.possible <= o.max_listed) r.possible_list.push_back(h);
         } else {
           ++r.leaks, ++cs.leaks;

@@ -136,6 +136,27 @@ bool ProgramInstance::teredo_origin_rule(uint8_t* buf, uint32_t cap, const Encap
   return true;
 }
 
+// A Teredo bubble's alternate address trailers name the client's other
+// addresses in clear (its address behind the NAT, the outer source of a
+// capture taken there): each takes the endpoints' rule, as the origin
+// indication's does, its port kept. Bytes after them that are no trailer
+// a reader knows are zeroed (`zero`: every address there too) where
+// addresses are protected.
+bool ProgramInstance::teredo_trailer_rule(uint8_t* buf, uint32_t cap, const EncapLayer& L, RtAction* act, bool zero,
+                                          ApplyCtx& ctx) {
+  uint32_t at, end;
+  if (!teredo_trailers(buf, cap, L, at, end)) return true;
+  bool ok = true;
+  const uint32_t known = each_teredo_alt_addr(buf, at, end, [&](uint32_t a) {
+    ctx.family = 4;
+    if (zero) std::memset(buf + a, 0, 4);
+    else if (ok && endpoint_action(act, buf + a, 4)->addr(buf + a, ctx) == ActResult::Drop) ok = false;
+  });
+  ctx.family = L.ip_version;
+  if (known < end) std::memset(buf + known, 0, end - known);
+  return ok;
+}
+
 bool ProgramInstance::encap_rules(uint8_t* buf, uint32_t cap, const Decoded& d, Eval& e, ApplyCtx& ctx) {
   const Program& P = prog_;
   const auto& F = l2l4::g_fields;
@@ -169,12 +190,14 @@ bool ProgramInstance::encap_rules(uint8_t* buf, uint32_t cap, const Decoded& d, 
       if (zero) {
         std::memset(a, 0, 2 * al);
         if (uint32_t at; teredo_origin(buf, cap, L, at)) std::memset(buf + at + 2, 0xff, 6);  // port and address 0
+        teredo_trailer_rule(buf, cap, L, nullptr, true, ctx);
       } else {
         const uint8_t pc = L.kind == Encap::Gre && L.gre_v1 ? e.m->pptp_client : 0;
         RtAction* sa = endpoint_action(act, a, L.ip_version, pc & 1);
         RtAction* da = endpoint_action(act, a + al, L.ip_version, pc & 2);
         if (sa->addr(a, ctx) == ActResult::Drop || da->addr(a + al, ctx) == ActResult::Drop) return false;
-        if (!teredo_origin_rule(buf, cap, L, act, ctx)) return false;
+        if (!teredo_origin_rule(buf, cap, L, act, ctx) || !teredo_trailer_rule(buf, cap, L, act, false, ctx))
+          return false;
         if (!sa->modifies && !da->modifies) continue;
       }
       encap_changed_ |= uint8_t(1u << i);

@@ -241,6 +241,7 @@ class ProgramInstance {
   // client (`client`: PacketMeta::pptp_client).
   RtAction* endpoint_action(RtAction* dflt, const uint8_t* a, uint8_t family, bool client = false);
   bool teredo_origin_rule(uint8_t* buf, uint32_t cap, const EncapLayer& L, RtAction* act, ApplyCtx& ctx);
+  bool teredo_trailer_rule(uint8_t* buf, uint32_t cap, const EncapLayer& L, RtAction* act, bool zero, ApplyCtx& ctx);
   // Whether an address is a user's: inside `clients`, or (Program::guard_users_)
   // seen initiating flows.
   bool is_user(const uint8_t* a, uint8_t family);

@@ -139,6 +139,7 @@ inline bool is_addr_field(FieldId f) {
 // test per packet is a mask. Resolved once from the registry.
 struct ProtoBits {
   uint32_t eth, vlan, ip, ipv4, ipv6, tcp, udp, icmp, icmpv6, sctp, tunnel, gtp, addr_carrier;
+  uint32_t link = 0;  // the link layer's own name (l2l4.h, LinkLayer), when one is registered under it
   uint32_t plugin[Registry::kMaxProtocolPlugins];  // by plugin index: the protocol its packets go by (its own, or the one it carries)
   static const ProtoBits& get() {
     static const ProtoBits b = [] {
@@ -150,9 +151,10 @@ struct ProtoBits {
       };
       ProtoBits x{bit("eth"),  bit("vlan"), bit("ip"),   bit("ipv4"),   bit("ipv6"),   bit("tcp"), bit("udp"),
                   bit("icmp"), bit("icmpv6"), bit("sctp"), bit("tunnel"), bit("gtp"),
-                  bit("addr_carrier"), {}};
+                  bit("addr_carrier"), 0, {}};
       const auto& v = r.protocols();
       for (unsigned i = 0; i < v.size() && i < Registry::kMaxProtocolPlugins; ++i) x.plugin[i] = bit(v[plugin_proto(i)]->name);
+      if (const LinkLayer* l = link_layer(); l && r.proto_id(l->name) >= 0) x.link = bit(l->name);
       return x;
     }();
     return b;
@@ -181,6 +183,7 @@ inline uint32_t packet_protos(const Decoded& d, uint8_t app) {
   const ProtoBits& B = ProtoBits::get();
   uint32_t m = B.eth;
   if (d.n_vlan) m |= B.vlan;
+  if (d.flags & kFlagLink) [[unlikely]] m |= B.link;
   if (d.n_encap || (d.flags & kFlagTunnel)) [[unlikely]] {
     m |= B.tunnel;
     for (int i = 0; i < d.n_encap; ++i)

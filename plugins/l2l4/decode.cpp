@@ -82,6 +82,15 @@ void decode_l4(const uint8_t* p, uint32_t cap, Decoded& d) {
       d.flags |= l4_class(d.l4_proto, d.sport, d.dport);
       break;
     }
+    case kProtoPim:
+      // A Register with its multicast packet is a tunnel; every other
+      // message (a Null-Register's header-only packet included) is the PIM
+      // plugin's.
+      d.status = DecodeStatus::Ok;
+      if (!pim_register_data(p, off, cap, ip_end)) return;
+      d.flags |= kFlagTunnel;
+      if (!(d.flags & kFlagFragment)) descend(p, cap, d);
+      return;
     case kProtoIpIp:
     case kProtoIpv6:
     case kProtoGre:

@@ -52,6 +52,15 @@ inline bool is_udp_tunnel(const uint8_t* p, uint32_t o, uint32_t end, uint32_t l
 // the captured part of it.
 bool teredo_by_content(const uint8_t* p, uint32_t o, uint32_t end, uint32_t lim);
 
+// A PIM Register (version 2, type 1) whose Null-Register bit is clear
+// carries a multicast data packet after its 8-byte header (RFC 7761
+// 4.9.3): [off, ip_end) the PIM message, cap the captured bytes. A
+// Null-Register's dummy header, and a Register cut before its flags, are
+// the PIM plugin's to parse.
+inline bool pim_register_data(const uint8_t* p, uint32_t off, uint32_t cap, uint32_t ip_end) {
+  return off + 8 <= cap && off + 8 < ip_end && p[off] == 0x21 && !(p[off + 4] & 0x40);
+}
+
 // From an EtherType `et` whose header ends at `off`: VLAN tags, a PPPoE
 // session or an MPLS stack, then IP (decode.cpp).
 void decode_link(const uint8_t* p, uint32_t cap, uint32_t off, uint16_t et, Decoded& d);

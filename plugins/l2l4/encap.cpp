@@ -27,6 +27,12 @@ bool checked_span(const uint8_t* p, uint32_t cap, const EncapLayer& L, uint32_t&
     const uint8_t* ip = p + L.l3_off;
     to = L.l3_off + (L.ip_version == 4 ? rd16(ip + 2) : 40u + rd16(ip + 4));
     ck = from + 4;
+  } else if (L.kind == Encap::PimRegister) {
+    // A Register's checksum covers its 8-byte header only (RFC 7761 4.9),
+    // over IPv6 with a pseudo-header of that length.
+    from = L.hdr_off;
+    to = from + 8;
+    ck = from + 2;
   } else {
     return false;
   }
@@ -52,6 +58,8 @@ void encap_sums(const uint8_t* p, uint32_t cap, const Decoded& d, EncapSums& s) 
     if (L.udp_off)
       pseudo = L.ip_version == 4 ? pseudo_sum_v4(ip + 12, ip + 16, kProtoUdp, uint16_t(to - from))
                                  : pseudo_sum_v6(ip + 8, ip + 24, kProtoUdp, to - from);
+    else if (L.kind == Encap::PimRegister && L.ip_version == 6)
+      pseudo = pseudo_sum_v6(ip + 8, ip + 24, kProtoPim, to - from);
     s.err[i] = csum_add(csum_add(s.sum[i], pseudo), rd16(p + ck));
     s.valid |= uint8_t(1u << i);
   }
@@ -95,7 +103,10 @@ void encap_fix(uint8_t* p, uint32_t cap, bool cut, const Decoded& d, const Encap
     uint32_t from, to, ck;
     if (!checked_span(p, cap, L, from, to, ck)) continue;
     uint16_t c;
-    if (cut) {  // lengths changed: recompute in full, as for the inner packet after a cut
+    // A Register's summed header lies before any cut; only its IPv6
+    // pseudo-header's addresses may change (below).
+    const bool pim = L.kind == Encap::PimRegister;
+    if (cut && !pim) {  // lengths changed: recompute in full, as for the inner packet after a cut
       if (L.udp_off) {
         std::span<const uint8_t> seg{p + from, to - from};
         c = v4 ? l4_checksum_v4(ip + 12, ip + 16, kProtoUdp, seg, 6) : l4_checksum_v6(ip + 8, ip + 24, kProtoUdp, seg, 6);
@@ -115,7 +126,7 @@ void encap_fix(uint8_t* p, uint32_t cap, bool cut, const Decoded& d, const Encap
     if (!((s.valid >> i) & 1)) continue;
     c = rd16(p + ck);
     const uint16_t now = span_sum(p, from, to, ck);
-    const bool pseudo = L.udp_off && addr;
+    const bool pseudo = (L.udp_off || (pim && !v4)) && addr;
     if (now == s.sum[i] && !pseudo) continue;
     if (pseudo) {
       c = csum_replace(c, {old_addrs[i], al}, {ip + so, al});

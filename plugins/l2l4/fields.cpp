@@ -45,7 +45,8 @@ void register_fields(Registry& r) {
   g_fields.tunnel_addr = r.add_field(
       {"tunnel.addr", ValueType::Addr, "tunnel", FieldRole::QuasiIdentifier, "",
        "addresses of every IP header that carries a tunnelled packet (GTP-U, VXLAN, Geneve, GRE, ERSPAN, IP in "
-       "IP, Teredo, AYIYA endpoints: eNodeB/gNB, SGW/UPF, VTEP, mirror source and collector). No rule: a policy that "
+       "IP, Teredo, AYIYA, PIM Register endpoints: eNodeB/gNB, SGW/UPF, VTEP, mirror source and collector, a multicast "
+       "source's router and its RP). No rule: a policy that "
        "protects addresses gives them ip.server's action (its fallback when that is zanon), others keep them",
        {}});
   g_fields.tunnel_vni = r.add_field({"tunnel.vni", ValueType::Bytes, "tunnel", FieldRole::Other, "",

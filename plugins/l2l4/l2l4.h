@@ -2,7 +2,7 @@
 // IPv4 (options), IPv6 (extension headers), TCP, UDP, ICMP, ICMPv6, and the
 // encapsulations that carry them: GTP-U v1, VXLAN, VXLAN-GPE, Geneve, GRE
 // (with key/sequence/checksum, transparent Ethernet bridging, ERSPAN I/II/III),
-// IPv4/IPv6 in IPv4/IPv6, Teredo, AYIYA.
+// IPv4/IPv6 in IPv4/IPv6, Teredo, AYIYA, a PIM Register's multicast packet.
 //
 // An encapsulated packet is decoded through to the innermost packet, which is
 // what Decoded's L3/L4 fields then describe: every consumer treats it as if it
@@ -39,7 +39,8 @@ enum class DecodeStatus : uint8_t {
 
 enum L4Proto : uint8_t {
   kProtoIcmp = 1, kProtoIpIp = 4, kProtoTcp = 6, kProtoUdp = 17, kProtoIpv6 = 41,
-  kProtoGre = 47, kProtoEsp = 50, kProtoAh = 51, kProtoIcmpv6 = 58, kProtoNone = 59, kProtoSctp = 132,
+  kProtoGre = 47, kProtoEsp = 50, kProtoAh = 51, kProtoIcmpv6 = 58, kProtoNone = 59, kProtoPim = 103,
+  kProtoSctp = 132,
 };
 
 enum : uint8_t {  // Decoded::flags
@@ -159,7 +160,7 @@ void each_add_addr(const uint8_t* o, uint32_t n, F&& f) {
 // Encapsulations decoded, at most (deeper nesting stops with kFlagTunnel).
 constexpr int kMaxEncap = 4;
 
-enum class Encap : uint8_t { None, Ip, Gre, Erspan, Vxlan, VxlanGpe, Geneve, GtpU, Teredo, Ayiya };
+enum class Encap : uint8_t { None, Ip, Gre, Erspan, Vxlan, VxlanGpe, Geneve, GtpU, Teredo, Ayiya, PimRegister };
 
 // One encapsulating layer: the IP datagram (and its UDP or GRE header) that
 // carries the next layer in.
@@ -167,7 +168,7 @@ struct EncapLayer {
   uint16_t l3_off = 0;      // outer IP header
   uint16_t l3_hdr_len = 0;  // IPv4 IHL*4, or IPv6 40 + extension headers
   uint16_t udp_off = 0;     // outer UDP header (UDP encapsulations), 0 none
-  uint16_t hdr_off = 0;     // GTP-U, VXLAN, Geneve or GRE header; the inner IP header for IP in IP
+  uint16_t hdr_off = 0;     // GTP-U, VXLAN, Geneve, GRE or PIM header; the inner IP header for IP in IP
   uint16_t inner_off = 0;   // first byte of what it carries (Ethernet or IP, MPLS, PPP)
   uint16_t pppoe_off = 0;   // a PPPoE session header below this IP header, 0 none
   uint8_t ip_version = 0;
@@ -240,6 +241,40 @@ bool ayiya_identity(const uint8_t* p, uint32_t cap, const EncapLayer& L, uint32_
 // heard from (in a qualification answer, the client's own public mapping),
 // each XORed with all ones, a disguise anyone undoes.
 bool teredo_origin(const uint8_t* p, uint32_t cap, const EncapLayer& L, uint32_t& at);
+// The bytes after a Teredo layer's IPv6 packet within its datagram,
+// [at, end) within the captured bytes (false: none). A client's bubbles
+// carry trailers there (RFC 6081, MS-TERD), each a type, a length and its
+// value: nonce (1), alternate address (3), neighbour discovery option (4),
+// random port (5).
+bool teredo_trailers(const uint8_t* p, uint32_t cap, const EncapLayer& L, uint32_t& at, uint32_t& end);
+// Calls f(offset) for each IPv4 address of the alternate address trailers
+// in [at, end): the client's other addresses (its LAN one among them), in
+// clear, each followed by its port (2 reserved bytes, then 6-byte entries).
+// Returns where the trailers it knows stop: end when every byte is a known
+// trailer's or zero padding; what lies after the return is no trailer a
+// reader can vouch for.
+template <class F>
+uint32_t each_teredo_alt_addr(const uint8_t* p, uint32_t at, uint32_t end, F&& f) {
+  while (at < end) {
+    if (p[at] == 0) {  // padding to the end
+      uint32_t z = at;
+      while (z < end && p[z] == 0) ++z;
+      return z == end ? end : at;
+    }
+    if (at + 2 > end) return at;
+    const uint8_t type = p[at], len = p[at + 1];
+    if (at + 2u + len > end) return at;
+    // Nonce, neighbour discovery option (its type and 3 reserved bytes),
+    // random port, alternate addresses (one to four).
+    const bool ok = (type == 1 && len == 4) || (type == 4 && len == 4) || (type == 5 && len == 2) ||
+                    (type == 3 && len >= 8 && len <= 26 && (len - 2) % 6 == 0);
+    if (!ok) return at;
+    if (type == 3)
+      for (uint32_t e = at + 4; e + 6 <= at + 2u + len; e += 6) f(e);
+    at += 2u + len;
+  }
+  return at;
+}
 
 // One fragment of an outer IP datagram (no encapsulation decoded above it,
 // no PPPoE, every byte captured; IPv6: the fragment header after the fixed

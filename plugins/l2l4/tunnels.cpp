@@ -1,5 +1,6 @@
 // The encapsulations the decoder descends through: GTP-U v1, VXLAN,
-// VXLAN-GPE, Geneve, GRE (v0 with ERSPAN, PPTP's v1), IP in IP, Teredo, AYIYA; the
+// VXLAN-GPE, Geneve, GRE (v0 with ERSPAN, PPTP's v1), IP in IP, Teredo, AYIYA,
+// a PIM Register's data packet; the
 // tunnel context of the flow key; the fast path of one GTP-U or VXLAN layer.
 #include <algorithm>
 #include <cstring>
@@ -465,6 +466,11 @@ void descend(const uint8_t* p, uint32_t cap, Decoded& d) {
     L.hdr_off = uint16_t(d.l4_off);
     L.kind = Encap::Gre;
     next = parse_gre(p, d.l4_off, end, L, inner);
+  } else if (d.l4_proto == kProtoPim) {  // a Register's multicast packet, IPv4 or IPv6
+    L.hdr_off = uint16_t(d.l4_off);
+    L.kind = Encap::PimRegister;
+    inner = d.l4_off + 8;
+    next = Next::IpNibble;
   } else {  // IPv4 or IPv6 in IP
     L.hdr_off = uint16_t(d.l4_off);
     L.kind = Encap::Ip;
@@ -539,6 +545,14 @@ bool teredo_origin(const uint8_t* p, uint32_t cap, const EncapLayer& L, uint32_t
   return true;
 }
 
+bool teredo_trailers(const uint8_t* p, uint32_t cap, const EncapLayer& L, uint32_t& at, uint32_t& end) {
+  // Teredo runs over IPv4 only (RFC 4380): its trailers' addresses are IPv4.
+  if (L.kind != Encap::Teredo || L.ip_version != 4 || !L.udp_off || L.inner_off + 40u > cap) return false;
+  at = L.inner_off + 40u + rd16(p + L.inner_off + 4);
+  end = std::min<uint32_t>(cap, L.udp_off + rd16(p + L.udp_off + 4));
+  return at < end;
+}
+
 const char* encap_name(Encap e) {
   switch (e) {
     case Encap::Ip: return "ip-in-ip";
@@ -550,6 +564,7 @@ const char* encap_name(Encap e) {
     case Encap::GtpU: return "gtp-u";
     case Encap::Teredo: return "teredo";
     case Encap::Ayiya: return "ayiya";
+    case Encap::PimRegister: return "pim-register";
     default: return "none";
   }
 }

@@ -23,9 +23,9 @@ struct Parsed {
 };
 
 // The parser, which knows nothing of the registry. `p`: the PIM message.
-// Addresses: a Hello's address list option; a Register's inner IP header
-// (a Register carrying data after that header is malformed: the data is a
-// multicast packet the plugin cannot rewrite); Register-Stop, Join/Prune,
+// Addresses: a Hello's address list option; a Null-Register's dummy IP
+// header (a Register carrying a data packet is the decoder's tunnel, which
+// the plugin never sees; bytes after a header here are malformed); Register-Stop, Join/Prune,
 // Graft, Graft-Ack, Assert and State Refresh's encoded addresses; a
 // Bootstrap's BSR and RPs and their groups; a Candidate-RP-Advertisement's
 // RP and groups. Malformed: an address family other than IPv4 and IPv6, a

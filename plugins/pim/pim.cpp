@@ -33,8 +33,9 @@ struct Walk {
   uint32_t u16() { return ok && end - o >= 2 ? rd16(p + o) : (ok = false, 0); }
 };
 
-// Register: flags, then the multicast packet. Only its IP header may be
-// rewritten; data after it is malformed here.
+// Register: flags, then the multicast packet. One with data is a tunnel
+// the decoder descends into (plugins/l2l4); what is left here is a
+// Null-Register's dummy header, and data after it is malformed.
 bool register_msg(const uint8_t* p, uint32_t len, Parsed& r) {
   r.summed = 8;
   if (len < 8) return false;

@@ -83,6 +83,10 @@ void register_plugin(Registry& r) {
        "zeroed when the policy protects anything",
        {"wlan.ssid"}, kNoField, 0, /*trailing=*/false, /*header=*/true});
   set_link_layer(&kLayer);
+  // `proto == wlan`: every record read from an 802.11 link type (the
+  // decoder marks its frames kFlagLink), the IP packets in its data frames
+  // included.
+  r.add_proto_name(kLayer.name);
 }
 
 }  // namespace amon::wlan

@@ -20,11 +20,18 @@
    relay heard from, XORed with all ones) takes the tunnel endpoints' rule:
    under `tunnel.addr : prefix(16)` every origin address of
    tunnel-teredo.pcap leaves as its /16, its port kept.
+5. A Teredo bubble's alternate address trailer (MS-TERD: the client's
+   other addresses in clear, its LAN address among them) takes the same
+   rule: on mixed-capture2.pcap's bubbles and a crafted one, each leaves
+   as its /16 under `tunnel.addr : prefix(16)`, and as the outer source's
+   pseudonym under the ids rules; bytes after the bubble that are no known
+   trailer are zeroed; the UDP checksum stays right.
 
 usage: test_clients_everywhere.py AMON"""
 
 import ipaddress
 import os
+import struct
 import sys
 
 sys.path.insert(0, os.path.dirname(__file__))
@@ -118,7 +125,70 @@ def main():
         if not got or got[0] != [want] or got[1] != port:
             fails.append(f"teredo frame {frame}: origin {addr[0]}:{port[0]} left as {got}, expected {want}:{port[0]}")
     print(f"teredo: {len(before)} origin indications, each as its /16")
+    teredo_trailers(amon, work, pdir, pol, pol4, fails)
     sys.exit(L.report(fails, "ok"))
+
+
+def bubble_trailers(fr):
+    """(offset of the trailers, [offsets of alternate IPv4 addresses]) of a
+    Teredo bubble over Ethernet/IPv4 (UDP 3544 at either end), or None."""
+    if fr[12:14] != b"\x08\x00" or fr[23] != 17:
+        return None
+    u = 14 + (fr[14] & 0xF) * 4
+    sp, dp, ulen = struct.unpack("!HHH", fr[u:u + 6])
+    if 3544 not in (sp, dp) or len(fr) < u + 48 or fr[u + 8] >> 4 != 6 or fr[u + 14] != 59:
+        return None
+    at, end = u + 48 + struct.unpack("!H", fr[u + 12:u + 14])[0], min(len(fr), u + ulen)
+    start, addrs = at, []
+    while at + 2 <= end and fr[at] in (1, 3, 4, 5):
+        if fr[at] == 3:
+            addrs += range(at + 4, at + 2 + fr[at + 1], 6)
+        at += 2 + fr[at + 1]
+    return (start, addrs) if start < end else None
+
+
+def teredo_trailers(amon, work, pdir, pol_ids, pol16, fails):
+    T = "10.7.7.7"
+    bubble = struct.pack("!IHBB", 0x60000000, 0, 59, 255) + ipaddress.ip_address("fe80::8000:f227:62c7:9547").packed \
+        + ipaddress.ip_address("2001:0:9d38:90d7:4d2:26a2:bc03:7cc1").packed
+    kept = [bytes([1, 4, 1, 2, 3, 4]), bytes([4, 4, 1, 0, 0, 0]), bytes([5, 2, 0x7a, 0x96])]  # nonce, ND, port
+    trailers = kept[0] + bytes([3, 8, 0, 0]) + L.ip4(T) + bytes([0x30, 0x39]) + kept[1] + kept[2]
+    junk = bytes([9, 4]) + L.ip4("10.7.7.8")
+    crafted = os.path.join(work, "bubble.pcap")
+    L.write_pcap(crafted, [(1_700_000_000 * 10**9, L.udp4_frame(T, "157.56.144.215", 49999, 3544,
+                                                                   bubble + trailers + junk))])
+    n = 0
+    for inp in (os.path.join(pdir, "mixed-capture2.pcap"), crafted):
+        recs_in = L.read_pcap(inp)[1]
+        for name, pol in (("ids", pol_ids), ("p16", pol16)):
+            out = os.path.join(work, os.path.basename(inp) + "." + name + ".pcap")
+            L.run_amon(amon, inp, [("t", pol, out)])
+            recs_out = L.read_pcap(out)[1]
+            by_ts = {r[0]: r[3] for r in recs_out}
+            for r in recs_in:
+                fr, bt = r[3], bubble_trailers(r[3])
+                if not bt or r[0] not in by_ts:
+                    continue
+                o, (start, addrs) = by_ts[r[0]], bt
+                n += name == "ids"
+                for a in addrs:
+                    v = ipaddress.ip_address(fr[a:a + 4])
+                    want = L.ip4(str(ipaddress.ip_network(f"{v}/16", strict=False).network_address)) \
+                        if name == "p16" else (o[26:30] if fr[a:a + 4] == fr[26:30] else None)
+                    if o[a:a + 4] == fr[a:a + 4] or (want and o[a:a + 4] != want) or o[a + 4:a + 6] != fr[a + 4:a + 6]:
+                        fails.append(f"{os.path.basename(inp)} {name}: alternate address {v} left as "
+                                     f"{ipaddress.ip_address(o[a:a + 4])}, port {o[a + 4:a + 6].hex()}")
+                if inp == crafted and L.ip4("10.7.7.8") in o:
+                    fails.append(f"bubble {name}: bytes after the known trailers kept")
+                if inp == crafted and not all(k in o[start:] for k in kept):
+                    fails.append(f"bubble {name}: the nonce, neighbour discovery or random port trailer changed")
+            bad = [row[0] for row in L.tshark_fields(out, ["udp.checksum.status"], "udp.port == 3544", L.CHECKS)
+                   if row[1] != ["1"]]
+            if bad:
+                fails.append(f"{os.path.basename(inp)} {name}: UDP checksum not right in frames {bad[:5]}")
+    if n < 3:
+        fails.append(f"teredo: {n} bubbles with trailers (the check proves nothing)")
+    print(f"teredo: {n} bubbles with trailers, alternate addresses rewritten")
 
 
 def spread_workers(amon, work, pol, pol_prefix, fails):

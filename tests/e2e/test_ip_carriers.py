@@ -11,7 +11,9 @@ servers kept).
          pseudonym; the protocol's checksums stay right (SCTP's and UDP's by
          tshark, OSPF's, LSAs' and PIM's computed here, over the IPv6
          pseudo-header where they cover it); a message
-         that does not parse loses its payload (fail closed). OSPF TE
+         that does not parse loses its payload (fail closed). A PIM
+         Register's multicast data packet is a tunnel: tshark reads it
+         whole in the output, its source pseudonymized. OSPF TE
          LSAs: tshark decodes their address fields in the output, and
          none holds an input address; likewise LISP LCAFs (instance ID,
          source/dest key, AFI list, explicit locator path, nonce locator).
@@ -251,8 +253,21 @@ def enc_g(a, masklen=None):
 def pim(t, body, src=None, dst=None, summed=None):
     b = bytes([0x20 | t, 0, 0, 0]) + body
     n = summed or len(b)
-    ck = L._csum(b[:n]) if src is None else L._csum(pseudo6(src, dst, 103, len(b)) + b)
+    ck = L._csum(b[:n]) if src is None else L._csum(pseudo6(src, dst, 103, n) + b[:n])
     return b[:2] + struct.pack("!H", ck) + b[4:]
+
+
+def udp_packet(src, dst, sport, dport, data):
+    """An IP datagram (IPv4 or IPv6 by the addresses) holding UDP, checksums right."""
+    s, d = packed(src), packed(dst)
+    n = 8 + len(data)
+    pseudo = s + d + (struct.pack("!BBH", 0, 17, n) if len(s) == 4 else struct.pack("!IxxxB", n, 17))
+    u = struct.pack("!HHHH", sport, dport, n, 0) + data
+    u = u[:6] + struct.pack("!H", L._csum(pseudo + u) or 0xFFFF) + u[8:]
+    if len(s) == 16:
+        return struct.pack("!IHBB", 0x60000000, n, 17, 64) + s + d + u
+    iph = struct.pack("!BBHHHBBH4s4s", 0x45, 0, 20 + n, 7, 0, 64, 17, 0, s, d)
+    return iph[:10] + struct.pack("!H", L._csum(iph)) + iph[12:] + u
 
 
 P1, P2, P3, P4, P9, G = "10.5.0.1", "10.5.0.2", "10.5.0.3", "10.5.0.4", "10.5.0.9", "239.1.2.3"
@@ -273,19 +288,32 @@ def pim_frames():
     f.append((ip_frame(P1, RP, 103, pim(1, struct.pack("!I", 0x40000000) + inner, summed=8)), [P9], [P1]))
     hello6 = struct.pack("!HHH", 1, 2, 105) + struct.pack("!HH", 24, 18) + enc_u("fd00::51")
     f.append((ip_frame("fe80::5", "ff02::d", 103, pim(0, hello6, "fe80::5", "ff02::d"), ttl=1), ["fd00::51"], ["fe80::5"]))
+    # Registers carrying their multicast packet (a tunnel: the packet takes
+    # the policy, its source a user's address, its payload naming it again).
+    data = udp_packet(P9, G, 5004, 5004, b"from " + P9.encode())
+    f.append((ip_frame(P1, RP, 103, pim(1, struct.pack("!I", 0) + data, summed=8)), [P9], [P1]))
+    data6 = udp_packet("fd00::52", "ff3e::1234", 5004, 5004, b"stream of fd00::52")
+    f.append((ip_frame("fd00::5", "2001:db8::9", 103, pim(1, struct.pack("!I", 0) + data6, "fd00::5", "2001:db8::9", 8)),
+              ["fd00::52"], ["fd00::5"]))
     return f
 
 
 def pim_bad():
-    """A Register carrying its multicast data (not rewritten: fail closed)."""
+    """Registers whose data cannot be read as a packet: a Null-Register with
+    data after its dummy header, a Register whose data is no IP packet
+    (fail closed: cut)."""
     inner = struct.pack("!BBHHHBBH4s4s", 0x45, 0, 28, 0, 0, 1, 17, 0, packed(P9), packed(G)) + bytes(8)
-    return ip_frame(P1, RP, 103, pim(1, struct.pack("!I", 0) + inner, summed=8)), P9
+    junk = bytes([0x10, 0, 0, 0]) + packed(P9) + bytes(24)
+    return [(ip_frame(P1, RP, 103, pim(1, struct.pack("!I", 0x40000000) + inner, summed=8)), P9),
+            (ip_frame(P1, RP, 103, pim(1, struct.pack("!I", 0) + junk, summed=8)), P9)]
 
 
 def pim_checksums(out, name, fails):
     """PIM checksums (over IPv6 with the pseudo-header; a Register's inner IPv4 header) right in the output."""
     for i, (_, _, _, fr) in enumerate(L.read_pcap(out)[1]):
         v6 = v6_body(fr, 103)
+        if v6 and len(v6[0]) >= 8 and v6[0][0] & 0xF == 1:  # a Register: its header, a pseudo-header of 8
+            v6 = v6[0][:8], v6[1][:32] + struct.pack("!IxxxB", 8, 103)
         if v6 and len(v6[0]) >= 4 and L._csum(v6[1] + v6[0]) != 0:
             fails.append(f"{name} frame {i + 1}: PIM checksum over IPv6 wrong")
         if fr[12:14] != b"\x08\x00" or fr[23] != 103 or len(fr) < 38:
@@ -295,6 +323,24 @@ def pim_checksums(out, name, fails):
             fails.append(f"{name} frame {i + 1}: PIM checksum wrong")
         if o[0] & 0xF == 1 and len(o) >= 28 and L._csum(o[8:28]) != 0:
             fails.append(f"{name} frame {i + 1}: the Register's inner IPv4 checksum wrong")
+
+
+def pim_registers_kept(inp, out, fails):
+    """A Register's multicast packet is decoded, not cut: tshark reads the
+    inner UDP datagram whole in the output, from the pseudonym of its source."""
+    key = ["ip.src", "ipv6.src", "udp.length"]
+
+    def rows(path):  # frame -> (the inner source: the last one, the UDP length)
+        flt = "pim.type == 1 && pim.register_flag.null_register == 0 && udp"
+        return {r[0]: ((r[1] + r[2])[-1], r[3]) for r in L.tshark_fields(path, key, flt)}
+    a, b = rows(inp), rows(out)
+    if len(a) != 2:
+        fails.append(f"pim: {len(a)} Registers with a UDP datagram in the input, 2 expected (the test is wrong)")
+    for k, (src, ulen) in a.items():
+        if k not in b or b[k][1] != ulen:
+            fails.append(f"pim frame {k}: the Register's UDP datagram was not kept whole")
+        elif b[k][0] == src:
+            fails.append(f"pim frame {k}: the Register's inner source {src} is unchanged")
 
 
 # ---------------------------------------------------------------- LISP
@@ -447,8 +493,10 @@ def main():
     ospf_checksums(out, "ospf", fails)
     fields_decoded("ospf", os.path.join(work, "ospf.pcap"), out, OSPF_TE_FIELDS, [R2, TE_RID, TE_L, TE_R], fails)
     n += k
-    k, out = check(amon, work, "pim", pim_frames(), [pim_bad()], fails, [("_ws.malformed", [])])
+    k, out = check(amon, work, "pim", pim_frames(), pim_bad(), fails,
+                   [("_ws.malformed", []), ("udp.checksum.status == 0 || ip.checksum.status == 0", L.CHECKS)])
     pim_checksums(out, "pim", fails)
+    pim_registers_kept(os.path.join(work, "pim.pcap"), out, fails)
     n += k
     k, out = check(amon, work, "lisp", lisp_frames(), [lisp_bad()], fails, [("udp.checksum.status == 0", L.CHECKS)])
     fields_decoded("lisp", os.path.join(work, "lisp.pcap"), out, LISP_LCAF_FIELDS, [LS, LD, X2, "fd00::8:2", X3], fails)

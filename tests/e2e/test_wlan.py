@@ -327,6 +327,25 @@ def check(amon, work, fails):
     for s in (STA, AP, SSIDS[1], WPS_NAME):
         if s not in blob:
             fails.append(f"keep: {s!r} not kept by a policy that protects nothing")
+    proto_wlan(amon, work, key, eth_in, fails)
+
+
+def proto_wlan(amon, work, key, eth_in, fails):
+    """`proto == wlan` holds for an 802.11 capture's records (the IP packets
+    of its data frames too), never for the same packets over Ethernet."""
+    pol = L.write_policy(work, "p4.amon", f'key k = file("{key}")\n'
+                         "eth.src, eth.dst : hash(key=k)\n"
+                         "payload : cut() when proto == wlan\n")
+    _, orecs = run(amon, work, "proto-wlan", DLT_RADIOTAP, records(radiotap), pol, fails, protects=False)
+    blob = b"".join(r[3] for r in orecs)
+    for s in (b"hello-wifi", b"payload-bytes"):
+        if s in blob:
+            fails.append(f"proto == wlan: {s!r} kept in a data frame's packet")
+    eth_out = os.path.join(work, "proto-wlan-eth.out.pcap")
+    L.run_amon(amon, eth_in, [("c", pol, eth_out)])
+    blob = b"".join(r[3] for r in L.read_pcap(eth_out)[1])
+    if b"hello-wifi" not in blob or b"payload-bytes" not in blob:
+        fails.append("proto == wlan: held for packets over Ethernet")
 
 
 def main():

@@ -18,7 +18,7 @@ using namespace amon;
 
 namespace {
 
-enum Kind { kGtpu, kVxlan, kVxlanGpe, kGeneve, kGre, kIpIp, kTeredo, kAyiya };
+enum Kind { kGtpu, kVxlan, kVxlanGpe, kGeneve, kGre, kIpIp, kTeredo, kAyiya, kPim };
 
 #ifndef AMON_FUZZ_ENCAP
 #define AMON_FUZZ_ENCAP kGtpu
@@ -37,20 +37,20 @@ enum Kind { kGtpu, kVxlan, kVxlanGpe, kGeneve, kGre, kIpIp, kTeredo, kAyiya };
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size < 1 || size > 4000) return 0;
   const Kind k = AMON_FUZZ_ENCAP;
-  const bool udp = k != kGre && k != kIpIp;
+  const bool udp = k != kGre && k != kIpIp && k != kPim;
   std::vector<uint8_t> f(14 + 20 + (udp ? 8 : 0));
   f.insert(f.end(), data + 1, data + size);
   f[12] = 0x08, f[13] = 0x00;
   uint8_t* ip = f.data() + 14;
   ip[0] = 0x45;
   ip[8] = 64;
-  ip[9] = udp ? 17 : k == kGre ? 47 : (data[0] & 1) ? 41 : 4;
+  ip[9] = udp ? 17 : k == kGre ? 47 : k == kPim ? 103 : (data[0] & 1) ? 41 : 4;
   const uint8_t src[4] = {192, 0, 2, 1}, dst[4] = {198, 51, 100, 2};
   std::memcpy(ip + 12, src, 4), std::memcpy(ip + 16, dst, 4);
   const uint32_t len = uint32_t(f.size());
   ip[2] = uint8_t((len - 14) >> 8), ip[3] = uint8_t(len - 14);
   if (udp) {
-    static const uint16_t port[] = {2152, 4789, 4790, 6081, 0, 0, 3544, 5072};
+    static const uint16_t port[] = {2152, 4789, 4790, 6081, 0, 0, 3544, 5072, 0};
     uint8_t* u = ip + 20;
     u[0] = 0xc0, u[1] = 0x01;
     u[2] = uint8_t(port[k] >> 8), u[3] = uint8_t(port[k]);
@@ -75,6 +75,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (L.udp_off) check(L.udp_off + 8u <= cap);
     uint32_t at, n;  // AYIYA's identity: within its header
     if (ayiya_identity(f.data(), cap, L, at, n)) check(at > L.udp_off && at + n <= L.inner_off);
+    if (uint32_t end; teredo_trailers(f.data(), cap, L, at, end)) {  // Teredo's trailers: after the packet, captured
+      check(at > L.inner_off && end <= cap);
+      check(each_teredo_alt_addr(f.data(), at, end, [&](uint32_t a) { check(a >= at && a + 6 <= end); }) <= end);
+    }
     prev = L.inner_off;
   }
   if (a.n_encap) {

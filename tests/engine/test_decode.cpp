@@ -488,6 +488,9 @@ TEST_CASE("Encapsulations are decoded through to the inner packet", "[decode][tu
   };
   V4 ipip;
   ipip.proto = 4;
+  V4 pim;  // a PIM Register (version 2, type 1), Null-Register bit clear: the multicast packet follows
+  pim.proto = 103;
+  const Bytes reg = {0x21, 0, 0, 0, 0, 0, 0, 0};
   V6 out6;
   out6.src = v6("2001:db8:ff::1"), out6.dst = v6("2001:db8:ff::2");
   std::vector<Case> cases = {
@@ -508,6 +511,7 @@ TEST_CASE("Encapsulations are decoded through to the inner packet", "[decode][tu
       {"erspan III", cat({eth(0x0800), gre_in(cat({erspan3, in_eth}))}), Encap::Erspan, 0, true},
       {"ipv4 in ipv4", cat({eth(0x0800), ipv4(ipip, in)}), Encap::Ip, 0, false},
       {"ipv4 in ipv6", cat({eth(0x86dd), ipv6(out6, {}, 4, in)}), Encap::Ip, 0, false},
+      {"pim register", cat({eth(0x0800), ipv4(pim, cat({reg, in}))}), Encap::PimRegister, 0, false},
       {"pppoe below", cat({eth(0x8864), Bytes{0x11, 0, 0, 1, uint8_t((udp_in(4789, vxlan(3, in_eth)).size() + 2) >> 8),
                                                uint8_t(udp_in(4789, vxlan(3, in_eth)).size() + 2), 0x00, 0x21},
                            udp_in(4789, vxlan(3, in_eth))}),
@@ -571,6 +575,32 @@ TEST_CASE("Encapsulations are decoded through to the inner packet", "[decode][tu
     CHECK(d.n_encap == 0);
     Bytes cut6(i6.begin(), i6.end() - 4);
     d = dec(cat({eth(0x0800), udp_in(49690, cut6)}));
+    CHECK(d.n_encap == 0);
+  }
+
+  SECTION("PIM: a Register's packet over IPv6; a Null-Register, other messages and a Register of no packet") {
+    V6 o6;
+    o6.src = v6("2001:db8::1"), o6.dst = v6("2001:db8:5::1");
+    Decoded d = dec(cat({eth(0x86dd), ipv6(o6, {}, 103, cat({reg, inner6()}))}));
+    CHECK(d.flags == kFlagEncap);
+    REQUIRE(d.n_encap == 1);
+    CHECK(d.encap[0].kind == Encap::PimRegister);
+    CHECK(d.encap[0].inner_off == 14 + 40 + 8);
+    CHECK(d.ip_version == 6);
+    CHECK(d.dport == 80);
+    V4 h;
+    h.proto = 103;
+    Bytes null_reg = reg;
+    null_reg[4] = 0x40;  // N: the dummy header is the PIM plugin's
+    for (const Bytes& body : {cat({null_reg, in}), cat({Bytes{0x20, 0, 0, 0}, payload(20)}), reg}) {
+      d = dec(cat({eth(0x0800), ipv4(h, body)}));
+      CHECK(d.status == DecodeStatus::Ok);
+      CHECK(d.flags == 0);
+      CHECK(d.l4_proto == 103);
+    }
+    // Data that is no IP packet: a tunnel that cannot be decoded (opaque).
+    d = dec(cat({eth(0x0800), ipv4(h, cat({reg, payload(24)}))}));
+    CHECK(d.flags == kFlagTunnel);
     CHECK(d.n_encap == 0);
   }
 
