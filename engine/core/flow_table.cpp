@@ -1,5 +1,7 @@
 #include "flow_table.h"
 
+#include <algorithm>
+
 #include <rte_hash_crc.h>
 #include <rte_prefetch.h>
 #include <immintrin.h>
@@ -303,6 +305,7 @@ void FlowTable::remove(uint32_t idx) {
       break;
     }
   }
+  portless_udp_ -= portless_udp(e.key);
   e.used = false;
   e.hash = free_head_;
   free_head_ = idx;
@@ -361,6 +364,7 @@ void FlowTable::release(uint32_t idx, unsigned cls) {
   if (cls == 2 && !e.roles_uncertain) {
     const uint64_t fp = key_fp(e.key, e.hash);
     recall_[(fp >> 32) % kRecallSlots] = (fp & ~uint64_t(1)) | e.initiator_is_lo;
+    recall_any_ = true;
   }
   if (cls == 0) {
     st_.closed += (e.fin & 3) == 3 || (e.fin & 4);
@@ -424,6 +428,7 @@ void FlowTable::insert(const uint8_t* pkt, const Decoded& d, const FlowKey& k, u
   else ++fresh_;
   e = FlowEntry{};
   e.key = k;
+  portless_udp_ += portless_udp(k);
   e.hash = h;
   e.used = true;
   e.last_ns = ts_ns;
@@ -461,7 +466,7 @@ void FlowTable::insert(const uint8_t* pkt, const Decoded& d, const FlowKey& k, u
     nd.flags &= uint8_t(~kFlagFragment);
     const uint32_t ph = key_and_hash(pkt, nd, pk, p_src_is_lo, true);
     if (const FlowEntry* pe = find(pk, ph)) src_init = pe->initiator_is_lo == p_src_is_lo, decided = true;
-  } else if (!decided && ports && !(d.flags & kFlagFragment) && d.l4_proto == kProtoUdp) {
+  } else if (!decided && ports && !(d.flags & kFlagFragment) && d.l4_proto == kProtoUdp && portless_udp_) {
     // And the other way: an unfragmented UDP packet after fragmented ones
     // (NFS, DNS) takes the roles the fragments' entry already has, when
     // they came from evidence. Without ports the packet's own key is the
@@ -472,7 +477,7 @@ void FlowTable::insert(const uint8_t* pkt, const Decoded& d, const FlowKey& k, u
     if (const FlowEntry* ae = find(ak, ah); ae && ae != &e && !ae->roles_uncertain)
       src_init = ae->initiator_is_lo == a_src_is_lo, decided = true;
   }
-  if (!decided && st_.evicted) {
+  if (!decided && recall_any_) {
     // A flow evicted under pressure comes back with the roles it had.
     const uint64_t fp = key_fp(k, h), r = recall_[(fp >> 32) % kRecallSlots];
     if ((r & ~uint64_t(1)) == (fp & ~uint64_t(1))) {
@@ -530,6 +535,19 @@ void FlowTable::stage(unsigned i, const uint8_t* pkt, const Decoded& d) {
   rte_prefetch0(&buckets_[s.homes[i]]);
 }
 
+void FlowTable::prefetch_evidence(const uint8_t* pkt, const Decoded& d, unsigned i) {
+  // The slots insert() reads for a new flow's roles: its recall slot and
+  // its two endpoints' server slots, each a miss when every packet is a
+  // new flow.
+  if (recall_any_) rte_prefetch0(&recall_[(key_fp(st_b_.keys[i], st_b_.hs[i]) >> 32) % kRecallSlots]);
+  if (!d.l4_hdr_len || (d.flags & kFlagLaterFragment) ||
+      (d.l4_proto != kProtoTcp && d.l4_proto != kProtoUdp && d.l4_proto != kProtoSctp))
+    return;
+  const unsigned alen = d.ip_version == 4 ? 4u : 16u;
+  rte_prefetch0(&servers_[endpoint_fp(pkt + d.src_off(), alen, d.sport, d.l4_proto) % kServerSlots]);
+  rte_prefetch0(&servers_[endpoint_fp(pkt + d.dst_off(), alen, d.dport, d.l4_proto) % kServerSlots]);
+}
+
 void FlowTable::lookup_staged(const uint8_t* const* pkts, const Decoded* ds, const bool* want, unsigned n,
                               PacketMeta* metas) {
   // The second and third passes on what stage() left: the entries the tags
@@ -547,6 +565,24 @@ void FlowTable::lookup_staged(const uint8_t* const* pkts, const Decoded* ds, con
     if (s.hits[i]) rte_prefetch0(&entries_[b.idx[__builtin_ctz(s.hits[i]) >> 1]]);
   }
   st_.lookups += m;
+  // A full table gives up a flow for each new one, the oldest one-way ones
+  // of the ring first (evict_oldest_one_way): their entries and home
+  // buckets (the ring keeps the hash) are fetched now for as many packets
+  // as found no tag, so removal does not wait on each line in turn.
+  if (size_ >= cap_) {
+    unsigned misses = 0;
+    for (unsigned i = 0; i < n; ++i) misses += want[i] && !s.hits[i];
+    for (uint32_t p = made_head_, end = made_head_ + std::min<uint32_t>(misses, made_tail_ - made_head_); p != end;
+         ++p) {
+      const uint64_t v = made_[p & made_mask_];
+      // Both lines of the entry: the new flow reuses it whole (FlowEntry{}).
+      rte_prefetch0(&entries_[v >> 32]);
+      rte_prefetch0(reinterpret_cast<const uint8_t*>(&entries_[v >> 32]) + 64);
+      rte_prefetch0(&buckets_[home(uint32_t(v))]);
+    }
+  }
+  for (unsigned i = 0; i < n; ++i)
+    if (want[i] && !s.hits[i]) prefetch_evidence(pkts[i], ds[i], i);
   bool changed = false;
   for (unsigned i = 0; i < n; ++i) {
     if (!want[i]) continue;

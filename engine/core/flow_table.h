@@ -172,6 +172,8 @@ class FlowTable {
   void insert(const uint8_t* pkt, const Decoded& d, const FlowKey& k, uint32_t h, bool src_is_lo,
               uint64_t ts_ns, PacketMeta& meta);
   bool place(uint32_t h, uint32_t idx);
+  // Fetches what insert() reads of the staged packet i (lookup_staged).
+  void prefetch_evidence(const uint8_t* pkt, const Decoded& d, unsigned i);
   uint32_t oldest_in_home(uint32_t h, uint64_t now_ns) const;
   void evict_one(uint64_t now_ns);
   // Removes a flow for room (cls: evict_class), counting it and keeping its
@@ -191,6 +193,9 @@ class FlowTable {
   // to the usual evidence, then to roles unknown (both ends protected).
   static constexpr unsigned kRecallSlots = 1u << 14;
   std::vector<uint64_t> recall_ = std::vector<uint64_t>(kRecallSlots);
+  // Some slot of recall_ was written: until then a new flow does not read
+  // its (empty) slot, a cache miss per packet under a flood of one-way flows.
+  bool recall_any_ = false;
   static uint64_t key_fp(const FlowKey& k, uint32_t h) {
     return (uint64_t(rte_hash_crc(&k, sizeof k, 0x5bd1e995)) << 32 | h) | 2;
   }
@@ -234,6 +239,12 @@ class FlowTable {
   bool evict_oldest_one_way(uint64_t now_ns);
   // An entry to use: a freed one, else the next never used; kNone when full.
   uint32_t spare() const { return free_head_ != kNone ? free_head_ : fresh_ < cap_ ? fresh_ : kNone; }
+  // Flows of UDP keyed without ports (IP fragments'): an unfragmented UDP
+  // packet of a new flow looks for its fragments' entry only while there
+  // is one, so a datagram flood does not pay a bucket miss per packet for
+  // a lookup that cannot succeed.
+  uint32_t portless_udp_ = 0;
+  static bool portless_udp(const FlowKey& k) { return k.proto == kProtoUdp && !k.lo_port && !k.hi_port; }
   FlowTimeouts to_;
   uint64_t timeout_of(const FlowEntry& e) const {
     if ((e.fin & 3) == 3 || (e.fin & 4)) return to_.closed;

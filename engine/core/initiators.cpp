@@ -42,11 +42,36 @@ bool InitiatorLog::seen_flow(uint64_t fp) {
   return false;
 }
 
-uint8_t InitiatorLog::observe(const uint8_t* pkt, uint32_t cap, const Decoded& d) {
-  if (!d.has_ip()) return 0;
+bool InitiatorLog::prints(const uint8_t* pkt, uint32_t cap, const Decoded& d, Prints& p) {
+  if (!d.has_ip()) return false;
   const unsigned alen = d.addr_len();
-  if (d.src_off() + alen > cap || d.dst_off() + alen > cap) return 0;
-  const uint64_t src = host_fp(pkt + d.src_off(), alen), dst = host_fp(pkt + d.dst_off(), alen);
+  if (d.src_off() + alen > cap || d.dst_off() + alen > cap) return false;
+  p.src = host_fp(pkt + d.src_off(), alen);
+  p.dst = host_fp(pkt + d.dst_off(), alen);
+  p.flow = 0;
+  const bool l4 = d.l4_hdr_len && !(d.flags & kFlagLaterFragment);
+  const bool ports = l4 && (d.l4_proto == kProtoTcp || d.l4_proto == kProtoUdp || d.l4_proto == kProtoSctp);
+  if (d.l4_proto != kProtoIcmp && d.l4_proto != kProtoIcmpv6 && (ports || !(d.flags & kFlagLaterFragment))) {
+    // The flow, the same both ways (its ends ordered).
+    const uint64_t a = p.src + (ports ? d.sport : 0) * 0x9e3779b97f4a7c15ULL;
+    const uint64_t b = p.dst + (ports ? d.dport : 0) * 0x9e3779b97f4a7c15ULL;
+    p.flow = mix((std::min(a, b) * 0xbf58476d1ce4e5b9ULL ^ std::max(a, b)) + d.l4_proto) | 1;
+  }
+  return true;
+}
+
+void InitiatorLog::prefetch(const uint8_t* pkt, uint32_t cap, const Decoded& d) const {
+  Prints p;
+  if (!prints(pkt, cap, d, p)) return;
+  __builtin_prefetch(&hosts_[p.src % kHosts]);
+  __builtin_prefetch(&hosts_[p.dst % kHosts]);
+  if (p.flow) __builtin_prefetch(&flows_[p.flow % kFlows]);
+}
+
+uint8_t InitiatorLog::observe(const uint8_t* pkt, uint32_t cap, const Decoded& d) {
+  Prints p;
+  if (!prints(pkt, cap, d, p)) return 0;
+  const uint64_t src = p.src, dst = p.dst;
   // 0: nothing learnt; else the initiator's fingerprint.
   uint64_t init = 0;
   const bool l4 = d.l4_hdr_len && !(d.flags & kFlagLaterFragment);
@@ -55,13 +80,9 @@ uint8_t InitiatorLog::observe(const uint8_t* pkt, uint32_t cap, const Decoded& d
     const uint8_t type = uint8_t(d.sport >> 8);
     if (l4 && (type == 8 || type == 128)) init = src;       // echo request
     else if (l4 && (type == 0 || type == 129)) init = dst;  // echo reply
-  } else if (ports || !(d.flags & kFlagLaterFragment)) {
+  } else if (p.flow) {
     const bool syn = d.l4_proto == kProtoTcp && l4 && (d.tcp_flags & 0x02);
-    // The flow, the same both ways (its ends ordered).
-    const uint64_t a = src + (ports ? d.sport : 0) * 0x9e3779b97f4a7c15ULL;
-    const uint64_t b = dst + (ports ? d.dport : 0) * 0x9e3779b97f4a7c15ULL;
-    const uint64_t fp = mix((std::min(a, b) * 0xbf58476d1ce4e5b9ULL ^ std::max(a, b)) + d.l4_proto) | 1;
-    const bool first = !seen_flow(fp);
+    const bool first = !seen_flow(p.flow);
     if (syn) {
       init = d.tcp_flags & 0x10 ? dst : src;
     } else if (first) {

@@ -43,6 +43,11 @@ class InitiatorLog {
   // packet's two ends were seen initiating so far (kSrc | kDst).
   // `cap`: the bytes captured of `pkt`.
   uint8_t observe(const uint8_t* pkt, uint32_t cap, const Decoded& d);
+  // Fetches the slots observe() will read for this packet (its flow's and
+  // its two hosts'), so that a burst's observations, made after the whole
+  // burst is decoded, find them in cache: under a flood of new flows each
+  // is a miss.
+  void prefetch(const uint8_t* pkt, uint32_t cap, const Decoded& d) const;
 
   size_t memory_bytes() const { return (flows_.size() + hosts_.size()) * sizeof(uint64_t); }
 
@@ -53,6 +58,12 @@ class InitiatorLog {
   void learn(uint64_t host) { hosts_[host % kHosts].store(host, std::memory_order_relaxed); }
   // Whether the flow was seen before; notes it.
   bool seen_flow(uint64_t fp);
+  // The packet's host fingerprints and its flow's (0: none); false when the
+  // packet says nothing (no IP, addresses not captured).
+  struct Prints {
+    uint64_t src, dst, flow;
+  };
+  static bool prints(const uint8_t* pkt, uint32_t cap, const Decoded& d, Prints& p);
 };
 
 }  // namespace amon

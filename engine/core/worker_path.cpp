@@ -185,7 +185,9 @@ void WorkerPath::process_burst(rte_mbuf** pkts, unsigned n, Sink sink, void* ctx
       ++st_.decode_status[int(ds[k].status) & 3];
       metas[k] = PacketMeta{};
       metas[k].ts_ns = mbuf_ts(m);
-      if (learn_init_) metas[k].initiating = initiating(m, datas[k], m->pkt_len, ds[k]);
+      // Its initiator-log slots now, observed once the burst is decoded.
+      if (learn_init_ && !mbuf_initiating(m, metas[k].initiating))
+        initiator_log()->prefetch(datas[k], m->pkt_len, ds[k]);
       if (text_memos_) metas[k].text = &text_memos_[k], text_memos_[k].scanned = UINT32_MAX;
       const Decoded& d = ds[k];
       // Both addresses captured: the destination ends the fixed header's
@@ -197,6 +199,9 @@ void WorkerPath::process_burst(rte_mbuf** pkts, unsigned n, Sink sink, void* ctx
       ++k;
     }
     if (k) {
+      if (learn_init_)
+        for (unsigned i = 0; i < k; ++i)
+          metas[i].initiating = initiating(pkts[base + i], datas[i], pkts[base + i]->pkt_len, ds[i]);
       flows_->lookup_staged(datas, ds, want, k, metas);
       for (unsigned i = 0; i < k; ++i) flow_found(ds[i], metas[i]);
       // The burst routes check no deadline per packet: they wait while a
@@ -217,14 +222,15 @@ void WorkerPath::process_burst(rte_mbuf** pkts, unsigned n, Sink sink, void* ctx
 uint8_t WorkerPath::initiating(rte_mbuf* m, const uint8_t* data, uint32_t cap, const Decoded& d) {
   uint8_t bits;
   if (mbuf_initiating(m, bits)) return bits;
-  InitiatorLog* log = shared_init_log_;
-  if (!log) {
-    if (!init_log_) init_log_ = std::make_unique<InitiatorLog>();
-    log = init_log_.get();
-  }
-  bits = log->observe(data, cap, d);
+  bits = initiator_log()->observe(data, cap, d);
   mbuf_set_seq(m, mbuf_seq(m), bits);
   return bits;
+}
+
+InitiatorLog* WorkerPath::initiator_log() {
+  if (shared_init_log_) return shared_init_log_;
+  if (!init_log_) init_log_ = std::make_unique<InitiatorLog>();
+  return init_log_.get();
 }
 
 uint64_t WorkerPath::oldest_held() const {

@@ -328,6 +328,8 @@ class WorkerPath {
   // and written on the mbuf as the dispatcher would, where its held
   // segments and fragments find it again.
   uint8_t initiating(rte_mbuf* m, const uint8_t* data, uint32_t cap, const Decoded& d);
+  // The log initiating() learns in (the shared one live, else this worker's).
+  InitiatorLog* initiator_log();
   static uint8_t stamped_initiating(const rte_mbuf* m) {
     uint8_t b;
     return mbuf_initiating(m, b) ? b : 0;
