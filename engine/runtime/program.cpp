@@ -491,7 +491,7 @@ bool ProgramInstance::both_users(const uint8_t* src, const uint8_t* dst, uint32_
                                  const PacketMeta& m) {
   const dsl::Policy& pol = *prog_.policy_;
   const uint8_t fam = alen == 4 ? 4 : 6;
-  if (learns_users_ && outside_roles(src, dst, alen, client_is_src, m.roles_uncertain)) return true;
+  if (learns_users_) return outside_roles(src, dst, alen, client_is_src, m.roles_uncertain);
   if (both_clients(pol, fam, src, dst, m.roles_uncertain)) return true;
   if (!guard_users_) return false;
   return initiator_is_server(src, dst, alen, client_is_src, m);
@@ -519,16 +519,27 @@ uint8_t Program::outside_clients(const uint8_t* buf, uint32_t cap, const Decoded
   return outside_clients(src, dst, d.ip_version, client_is_src, m.roles_uncertain);
 }
 
+// Program::outside_clients and both_clients in one pass over `clients`
+// (the packet path's share of the cost).
 bool ProgramInstance::outside_roles(const uint8_t* src, const uint8_t* dst, uint32_t alen, bool client_is_src,
                                     bool uncertain) const {
-  const uint8_t ends = prog_.outside_clients(src, dst, alen == 4 ? 4 : 6, client_is_src, uncertain);
-  if (ends & 1) outside_users_.add(src, alen);
-  if (ends & 2) outside_users_.add(dst, alen);
-  if (ends == 3) return true;
-  // The server is outside `clients` here (an end inside would be the
-  // client, both inside make both clients).
-  const uint8_t* server = client_is_src ? dst : src;
-  return known_user(server, alen);
+  const uint8_t family = alen == 4 ? 4 : 6;
+  bool s_in = false, d_in = false;
+  for (const auto& cidr : prog_.policy_->clients) {
+    s_in = s_in || cidr.contains(family, src);
+    d_in = d_in || cidr.contains(family, dst);
+  }
+  if (s_in && d_in) return true;
+  if (!s_in && !d_in) {
+    if (uncertain) {
+      outside_users_.add(src, alen);
+      outside_users_.add(dst, alen);
+      return true;
+    }
+    outside_users_.add(client_is_src ? src : dst, alen);
+  }
+  // The server, outside `clients` (an end inside would be the client).
+  return known_user(client_is_src ? dst : src, alen);
 }
 
 bool ProgramInstance::server_user(const uint8_t* buf, const Decoded& d, const PacketMeta& m) const {

@@ -471,7 +471,8 @@ class ProgramInstance {
   bool known_user(const uint8_t* a, uint32_t alen) const {
     return outside_users_.has(a, alen) || (known_users_ && known_users_->has(a, alen));
   }
-  // Learns the ends outside_clients gives; whether the server end is a user.
+  // Learns the ends Program::outside_clients gives; whether both ends take
+  // ip.client's rule (both inside `clients`, or the server end a user).
   bool outside_roles(const uint8_t* src, const uint8_t* dst, uint32_t alen, bool client_is_src, bool uncertain) const;
   InitiatorSlot* initiator_slot(const uint8_t* a, uint32_t alen, uint64_t& x, uint64_t& y) const;
   bool known_initiator(const uint8_t* a, uint32_t alen) const;
