@@ -23,8 +23,8 @@ parsers or its audit, so a field amon does not know is still searched:
              NetBIOS names (also first-level encoded), user agents where the
              policy hides them.
 
-Zero-valued identifiers, group MACs and multicast/broadcast/loopback
-addresses identify no one and are left out. Binary IPv4 matches inside frames
+Zero-valued identifiers, group MACs and multicast/broadcast/loopback/"this
+network" (0/8) addresses identify no one and are left out. Binary IPv4 matches inside frames
 whose bytes look random (entropy) are chance matches of 4 bytes: they are
 reported as `chance4` with the expected number and do not fail the sweep.
 
@@ -192,7 +192,10 @@ def filler(b):
 
 
 def identifies(a):
-    return not (a.is_unspecified or a.is_multicast or a.is_loopback or filler(a.packed))
+    # "This network" (0/8) is no host's address on any wire: the engine's
+    # Crypto-PAn keeps it verbatim, as it keeps loopback and multicast.
+    this_net = a.version == 4 and a.packed[0] == 0
+    return not (a.is_unspecified or a.is_multicast or a.is_loopback or this_net or filler(a.packed))
 
 
 def mac_bytes(v):
