@@ -491,6 +491,7 @@ EngineResult run_engine(const EngineConfig& cfg_in) {
     start_programs(E, result);
     note_initiators(E);
     open_inputs(E, result);
+    learn_users_offline(E);
     open_outputs(E);
     start_ports(E);
     open_loss_counters(E);

@@ -283,6 +283,10 @@ int output_link_type(const Engine& E);
 void dispatch(Engine& E, rte_mbuf** pkts, unsigned n, bool wait);
 // Whether the dispatcher learns initiators for E.programs (Engine::initiators).
 void note_initiators(Engine& E);
+
+// users_prepass.cpp: offline, the users outside `clients` each program
+// learns (Program::set_known_users) from a first read of the inputs.
+void learn_users_offline(Engine& E);
 unsigned drain_outputs(Engine& E);
 bool outputs_empty(Engine& E);
 uint64_t pcap_bytes_read(const Engine& E);

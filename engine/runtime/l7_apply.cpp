@@ -186,7 +186,15 @@ bool ProgramInstance::apply_role_addr(uint8_t* a, uint8_t family, Eval& e, bool 
   const auto& F = l2l4::g_fields;
   const uint32_t n = family == 4 ? 4 : 16;
   if (own_addr(a, family, e)) return true;
-  for (const auto& cidr : prog_.policy_->clients) client = client || cidr.contains(family, a);
+  bool inside = false;
+  for (const auto& cidr : prog_.policy_->clients) inside = inside || cidr.contains(family, a);
+  // Outside `clients`: a client's address here is a user everywhere after,
+  // and a user learnt elsewhere is one here.
+  if (learns_users_ && !inside) {
+    if (client) outside_users_.add(a, n);
+    else client = known_user(a, n);
+  }
+  client = client || inside;
   const FieldId f = client ? F.ip_client : F.ip_server;
   if (prog_.field_rules_[f].empty()) {
     // Only positional rules (ip.src/ip.dst) map addresses here, and this one

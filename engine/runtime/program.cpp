@@ -218,6 +218,11 @@ Program::Program(std::shared_ptr<const dsl::Policy> policy, int consumer_index, 
   // says who the users are; else a host that also initiates flows is a user.
   guard_users_ = policy_->clients.empty() && !field_rules_[F.ip_client].empty() &&
                  field_rules_[F.ip_server] != field_rules_[F.ip_client];
+  // With `clients`, a flow with neither end inside still has a client (its
+  // initiator), pseudonymized as a user: kept as a server elsewhere, the
+  // same host would leave in clear beside its pseudonym.
+  learns_users_ = !policy_->clients.empty() && !field_rules_[F.ip_client].empty() &&
+                  field_rules_[F.ip_server] != field_rules_[F.ip_client];
   mac_rule_[0] = fixed_rule_[F.eth_dst];
   mac_rule_[1] = fixed_rule_[F.eth_src];
   pay_rule_ = fixed_rule_[F.payload];
@@ -282,6 +287,8 @@ ProgramInstance::ProgramInstance(const Program& p) : prog_(p), uhash_(p.services
   clients_set_ = !p.policy_->clients.empty();
   guard_users_ = p.guard_users_;
   if (guard_users_) initiators_.resize(kInitiators);
+  learns_users_ = p.learns_users_;
+  if (learns_users_) outside_users_ = UserTable(kUserSetsLog2), known_users_ = p.known_users_.get();
   actions_.resize(p.plans_.size());
   zfallback_.resize(p.plans_.size());
   name_key_.resize(p.plans_.size());
@@ -484,9 +491,62 @@ bool ProgramInstance::both_users(const uint8_t* src, const uint8_t* dst, uint32_
                                  const PacketMeta& m) {
   const dsl::Policy& pol = *prog_.policy_;
   const uint8_t fam = alen == 4 ? 4 : 6;
+  if (learns_users_) return outside_roles(src, dst, alen, client_is_src, m.roles_uncertain);
   if (both_clients(pol, fam, src, dst, m.roles_uncertain)) return true;
   if (!guard_users_) return false;
   return initiator_is_server(src, dst, alen, client_is_src, m);
+}
+
+uint8_t Program::outside_clients(const uint8_t* src, const uint8_t* dst, uint8_t family, bool client_is_src,
+                                 bool uncertain) const {
+  if (!learns_users_) return 0;
+  bool s_in = false, d_in = false;
+  for (const auto& cidr : policy_->clients) {
+    s_in = s_in || cidr.contains(family, src);
+    d_in = d_in || cidr.contains(family, dst);
+  }
+  if (s_in || d_in) return 0;  // roles by `clients`: the outside end is the server
+  return uncertain ? 3 : client_is_src ? 1 : 2;
+}
+
+uint8_t Program::outside_clients(const uint8_t* buf, uint32_t cap, const Decoded& d, const PacketMeta& m) const {
+  if (!learns_users_ || !d.has_ip() || d.ip_version == 0) return 0;
+  const uint32_t alen = d.addr_len();
+  if (d.src_off() + alen > cap || d.dst_off() + alen > cap) return 0;
+  const uint8_t* src = buf + d.src_off();
+  const uint8_t* dst = buf + d.dst_off();
+  const bool client_is_src = client_is_source(*policy_, d.ip_version, src, dst, m.initiator_is_src);
+  return outside_clients(src, dst, d.ip_version, client_is_src, m.roles_uncertain);
+}
+
+// Program::outside_clients and both_clients in one pass over `clients`
+// (the packet path's share of the cost).
+bool ProgramInstance::outside_roles(const uint8_t* src, const uint8_t* dst, uint32_t alen, bool client_is_src,
+                                    bool uncertain) const {
+  const uint8_t family = alen == 4 ? 4 : 6;
+  bool s_in = false, d_in = false;
+  for (const auto& cidr : prog_.policy_->clients) {
+    s_in = s_in || cidr.contains(family, src);
+    d_in = d_in || cidr.contains(family, dst);
+  }
+  if (s_in && d_in) return true;
+  if (!s_in && !d_in) {
+    if (uncertain) {
+      outside_users_.add(src, alen);
+      outside_users_.add(dst, alen);
+      return true;
+    }
+    outside_users_.add(client_is_src ? src : dst, alen);
+  }
+  // The server, outside `clients` (an end inside would be the client).
+  return known_user(client_is_src ? dst : src, alen);
+}
+
+bool ProgramInstance::server_user(const uint8_t* buf, const Decoded& d, const PacketMeta& m) const {
+  const uint8_t* src = buf + d.src_off();
+  const uint8_t* dst = buf + d.dst_off();
+  const bool client_is_src = client_is_source(*prog_.policy_, d.ip_version, src, dst, m.initiator_is_src);
+  return outside_roles(src, dst, d.addr_len(), client_is_src, m.roles_uncertain);
 }
 
 bool ProgramInstance::initiator_is_server(const uint8_t* src, const uint8_t* dst, uint32_t alen, bool client_is_src,
@@ -510,12 +570,19 @@ RtAction* ProgramInstance::endpoint_action(RtAction* dflt, const uint8_t* a, uin
   const auto& F = l2l4::g_fields;
   if (P.tunnel_client_rule_ < 0 || !P.field_rules_[F.tunnel_addr].empty()) return dflt;
   if (!client && !is_user(a, family)) return dflt;
+  // A flow's client taking ip.client's rule here is a user everywhere after.
+  if (client && learns_users_) {
+    bool in = false;
+    for (const auto& cidr : P.policy_->clients) in = in || cidr.contains(family, a);
+    if (!in) outside_users_.add(a, family == 4 ? 4 : 16);
+  }
   return actions_[P.tunnel_client_rule_]->undecided();
 }
 
 bool ProgramInstance::is_user(const uint8_t* a, uint8_t family) {
   for (const auto& cidr : prog_.policy_->clients)
     if (cidr.contains(family, a)) return true;
+  if (learns_users_) return known_user(a, family == 4 ? 4 : 16);
   return guard_users_ && known_initiator(a, family == 4 ? 4 : 16);
 }
 
@@ -556,6 +623,8 @@ void ProgramInstance::decide_flow(const uint8_t* server, const uint8_t* client, 
 }
 
 void ProgramInstance::inherit_caches(ProgramInstance& old) {
+  // The output goes on: its users stay users under the new generation.
+  if (learns_users_ && old.learns_users_) outside_users_.merge(old.outside_users_);
   std::vector<bool> taken(old.actions_.size(), false);
   for (auto& a : actions_) {
     if (!a || a->kind != RtKind::CryptoPan) continue;

@@ -22,6 +22,7 @@
 #include "keyed_hash.h"
 #include "l2l4.h"
 #include "packet.h"
+#include "users.h"
 #include "zanon.h"
 #include "policy.h"
 
@@ -66,6 +67,19 @@ class Program {
   // Whether its packets must say which of their ends were seen initiating
   // flows (PacketMeta::initiating): guard_users_.
   bool learns_initiators() const { return guard_users_; }
+  // Whether addresses outside `clients` that take ip.client's rule become
+  // users of this consumer everywhere (learns_users_, users.h).
+  bool learns_users() const { return learns_users_; }
+  // Of a packet's two ends (1: source, 2: destination), those outside
+  // `clients` that take ip.client's rule in it: the client of a flow with
+  // neither end inside, both ends when its roles are uncertain. 0 unless
+  // learns_users(). The offline pre-pass and the packet path both ask it.
+  uint8_t outside_clients(const uint8_t* buf, uint32_t cap, const Decoded& d, const PacketMeta& m) const;
+  uint8_t outside_clients(const uint8_t* src, const uint8_t* dst, uint8_t family, bool client_is_src,
+                          bool uncertain) const;
+  // Users learnt before the first packet (the offline pre-pass), shared
+  // read-only by this program's instances; set before any is made.
+  void set_known_users(std::shared_ptr<const UserTable> t) { known_users_ = std::move(t); }
   // This policy rewrites (or must fail closed on) fields of application `app` (App, l7.h).
   bool protects_app(uint8_t app) const { return app < 32 && (l7_protect_ & (1u << app)); }
   uint32_t protected_apps() const { return l7_protect_; }  // bit per App (l7.h)
@@ -128,6 +142,11 @@ class Program {
   // initiating flows counts as a user also where it accepts connections
   // (ProgramInstance::both_users).
   bool guard_users_ = false;
+  // `clients` set, and ip.server is not ruled as ip.client is: an address
+  // outside `clients` that takes ip.client's rule somewhere is a user
+  // everywhere afterwards (ProgramInstance::outside_users_).
+  bool learns_users_ = false;
+  std::shared_ptr<const UserTable> known_users_;
   bool tunnel_rules_ = false;   // a rule names tunnel.*, gre.key or gtp.teid
   int mac_rule_[2] = {-1, -1};  // eth.dst, eth.src
   int pay_rule_ = -1;           // payload: the rule naming it, else payload_default_plan_
@@ -226,11 +245,15 @@ class ProgramInstance {
   // general path, which gives both the client's.
   bool kernel_roles(const uint8_t* buf, const Decoded& d, const PacketMeta& m) const {
     return !m.roles_uncertain && (!clients_set_ || !both_inside(buf, d)) &&
-           (!guard_users_ || !server_initiates(buf, d, m));
+           (!guard_users_ || !server_initiates(buf, d, m)) && (!learns_users_ || !server_user(buf, d, m));
   }
   // Program::guard_users_: whether the packet's server end was seen
   // initiating flows (PacketMeta::initiating).
   bool server_initiates(const uint8_t* buf, const Decoded& d, const PacketMeta& m) const;
+  // Program::learns_users_: learns the packet's ends that take ip.client's
+  // rule outside `clients` (Program::outside_clients), then says whether its
+  // server end is such a user.
+  bool server_user(const uint8_t* buf, const Decoded& d, const PacketMeta& m) const;
   bool both_inside(const uint8_t* buf, const Decoded& d) const;
   // Both ends of the packet take ip.client's rules: both_clients, or (no
   // `clients`, Program::guard_users_) the server end was seen initiating
@@ -440,6 +463,20 @@ class ProgramInstance {
   // Mutable: learnt while kernel_roles (const) routes packets.
   mutable std::vector<InitiatorSlot> initiators_;
   bool guard_users_ = false;
+  // Program::learns_users_: the users this worker learnt (outside_users_, kUserSetsLog2
+  // sets, 128 KiB), and those of the offline pre-pass (Program::known_users_).
+  // Per worker, as initiators_: live, an address is a user on a worker
+  // once it took ip.client's rule there or in the pre-pass.
+  static constexpr unsigned kUserSetsLog2 = 12;
+  bool learns_users_ = false;
+  mutable UserTable outside_users_{1};  // sized in the constructor when learns_users_
+  const UserTable* known_users_ = nullptr;
+  bool known_user(const uint8_t* a, uint32_t alen) const {
+    return outside_users_.has(a, alen) || (known_users_ && known_users_->has(a, alen));
+  }
+  // Learns the ends Program::outside_clients gives; whether both ends take
+  // ip.client's rule (both inside `clients`, or the server end a user).
+  bool outside_roles(const uint8_t* src, const uint8_t* dst, uint32_t alen, bool client_is_src, bool uncertain) const;
   InitiatorSlot* initiator_slot(const uint8_t* a, uint32_t alen, uint64_t& x, uint64_t& y) const;
   bool known_initiator(const uint8_t* a, uint32_t alen) const;
   bool initiator_is_server(const uint8_t* src, const uint8_t* dst, uint32_t alen, bool client_is_src,

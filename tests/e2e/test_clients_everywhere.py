@@ -26,12 +26,17 @@
    as its /16 under `tunnel.addr : prefix(16)`, and as the outer source's
    pseudonym under the ids rules; bytes after the bubble that are no known
    trailer are zeroed; the UDP checksum stays right.
+6. With `clients` set, an address outside it that is a flow's client (no
+   end inside) is a user everywhere in that output, from its first record
+   when the input is a file (read twice), from its own flow on when it is
+   standard input.
 
 usage: test_clients_everywhere.py AMON"""
 
 import ipaddress
 import os
 import struct
+import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(__file__))
@@ -126,6 +131,7 @@ def main():
             fails.append(f"teredo frame {frame}: origin {addr[0]}:{port[0]} left as {got}, expected {want}:{port[0]}")
     print(f"teredo: {len(before)} origin indications, each as its /16")
     teredo_trailers(amon, work, pdir, pol, pol4, fails)
+    outside_users(amon, work, pol, fails)
     sys.exit(L.report(fails, "ok"))
 
 
@@ -189,6 +195,47 @@ def teredo_trailers(amon, work, pdir, pol_ids, pol16, fails):
     if n < 3:
         fails.append(f"teredo: {n} bubbles with trailers (the check proves nothing)")
     print(f"teredo: {n} bubbles with trailers, alternate addresses rewritten")
+
+
+def outside_users(amon, work, pol, fails):
+    """6: with `clients` set, A (outside) is first a server (C connects to
+    it), then the client of a flow to B (no end inside: its initiator is
+    the client), then a server of an inside host. Read from a file, A is
+    pseudonymized in all three (the pre-pass learnt it before the first
+    record), with one worker or two; C too; B, a pure server, stays in
+    clear (the check is not vacuous). From standard input there is no
+    pre-pass: A is kept in its first flow, a user from its own on."""
+    A, B, C, U = "203.0.113.5", "192.0.2.9", "198.51.100.7", "10.1.1.1"
+    t = 1_700_000_000 * 10**9
+    flows = [L.tcp_flow(t, C, A, 40000), L.tcp_flow(t + 10**9, A, B, 40001, sport=80),
+             L.tcp_flow(t + 2 * 10**9, U, A, 40002)]
+    inp = os.path.join(work, "outside.pcap")
+    L.write_pcap(inp, [(ts, f) for fl in flows for ts, f, _ in fl])
+    for workers in (1, 2):
+        out = os.path.join(work, f"outside-{workers}.out.pcap")
+        L.run_amon(amon, inp, [("ids", pol, out)], workers=workers)
+        _, recs = L.read_pcap(out)
+        seen = {a for r in recs for a in (L.ipv4_addrs(r[3]) or ())}
+        for who, a in (("A (client of one flow)", A), ("C (client)", C), ("U (inside clients)", U)):
+            if a in seen:
+                fails.append(f"outside users, {workers} worker(s): {who} {a} in clear")
+        if B not in seen:
+            fails.append(f"outside users, {workers} worker(s): the pure server {B} not kept (the check proves nothing)")
+        print(f"outside users, {workers} worker(s): A in clear {A in seen}, B kept {B in seen}")
+    out = os.path.join(work, "outside-stdin.out.pcap")
+    with open(inp, "rb") as f:
+        r = subprocess.run([amon, "pcap", "--read", "-", "--quiet", "--consumer", f"ids={pol}:{out}"], stdin=f,
+                           capture_output=True, text=True, timeout=170)
+    if r.returncode != 0:
+        fails.append(f"outside users from stdin: amon exit {r.returncode}: {r.stderr}")
+        return
+    _, recs = L.read_pcap(out)
+    per_flow = [{a for rec in recs[i * 5:(i + 1) * 5] for a in (L.ipv4_addrs(rec[3]) or ())} for i in range(3)]
+    got = [A in s for s in per_flow]
+    if got != [True, False, False]:
+        fails.append(f"outside users from stdin: A in clear per flow {got}, expected [True, False, False] "
+                     "(kept until its own flow, a user from then on)")
+    print(f"outside users from stdin: A in clear per flow {got}")
 
 
 def spread_workers(amon, work, pol, pol_prefix, fails):

@@ -23,8 +23,8 @@ parsers or its audit, so a field amon does not know is still searched:
              NetBIOS names (also first-level encoded), user agents where the
              policy hides them.
 
-Zero-valued identifiers, group MACs and multicast/broadcast/loopback
-addresses identify no one and are left out. Binary IPv4 matches inside frames
+Zero-valued identifiers, group MACs and multicast/broadcast/loopback/"this
+network" (0/8) addresses identify no one and are left out. Binary IPv4 matches inside frames
 whose bytes look random (entropy) are chance matches of 4 bytes: they are
 reported as `chance4` with the expected number and do not fail the sweep.
 
@@ -192,7 +192,10 @@ def filler(b):
 
 
 def identifies(a):
-    return not (a.is_unspecified or a.is_multicast or a.is_loopback or filler(a.packed))
+    # "This network" (0/8) is no host's address on any wire: the engine's
+    # Crypto-PAn keeps it verbatim, as it keeps loopback and multicast.
+    this_net = a.version == 4 and a.packed[0] == 0
+    return not (a.is_unspecified or a.is_multicast or a.is_loopback or this_net or filler(a.packed))
 
 
 def mac_bytes(v):
@@ -304,13 +307,16 @@ def input_facts(inp):
     return facts
 
 
+def frame_key(r):
+    return round(float(r["frame.time_epoch"][0]), 6) if r["frame.time_epoch"] else None
+
+
 def output_headers(out):
     """Outer-to-inner IP addresses per output frame, keyed by (time, length)."""
     idx = defaultdict(list)
     frames = []
     for r in tshark_rows(out, ["frame.time_epoch", "frame.len", "ip.src", "ip.dst", "ipv6.src", "ipv6.dst"]):
-        key = (round(float(r["frame.time_epoch"][0]), 6) if r["frame.time_epoch"] else None)
-        idx[key].append(r)
+        idx[frame_key(r)].append(r)
         frames.append({str(a) for f in ("ip.src", "ip.dst", "ipv6.src", "ipv6.dst") for a in map(addr, r[f]) if a})
     return idx, frames
 
@@ -320,10 +326,21 @@ def protected_set(pol, facts, out_idx, psl):
     rows = facts["rows"]
     # Addresses: any one rewritten (not truncated) in some header of this output.
     rewritten = set()
+    taken = set()
     for r in rows:
-        key = round(float(r["frame.time_epoch"][0]), 6) if r["frame.time_epoch"] else None
-        cands = out_idx.get(key, [])
+        # Frames of one timestamp pair in their order, each output frame
+        # once, of equal length first (the output keeps the input's order):
+        # the first frame of the time compared a packet with its neighbour
+        # of the other direction, and took the neighbour's pseudonymized
+        # client for this packet's kept server.
+        key = frame_key(r)
+        pool = [o for o in out_idx.get(key, []) if id(o) not in taken]
+        # A cut or snapped frame is shorter than its input: then the next
+        # frame of its time in order.
+        same = [o for o in pool if o["frame.len"] == r["frame.len"]]
+        cands = (same or pool)[:1]
         for o in cands:
+            taken.add(id(o))
             for f in ("ip.src", "ip.dst", "ipv6.src", "ipv6.dst"):
                 if len(o[f]) != len(r[f]):
                     break

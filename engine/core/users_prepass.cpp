@@ -1,0 +1,102 @@
+// The offline pre-pass: before the first record is written, the input is
+// read once to learn, per consumer whose policy learns users outside
+// `clients` (Program::learns_users), every address that takes ip.client's
+// rule somewhere in it. Each program's instances start knowing them, so a
+// host pseudonymized as a client late in a capture is not kept as a server
+// in its first records (doc/architecture.md, "Users outside `clients`").
+//
+// The pass takes what the packet path takes to tell roles and nothing
+// more: the same reader (link types, pcapng, gzip, merged inputs), decode,
+// and a flow table of a worker's size for the initiator; no program runs.
+// A standard input or a pipe cannot be read twice: then there is no
+// pre-pass, and users are learnt as they come, as live.
+#include <sys/stat.h>
+
+#include <memory>
+#include <vector>
+
+#include "engine_parts.h"
+#include "flow_table.h"
+#include "mbuf_meta.h"
+#include "pcap_port.h"
+
+namespace amon::engine {
+
+namespace {
+
+// Sized for a large capture: 2^16 sets, 256 Ki users before sets saturate
+// (a saturated set makes more servers users, never fewer), 2 MiB a consumer.
+constexpr unsigned kPrepassSetsLog2 = 16;
+
+bool rereadable(const PortSpec& in) {
+  if (in.kind != PortSpec::Kind::PcapFile) return false;
+  const std::vector<std::string> paths = in.files.empty() ? std::vector<std::string>{in.spec} : in.files;
+  for (const std::string& p : paths) {
+    struct stat st;
+    if (p == "-" || ::stat(p.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+void learn_users_offline(Engine& E) {
+  if (!E.cfg.offline || E.cfg.inputs.empty()) return;
+  std::vector<size_t> which;
+  for (size_t i = 0; i < E.programs.size(); ++i)
+    if (E.programs[i]->learns_users()) which.push_back(i);
+  if (which.empty()) return;
+  for (const auto& in : E.cfg.inputs)
+    if (!rereadable(in)) {
+      log_line(kInfo, "users outside clients: %s cannot be read twice, users are learnt as they come",
+               in.spec.c_str());
+      return;
+    }
+  const uint64_t t0 = wall_ns();
+  std::vector<std::shared_ptr<UserTable>> tables;
+  for (size_t k = 0; k < which.size(); ++k) tables.push_back(std::make_shared<UserTable>(kPrepassSetsLog2));
+  FlowTable flows("users_prepass", E.sizes.flows_per_worker, E.cfg.flow_timeouts, int(rte_socket_id()),
+                  /*commit=*/false);
+  constexpr uint16_t kBurst = 64;
+  rte_mbuf* pkts[kBurst];
+  uint64_t packets = 0;
+  for (const auto& in : E.cfg.inputs) {
+    PcapReader rd(in, E.pool);
+    while (uint16_t n = rd.read_burst(pkts, kBurst)) {
+      const uint64_t last_ts = mbuf_ts(pkts[n - 1]);
+      for (uint16_t i = 0; i < n; ++i) {
+        rte_mbuf* m = pkts[i];
+        // Chained mbufs (records past a segment) are rare: their first
+        // segment holds the headers the roles need.
+        const uint8_t* data = rte_pktmbuf_mtod(m, const uint8_t*);
+        const uint32_t cap = m->data_len;
+        Decoded d;
+        decode(data, cap, mbuf_wire_len(m), d);
+        PacketMeta meta;
+        meta.ts_ns = mbuf_ts(m);
+        if (d.has_ip() && d.dst_off() + d.addr_len() <= cap && d.src_off() + d.addr_len() <= cap) {
+          flows.lookup(data, d, meta.ts_ns, meta);
+          if (d.status != DecodeStatus::Ok) meta.roles_uncertain = true;
+          for (size_t k = 0; k < which.size(); ++k)
+            if (const uint8_t ends = E.programs[which[k]]->outside_clients(data, cap, d, meta)) {
+              if (ends & 1) tables[k]->add(data + d.src_off(), d.addr_len());
+              if (ends & 2) tables[k]->add(data + d.dst_off(), d.addr_len());
+            }
+        }
+        rte_pktmbuf_free(m);
+      }
+      packets += n;
+      if ((packets & 0xffff) < kBurst) flows.expire(last_ts, 4096);
+    }
+    // An input that stops early (cut short, corrupt) is reported by the
+    // run itself, which writes the records before the fault: learnt so far.
+  }
+  for (size_t k = 0; k < which.size(); ++k) {
+    log_line(kInfo, "consumer %s: %zu users outside clients learnt before the first record (%lu sets saturated)",
+             E.cfg.consumers[which[k]].name.c_str(), tables[k]->size(), (unsigned long)tables[k]->saturated());
+    E.programs[which[k]]->set_known_users(std::move(tables[k]));
+  }
+  log_line(kInfo, "users pre-pass: %lu packets in %.3f s", (unsigned long)packets, double(wall_ns() - t0) / 1e9);
+}
+
+}  // namespace amon::engine
