@@ -454,13 +454,33 @@ def in_prefix_clients(a):
     return any(x.version == n.version and x in n for n in PREFIX_CLIENTS)
 
 
-def endpoint_expect(x, cp):
+def endpoint_expect(x, cp, users):
     """A tunnel endpoint under the `prefix` consumer: a user's (inside
-    `clients`) takes ip.client's Crypto-PAn (protect's mapping), any
-    other ip.server's /24 (v6 /48)."""
-    if in_prefix_clients(x) and cp.fwd.get(x) is not None:
+    `clients`, or outside and given ip.client's rule anywhere in the
+    output) takes ip.client's Crypto-PAn (protect's mapping), any other
+    ip.server's /24 (v6 /48)."""
+    if (in_prefix_clients(x) or x in users) and cp.fwd.get(x) is not None:
         return cp.fwd[x]
     return mask(x, 24, 48)
+
+
+def users_of(inp, xo, xpairs, cp):
+    """The input addresses the output shows with ip.client's Crypto-PAn in
+    some header: users of the consumer, whom every other position must
+    treat alike (one address, one treatment)."""
+    users = set()
+    for i, k in xpairs:
+        a, b = inp.recs[i], xo[k]
+        la, lb = ip_layers(a.data), ip_layers(b.data, like=a.data)
+        for j in range(min(len(la), len(lb))):
+            o_in, o_out = addrs(a.data, la[j][0]), addrs(b.data, lb[j][0])
+            if not o_in or not o_out:
+                continue
+            for x, y in zip(o_in, o_out):
+                c = cp.fwd.get(x)
+                if c is not None and y == c and c != mask(x, 24, 48):
+                    users.add(x)
+    return users
 
 
 def kept_class(a):
@@ -1099,6 +1119,7 @@ def check_capture(args, ck, cap, policies, have_tshark):
     xpairs = pair_records(inp.recs, xo, st["prefix"]["dropped"])
     if ck.check(xpairs is not None, w, "output records cannot be matched to input records by order and timestamp"):
         roles = {}
+        users = users_of(inp, xo, xpairs, cp)
         for i, k in xpairs:
             a, b = inp.recs[i], xo[k]
             fr = "frame %d (out %d)" % (i + 1, k + 1)
@@ -1119,7 +1140,7 @@ def check_capture(args, ck, cap, policies, have_tshark):
                 # test_tunnel_frag.py.
                 r0, r1 = outer_ip(a.data), outer_ip(b.data)
                 o_in, o_out = addrs(a.data, r0), addrs(b.data, r1)
-                ck.check(o_in is None or o_out == (endpoint_expect(o_in[0], cp), endpoint_expect(o_in[1], cp)), w,
+                ck.check(o_in is None or o_out == (endpoint_expect(o_in[0], cp, users), endpoint_expect(o_in[1], cp, users)), w,
                          "%s: fragment of a tunnel datagram: endpoints %s became %s; expected /24, or a user's Crypto-PAn"
                          % (fr, o_in and [fmt_addr(x) for x in o_in], o_out and [fmt_addr(x) for x in o_out]))
                 continue
@@ -1134,7 +1155,7 @@ def check_capture(args, ck, cap, policies, have_tshark):
                 o_out = addrs(b.data, lb[j][0]) if j < len(lb) else None
                 if o_in and o_out:
                     tunnel += list(o_in)
-                    exp = (endpoint_expect(o_in[0], cp), endpoint_expect(o_in[1], cp))
+                    exp = (endpoint_expect(o_in[0], cp, users), endpoint_expect(o_in[1], cp, users))
                     # PPTP's enhanced GRE: its ends take the roles of their
                     # TCP 1723 control connection, the client's Crypto-PAn.
                     rj = la[j][0]
@@ -1160,6 +1181,9 @@ def check_capture(args, ck, cap, policies, have_tshark):
                 # server port, undecodable) gives both ends the client's rule.
                 if cs is not None and cd is not None:
                     opts.append(((cs, cd), "both"))
+                # A user (one that takes ip.client's rule anywhere) is never
+                # the /24 of a server elsewhere.
+                opts = [(t, r) for t, r in opts if not (r == "dst" and s in users) and not (r == "src" and d in users)]
                 hit = [r for t, r in opts if t == ad_out]
                 if opts:
                     ck.check(hit, w, "%s: %s > %s became %s > %s; expected client Crypto-PAn (as in protect) "
