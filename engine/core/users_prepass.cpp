@@ -91,12 +91,16 @@ void learn_users_offline(Engine& E) {
     // An input that stops early (cut short, corrupt) is reported by the
     // run itself, which writes the records before the fault: learnt so far.
   }
+  // What was learnt is a figure of the run, not news: --quiet keeps stderr
+  // for what an operator must act on.
   for (size_t k = 0; k < which.size(); ++k) {
-    log_line(kInfo, "consumer %s: %zu users outside clients learnt before the first record (%lu sets saturated)",
-             E.cfg.consumers[which[k]].name.c_str(), tables[k]->size(), (unsigned long)tables[k]->saturated());
+    if (!E.cfg.quiet)
+      log_line(kInfo, "consumer %s: %zu users outside clients learnt before the first record (%lu sets saturated)",
+               E.cfg.consumers[which[k]].name.c_str(), tables[k]->size(), (unsigned long)tables[k]->saturated());
     E.programs[which[k]]->set_known_users(std::move(tables[k]));
   }
-  log_line(kInfo, "users pre-pass: %lu packets in %.3f s", (unsigned long)packets, double(wall_ns() - t0) / 1e9);
+  if (!E.cfg.quiet)
+    log_line(kInfo, "users pre-pass: %lu packets in %.3f s", (unsigned long)packets, double(wall_ns() - t0) / 1e9);
 }
 
 }  // namespace amon::engine
