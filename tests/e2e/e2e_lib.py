@@ -4,6 +4,7 @@ frame builders, running amon, and tshark field extraction.
 Kept to the Python standard library so the tests run wherever the engine
 builds (CI images have no scapy)."""
 
+import hashlib
 import os
 import shutil
 import struct
@@ -206,19 +207,68 @@ def pcaps_dir(argv_dir=None):
 CHECKS = ["-o", "ip.check_checksum:TRUE", "-o", "tcp.check_checksum:TRUE", "-o", "udp.check_checksum:TRUE"]
 
 
+def _corpus_dirs():
+    d = os.environ.get("AMON_PCAPS_DIR")
+    return [os.path.realpath(d) + os.sep] if d and os.path.isdir(d) else []
+
+
+def _text(raw, errors):
+    # As subprocess's text mode reads it (universal newlines).
+    return raw.decode("utf-8", errors).replace("\r\n", "\n").replace("\r", "\n")
+
+
+def tshark_stdout(args, timeout=300, errors="surrogateescape"):
+    """tshark's standard output for `args` (which name the capture with -r).
+
+    The shared captures are read by tshark over and over: by many tests, and
+    again when the suite reruns under the sanitizers. Their output depends on
+    nothing but the capture's bytes, the command and the tshark binary, so it
+    is kept on disk under those, in AMON_TSHARK_CACHE (default: a folder in
+    the temporary directory). Only captures under AMON_PCAPS_DIR are kept:
+    outputs the tests write are new bytes every run."""
+    cmd = ["tshark"] + list(args)
+    path = args[args.index("-r") + 1] if "-r" in args else None
+    corpus = _corpus_dirs()
+    if path is None or not any(os.path.realpath(path).startswith(c) for c in corpus):
+        r = subprocess.run(cmd, capture_output=True, timeout=timeout)
+        return _text(r.stdout, errors)
+    h = hashlib.sha256()
+    exe = shutil.which("tshark") or "tshark"
+    st = os.stat(exe) if os.path.exists(exe) else None
+    h.update(repr((exe, st and (st.st_size, st.st_mtime_ns))).encode())
+    with open(path, "rb") as f:
+        h.update(hashlib.sha256(f.read()).digest())
+    h.update(repr([a if a != path else "<capture>" for a in args]).encode())
+    cache = os.environ.get("AMON_TSHARK_CACHE") or os.path.join(tempfile.gettempdir(),
+                                                                 f"amon-tshark-{os.getuid()}")
+    entry = os.path.join(cache, h.hexdigest())
+    try:
+        with open(entry, "rb") as f:
+            return _text(f.read(), errors)
+    except OSError:
+        pass
+    r = subprocess.run(cmd, capture_output=True, timeout=timeout)
+    if r.returncode == 0:
+        os.makedirs(cache, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=cache)
+        with os.fdopen(fd, "wb") as f:
+            f.write(r.stdout)
+        os.replace(tmp, entry)
+    return _text(r.stdout, errors)
+
+
 def tshark_fields(path, fields, display_filter=None, extra=()):
     """One list per frame: [frame.number, field1, field2, ...], each field a
     list of its occurrences (tshark -E occurrence=a, separator \\x1f)."""
-    cmd = ["tshark", "-r", path, "-n", "-T", "fields", "-E", "occurrence=a", "-E", "aggregator=\x1f",
+    cmd = ["-r", path, "-n", "-T", "fields", "-E", "occurrence=a", "-E", "aggregator=\x1f",
            "-E", "separator=\t", "-e", "frame.number"]
     for f in fields:
         cmd += ["-e", f]
     if display_filter:
         cmd += ["-Y", display_filter]
     cmd += list(extra)
-    r = subprocess.run(cmd, capture_output=True, text=True, errors="surrogateescape", timeout=300)
     rows = []
-    for line in r.stdout.split("\n"):
+    for line in tshark_stdout(cmd).split("\n"):
         if not line:
             continue
         parts = line.split("\t")

@@ -25,6 +25,9 @@ import subprocess
 import sys
 import time
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "e2e"))
+import e2e_lib  # noqa: E402  (tshark's output on the shared captures, kept by content)
+
 SKIP = 77
 
 # ---------------------------------------------------------------------------
@@ -613,11 +616,11 @@ def tshark_bin():
 
 def tshark_checksums(path):
     """frame number -> (ip statuses, tcp statuses, udp statuses); 0 Bad, 1 Good."""
-    out = subprocess.run(
-        ["tshark", "-r", path, "-n", "-o", "ip.check_checksum:TRUE", "-o", "tcp.check_checksum:TRUE",
+    out = e2e_lib.tshark_stdout(
+        ["-r", path, "-n", "-o", "ip.check_checksum:TRUE", "-o", "tcp.check_checksum:TRUE",
          "-o", "udp.check_checksum:TRUE", "-T", "fields", "-E", "occurrence=a", "-e", "frame.number",
          "-e", "ip.checksum.status", "-e", "tcp.checksum.status", "-e", "udp.checksum.status"],
-        capture_output=True, text=True, errors="replace", timeout=600).stdout
+        timeout=600, errors="replace")
     res = {}
     for line in out.splitlines():
         f = line.split("\t")
@@ -632,10 +635,10 @@ def tshark_short_links(path):
     tshark checks the L4 checksum over what the PPPoE length holds, amon
     over the IP length, so the two disagree on which segment the checksum
     covers (after a cut both lengths agree again)."""
-    out = subprocess.run(
-        ["tshark", "-r", path, "-n", "-Y", "pppoe.payload_length && ip.len", "-T", "fields", "-E", "occurrence=l",
+    out = e2e_lib.tshark_stdout(
+        ["-r", path, "-n", "-Y", "pppoe.payload_length && ip.len", "-T", "fields", "-E", "occurrence=l",
          "-e", "frame.number", "-e", "pppoe.payload_length", "-e", "ip.len"],
-        capture_output=True, text=True, errors="replace", timeout=600).stdout
+        timeout=600, errors="replace")
     res = set()
     for line in out.splitlines():
         f = line.split("\t")
@@ -647,9 +650,9 @@ def tshark_short_links(path):
 def tshark_errors(path):
     """Frame numbers tshark marks malformed or with an error-level expert info
     (default preferences: checksum validation off, so bad checksums are not errors)."""
-    out = subprocess.run(
-        ["tshark", "-r", path, "-n", "-Y", "_ws.malformed || _ws.expert.severity==error", "-T", "fields",
-         "-e", "frame.number"], capture_output=True, text=True, errors="replace", timeout=600).stdout
+    out = e2e_lib.tshark_stdout(
+        ["-r", path, "-n", "-Y", "_ws.malformed || _ws.expert.severity==error", "-T", "fields",
+         "-e", "frame.number"], timeout=600, errors="replace")
     return {int(x) for x in out.split() if x.isdigit()}
 
 

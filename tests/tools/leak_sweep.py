@@ -166,13 +166,12 @@ class Psl:
 # ---------------------------------------------------------------- extraction
 
 def tshark_rows(path, fields, extra=()):
-    cmd = ["tshark", "-n", "-r", path, "-T", "fields", "-E", "separator=\t", "-E", "occurrence=a",
+    cmd = ["-n", "-r", path, "-T", "fields", "-E", "separator=\t", "-E", "occurrence=a",
            "-E", "aggregator=" + AGG, "-E", "quote=n", *extra]
     for f in fields:
         cmd += ["-e", f]
-    res = subprocess.run(cmd, capture_output=True, text=True, errors="replace")
     rows = []
-    for line in res.stdout.splitlines():
+    for line in e2e_lib.tshark_stdout(cmd, timeout=None, errors="replace").splitlines():
         parts = line.split("\t")
         parts += [""] * (len(fields) - len(parts))
         rows.append({f: [v for v in p.split(AGG) if v] for f, p in zip(fields, parts)})
