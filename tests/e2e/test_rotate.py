@@ -102,8 +102,14 @@ def main():
     w = open("in.fifo", "wb")
     w.write(data[:half])
     w.flush()
-    deadline = time.time() + 100
-    while time.time() < deadline and (not os.path.exists("r.pcap") or os.path.getsize("r.pcap") < half):
+    # amon holds the newest records until later packets show their flows'
+    # order, so the output stops short of the first half: the move waits
+    # until records were written and the file has stopped growing.
+    deadline, last, still = time.time() + 100, -1, 0
+    while time.time() < deadline and still < 6:
+        size = os.path.getsize("r.pcap") if os.path.exists("r.pcap") else 0
+        still = still + 1 if size > 24 and size == last else 0
+        last = size
         time.sleep(0.05)
     os.rename("r.pcap", "r.pcap.1")
     p.send_signal(signal.SIGHUP)
