@@ -142,6 +142,14 @@ std::string render_report_text(const Report& r) {
       o << n << "=" << v << " ";
     }
     o << "\n";
+    if (c.learns_users) {
+      o << "  users outside clients: " << c.users << " (" << c.users_sets_saturated << " of " << c.users_sets
+        << " sets saturated)";
+      if (c.prepass_sets)
+        o << ", before the first record: " << c.prepass_users << " (" << c.prepass_sets_saturated << " of "
+          << c.prepass_sets << " sets saturated)";
+      o << "\n";
+    }
     if (c.policy_ptr) {
       for (auto& rule : c.policy_ptr->rules) {
         uint64_t hits = rule.index < c.counters.rule_hits.size() ? c.counters.rule_hits[rule.index] : 0;
@@ -207,6 +215,11 @@ std::string render_report_json(const Report& r) {
       << ",\"tx_truncated\":" << c.tx_truncated << ",\"queue_dropped\":" << c.queue_dropped
       << ",\"out_of_order\":" << c.out_of_order;
     for (auto& [n, v] : reasons(c.counters)) o << ",\"" << n << "\":" << v;
+    if (c.learns_users)
+      o << ",\"users\":{\"learnt\":" << c.users << ",\"sets\":" << c.users_sets
+        << ",\"sets_saturated\":" << c.users_sets_saturated << ",\"prepass_learnt\":" << c.prepass_users
+        << ",\"prepass_sets\":" << c.prepass_sets << ",\"prepass_sets_saturated\":" << c.prepass_sets_saturated
+        << "}";
     o << ",\"rules\":[";
     if (c.policy_ptr) {
       bool first = true;

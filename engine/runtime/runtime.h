@@ -80,6 +80,7 @@ class Program {
   // Users learnt before the first packet (the offline pre-pass), shared
   // read-only by this program's instances; set before any is made.
   void set_known_users(std::shared_ptr<const UserTable> t) { known_users_ = std::move(t); }
+  const UserTable* known_users() const { return known_users_.get(); }
   // This policy rewrites (or must fail closed on) fields of application `app` (App, l7.h).
   bool protects_app(uint8_t app) const { return app < 32 && (l7_protect_ & (1u << app)); }
   uint32_t protected_apps() const { return l7_protect_; }  // bit per App (l7.h)
@@ -208,6 +209,8 @@ class ProgramInstance {
   void inherit_caches(ProgramInstance& old);
   // Crypto-PAn cache misses of this instance's actions (tests, statistics).
   uint64_t cryptopan_misses() const;
+  // Users outside `clients` this instance learnt (users.h; statistics).
+  const UserTable& outside_users() const { return outside_users_; }
   // The consumer's table of values found again (echo.h); null without.
   EchoScan* echo_scan() { return echo_.get(); }
 

@@ -34,6 +34,7 @@
 usage: test_clients_everywhere.py AMON"""
 
 import ipaddress
+import json
 import os
 import struct
 import subprocess
@@ -213,9 +214,16 @@ def outside_users(amon, work, pol, fails):
     L.write_pcap(inp, [(ts, f) for fl in flows for ts, f, _ in fl])
     for workers in (1, 2):
         out = os.path.join(work, f"outside-{workers}.out.pcap")
-        L.run_amon(amon, inp, [("ids", pol, out)], workers=workers)
+        stats = os.path.join(work, f"outside-{workers}.json")
+        L.run_amon(amon, inp, [("ids", pol, out)], workers=workers, extra=("--stats-json", stats))
         _, recs = L.read_pcap(out)
         seen = {a for r in recs for a in (L.ipv4_addrs(r[3]) or ())}
+        with open(stats) as f:
+            users = json.load(f)["consumers"][0].get("users")
+        # A and C, each learnt by the pre-pass and again by the one worker.
+        want = {"learnt": 2, "sets_saturated": 0, "prepass_learnt": 2, "prepass_sets_saturated": 0}
+        if workers == 1 and (not users or any(users.get(k) != v for k, v in want.items())):
+            fails.append(f"outside users: --stats-json says {users}, expected {want}")
         for who, a in (("A (client of one flow)", A), ("C (client)", C), ("U (inside clients)", U)):
             if a in seen:
                 fails.append(f"outside users, {workers} worker(s): {who} {a} in clear")
