@@ -149,6 +149,9 @@ std::string render_report_text(const Report& r) {
         o << ", before the first record: " << c.prepass_users << " (" << c.prepass_sets_saturated << " of "
           << c.prepass_sets << " sets saturated)";
       o << "\n";
+    } else if (c.learns_initiators && c.prepass_sets) {
+      o << "  hosts initiating flows, before the first record: " << c.prepass_users << " ("
+        << c.prepass_sets_saturated << " of " << c.prepass_sets << " sets saturated)\n";
     }
     if (c.policy_ptr) {
       for (auto& rule : c.policy_ptr->rules) {
@@ -215,7 +218,7 @@ std::string render_report_json(const Report& r) {
       << ",\"tx_truncated\":" << c.tx_truncated << ",\"queue_dropped\":" << c.queue_dropped
       << ",\"out_of_order\":" << c.out_of_order;
     for (auto& [n, v] : reasons(c.counters)) o << ",\"" << n << "\":" << v;
-    if (c.learns_users)
+    if (c.learns_users || c.learns_initiators)
       o << ",\"users\":{\"learnt\":" << c.users << ",\"sets\":" << c.users_sets
         << ",\"sets_saturated\":" << c.users_sets_saturated << ",\"prepass_learnt\":" << c.prepass_users
         << ",\"prepass_sets\":" << c.prepass_sets << ",\"prepass_sets_saturated\":" << c.prepass_sets_saturated

@@ -22,9 +22,10 @@ struct ConsumerReport {
   uint64_t out_of_order = 0;
   // Users outside `clients` (a policy that learns them, users.h): held one
   // by one, and sets turned wildcard, of the workers' tables (summed) and of
-  // the offline pre-pass's. A saturated set makes every address hashing to
-  // it a user: more servers pseudonymized, less utility, never a leak.
-  bool learns_users = false;
+  // the offline pre-pass's; without `clients` (learns_initiators), the hosts
+  // the pre-pass saw initiating flows. A saturated set makes every address
+  // hashing to it a user: more servers pseudonymized, never a leak.
+  bool learns_users = false, learns_initiators = false;
   uint64_t users = 0, users_sets_saturated = 0, users_sets = 0;
   uint64_t prepass_users = 0, prepass_sets_saturated = 0, prepass_sets = 0;
   std::shared_ptr<const dsl::Policy> policy_ptr;

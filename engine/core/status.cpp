@@ -73,14 +73,14 @@ Report build_report(Engine& E) {
     cr.output = cfg.consumers[ci].output.describe();
     cr.counters.rule_hits.assign(E.programs[ci]->rule_count() + 1, 0);
     for (auto& w : E.workers) accumulate(cr.counters, w->path->counters()[ci]);
-    if ((cr.learns_users = E.programs[ci]->learns_users())) {
+    if ((cr.learns_users = E.programs[ci]->learns_users()))
       for (auto& w : E.workers) {
         const UserTable& u = w->path->instance(ci).outside_users();
         cr.users += u.size(), cr.users_sets_saturated += u.saturated(), cr.users_sets += u.sets();
       }
-      if (const UserTable* k = E.programs[ci]->known_users())
-        cr.prepass_users = k->size(), cr.prepass_sets_saturated = k->saturated(), cr.prepass_sets = k->sets();
-    }
+    cr.learns_initiators = E.programs[ci]->learns_initiators();
+    if (const UserTable* k = E.programs[ci]->known_users())
+      cr.prepass_users = k->size(), cr.prepass_sets_saturated = k->saturated(), cr.prepass_sets = k->sets();
     const Output& out = E.outputs[ci];
     cr.written = out.file ? out.file->written.load(std::memory_order_relaxed) : out.written;
     cr.tx_dropped = E.outputs[ci].tx_dropped;

@@ -1,9 +1,12 @@
 // The offline pre-pass: before the first record is written, the input is
 // read once to learn, per consumer whose policy learns users outside
 // `clients` (Program::learns_users), every address that takes ip.client's
-// rule somewhere in it. Each program's instances start knowing them, so a
-// host pseudonymized as a client late in a capture is not kept as a server
-// in its first records (doc/architecture.md, "Users outside `clients`").
+// rule somewhere in it; per consumer whose policy has no `clients` and
+// tells users by who initiates (Program::learns_initiators), every host
+// seen initiating a flow anywhere in it. Each program's instances start
+// knowing them, so a host pseudonymized as a client late in a capture is
+// not kept as a server in its first records (doc/architecture.md, "Users
+// outside `clients`", "Roles without `clients`").
 //
 // The pass takes what the packet path takes to tell roles and nothing
 // more: the same reader (link types, pcapng, gzip, merged inputs), decode,
@@ -17,6 +20,7 @@
 
 #include "engine_parts.h"
 #include "flow_table.h"
+#include "initiators.h"
 #include "mbuf_meta.h"
 #include "pcap_port.h"
 
@@ -44,7 +48,7 @@ void learn_users_offline(Engine& E) {
   if (!E.cfg.offline || E.cfg.inputs.empty()) return;
   std::vector<size_t> which;
   for (size_t i = 0; i < E.programs.size(); ++i)
-    if (E.programs[i]->learns_users()) which.push_back(i);
+    if (E.programs[i]->learns_users() || E.programs[i]->learns_initiators()) which.push_back(i);
   if (which.empty()) return;
   for (const auto& in : E.cfg.inputs)
     if (!rereadable(in)) {
@@ -55,6 +59,11 @@ void learn_users_offline(Engine& E) {
   const uint64_t t0 = wall_ns();
   std::vector<std::shared_ptr<UserTable>> tables;
   for (size_t k = 0; k < which.size(); ++k) tables.push_back(std::make_shared<UserTable>(kPrepassSetsLog2));
+  // Who initiates, learnt as the run learns it (in input order), for the
+  // policies without `clients`; made only when one needs it (1 MiB).
+  std::unique_ptr<InitiatorLog> initiators;
+  for (size_t i : which)
+    if (E.programs[i]->learns_initiators()) initiators = std::make_unique<InitiatorLog>();
   FlowTable flows("users_prepass", E.sizes.flows_per_worker, E.cfg.flow_timeouts, int(rte_socket_id()),
                   /*commit=*/false);
   constexpr uint16_t kBurst = 64;
@@ -77,8 +86,11 @@ void learn_users_offline(Engine& E) {
         if (d.has_ip() && d.dst_off() + d.addr_len() <= cap && d.src_off() + d.addr_len() <= cap) {
           flows.lookup(data, d, meta.ts_ns, meta);
           if (d.status != DecodeStatus::Ok) meta.roles_uncertain = true;
+          const uint8_t initiating = initiators ? initiators->observe(data, cap, d) : 0;
           for (size_t k = 0; k < which.size(); ++k)
-            if (const uint8_t ends = E.programs[which[k]]->outside_clients(data, cap, d, meta)) {
+            if (const uint8_t ends = E.programs[which[k]]->learns_initiators()
+                                         ? initiating
+                                         : E.programs[which[k]]->outside_clients(data, cap, d, meta)) {
               if (ends & 1) tables[k]->add(data + d.src_off(), d.addr_len());
               if (ends & 2) tables[k]->add(data + d.dst_off(), d.addr_len());
             }
@@ -95,8 +107,10 @@ void learn_users_offline(Engine& E) {
   // for what an operator must act on.
   for (size_t k = 0; k < which.size(); ++k) {
     if (!E.cfg.quiet)
-      log_line(kInfo, "consumer %s: %zu users outside clients learnt before the first record (%lu sets saturated)",
-               E.cfg.consumers[which[k]].name.c_str(), tables[k]->size(), (unsigned long)tables[k]->saturated());
+      log_line(kInfo, "consumer %s: %zu %s learnt before the first record (%lu sets saturated)",
+               E.cfg.consumers[which[k]].name.c_str(), tables[k]->size(),
+               E.programs[which[k]]->learns_initiators() ? "hosts initiating flows" : "users outside clients",
+               (unsigned long)tables[k]->saturated());
     E.programs[which[k]]->set_known_users(std::move(tables[k]));
   }
   if (!E.cfg.quiet)

@@ -286,7 +286,7 @@ ProgramInstance::ProgramInstance(const Program& p) : prog_(p), uhash_(p.services
   if (p.echoes_) echo_ = std::make_unique<EchoScan>();
   clients_set_ = !p.policy_->clients.empty();
   guard_users_ = p.guard_users_;
-  if (guard_users_) initiators_.resize(kInitiators);
+  if (guard_users_) initiators_.resize(kInitiators), known_users_ = p.known_users_.get();
   learns_users_ = p.learns_users_;
   if (learns_users_) outside_users_ = UserTable(kUserSetsLog2), known_users_ = p.known_users_.get();
   actions_.resize(p.plans_.size());
@@ -555,7 +555,10 @@ bool ProgramInstance::initiator_is_server(const uint8_t* src, const uint8_t* dst
   for (unsigned end = 0; end < 2; ++end)
     if (m.initiating & (1u << end))
       if (InitiatorSlot* s = initiator_slot(end ? dst : src, alen, x, y)) *s = InitiatorSlot{x, y, alen};
-  return m.initiating & (client_is_src ? 2 : 1);
+  if (m.initiating & (client_is_src ? 2 : 1)) return true;
+  // Offline, the pre-pass knows every host that initiates anywhere in the
+  // input: a server that only initiates later is a user from its first record.
+  return known_users_ && known_users_->has(client_is_src ? dst : src, alen);
 }
 
 bool ProgramInstance::server_initiates(const uint8_t* buf, const Decoded& d, const PacketMeta& m) const {
@@ -583,7 +586,8 @@ bool ProgramInstance::is_user(const uint8_t* a, uint8_t family) {
   for (const auto& cidr : prog_.policy_->clients)
     if (cidr.contains(family, a)) return true;
   if (learns_users_) return known_user(a, family == 4 ? 4 : 16);
-  return guard_users_ && known_initiator(a, family == 4 ? 4 : 16);
+  const uint32_t n = family == 4 ? 4 : 16;
+  return guard_users_ && (known_initiator(a, n) || (known_users_ && known_users_->has(a, n)));
 }
 
 uint64_t ProgramInstance::user_hash(const uint8_t* client, uint32_t alen) {

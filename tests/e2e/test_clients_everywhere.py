@@ -114,6 +114,7 @@ def main():
                           "ip.client : cryptopan(key=k)\n"
                           "ip.server : prefix(24)\n")
     spread_workers(amon, work, pol2, pol3, fails)
+    initiates_later(amon, work, pol3, fails)
 
     # 4: Teredo origin indications.
     inp = os.path.join(pdir, "tunnel-teredo.pcap")
@@ -244,6 +245,50 @@ def outside_users(amon, work, pol, fails):
         fails.append(f"outside users from stdin: A in clear per flow {got}, expected [True, False, False] "
                      "(kept until its own flow, a user from then on)")
     print(f"outside users from stdin: A in clear per flow {got}")
+
+
+def initiates_later(amon, work, pol_prefix, fails):
+    """7: no clients; A first accepts a flow (C connects to it), then
+    initiates one to B. Read from a file, A takes the client's rule in both
+    (the pre-pass saw it initiate), with one worker or two; B, a pure
+    server, takes its /24 (the check is not vacuous). From standard input
+    there is no pre-pass: A is a server until it initiates."""
+    A, B, C = "203.0.113.5", "192.0.2.9", "198.51.100.7"
+    t = 1_700_000_000 * 10**9
+    flows = [L.tcp_flow(t, C, A, 40000), L.tcp_flow(t + 10**9, A, B, 40001)]
+    inp = os.path.join(work, "later.pcap")
+    L.write_pcap(inp, [(ts, f) for fl in flows for ts, f, _ in fl])
+    a24, b24 = "203.0.113.0", "192.0.2.0"
+
+    def seen(out):
+        _, recs = L.read_pcap(out)
+        return [{a for rec in recs[i * 5:(i + 1) * 5] for a in (L.ipv4_addrs(rec[3]) or ())} for i in range(2)]
+
+    for workers in (1, 2):
+        out = os.path.join(work, f"later-{workers}.out.pcap")
+        stats = os.path.join(work, f"later-{workers}.json")
+        L.run_amon(amon, inp, [("p", pol_prefix, out)], workers=workers, extra=("--stats-json", stats))
+        per_flow = seen(out)
+        if any(a24 in s or A in s for s in per_flow):
+            fails.append(f"initiates later, {workers} worker(s): A as a server's /24 or in clear: {per_flow}")
+        if b24 not in per_flow[1]:
+            fails.append(f"initiates later, {workers} worker(s): the pure server B did not take its /24: {per_flow}")
+        with open(stats) as f:
+            users = json.load(f)["consumers"][0].get("users") or {}
+        if users.get("prepass_learnt") != 2:  # C and A
+            fails.append(f"initiates later, {workers} worker(s): --stats-json users {users}, 2 learnt expected")
+        print(f"initiates later, {workers} worker(s): A's /24 per flow {[a24 in s for s in per_flow]}")
+    out = os.path.join(work, "later-stdin.out.pcap")
+    with open(inp, "rb") as f:
+        r = subprocess.run([amon, "pcap", "--read", "-", "--quiet", "--consumer", f"p={pol_prefix}:{out}"], stdin=f,
+                           capture_output=True, text=True, timeout=170)
+    if r.returncode != 0:
+        fails.append(f"initiates later from stdin: amon exit {r.returncode}: {r.stderr}")
+        return
+    got = [a24 in s for s in seen(out)]
+    if got != [True, False]:
+        fails.append(f"initiates later from stdin: A's /24 per flow {got}, expected [True, False]")
+    print(f"initiates later from stdin: A's /24 per flow {got}")
 
 
 def spread_workers(amon, work, pol, pol_prefix, fails):
