@@ -199,6 +199,24 @@ def teredo_trailers(amon, work, pdir, pol_ids, pol16, fails):
     print(f"teredo: {n} bubbles with trailers, alternate addresses rewritten")
 
 
+def flow_addrs(out, n):
+    """The IPv4 addresses of each of the output's n five-packet flows."""
+    _, recs = L.read_pcap(out)
+    return [{a for rec in recs[i * 5:(i + 1) * 5] for a in (L.ipv4_addrs(rec[3]) or ())} for i in range(n)]
+
+
+def from_stdin(amon, inp, pol, out, n, label, fails):
+    """amon reading inp from standard input (no pre-pass): flow_addrs of
+    its output, or None after noting the failure."""
+    with open(inp, "rb") as f:
+        r = subprocess.run([amon, "pcap", "--read", "-", "--quiet", "--consumer", f"c={pol}:{out}"], stdin=f,
+                           capture_output=True, text=True, timeout=170)
+    if r.returncode != 0:
+        fails.append(f"{label} from stdin: amon exit {r.returncode}: {r.stderr}")
+        return None
+    return flow_addrs(out, n)
+
+
 def outside_users(amon, work, pol, fails):
     """6: with `clients` set, A (outside) is first a server (C connects to
     it), then the client of a flow to B (no end inside: its initiator is
@@ -231,15 +249,9 @@ def outside_users(amon, work, pol, fails):
         if B not in seen:
             fails.append(f"outside users, {workers} worker(s): the pure server {B} not kept (the check proves nothing)")
         print(f"outside users, {workers} worker(s): A in clear {A in seen}, B kept {B in seen}")
-    out = os.path.join(work, "outside-stdin.out.pcap")
-    with open(inp, "rb") as f:
-        r = subprocess.run([amon, "pcap", "--read", "-", "--quiet", "--consumer", f"ids={pol}:{out}"], stdin=f,
-                           capture_output=True, text=True, timeout=170)
-    if r.returncode != 0:
-        fails.append(f"outside users from stdin: amon exit {r.returncode}: {r.stderr}")
+    per_flow = from_stdin(amon, inp, pol, os.path.join(work, "outside-stdin.out.pcap"), 3, "outside users", fails)
+    if per_flow is None:
         return
-    _, recs = L.read_pcap(out)
-    per_flow = [{a for rec in recs[i * 5:(i + 1) * 5] for a in (L.ipv4_addrs(rec[3]) or ())} for i in range(3)]
     got = [A in s for s in per_flow]
     if got != [True, False, False]:
         fails.append(f"outside users from stdin: A in clear per flow {got}, expected [True, False, False] "
@@ -260,15 +272,11 @@ def initiates_later(amon, work, pol_prefix, fails):
     L.write_pcap(inp, [(ts, f) for fl in flows for ts, f, _ in fl])
     a24, b24 = "203.0.113.0", "192.0.2.0"
 
-    def seen(out):
-        _, recs = L.read_pcap(out)
-        return [{a for rec in recs[i * 5:(i + 1) * 5] for a in (L.ipv4_addrs(rec[3]) or ())} for i in range(2)]
-
     for workers in (1, 2):
         out = os.path.join(work, f"later-{workers}.out.pcap")
         stats = os.path.join(work, f"later-{workers}.json")
         L.run_amon(amon, inp, [("p", pol_prefix, out)], workers=workers, extra=("--stats-json", stats))
-        per_flow = seen(out)
+        per_flow = flow_addrs(out, 2)
         if any(a24 in s or A in s for s in per_flow):
             fails.append(f"initiates later, {workers} worker(s): A as a server's /24 or in clear: {per_flow}")
         if b24 not in per_flow[1]:
@@ -278,14 +286,11 @@ def initiates_later(amon, work, pol_prefix, fails):
         if users.get("prepass_learnt") != 2:  # C and A
             fails.append(f"initiates later, {workers} worker(s): --stats-json users {users}, 2 learnt expected")
         print(f"initiates later, {workers} worker(s): A's /24 per flow {[a24 in s for s in per_flow]}")
-    out = os.path.join(work, "later-stdin.out.pcap")
-    with open(inp, "rb") as f:
-        r = subprocess.run([amon, "pcap", "--read", "-", "--quiet", "--consumer", f"p={pol_prefix}:{out}"], stdin=f,
-                           capture_output=True, text=True, timeout=170)
-    if r.returncode != 0:
-        fails.append(f"initiates later from stdin: amon exit {r.returncode}: {r.stderr}")
+    per_flow = from_stdin(amon, inp, pol_prefix, os.path.join(work, "later-stdin.out.pcap"), 2, "initiates later",
+                          fails)
+    if per_flow is None:
         return
-    got = [a24 in s for s in seen(out)]
+    got = [a24 in s for s in per_flow]
     if got != [True, False]:
         fails.append(f"initiates later from stdin: A's /24 per flow {got}, expected [True, False]")
     print(f"initiates later from stdin: A's /24 per flow {got}")
