@@ -20,18 +20,47 @@
 
 namespace amon {
 
-bool likely_server_port(uint16_t p) {
-  if (p == 0) return false;
-  if (p < 1024) return true;
-  switch (p) {
-    case 1080: case 1194: case 1433: case 1521: case 1701: case 1723: case 1812: case 1813: case 1900:
-    case 2049: case 3128: case 3306: case 3389: case 3478: case 3479: case 4433: case 4500: case 5060:
-    case 5061: case 5222: case 5223: case 5228: case 5349: case 5353: case 5355: case 5432: case 5900:
-    case 6379: case 6443: case 6667: case 6697: case 8000: case 8008: case 8080: case 8081: case 8443:
-    case 8883: case 8888: case 9000: case 9090: case 9092: case 9200: case 9418: case 11211: case 27017:
-      return true;
-    default: return false;
+namespace {
+
+// Registered services above the system range that keep a fixed port.
+constexpr uint16_t kHighServerPorts[] = {
+    1080, 1194, 1433, 1521, 1701, 1723, 1812, 1813, 1900, 2049, 3128, 3306, 3389, 3478, 3479, 4433,
+    4500, 5060, 5061, 5222, 5223, 5228, 5349, 5353, 5355, 5432, 5900, 6379, 6443, 6667, 6697, 8000,
+    8008, 8080, 8081, 8443, 8883, 8888, 9000, 9090, 9092, 9200, 9418, 11211, 27017};
+
+// The ports above by a collision-free multiplicative hash into 256 slots
+// (0: none; every port here is above 1023), found at compile time: one
+// multiply, one load from a table of 512 bytes and one compare, where a
+// switch over the list was a tree of branches that a flood's random ports
+// mispredict (every new flow asks, for both of its ports).
+struct PortSet {
+  uint32_t mul = 0;
+  uint16_t slot[256] = {};
+  static constexpr unsigned index(uint32_t mul, uint16_t p) { return (uint32_t(p) * mul) >> 24; }
+};
+constexpr PortSet make_port_set() {
+  for (uint32_t mul = 0x9E3779B1u;; mul += 0x632BE5ABu) {
+    PortSet s{};
+    s.mul = mul;
+    bool ok = true;
+    for (uint16_t p : kHighServerPorts) {
+      uint16_t& e = s.slot[PortSet::index(mul, p)];
+      if (e) {
+        ok = false;
+        break;
+      }
+      e = p;
+    }
+    if (ok) return s;
   }
+}
+constexpr PortSet kServerPortSet = make_port_set();
+
+}  // namespace
+
+bool likely_server_port(uint16_t p) {
+  if (p < 1024) return p != 0;
+  return kServerPortSet.slot[PortSet::index(kServerPortSet.mul, p)] == p;
 }
 
 uint64_t FlowTable::endpoint_fp(const uint8_t* addr, unsigned alen, uint16_t port, uint8_t proto) {

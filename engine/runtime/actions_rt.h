@@ -139,6 +139,13 @@ class CryptoPan final : public RtAction {
   // generation's action, takes over its cache entries; false otherwise.
   bool inherit(CryptoPan& old);
   uint64_t cache_misses() const { return cache_.misses(); }
+  // Fetches the cache line apply() will read for this IPv4 address.
+  void prefetch_v4(const uint8_t* a) const {
+    uint32_t v;
+    std::memcpy(&v, a, 4);
+    if constexpr (std::endian::native == std::endian::little) v = __builtin_bswap32(v);
+    cache_.prefetch_v4(v);
+  }
   // Inlined into the header kernels (GCC otherwise keeps it a call there).
   [[gnu::always_inline]] void apply(uint8_t* a, uint8_t family, uint64_t ts_ns) {
     if (rotate_ns_ > 0) [[unlikely]]

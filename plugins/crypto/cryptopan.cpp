@@ -48,7 +48,8 @@ EVP_CIPHER* aes128_ecb() {
 }  // namespace
 
 CryptoPAn::CryptoPAn(std::span<const uint8_t, 32> key)
-    : in_buf_(new uint8_t[128 * 16]), out_buf_(new uint8_t[128 * 16]) {
+    : in_buf_(new uint8_t[128 * 16]), out_buf_(new uint8_t[128 * 16]),
+      head_(new uint16_t[1 << 16]), head_filled_(new uint64_t[(1 << 16) / 64]()) {
     ctx_ = EVP_CIPHER_CTX_new();
     if (!ctx_) openssl_fail("EVP_CIPHER_CTX_new");
     rekey(key);
@@ -60,11 +61,20 @@ CryptoPAn::~CryptoPAn() {
     if (in_buf_) OPENSSL_cleanse(in_buf_.get(), 128 * 16);
     OPENSSL_cleanse(&pad_hi_, sizeof pad_hi_);
     OPENSSL_cleanse(&pad_lo_, sizeof pad_lo_);
+    if (head_) forget_heads();
+}
+
+void CryptoPAn::forget_heads() {
+    if (!head_used_) return;
+    OPENSSL_cleanse(head_.get(), sizeof(uint16_t) << 16);
+    std::memset(head_filled_.get(), 0, (1 << 16) / 8);
+    head_used_ = false;
 }
 
 CryptoPAn::CryptoPAn(CryptoPAn&& o) noexcept
     : ctx_(o.ctx_), pad_hi_(o.pad_hi_), pad_lo_(o.pad_lo_),
-      in_buf_(std::move(o.in_buf_)), out_buf_(std::move(o.out_buf_)) {
+      in_buf_(std::move(o.in_buf_)), out_buf_(std::move(o.out_buf_)),
+      head_(std::move(o.head_)), head_filled_(std::move(o.head_filled_)), head_used_(o.head_used_) {
     o.ctx_ = nullptr;
 }
 
@@ -77,6 +87,10 @@ CryptoPAn& CryptoPAn::operator=(CryptoPAn&& o) noexcept {
         pad_lo_ = o.pad_lo_;
         in_buf_ = std::move(o.in_buf_);
         out_buf_ = std::move(o.out_buf_);
+        if (head_) forget_heads();
+        head_ = std::move(o.head_);
+        head_filled_ = std::move(o.head_filled_);
+        head_used_ = o.head_used_;
     }
     return *this;
 }
@@ -90,6 +104,7 @@ void CryptoPAn::rekey(std::span<const uint8_t, 32> key) {
     encrypt_blocks(key.data() + 16, pad, 1);
     pad_hi_ = load_be64(pad);
     pad_lo_ = load_be64(pad + 8);
+    forget_heads();
 }
 
 void CryptoPAn::encrypt_blocks(const uint8_t* in, uint8_t* out, size_t nblocks) {
@@ -102,25 +117,32 @@ void CryptoPAn::encrypt_blocks(const uint8_t* in, uint8_t* out, size_t nblocks) 
 uint32_t CryptoPAn::anon_v4(uint32_t addr) {
     // Block p = first p address bits, then pad bits p..127. Only the top 32 bits
     // depend on the address, so the low 96 bits are the pad in every block.
+    // Blocks 0..15 only when the table does not have their bits yet.
     const uint64_t a = uint64_t{addr} << 32;
+    const int32_t head = known_head(addr >> 16);
+    const unsigned from = head < 0 ? 0 : 16;
     uint8_t* in = in_buf_.get();
-    for (unsigned p = 0; p < 32; ++p) {
+    for (unsigned p = from; p < 32; ++p) {
         const uint64_t m = prefix_mask64(p);
         store_be64(in + 16 * p, (a & m) | (pad_hi_ & ~m));
         store_be64(in + 16 * p + 8, pad_lo_);
     }
     uint8_t* out = out_buf_.get();
-    encrypt_blocks(in, out, 32);
+    encrypt_blocks(in + 16 * from, out + 16 * from, 32 - from);
     uint32_t otp = 0;
-    for (unsigned p = 0; p < 32; ++p) otp |= (uint32_t{out[16 * p]} >> 7) << (31 - p);
+    for (unsigned p = from; p < 32; ++p) otp |= (uint32_t{out[16 * p]} >> 7) << (31 - p);
+    if (head < 0) note_head(addr >> 16, static_cast<uint16_t>(otp >> 16));
+    else otp |= static_cast<uint32_t>(head) << 16;
     return addr ^ otp;
 }
 
 void CryptoPAn::anon_v6(const uint8_t in_addr[16], uint8_t out_addr[16]) {
     const uint64_t a_hi = load_be64(in_addr);
     const uint64_t a_lo = load_be64(in_addr + 8);
+    const int32_t head = known_head(static_cast<uint32_t>(a_hi >> 48));
+    const unsigned from = head < 0 ? 0 : 16;
     uint8_t* in = in_buf_.get();
-    for (unsigned p = 0; p < 64; ++p) {
+    for (unsigned p = from; p < 64; ++p) {
         const uint64_t m = prefix_mask64(p);
         store_be64(in + 16 * p, (a_hi & m) | (pad_hi_ & ~m));
         store_be64(in + 16 * p + 8, pad_lo_);
@@ -131,10 +153,12 @@ void CryptoPAn::anon_v6(const uint8_t in_addr[16], uint8_t out_addr[16]) {
         store_be64(in + 16 * p + 8, (a_lo & m) | (pad_lo_ & ~m));
     }
     uint8_t* out = out_buf_.get();
-    encrypt_blocks(in, out, 128);
+    encrypt_blocks(in + 16 * from, out + 16 * from, 128 - from);
     uint64_t otp_hi = 0, otp_lo = 0;
-    for (unsigned p = 0; p < 64; ++p) otp_hi |= (uint64_t{out[16 * p]} >> 7) << (63 - p);
+    for (unsigned p = from; p < 64; ++p) otp_hi |= (uint64_t{out[16 * p]} >> 7) << (63 - p);
     for (unsigned p = 0; p < 64; ++p) otp_lo |= (uint64_t{out[16 * (64 + p)]} >> 7) << (63 - p);
+    if (head < 0) note_head(static_cast<uint32_t>(a_hi >> 48), static_cast<uint16_t>(otp_hi >> 48));
+    else otp_hi |= static_cast<uint64_t>(head) << 48;
     store_be64(out_addr, a_hi ^ otp_hi);
     store_be64(out_addr + 8, a_lo ^ otp_lo);
 }

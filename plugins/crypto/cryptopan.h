@@ -26,6 +26,17 @@ namespace amon {
 
 using CryptoPAnKey = std::array<uint8_t, 32>;
 
+// A prefetch the compiler keeps: GCC deletes a loop whose only effect is
+// __builtin_prefetch (a loop without side effects), which is what a burst's
+// look-ahead pass is.
+inline void fetch_line(const void* p) {
+#if defined(__x86_64__) || defined(__i386__)
+    asm volatile("prefetcht0 %0" : : "m"(*static_cast<const volatile char*>(p)));
+#else
+    __builtin_prefetch(p);
+#endif
+}
+
 class CryptoPAn {
 public:
     // key[0..16) is the AES-128 key, key[16..32) is encrypted once to form the pad.
@@ -41,6 +52,8 @@ public:
 
     // Address and result in host byte order (192.0.2.1 == 0xC0000201).
     uint32_t anon_v4(uint32_t host_order_addr);
+    // Fetches the line of the pad table anon_v4(addr) will read.
+    void prefetch_v4(uint32_t host_order_addr) const { fetch_line(&head_[host_order_addr >> 16]); }
     // Network byte order, 16 bytes each; in and out may alias.
     void anon_v6(const uint8_t in[16], uint8_t out[16]);
     // Class-preserving variants (addr_class.cpp, doc/cryptopan.md): special-
@@ -60,12 +73,33 @@ public:
 private:
     void encrypt_blocks(const uint8_t* in, uint8_t* out, size_t nblocks);
 
+    // Pad bits 0..15 of addresses whose first 16 bits are `top` (IPv4 and
+    // IPv6 alike: both put the address in the block's first bits), or -1
+    // while not yet computed.
+    int32_t known_head(uint32_t top) const {
+        return (head_filled_[top >> 6] >> (top & 63) & 1) ? int32_t{head_[top]} : -1;
+    }
+    void note_head(uint32_t top, uint16_t bits) {
+        head_[top] = bits;
+        head_filled_[top >> 6] |= uint64_t{1} << (top & 63);
+        head_used_ = true;
+    }
+    void forget_heads();
+
     evp_cipher_ctx_st* ctx_ = nullptr;
     // Pad as two big-endian 64-bit halves: blocks are built with word operations.
     uint64_t pad_hi_ = 0, pad_lo_ = 0;
     // 128 blocks in and out: one EVP_EncryptUpdate per address lets AES-NI
     // pipeline the independent blocks instead of paying a call per bit.
     std::unique_ptr<uint8_t[]> in_buf_, out_buf_;
+    // Pad bits for prefix lengths 0..15 depend on an address's first 16 bits
+    // only: a table of them by those bits (128 KiB, filled on first use, a
+    // bit each in head_filled_) halves the AES work of a new IPv4 address,
+    // which under a flood of spoofed sources is nearly every packet. Key-
+    // derived secrets: cleansed with the key.
+    std::unique_ptr<uint16_t[]> head_;
+    std::unique_ptr<uint64_t[]> head_filled_;
+    bool head_used_ = false;
 };
 
 // Key text: exactly 64 hex digits (either case); ASCII whitespace anywhere is
@@ -119,6 +153,14 @@ public:
             }
         }
         anon_v6_miss(s, in, out);
+    }
+
+    // Fetches the set anon_v4_cached(addr) will read. A burst's lookups
+    // issued ahead overlap their misses: under a flood of spoofed sources
+    // every lookup is of an address the cache lost long ago.
+    void prefetch_v4(uint32_t host_order_addr) const {
+        fetch_line(&v4_sets_[set_index4(host_order_addr, v4_sets_.size())]);
+        pan_.prefetch_v4(host_order_addr);
     }
 
     // Key rotation: new key, every entry invalidated, counters kept.

@@ -350,3 +350,20 @@ TEST_CASE("flow table: a full table gives up its oldest one-way flows first, in 
   for (int i = 100; i < 356; ++i) CHECK_FALSE(look(t, syn(i), ts++).flow_first);
   CHECK(look(t, syn(0), ts++).flow_first);
 }
+
+TEST_CASE("flow table: likely server ports are the system range and the listed registered services", "[flows]") {
+  CHECK_FALSE(likely_server_port(0));
+  CHECK(likely_server_port(1));
+  CHECK(likely_server_port(53));
+  CHECK(likely_server_port(1023));
+  CHECK_FALSE(likely_server_port(1024));
+  for (uint16_t p : {1080, 1194, 1433, 1521, 1701, 1723, 1812, 1813, 1900, 2049, 3128, 3306, 3389, 3478, 3479,
+                     4433, 4500, 5060, 5061, 5222, 5223, 5228, 5349, 5353, 5355, 5432, 5900, 6379, 6443, 6667,
+                     6697, 8000, 8008, 8080, 8081, 8443, 8883, 8888, 9000, 9090, 9092, 9200, 9418, 11211, 27017})
+    CHECK(likely_server_port(p));
+  // Nothing else: ephemeral ports (and neighbours of the listed ones) are clients'.
+  unsigned n = 0;
+  for (uint32_t p = 0; p < 65536; ++p) n += likely_server_port(uint16_t(p));
+  CHECK(n == 1023 + 45);
+  for (uint16_t p : {1081, 3307, 8079, 8082, 27016, 27018, 49152, 65535}) CHECK_FALSE(likely_server_port(p));
+}
