@@ -4,6 +4,7 @@
 #include "echo.h"
 
 #include <algorithm>
+#include <array>
 #include <cctype>
 #include <cstring>
 #include <cstdio>
@@ -305,19 +306,15 @@ int EchoScan::on_match(unsigned id, unsigned long long, unsigned long long to, u
 // about one byte pair in m_ - 1 where no form starts, and compares a form
 // only where its first bytes may be.
 namespace {
-// The byte pairs a form's bytes at i and i + 1 may be (both cases of a
-// caseless form's letters), each once.
-unsigned pair_keys(const EchoForm& f, size_t i, unsigned out[4]) {
-  const uint8_t a = uint8_t(f.lit[i]), b = uint8_t(f.lit[i + 1]);
-  unsigned n = 0;
-  for (int ca = 0; ca < (f.caseless ? 2 : 1); ++ca)
-    for (int cb = 0; cb < (f.caseless ? 2 : 1); ++cb) {
-      const unsigned k = unsigned(ca ? std::toupper(a) : std::tolower(a)) | unsigned(cb ? std::toupper(b) : std::tolower(b)) << 8;
-      const unsigned kk = f.caseless ? k : (unsigned(a) | unsigned(b) << 8);
-      if (std::find(out, out + n, kk) == out + n) out[n++] = kk;
-    }
-  return n;
-}
+// Lists and shifts are by byte pairs with letters folded to lower case: a
+// caseless form is listed once, not under each case of its letters, and
+// the candidates' heads and the comparison tell the cases apart.
+constexpr auto kFold = [] {
+  std::array<uint8_t, 256> t{};
+  for (unsigned c = 0; c < 256; ++c) t[c] = uint8_t(c >= 'A' && c <= 'Z' ? c + 32 : c);
+  return t;
+}();
+unsigned pair_key(uint8_t a, uint8_t b) { return unsigned(kFold[a]) | unsigned(kFold[b]) << 8; }
 }  // namespace
 
 void EchoScan::add_pending(uint32_t slot) {
@@ -329,23 +326,22 @@ void EchoScan::add_pending(uint32_t slot) {
       relist_pending();
       return;
     }
-  unsigned keys[4];
   for (uint8_t fi = 0; fi < v.forms.size(); ++fi) {
     const EchoForm& f = v.forms[fi];
+    const auto* b = reinterpret_cast<const uint8_t*>(f.lit.data());
     uint32_t head = 0, mask = 0;
     const size_t hn = std::min<size_t>(4, f.lit.size());
-    std::memcpy(&head, f.lit.data(), hn);
+    std::memcpy(&head, b, hn);
     std::memset(&mask, 0xff, hn);
     if (f.caseless) head |= 0x20202020u & mask;
     for (size_t j = 1; j < m_; ++j) {
       const uint8_t sh = uint8_t(m_ - 1 - j);
-      for (unsigned i = 0, n = pair_keys(f, j - 1, keys); i < n; ++i) {
-        if (shift_[keys[i]] == kWindow - 1 && sh < kWindow - 1) shifted_.push_back(uint16_t(keys[i]));
-        shift_[keys[i]] = std::min(shift_[keys[i]], sh);
-        if (sh) continue;
-        if (buckets_[keys[i]].empty()) touched_.push_back(uint16_t(keys[i]));
-        buckets_[keys[i]].push_back({v.seq, slot, head, mask, fi, f.caseless});
-      }
+      const unsigned k = pair_key(b[j - 1], b[j]);
+      if (shift_[k] == kWindow - 1 && sh < kWindow - 1) shifted_.push_back(uint16_t(k));
+      shift_[k] = std::min(shift_[k], sh);
+      if (sh) continue;
+      if (buckets_[k].empty()) touched_.push_back(uint16_t(k));
+      buckets_[k].push_back({v.seq, slot, head, mask, fi, f.caseless});
     }
   }
 }
@@ -372,7 +368,7 @@ void EchoScan::search_pending(const uint8_t* p, uint32_t n) {
   if (touched_.empty() || n < m_) return;
   const uint32_t m = m_;
   for (uint32_t e = m - 1; e < n;) {
-    const unsigned k = unsigned(p[e - 1]) | unsigned(p[e]) << 8;
+    const unsigned k = pair_key(p[e - 1], p[e]);
     if (const uint8_t sh = shift_[k]) {
       e += std::min<uint32_t>(sh, m - 1);  // the default is kWindow - 1, for the longest window
       continue;
@@ -415,7 +411,12 @@ EchoCount EchoScan::scan(uint8_t* p, uint32_t n, const Span* keep, unsigned n_ke
 EchoCount EchoScan::apply(uint8_t* p, uint32_t n, const Span* keep, unsigned n_keep, void (*before_write)(void*),
                           void* ctx) {
   std::sort(hits_.begin(), hits_.end(), [](const Hit& a, const Hit& b) {
-    return a.from != b.from ? a.from < b.from : a.len != b.len ? a.len > b.len : a.v->seq > b.v->seq;
+    // Last the form: two forms of one value alike at one place (a MAC of
+    // digits in either case) are taken in their order, whatever found them.
+    return a.from != b.from ? a.from < b.from
+           : a.len != b.len ? a.len > b.len
+           : a.v->seq != b.v->seq ? a.v->seq > b.v->seq
+                                  : a.form < b.form;
   });
   EchoCount r;
   uint32_t done = 0;

@@ -216,7 +216,8 @@ class EchoScan {
   // (the shortest form listed, at most kWindow): the forms by the two bytes
   // that end their first window, and for each pair of bytes how far a
   // window ending in it may move on (shift_: kWindow - 1 where no form's
-  // first window holds the pair, 0 where one ends in it).
+  // first window holds the pair, 0 where one ends in it). Pairs are taken
+  // with letters in lower case: a caseless form is listed once.
   static constexpr unsigned kWindow = 4;
   std::vector<std::vector<Cand>> buckets_ = std::vector<std::vector<Cand>>(65536);
   std::vector<uint8_t> shift_ = std::vector<uint8_t>(65536, kWindow - 1);
