@@ -4,6 +4,7 @@
 #include "echo.h"
 
 #include <algorithm>
+#include <array>
 #include <cctype>
 #include <cstring>
 #include <cstdio>
@@ -49,46 +50,69 @@ uint64_t echo_key(EchoKind k, std::string_view v) {
   return std::hash<std::string_view>{}(v) * 0x9e3779b97f4a7c15ULL ^ (uint64_t(k) + 1);
 }
 
+// Into `out`'s elements as they are (their strings keep their capacity):
+// a table slot taking a new value allocates nothing.
 void echo_forms(const EchoValue& v, std::vector<EchoForm>& out) {
   const auto* b = reinterpret_cast<const uint8_t*>(v.old.data());
+  size_t n = 0;
+  auto put = [&](std::string_view lit, uint8_t form, bool caseless) {
+    if (n == out.size()) out.emplace_back();
+    EchoForm& f = out[n++];
+    f.lit.assign(lit), f.form = form, f.caseless = caseless;
+  };
   char t[48];
   switch (v.kind) {
     case EchoKind::Addr4:
-      out.push_back({std::string(t, addr_text_of(b, 4, t)), 0, false});
+      put({t, addr_text_of(b, 4, t)}, 0, false);
       // Not in binary: four given bytes turn up by chance in compressed or
       // encrypted payload (once in 2^32 places, for each of a thousand
       // values), and they made the database several times slower to
       // compile and to search.
       break;
     case EchoKind::Addr6: {
-      const unsigned n = addr_text_of(b, 16, t);
-      std::string s(t, n), up = s;
-      for (char& c : up) c = char(std::toupper(uint8_t(c)));
-      out.push_back({s, 0, false});
-      if (up != s) out.push_back({up, 1, false});
-      std::string full;
-      for (int i = 0; i < 16; i += 2) {
-        char g[6];
-        std::snprintf(g, sizeof g, "%s%02x%02x", i ? ":" : "", b[i], b[i + 1]);
-        full += g;
-      }
-      if (full != s) out.push_back({full, 2, false});
-      out.push_back({v.old, 3, false});
+      const unsigned len = addr_text_of(b, 16, t);
+      const std::string_view s(t, len);
+      char up[48], full[48];
+      for (unsigned i = 0; i < len; ++i) up[i] = char(std::toupper(uint8_t(t[i])));
+      put(s, 0, false);
+      if (s != std::string_view(up, len)) put({up, len}, 1, false);
+      unsigned fn = 0;
+      for (int i = 0; i < 16; i += 2) fn += unsigned(std::snprintf(full + fn, sizeof full - fn, "%s%02x%02x", i ? ":" : "", b[i], b[i + 1]));
+      if (s != std::string_view(full, fn)) put({full, fn}, 2, false);
+      put(v.old, 3, false);
       break;
     }
     case EchoKind::Mac:
       for (uint8_t f = 0; f < 4; ++f) {
         mac_text(b, f < 2 ? ':' : '-', f & 1, t);
-        out.push_back({std::string(t, 17), f, false});
+        put({t, 17}, f, false);
       }
-      out.push_back({v.old, 4, false});
+      put(v.old, 4, false);
       break;
-    case EchoKind::Bytes: out.push_back({v.old, 0, false}); break;
-    case EchoKind::Name: out.push_back({v.old, 0, true}); break;
+    case EchoKind::Bytes: put(v.old, 0, false); break;
+    case EchoKind::Name: put(v.old, 0, true); break;
   }
+  out.resize(n);
 }
 
-EchoScan::EchoScan() : slots_(kEntries), shared_(std::make_shared<EchoShared>(1)) { index_.reserve(2 * kEntries); }
+EchoScan::EchoScan() : slots_(kEntries), shared_(std::make_shared<EchoShared>(1)) {}
+
+void EchoIndex::erase(uint64_t key) {
+  unsigned i = home(key);
+  for (;; i = (i + 1) & mask_) {
+    if (t_[i].slot == kNone) return;
+    if (t_[i].key == key) break;
+  }
+  // Backward shift: each later entry of the run moves into the hole unless
+  // its home lies cyclically after the hole (then it would be unreachable).
+  for (unsigned j = (i + 1) & mask_;; j = (j + 1) & mask_) {
+    if (t_[j].slot == kNone) break;
+    const unsigned h = home(t_[j].key);
+    if (((j - h) & mask_) >= ((j - i) & mask_)) t_[i] = t_[j], i = j;
+  }
+  t_[i] = E{};
+  --n_;
+}
 
 void EchoScan::share(const std::vector<EchoScan*>& scans) {
   std::vector<EchoScan*> fresh;
@@ -106,9 +130,10 @@ void EchoScan::share(const std::vector<EchoScan*>& scans) {
 }
 
 // Held by the database: another consumer of the worker brought it in.
-bool EchoScan::in_db(const EchoValue& v) const {
-  return gen_ && gen_->holds(v.kind, v.old);
+bool EchoScan::in_db(EchoKind k, std::string_view old, uint64_t key) const {
+  return gen_ && gen_->holds(k, old, key);
 }
+bool EchoScan::in_db(const EchoValue& v) const { return in_db(v.kind, v.old, v.key); }
 
 EchoScan::~EchoScan() = default;
 
@@ -144,10 +169,10 @@ void EchoScan::name(std::string_view text, const names::Decision& d, bool z) {
   if (kept && !zlive_) return;
   while (!text.empty() && text.back() == '.') text.remove_suffix(1);
   if (text.size() < kMinName || text.size() > kMaxValue) return;
-  std::string low(text);
-  for (char& c : low) c = char(std::tolower(uint8_t(c)));
-  if (kept) return release(EchoKind::Name, low);
-  record(EchoKind::Name, low, {}, z, &d);
+  low_.assign(text);
+  for (char& c : low_) c = char(std::tolower(uint8_t(c)));
+  if (kept) return release(EchoKind::Name, low_);
+  record(EchoKind::Name, low_, {}, z, &d);
 }
 
 // A packet's values are mostly its flow's again (its addresses, its MACs):
@@ -175,9 +200,9 @@ void EchoScan::record(EchoKind k, std::string_view old, std::string_view repl, b
     if (v.seq && v.kind == k && v.old == old) return update(v);
   }
   const uint64_t h = echo_key(k, old);
-  if (auto it = index_.find(h); it != index_.end()) {
-    EchoValue& v = slots_[it->second];
-    quick_[q] = it->second + 1;
+  if (const uint32_t s = index_.find(h); s != EchoIndex::kNone) {
+    EchoValue& v = slots_[s];
+    quick_[q] = s + 1;
     if (v.kind == k && v.old == old) return update(v);
   }
   if (z && released_[h % kReleased] == h) return;
@@ -185,23 +210,22 @@ void EchoScan::record(EchoKind k, std::string_view old, std::string_view repl, b
   next_ = (next_ + 1) % kEntries;
   EchoValue& v = slots_[slot];
   if (v.seq) {
-    if (auto it = index_.find(echo_key(v.kind, v.old)); it != index_.end() && it->second == slot) index_.erase(it);
+    if (index_.find(v.key) == slot) index_.erase(v.key);
     zlive_ -= v.z;
   }
-  v.kind = k, v.old.assign(old), v.repl.assign(repl), v.seq = ++seq_, v.z = z;
+  v.kind = k, v.old.assign(old), v.repl.assign(repl), v.seq = ++seq_, v.z = z, v.key = h;
   zlive_ += z;
   if (dec) v.dec = *dec;
-  v.forms.clear();
   echo_forms(v, v.forms);
-  index_[h] = slot;
+  index_.put(h, slot);
   quick_[q] = slot + 1;
   pending_.emplace_back(slot, v.seq);
-  if (!in_db(v)) add_pending(slot);
+  if (!in_db(k, old, h)) add_pending(slot);
   // No database for a long while (a burst, a failed compile): the lists
   // keep only what the table holds, so they never outgrow it.
   if (++listed_ > 4 * kEntries) relist_pending();
   if (pending_.size() > kEntries) pending_.pop_front();  // its slot holds a newer value by now
-  outbox_.emplace_back(slot, v);
+  outbox_.add(slot, v.seq, k, old);
 }
 
 // A value only z-anonymity hid, left in clear by a field now: it leaves
@@ -210,17 +234,16 @@ void EchoScan::record(EchoKind k, std::string_view old, std::string_view repl, b
 void EchoScan::release(EchoKind k, std::string_view old) {
   if (!zlive_) return;
   const uint64_t h = echo_key(k, old);
-  const auto it = index_.find(h);
-  if (it == index_.end()) return;
-  const uint32_t slot = it->second;
+  const uint32_t slot = index_.find(h);
+  if (slot == EchoIndex::kNone) return;
   EchoValue& v = slots_[slot];
   if (!v.z || v.kind != k || v.old != old) return;
-  index_.erase(it);
+  index_.erase(h);
   released_[h % kReleased] = h;
   v.seq = 0, v.z = false;
   v.old.clear(), v.forms.clear();
   --zlive_;
-  outbox_.emplace_back(slot, EchoValue{});
+  outbox_.add(slot, 0, k, {});
 }
 
 unsigned EchoScan::pending() const {
@@ -262,9 +285,9 @@ int EchoScan::on_match(unsigned id, unsigned long long, unsigned long long to, u
   // rewritten, whether or not the database the worker holds is older than
   // its leaving, so the bytes written never depend on when a database was
   // built.
-  const auto it = self->index_.find(pat.key);
-  if (it == self->index_.end()) return 0;
-  const EchoValue& live = self->slots_[it->second];
+  const uint32_t s = self->index_.find(pat.key);
+  if (s == EchoIndex::kNone) return 0;
+  const EchoValue& live = self->slots_[s];
   if (!live.seq || pat.form >= live.forms.size()) return 0;
   const EchoForm& f = live.forms[pat.form];
   const uint32_t from = uint32_t(to - pat.len);
@@ -283,19 +306,15 @@ int EchoScan::on_match(unsigned id, unsigned long long, unsigned long long to, u
 // about one byte pair in m_ - 1 where no form starts, and compares a form
 // only where its first bytes may be.
 namespace {
-// The byte pairs a form's bytes at i and i + 1 may be (both cases of a
-// caseless form's letters), each once.
-unsigned pair_keys(const EchoForm& f, size_t i, unsigned out[4]) {
-  const uint8_t a = uint8_t(f.lit[i]), b = uint8_t(f.lit[i + 1]);
-  unsigned n = 0;
-  for (int ca = 0; ca < (f.caseless ? 2 : 1); ++ca)
-    for (int cb = 0; cb < (f.caseless ? 2 : 1); ++cb) {
-      const unsigned k = unsigned(ca ? std::toupper(a) : std::tolower(a)) | unsigned(cb ? std::toupper(b) : std::tolower(b)) << 8;
-      const unsigned kk = f.caseless ? k : (unsigned(a) | unsigned(b) << 8);
-      if (std::find(out, out + n, kk) == out + n) out[n++] = kk;
-    }
-  return n;
-}
+// Lists and shifts are by byte pairs with letters folded to lower case: a
+// caseless form is listed once, not under each case of its letters, and
+// the candidates' heads and the comparison tell the cases apart.
+constexpr auto kFold = [] {
+  std::array<uint8_t, 256> t{};
+  for (unsigned c = 0; c < 256; ++c) t[c] = uint8_t(c >= 'A' && c <= 'Z' ? c + 32 : c);
+  return t;
+}();
+unsigned pair_key(uint8_t a, uint8_t b) { return unsigned(kFold[a]) | unsigned(kFold[b]) << 8; }
 }  // namespace
 
 void EchoScan::add_pending(uint32_t slot) {
@@ -307,23 +326,22 @@ void EchoScan::add_pending(uint32_t slot) {
       relist_pending();
       return;
     }
-  unsigned keys[4];
   for (uint8_t fi = 0; fi < v.forms.size(); ++fi) {
     const EchoForm& f = v.forms[fi];
+    const auto* b = reinterpret_cast<const uint8_t*>(f.lit.data());
     uint32_t head = 0, mask = 0;
     const size_t hn = std::min<size_t>(4, f.lit.size());
-    std::memcpy(&head, f.lit.data(), hn);
+    std::memcpy(&head, b, hn);
     std::memset(&mask, 0xff, hn);
     if (f.caseless) head |= 0x20202020u & mask;
     for (size_t j = 1; j < m_; ++j) {
       const uint8_t sh = uint8_t(m_ - 1 - j);
-      for (unsigned i = 0, n = pair_keys(f, j - 1, keys); i < n; ++i) {
-        if (shift_[keys[i]] == kWindow - 1 && sh < kWindow - 1) shifted_.push_back(uint16_t(keys[i]));
-        shift_[keys[i]] = std::min(shift_[keys[i]], sh);
-        if (sh) continue;
-        if (buckets_[keys[i]].empty()) touched_.push_back(uint16_t(keys[i]));
-        buckets_[keys[i]].push_back({v.seq, slot, head, mask, fi, f.caseless});
-      }
+      const unsigned k = pair_key(b[j - 1], b[j]);
+      if (shift_[k] == kWindow - 1 && sh < kWindow - 1) shifted_.push_back(uint16_t(k));
+      shift_[k] = std::min(shift_[k], sh);
+      if (sh) continue;
+      if (buckets_[k].empty()) touched_.push_back(uint16_t(k));
+      buckets_[k].push_back({v.seq, slot, head, mask, fi, f.caseless});
     }
   }
 }
@@ -350,7 +368,7 @@ void EchoScan::search_pending(const uint8_t* p, uint32_t n) {
   if (touched_.empty() || n < m_) return;
   const uint32_t m = m_;
   for (uint32_t e = m - 1; e < n;) {
-    const unsigned k = unsigned(p[e - 1]) | unsigned(p[e]) << 8;
+    const unsigned k = pair_key(p[e - 1], p[e]);
     if (const uint8_t sh = shift_[k]) {
       e += std::min<uint32_t>(sh, m - 1);  // the default is kWindow - 1, for the longest window
       continue;
@@ -393,7 +411,12 @@ EchoCount EchoScan::scan(uint8_t* p, uint32_t n, const Span* keep, unsigned n_ke
 EchoCount EchoScan::apply(uint8_t* p, uint32_t n, const Span* keep, unsigned n_keep, void (*before_write)(void*),
                           void* ctx) {
   std::sort(hits_.begin(), hits_.end(), [](const Hit& a, const Hit& b) {
-    return a.from != b.from ? a.from < b.from : a.len != b.len ? a.len > b.len : a.v->seq > b.v->seq;
+    // Last the form: two forms of one value alike at one place (a MAC of
+    // digits in either case) are taken in their order, whatever found them.
+    return a.from != b.from ? a.from < b.from
+           : a.len != b.len ? a.len > b.len
+           : a.v->seq != b.v->seq ? a.v->seq > b.v->seq
+                                  : a.form < b.form;
   });
   EchoCount r;
   uint32_t done = 0;

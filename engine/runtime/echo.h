@@ -21,12 +21,13 @@
 // gives the same output.
 #pragma once
 
+#include <algorithm>
+#include <bit>
 #include <cstdint>
 #include <deque>
 #include <memory>
 #include <string>
 #include <string_view>
-#include <unordered_map>
 #include <vector>
 
 #include "amon_names.hpp"
@@ -60,11 +61,68 @@ struct EchoValue {
   // hash, a redaction) stays protected everywhere.
   bool z = false;
   std::vector<EchoForm> forms;  // echo_forms(), made once
+  uint64_t key = 0;             // echo_key(kind, old), in a table's slot
 };
 
 void echo_forms(const EchoValue& v, std::vector<EchoForm>& out);
 // A value's key in a table's index and in the databases (kind and bytes).
 uint64_t echo_key(EchoKind k, std::string_view old);
+
+// An index of 64-bit keys to slots: open addressing with linear probing in a
+// power-of-two array (kept at most half full by its users), so that an
+// insertion or a removal, one per new value of a flood, allocates nothing.
+class EchoIndex {
+ public:
+  explicit EchoIndex(unsigned cap = 2 * 4096) : t_(std::bit_ceil(std::max(cap, 16u))), mask_(unsigned(t_.size() - 1)) {}
+  static constexpr uint32_t kNone = ~0u;
+  uint32_t find(uint64_t key) const {
+    for (unsigned i = home(key);; i = (i + 1) & mask_) {
+      const E& e = t_[i];
+      if (e.slot == kNone) return kNone;
+      if (e.key == key) return e.slot;
+    }
+  }
+  void put(uint64_t key, uint32_t slot) {  // inserts or replaces
+    unsigned i = home(key);
+    for (; t_[i].slot != kNone; i = (i + 1) & mask_)
+      if (t_[i].key == key) return void(t_[i].slot = slot);
+    t_[i] = {key, slot};
+    ++n_;
+  }
+  void erase(uint64_t key);
+  unsigned size() const { return n_; }
+
+ private:
+  struct E {
+    uint64_t key = 0;
+    uint32_t slot = kNone;
+  };
+  unsigned home(uint64_t key) const { return unsigned((key * 0x9e3779b97f4a7c15ULL) >> 40) & mask_; }
+  std::vector<E> t_;
+  unsigned mask_;
+  unsigned n_ = 0;
+};
+
+// Values recorded and not yet handed to the background thread: their
+// numbers and bytes in two buffers that keep their capacity, so recording a
+// value copies its bytes once and allocates nothing once warm. A slot
+// emptied (seq 0) frees the background thread's copy.
+struct EchoBatch {
+  struct Item {
+    uint64_t seq;
+    uint32_t slot, off, len, member;
+    EchoKind kind;
+  };
+  std::vector<Item> items;
+  std::string bytes;
+  void add(uint32_t slot, uint64_t seq, EchoKind k, std::string_view old, unsigned member = 0) {
+    items.push_back({seq, slot, uint32_t(bytes.size()), uint32_t(old.size()), member, k});
+    bytes.append(old);
+  }
+  std::string_view old(const Item& i) const { return {bytes.data() + i.off, i.len}; }
+  bool empty() const { return items.empty(); }
+  void clear() { items.clear(), bytes.clear(); }
+};
 
 struct EchoCount {
   unsigned mapped = 0;  // rewritten to the form its field took
@@ -119,7 +177,7 @@ class EchoScan {
   // recorded values already keeps its own.
   static void share(const std::vector<EchoScan*>& scans);
 
-  unsigned size() const { return unsigned(index_.size()); }
+  unsigned size() const { return index_.size(); }
   // Values recorded and not in the database the worker holds.
   unsigned pending() const;
   // Tests and benchmarks: waits (at most `ms`) until the database the
@@ -139,6 +197,7 @@ class EchoScan {
   };
   static int on_match(unsigned id, unsigned long long from, unsigned long long to, unsigned flags, void* self);
   bool in_db(const EchoValue& v) const;
+  bool in_db(EchoKind k, std::string_view old, uint64_t key) const;
   void search_pending(const uint8_t* p, uint32_t n);
   void add_pending(uint32_t slot);
   void relist_pending();
@@ -157,7 +216,8 @@ class EchoScan {
   // (the shortest form listed, at most kWindow): the forms by the two bytes
   // that end their first window, and for each pair of bytes how far a
   // window ending in it may move on (shift_: kWindow - 1 where no form's
-  // first window holds the pair, 0 where one ends in it).
+  // first window holds the pair, 0 where one ends in it). Pairs are taken
+  // with letters in lower case: a caseless form is listed once.
   static constexpr unsigned kWindow = 4;
   std::vector<std::vector<Cand>> buckets_ = std::vector<std::vector<Cand>>(65536);
   std::vector<uint8_t> shift_ = std::vector<uint8_t>(65536, kWindow - 1);
@@ -168,10 +228,11 @@ class EchoScan {
   EchoCount apply(uint8_t* p, uint32_t n, const Span* keep, unsigned n_keep, void (*before_write)(void*), void* ctx);
 
   std::vector<EchoValue> slots_;
-  std::unordered_map<uint64_t, uint32_t> index_;  // hash of (kind, old) -> slot
+  EchoIndex index_{2 * kEntries};                 // echo_key of (kind, old) -> slot
   uint32_t quick_[256] = {};                      // recent slots + 1 (record's cache), 0: none
   std::deque<std::pair<uint32_t, uint64_t>> pending_;  // (slot, seq), oldest first
-  std::vector<std::pair<uint32_t, EchoValue>> outbox_;  // recorded, not yet handed over
+  EchoBatch outbox_;  // recorded, not yet handed over
+  std::string low_;   // name()'s lowercased text
   uint32_t next_ = 0;
   uint64_t seq_ = 0;
   unsigned zlive_ = 0;  // values in the table with z set

@@ -27,10 +27,17 @@ std::shared_ptr<EchoGen> compile(const EchoShared& s) {
   std::vector<size_t> lens;
   std::vector<unsigned> flags, ids;
   std::vector<const std::string*> keep;
+  size_t held = 0;
+  for (const auto& table : s.mirror)
+    for (const EchoValue& v : table) held += v.seq != 0;
+  g->by_key = EchoIndex(unsigned(std::min<size_t>(2 * held, 1u << 30)));
   for (const auto& table : s.mirror)
     for (const EchoValue& v : table) {
-      if (!v.seq || !g->values[unsigned(v.kind)].insert(v.old).second) continue;
+      if (!v.seq) continue;
       const uint64_t key = echo_key(v.kind, v.old);
+      if (g->holds(v.kind, v.old, key)) continue;
+      if (g->by_key.find(key) == EchoIndex::kNone) g->by_key.put(key, uint32_t(g->values.size()));
+      g->values.emplace_back(v.kind, v.old);
       for (uint8_t fi = 0; fi < v.forms.size(); ++fi) {
         const EchoForm& f = v.forms[fi];
         g->pats.push_back({key, uint32_t(f.lit.size()), fi});
@@ -81,16 +88,21 @@ class Builder {
         work_.pop_front();
       }
       if (auto now = std::chrono::steady_clock::now(); now < s->due) std::this_thread::sleep_until(s->due);
-      std::vector<EchoShared::In> in;
       {
         std::lock_guard l(s->m);
-        in.swap(s->inbox);
+        std::swap(in_, s->inbox);  // both keep their buffers
         s->queued = false;
       }
-      for (auto& e : in) {
-        s->applied[e.member] = std::max(s->applied[e.member], e.v.seq);
-        s->mirror[e.member][e.slot] = std::move(e.v);
+      // The forms are made here, off the worker.
+      for (const EchoBatch::Item& e : in_.items) {
+        s->applied[e.member] = std::max(s->applied[e.member], e.seq);
+        EchoValue& v = s->mirror[e.member][e.slot];
+        v.kind = e.kind, v.seq = e.seq;
+        v.old.assign(in_.old(e));
+        if (e.seq) echo_forms(v, v.forms);
+        else v.old.clear(), v.forms.clear();
       }
+      in_.clear();
       s->due = std::chrono::steady_clock::now() + kEchoBuildEvery;
       if (s.use_count() == 1) continue;  // its members are gone
       if (auto g = compile(*s)) {
@@ -105,6 +117,7 @@ class Builder {
   std::deque<std::shared_ptr<EchoShared>> work_;
   std::thread t_;
   bool stop_ = false;
+  EchoBatch in_;  // the inbox taken
 };
 
 Builder& builder() {
@@ -114,15 +127,14 @@ Builder& builder() {
 
 }  // namespace
 
-bool echo_hand_over(const std::shared_ptr<EchoShared>& s, unsigned member,
-                    std::vector<std::pair<uint32_t, EchoValue>>& out) {
+bool echo_hand_over(const std::shared_ptr<EchoShared>& s, unsigned member, const EchoBatch& out) {
   std::unique_lock l(s->m, std::try_to_lock);
   if (!l.owns_lock()) return false;
   if (!s->queued) {
     if (!builder().post(s)) return false;
     s->queued = true;
   }
-  for (auto& [slot, v] : out) s->inbox.push_back({member, slot, std::move(v)});
+  for (const EchoBatch::Item& i : out.items) s->inbox.add(i.slot, i.seq, i.kind, out.old(i), member);
   return true;
 }
 

@@ -11,7 +11,6 @@
 #include <mutex>
 #include <string>
 #include <string_view>
-#include <unordered_set>
 #include <utility>
 #include <vector>
 
@@ -33,16 +32,16 @@ struct EchoGen {
   std::vector<Pat> pats;
   // Per member: every value it recorded up to this sequence number is in it.
   std::vector<uint64_t> covers;
-  // Kind and bytes of every value in it: a value another consumer brought in
-  // needs no direct search.
-  struct SvHash {
-    using is_transparent = void;
-    size_t operator()(std::string_view v) const { return std::hash<std::string_view>{}(v); }
-  };
-  std::unordered_set<std::string, SvHash, std::equal_to<>> values[5];  // by EchoKind
-  bool holds(EchoKind k, std::string_view old) const {
-    const auto& set = values[unsigned(k)];
-    return !set.empty() && set.find(old) != set.end();
+  // Kind and bytes of every value in it, by echo_key (the key the worker
+  // computed once for its table): a value another consumer brought in needs
+  // no direct search. A key's first value owns it; another value of the
+  // same key (a 64-bit collision) is held but not found here, so it is
+  // also searched directly: more work, never a value missed.
+  std::vector<std::pair<EchoKind, std::string>> values;
+  EchoIndex by_key{16};
+  bool holds(EchoKind k, std::string_view old, uint64_t key) const {
+    const uint32_t i = by_key.find(key);
+    return i != EchoIndex::kNone && values[i].first == k && values[i].second == old;
   }
   uint64_t covered(unsigned member) const { return member < covers.size() ? covers[member] : 0; }
   ~EchoGen();
@@ -53,12 +52,7 @@ struct EchoGen {
 struct EchoShared {
   explicit EchoShared(unsigned members) : mirror(members, std::vector<EchoValue>(EchoScan::kEntries)), applied(members) {}
   std::mutex m;  // the worker only try-locks it
-  struct In {
-    unsigned member;
-    uint32_t slot;
-    EchoValue v;
-  };
-  std::vector<In> inbox;  // in the order recorded
+  EchoBatch inbox;  // in the order recorded
   std::shared_ptr<const EchoGen> ready;
   std::atomic<uint64_t> ready_no{0};  // bumped with each database built; each member takes it once
   bool queued = false;                // waiting for the background thread
@@ -68,10 +62,10 @@ struct EchoShared {
   std::chrono::steady_clock::time_point due{};
 };
 
-// Moves `out` into the shared inbox and wakes the background thread: false
-// (out kept) when the lock is held just now; the worker tries again later.
-bool echo_hand_over(const std::shared_ptr<EchoShared>& s, unsigned member,
-                    std::vector<std::pair<uint32_t, EchoValue>>& out);
+// Copies `out` into the shared inbox and wakes the background thread: false
+// when the lock is held just now; the worker keeps `out` and tries again
+// later.
+bool echo_hand_over(const std::shared_ptr<EchoShared>& s, unsigned member, const EchoBatch& out);
 // The newest database built, when newer than `taken` (then updated); null
 // when there is none newer or the lock is held just now.
 std::shared_ptr<const EchoGen> echo_take(EchoShared& s, uint64_t& taken);

@@ -174,9 +174,16 @@ Key Store::key(Scope scope, std::string_view value) const noexcept {
 void Store::prefetch(const Key& k) const noexcept {
   const Impl& m = *impl_;
   size_t b1, b2;
-  m.buckets(m.shard_of(k.h), k.h.hi, b1, b2);
+  const uint32_t sh = m.shard_of(k.h);
+  m.buckets(sh, k.h.hi, b1, b2);
   _mm_prefetch(reinterpret_cast<const char*>(m.tags + b1 * kSlots), _MM_HINT_T0);
   _mm_prefetch(reinterpret_cast<const char*>(m.tags + b2 * kSlots), _MM_HINT_T0);
+  // A full store asks its doorkeeper about a new value (admit): its lines too.
+  if (m.door && m.nearly_full(m.lock_of(sh)[0])) {
+    const uint64_t x = m.door_hash(k.h);
+    _mm_prefetch(reinterpret_cast<const char*>(m.door_at(sh, 0, x)), _MM_HINT_T0);
+    _mm_prefetch(reinterpret_cast<const char*>(m.door_at(sh, 1, x)), _MM_HINT_T0);
+  }
 }
 
 void Store::bind_lane(unsigned lane) noexcept { t_lane = {impl_->id, lane % impl_->lanes}; }

@@ -348,16 +348,20 @@ struct Store::Impl {
   // (a random-subdomain flood's labels) never push out tracked ones; the
   // check costs one line per generation instead of the pair's 16 entries.
   // Every lane lock of the shard held.
+  static uint64_t door_hash(const Hash128& h) { return (h.lo ^ std::rotl(h.hi, 29)) * 0x9E3779B97F4A7C15ULL; }
+  uint64_t* door_at(uint32_t shard, unsigned g, uint64_t x) const {
+    const size_t line = fastrange(uint32_t(x >> 32), uint32_t(door_lines));
+    return door + ((size_t(shard) * 2 + g) * door_lines + line) * 8;
+  }
   bool admit(uint32_t shard, const Hash128& h) {
     LaneLock& s = lock_of(shard)[0];
-    const uint64_t x = (h.lo ^ std::rotl(h.hi, 29)) * 0x9E3779B97F4A7C15ULL;
-    const size_t line = fastrange(uint32_t(x >> 32), uint32_t(door_lines));
+    const uint64_t x = door_hash(h);
     uint64_t bits[8] = {};
     for (unsigned i = 0; i < 4; ++i) {
       const unsigned b = unsigned(x >> (9 * i)) & 511;
       bits[b >> 6] |= uint64_t(1) << (b & 63);
     }
-    auto gen = [&](unsigned g) { return door + ((size_t(shard) * 2 + g) * door_lines + line) * 8; };
+    auto gen = [&](unsigned g) { return door_at(shard, g, x); };
     for (unsigned g = 0; g < 2; ++g) {
       const uint64_t* w = gen(g);
       bool all = true;

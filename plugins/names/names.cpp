@@ -180,20 +180,73 @@ unsigned count_labels(std::string_view name) {
   return n;
 }
 
+namespace {
+
+// libpsl's registrable domain of a lowercased, NUL-terminated name: its
+// label count, the whole name's when it has none.
+unsigned psl_count(const char* lowered, std::string_view name) {
+  const char* reg = psl_registrable_domain(psl_builtin(), lowered);
+  if (reg == nullptr) return count_labels(name);
+  return count_labels(std::string_view(reg));
+}
+
+// libpsl finds a name's registrable domain by asking, from the left, whether
+// the name, then its parent (the name without its first label), then the
+// parent's suffixes are public suffixes; from the parent on, the walk is the
+// parent's own. So a name's count is the whole name's when the name or its
+// parent is a public suffix, and the parent's count otherwise: a flood of
+// random labels under one domain asks libpsl one question per name (is it
+// a suffix) instead of one per label. Per thread, direct-mapped, by the
+// parent's bytes (compared in full). libpsl cuts a name of more than 9
+// labels to its last 9; those names and parents longer than an entry go to
+// libpsl whole.
+struct ParentMemo {
+  uint64_t tag = 0;
+  uint8_t len = 0;
+  uint8_t count = 0;  // the parent's count: 0 when the parent is a public suffix
+  char text[54];
+};
+constexpr unsigned kParentMemo = 1024, kMaxMemoLabels = 9;
+thread_local ParentMemo parent_memo[kParentMemo];
+
+}  // namespace
+
 unsigned registrable_label_count(std::string_view name) {
   if (!name.empty() && name.back() == '.') name.remove_suffix(1);
   if (name.empty()) return 0;
   if (name.size() > 253) return 0;
   char buf[256];
+  unsigned labels = 1, first_dot = 0;
+  bool plain = name.front() != '.';
   for (size_t i = 0; i < name.size(); ++i) {
     // libpsl wants lowercase; an embedded NUL would silently shorten the name.
     if (name[i] == '\0') return 0;
     buf[i] = lower(name[i]);
+    if (name[i] == '.') {
+      if (!first_dot) first_dot = unsigned(i);
+      plain &= i > 0 && name[i - 1] != '.';
+      ++labels;
+    }
   }
   buf[name.size()] = '\0';
-  const char* reg = psl_registrable_domain(psl_builtin(), buf);
-  if (reg == nullptr) return count_labels(name);
-  return count_labels(std::string_view(reg));
+  const char* parent = buf + first_dot + 1;
+  const size_t plen = name.size() - first_dot - 1;
+  if (!plain || labels < 3 || labels > kMaxMemoLabels || plen > sizeof ParentMemo::text) return psl_count(buf, name);
+  uint64_t h = 0xcbf29ce484222325ULL;
+  for (size_t i = 0; i < plen; ++i) h = (h ^ uint8_t(parent[i])) * 0x100000001b3ULL;
+  h |= 1;
+  ParentMemo& m = parent_memo[(h >> 32) % kParentMemo];
+  if (m.tag != h || m.len != plen || std::memcmp(m.text, parent, plen) != 0) {
+    const bool suffix = psl_is_public_suffix2(psl_builtin(), parent, 0) != 0;
+    // Not a suffix: libpsl's walk of a parent of two labels or more ends at
+    // a registrable domain; if it did not, the name goes to libpsl whole.
+    if (!suffix && !psl_registrable_domain(psl_builtin(), parent)) return psl_count(buf, name);
+    m.tag = h, m.len = uint8_t(plen);
+    m.count = uint8_t(suffix ? 0 : psl_count(parent, {parent, plen}));
+    std::memcpy(m.text, parent, plen);
+  }
+  if (!m.count || psl_is_public_suffix2(psl_builtin(), buf, 0)) return labels;
+  return m.count;
 }
 
 void apply_to_text(char* p, size_t len, const Decision& d) {

@@ -1,5 +1,6 @@
-#include <catch2/catch.hpp>
+#include <libpsl.h>
 
+#include <catch2/catch.hpp>
 #include <cctype>
 #include <cstring>
 #include <random>
@@ -78,6 +79,37 @@ TEST_CASE("registrable_label_count with libpsl") {
   CHECK(registrable_label_count("") == 0);
   CHECK(registrable_label_count("xn--bcher-kva.example") >= 1);
   CHECK(registrable_label_count(std::string(300, 'a')) == 0);
+}
+
+// What libpsl itself says, without the per-parent memo.
+static unsigned psl_direct(std::string s) {
+  if (!s.empty() && s.back() == '.') s.pop_back();
+  for (char& c : s) c = char(std::tolower(uint8_t(c)));
+  const char* reg = psl_registrable_domain(psl_builtin(), s.c_str());
+  return count_labels(reg ? std::string_view(reg) : std::string_view(s));
+}
+
+TEST_CASE("registrable_label_count remembered per parent agrees with libpsl") {
+  // Siblings asked in turn, so each name after the first finds its parent
+  // remembered: wildcard rules (*.ck, *.compute.amazonaws.com), exceptions
+  // (!www.ck, !city.kobe.jp), suffixes under a non-suffix (s3.amazonaws.com
+  // beside foo.amazonaws.com), deep names, case, empty labels.
+  const char* names[] = {
+      "a.foo.amazonaws.com", "s3.amazonaws.com", "x.s3.amazonaws.com", "foo.amazonaws.com", "b.foo.amazonaws.com",
+      "x.y.compute.amazonaws.com", "y.compute.amazonaws.com", "zz.y.compute.amazonaws.com",
+      "a.b.compute.amazonaws.com", "q.compute.amazonaws.com", "www.ck", "x.www.ck", "foo.ck", "x.foo.ck",
+      "a.x.foo.ck", "city.kobe.jp", "x.city.kobe.jp", "other.kobe.jp", "x.other.kobe.jp", "www.example.com",
+      "qwertyuiopas.victim-shop.com", "ZXCVBNMASDFG.Victim-Shop.COM", "a.b.c.d.e.f.g.h.example.co.uk",
+      "a.b.c.d.e.f.g.example.co.uk", "b.c.d.e.f.g.example.co.uk", "x.co.uk", "y.x.co.uk", "a..b.example.com",
+      "..example.com", ".x.example.com", "x.example.com.", "a.b.github.io", "c.b.github.io", "github.io",
+      "x.github.io", "a.bd", "b.a.bd", "c.a.bd", "a.unknowntld", "b.a.unknowntld", "c.b.a.unknowntld",
+      "d.b.a.unknowntld", "1.2.3.4", "5.2.3.4",
+  };
+  for (int pass = 0; pass < 2; ++pass)
+    for (const char* n : names) {
+      INFO(n);
+      CHECK(registrable_label_count(n) == psl_direct(n));
+    }
 }
 
 TEST_CASE("redact and keyed_fill preserve length") {
