@@ -39,14 +39,12 @@ void WorkerPath::configure() {
     const Program& p = inst->program();
     identity_.push_back(p.identity());
     const size_t i = identity_.size() - 1;
-    // A consumer with z-anonymity rules observes the shared store for
-    // itself, and its observations weigh in the store's other decisions
-    // (its memory): it never follows.
-    const auto& rules = p.policy().rules;
-    const bool zanon = std::any_of(rules.begin(), rules.end(), [](const dsl::Rule& r) {
-      return r.action.desc && r.action.desc->kind == ActionKind::Zanon;
-    });
-    if (!p.identity() && !zanon) {
+    // A consumer with z-anonymity rules follows too: the store counts
+    // distinct users, so the same policy observing the same fields of the
+    // same packet again changes no count and no decision (doc/zanon.md,
+    // "Consumers count together"); the leader's observations are the ones
+    // its followers would make, and its output what each writes alone.
+    if (!p.identity()) {
       digests.push_back(policy_digest(p.policy()));
       for (size_t j = 0; j < i; ++j)
         if (!identity_[j] && follow_[j] < 0 && digests[j] == digests[i]) {

@@ -8,7 +8,9 @@ whole),
   - its counters (packets in and out, copies, address text, echoes, each
     rule's hits) are those of its policy as the only consumer;
   - two policies that differ only in their key bytes do not share: their
-    outputs differ.
+    outputs differ;
+  - z-anonymity policies share too, and each of their consumers still
+    decides as its policy alone.
 
 usage: test_shared_rewrite.py AMON"""
 
@@ -52,8 +54,10 @@ def main():
             L.run_amon(amon, inp, [(name, pol, out)], extra=["--stats-json", st])
             with open(st) as f:
                 alone[name] = (open(out, "rb").read(), json.load(f)["consumers"][0])
-        # Both header policies, and the application one first, between and last.
-        order = ["app", "hdr", "app", "hdr_j", "hdr", "z2", "app", "hdr_j", "z5", "app"]
+        # Both header policies, and the application one first, between and last;
+        # z-anonymity policies twice each (a second consumer of the same one
+        # follows the first: its observations would change no count).
+        order = ["app", "hdr", "app", "hdr_j", "hdr", "z2", "app", "hdr_j", "z5", "app", "z2", "z5"]
         outs = [os.path.join(d, f"multi-{i}-{cap}") for i in range(len(order))]
         st = os.path.join(d, f"multi-{cap}.json")
         L.run_amon(amon, inp, [(f"c{i}", pols[n], outs[i]) for i, n in enumerate(order)], extra=["--stats-json", st])
