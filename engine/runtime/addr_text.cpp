@@ -280,6 +280,33 @@ AddrTextCount map_addrs_text(uint8_t* p, uint32_t n, const uint8_t* const* olds,
   return scan(p, n, olds, news, count, alen, before_write, ctx, nullptr);
 }
 
+unsigned map_addrs_binary(uint8_t* p, uint32_t n, const uint8_t* const* olds, const uint8_t* const* news,
+                          unsigned count, unsigned alen, void (*before_write)(void*), void* ctx) {
+  unsigned r = 0;
+  for (unsigned a = 0; a < count && a < 2; ++a) {
+    // The zero and all-ones addresses name no one (and fill padding).
+    if (std::all_of(olds[a], olds[a] + alen, [](uint8_t b) { return b == 0; }) ||
+        std::all_of(olds[a], olds[a] + alen, [](uint8_t b) { return b == 0xff; }))
+      continue;
+    // memchr for the first byte, then the rest: a vector scan where a
+    // general substring search costs about a cycle a byte.
+    const uint8_t first = olds[a][0];
+    for (uint32_t i = 0; i + alen <= n;) {
+      const auto* h = static_cast<const uint8_t*>(std::memchr(p + i, first, n - alen + 1 - i));
+      if (!h) break;
+      const uint32_t at = uint32_t(h - p);
+      if (std::memcmp(h + 1, olds[a] + 1, alen - 1) != 0) {
+        i = at + 1;
+        continue;
+      }
+      if (before_write) before_write(ctx), before_write = nullptr;
+      std::memcpy(p + at, news[a], alen);
+      ++r, i = at + alen;
+    }
+  }
+  return r;
+}
+
 void find_addrs_text(const uint8_t* p, uint32_t n, const uint8_t* src, const uint8_t* dst, unsigned alen,
                      AddrTextMemo& out) {
   out.scanned = n, out.count = 0, out.overflow = false;

@@ -34,6 +34,15 @@ AddrTextCount map_addrs_text(uint8_t* p, uint32_t n, const uint8_t* const* olds,
                              unsigned count, unsigned alen, void (*before_write)(void*) = nullptr,
                              void* ctx = nullptr);
 
+// The same addresses in binary (4 or 16 bytes) in p[0, n), each rewritten
+// to its mapping: an agent or a peer-to-peer login that writes its own
+// address into an unparsed payload (Ares, a game's discovery, a NAT probe).
+// Only the packet's own addresses are looked for, so four bytes match by
+// chance about once in 2^31 bytes of random payload (two addresses).
+// Returns the number rewritten.
+unsigned map_addrs_binary(uint8_t* p, uint32_t n, const uint8_t* const* olds, const uint8_t* const* news,
+                          unsigned count, unsigned alen, void (*before_write)(void*) = nullptr, void* ctx = nullptr);
+
 // What one scan of a packet's payload found, for every consumer that maps
 // its addresses: each consumer's rewrite is then a few copies instead of a
 // scan (the scan is as costly as a copy of the payload, per consumer).

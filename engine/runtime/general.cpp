@@ -521,8 +521,9 @@ void ProgramInstance::addr_text(GenPacket& g) {
     if (std::memcmp(old_a, new_a, g.alen) != 0) olds[k] = old_a, news[k++] = new_a;
   }
   const bool ok = d.status == DecodeStatus::Ok;  // else no checksum covers these bytes in a way kept
-  const AddrTextCount n =
+  AddrTextCount n =
       map_addrs_text(g.buf + text_from, g.cap - text_from, olds, news, k, g.alen, ok ? before : nullptr, &g);
+  n.mapped += map_addrs_binary(g.buf + text_from, g.cap - text_from, olds, news, k, g.alen, ok ? before : nullptr, &g);
   if (n.mapped | n.zeroed) g.changed = g.changed || ok, g.c.addr_text += n.mapped, g.c.addr_text_zeroed += n.zeroed;
 }
 

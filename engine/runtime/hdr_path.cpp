@@ -30,18 +30,17 @@ namespace {
     const uint8_t* new_a = buf + (i ? d.dst_off() : d.src_off());
     mapped[i] = std::memcmp(old + i * alen, new_a, alen) != 0 ? new_a : nullptr;
   }
+  const uint8_t* olds[2];
+  const uint8_t* news[2];
+  unsigned k = 0;
+  for (int i = 0; i < 2; ++i)
+    if (mapped[i]) olds[k] = old + i * alen, news[k++] = mapped[i];
   AddrTextCount n;
   if (memo && memo->scanned != scan) find_addrs_text(pl, scan, old, old + alen, alen, *memo);
-  if (memo && !memo->overflow) {
-    n = apply_addrs_text(pl, *memo, mapped[0], mapped[1], alen, before, &s);
-  } else {
-    const uint8_t* olds[2];
-    const uint8_t* news[2];
-    unsigned k = 0;
-    for (int i = 0; i < 2; ++i)
-      if (mapped[i]) olds[k] = old + i * alen, news[k++] = mapped[i];
-    n = map_addrs_text(pl, scan, olds, news, k, alen, before, &s);
-  }
+  if (memo && !memo->overflow) n = apply_addrs_text(pl, *memo, mapped[0], mapped[1], alen, before, &s);
+  else n = map_addrs_text(pl, scan, olds, news, k, alen, before, &s);
+  // And in binary, as the general path maps them.
+  n.mapped += map_addrs_binary(pl, scan, olds, news, k, alen, before, &s);
   if (!(n.mapped | n.zeroed)) return;
   c.addr_text += n.mapped, c.addr_text_zeroed += n.zeroed;
   if (!s.taken) return;  // unreachable: a change takes the sum first

@@ -180,3 +180,26 @@ TEST_CASE("one scan for both addresses, applied per consumer, rewrites what each
   }
   CHECK(found > 2000);  // the planted forms are found, not only noise
 }
+
+TEST_CASE("a packet's own addresses in binary are mapped; other bytes and the zero address stay") {
+  // An Ares login: the client's own address after "Ares\0", as a peer reads it.
+  const uint8_t src[4] = {192, 168, 1, 2}, dst[4] = {68, 74, 190, 205}, zero[4] = {};
+  const uint8_t nsrc[4] = {96, 89, 129, 3}, ndst[4] = {10, 9, 8, 7};
+  std::string pl = std::string("\x38\x00\x00\x3c", 4) + "Ares" + std::string(1, '\0') + std::string("\xc0\xa8\x01\x02", 4) +
+                   std::string("\xc0\xa8\x01", 3) + std::string(4, '\0') + std::string("\x44\x4a\xbe\xcd", 4);
+  std::string want = pl;
+  std::memcpy(&want[9], nsrc, 4);
+  std::memcpy(&want[20], ndst, 4);
+  const uint8_t* olds[2] = {src, dst};
+  const uint8_t* news[2] = {nsrc, ndst};
+  int calls = 0;
+  auto before = [](void* c) { ++*static_cast<int*>(c); };
+  CHECK(map_addrs_binary(reinterpret_cast<uint8_t*>(pl.data()), uint32_t(pl.size()), olds, news, 2, 4, before, &calls) == 2);
+  CHECK(pl == want);
+  CHECK(calls == 1);
+  // Only the addresses the consumer changed are given; the zero address names no one.
+  const uint8_t* zolds[1] = {zero};
+  const uint8_t* znews[1] = {nsrc};
+  CHECK(map_addrs_binary(reinterpret_cast<uint8_t*>(pl.data()), uint32_t(pl.size()), zolds, znews, 1, 4) == 0);
+  CHECK(pl == want);
+}

@@ -102,6 +102,12 @@ class Policy:
         m = re.search(r"z=(\d+)", args)
         return int(m.group(1)) if m else None
 
+    def prefix_fallback(self, field):
+        """(v4 bits, v6 bits) of a zanon rule's prefix fallback, or None."""
+        act, args = self.rules.get(field, ("keep", ""))
+        m = re.search(r"fallback=prefix\((\d+)(?:\s*,\s*v6=(\d+))?\)", args) if act == "zanon" else None
+        return (int(m.group(1)), int(m.group(2) or 64)) if m else None
+
     def hides(self, field):
         """True when the field never leaves in clear; a z number when only
         values below z users are hidden; False when it is kept."""
@@ -219,6 +225,11 @@ def is_truncation(orig, new):
     return False
 
 
+def is_own_prefix(a, fallback):
+    bits = fallback[0] if a.version == 4 else fallback[1]
+    return int(a) & ((1 << (a.max_prefixlen - bits)) - 1) == 0
+
+
 class Protected:
     def __init__(self):
         self.values = {}  # key -> (class, [(form, bytes, caseless, boundary)])
@@ -280,7 +291,7 @@ def cookie_values(v, set_cookie):
 # ---------------------------------------------------------------- per capture
 
 def input_facts(inp):
-    rows = tshark_rows(inp, FIELDS)
+    rows = tshark_rows(inp, FIELDS + SHAPE)
     facts = {"rows": rows, "peers": defaultdict(set), "name_users": defaultdict(set),
              "name_src": defaultdict(set), "ua_users": defaultdict(set)}
     for r in rows:
@@ -310,14 +321,96 @@ def frame_key(r):
     return round(float(r["frame.time_epoch"][0]), 6) if r["frame.time_epoch"] else None
 
 
+# What no shipped policy rewrites and every output keeps: tells apart frames
+# of one timestamp when amon dropped one of them (a frame that is not IP, a
+# fragment whose first never came).
+SHAPE = ["ip.proto", "ipv6.nxt", "ip.id", "ip.ttl", "tcp.srcport", "tcp.dstport", "udp.srcport", "udp.dstport"]
+HDR_ADDR = ("ip.src", "ip.dst", "ipv6.src", "ipv6.dst")
+
+
+def same_shape(r, o):
+    """o may be r's output: as many addresses of each kind in its headers."""
+    return all(len(o[f]) == len(r[f]) for f in HDR_ADDR)
+
+
+def kinship(r, o):
+    return sum(1 for f in SHAPE if r.get(f) and r[f] == o.get(f))
+
+
 def output_headers(out):
     """Outer-to-inner IP addresses per output frame, keyed by (time, length)."""
     idx = defaultdict(list)
     frames = []
-    for r in tshark_rows(out, ["frame.time_epoch", "frame.len", "ip.src", "ip.dst", "ipv6.src", "ipv6.dst"]):
+    for r in tshark_rows(out, ["frame.time_epoch", "frame.len", *HDR_ADDR, *SHAPE]):
         idx[frame_key(r)].append(r)
         frames.append({str(a) for f in ("ip.src", "ip.dst", "ipv6.src", "ipv6.dst") for a in map(addr, r[f]) if a})
     return idx, frames
+
+
+def pair_frames(rows, out_idx):
+    """(input row, output row) of each frame amon wrote. The output keeps
+    the input's order, less the frames it dropped (not IP, a fragment whose
+    first never came, a malformed one), so the frames of one timestamp are
+    aligned in order, each output frame with one input frame of the same
+    headers: most alike first (length, protocol, ports, IP id, TTL), an
+    input frame left out where it has no output. Pairing each with the next
+    frame of its time instead shifted every later pair by one after a
+    dropped frame (many frames of a fuzzed capture share one timestamp) and
+    took a neighbour's pseudonym for a kept address."""
+    groups = defaultdict(list)
+    for r in rows:
+        groups[frame_key(r)].append(r)
+    for key, ins in groups.items():
+        outs = out_idx.get(key, [])
+        if not outs:
+            continue
+        if len(ins) == 1 and len(outs) == 1:
+            if same_shape(ins[0], outs[0]):
+                yield ins[0], outs[0]
+            continue
+        yield from align(ins, outs)
+
+
+def align(ins, outs):
+    n, m = len(ins), len(outs)
+    if n * m > 4_000_000:  # one timestamp for a whole large capture: in order
+        for r, o in zip(ins, outs):
+            if same_shape(r, o):
+                yield r, o
+        return
+
+    def score(r, o):
+        if not same_shape(r, o):
+            return None
+        return 10 + kinship(r, o) + (2 if r["frame.len"] == o["frame.len"] else 0)
+
+    NEG = float("-inf")
+    # f[i][j]: best score of inputs [0, i) against outputs [0, j); an input
+    # may go without output (0), an output without input costs 5.
+    f = [[NEG] * (m + 1) for _ in range(n + 1)]
+    how = [[0] * (m + 1) for _ in range(n + 1)]
+    f[0][0] = 0
+    for i in range(n + 1):
+        for j in range(m + 1):
+            if i == 0 and j == 0:
+                continue
+            best, h = NEG, 0
+            if i and f[i - 1][j] > best:
+                best, h = f[i - 1][j], 1
+            if j and f[i][j - 1] - 5 > best:
+                best, h = f[i][j - 1] - 5, 2
+            if i and j:
+                sc = score(ins[i - 1], outs[j - 1])
+                if sc is not None and f[i - 1][j - 1] + sc > best:
+                    best, h = f[i - 1][j - 1] + sc, 3
+            f[i][j], how[i][j] = best, h
+    pairs, i, j = [], n, m
+    while i or j:
+        h = how[i][j]
+        if h == 3:
+            pairs.append((ins[i - 1], outs[j - 1]))
+        i, j = (i - 1 if h in (1, 3) else i), (j - 1 if h in (2, 3) else j)
+    yield from reversed(pairs)
 
 
 def protected_set(pol, facts, out_idx, psl):
@@ -325,33 +418,15 @@ def protected_set(pol, facts, out_idx, psl):
     rows = facts["rows"]
     # Addresses: any one rewritten (not truncated) in some header of this output.
     rewritten = set()
-    taken = set()
-    for r in rows:
-        # Frames of one timestamp pair in their order, each output frame
-        # once, of equal length first (the output keeps the input's order):
-        # the first frame of the time compared a packet with its neighbour
-        # of the other direction, and took the neighbour's pseudonymized
-        # client for this packet's kept server.
-        key = frame_key(r)
-        pool = [o for o in out_idx.get(key, []) if id(o) not in taken]
-        # A cut or snapped frame is shorter than its input: then the next
-        # frame of its time in order.
-        same = [o for o in pool if o["frame.len"] == r["frame.len"]]
-        cands = (same or pool)[:1]
-        for o in cands:
-            taken.add(id(o))
-            for f in ("ip.src", "ip.dst", "ipv6.src", "ipv6.dst"):
-                if len(o[f]) != len(r[f]):
-                    break
-            else:
-                for f in ("ip.src", "ip.dst", "ipv6.src", "ipv6.dst"):
-                    for a, b in zip(r[f], o[f]):
-                        ia, ib = addr(a), addr(b)
-                        if ia and ib and ia != ib and not is_truncation(ia, ib):
-                            rewritten.add(a)
-                break
+    for r, o in pair_frames(rows, out_idx):
+        for f in HDR_ADDR:
+            for a, b in zip(r[f], o[f]):
+                ia, ib = addr(a), addr(b)
+                if ia and ib and ia != ib and not is_truncation(ia, ib):
+                    rewritten.add(a)
     zs = [z for z in (pol.z("ip.server"), pol.z("dns.answer.addr")) if z]
     z_addr = min(zs) if zs else None
+    fallbacks = [pol.prefix_fallback(f) for f in ("ip.server", "dns.answer.addr") if pol.z(f)]
     every = set()
     for r in rows:
         for f in ADDR_FIELDS:
@@ -361,6 +436,12 @@ def protected_set(pol, facts, out_idx, psl):
         if not a or not identifies(a):
             continue
         few = z_addr is not None and len(facts["peers"].get(v, ())) < z_addr
+        # An address whose host bits are zero is its own prefix: the
+        # fallback writes the same bytes for every host of that prefix, so
+        # seeing them tells no more than the prefix (54.239.29.0 as
+        # 54.239.29.0/24). Only a rewrite elsewhere makes it protected.
+        if few and all(fb and is_own_prefix(a, fb) for fb in fallbacks):
+            few = False
         if v in rewritten or few or (pol.payload_gone and False):
             prot.add("addr", "addr " + str(a), addr_forms(a))
     # MACs: hidden by all four shipped policies (eth and wlan rules).
