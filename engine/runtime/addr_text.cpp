@@ -280,28 +280,53 @@ AddrTextCount map_addrs_text(uint8_t* p, uint32_t n, const uint8_t* const* olds,
   return scan(p, n, olds, news, count, alen, before_write, ctx, nullptr);
 }
 
+namespace {
+// The byte of an address least common in payload: one with the high bit
+// set (rare in text, not 0xff filler), else a control byte other than
+// zero, tab and line ends, else a printable one; zero, blank, line ends
+// and 0xff last.
+unsigned rare_byte(const uint8_t* a, unsigned alen) {
+  auto score = [](uint8_t b) {
+    if (b == 0 || b == 0xff || b == '\n' || b == '\r' || b == ' ' || b == '\t') return 0;
+    if (b >= 0x80) return 3;
+    return b < 0x20 ? 2 : 1;
+  };
+  unsigned best = 0;
+  for (unsigned i = 1; i < alen; ++i)
+    if (score(a[i]) > score(a[best])) best = i;
+  return best;
+}
+}  // namespace
+
 unsigned map_addrs_binary(uint8_t* p, uint32_t n, const uint8_t* const* olds, const uint8_t* const* news,
                           unsigned count, unsigned alen, void (*before_write)(void*), void* ctx) {
   unsigned r = 0;
   for (unsigned a = 0; a < count && a < 2; ++a) {
-    // The zero and all-ones addresses name no one (and fill padding).
+    // The zero and all-ones addresses name no one (and fill padding). An
+    // IPv4 address with two zero bytes (10.0.0.6: `0a 00 00 06`) is a
+    // common run of small numbers in binary formats (an image's header
+    // fields): rewriting it there would corrupt more than it hides.
     if (std::all_of(olds[a], olds[a] + alen, [](uint8_t b) { return b == 0; }) ||
-        std::all_of(olds[a], olds[a] + alen, [](uint8_t b) { return b == 0xff; }))
+        std::all_of(olds[a], olds[a] + alen, [](uint8_t b) { return b == 0xff; }) ||
+        (alen == 4 && std::count(olds[a], olds[a] + 4, uint8_t(0)) >= 2))
       continue;
-    // memchr for the first byte, then the rest: a vector scan where a
-    // general substring search costs about a cycle a byte.
-    const uint8_t first = olds[a][0];
-    for (uint32_t i = 0; i + alen <= n;) {
-      const auto* h = static_cast<const uint8_t*>(std::memchr(p + i, first, n - alen + 1 - i));
+    // memchr for the address's rarest byte, then the rest: a vector scan
+    // where a general substring search costs about a cycle a byte. The
+    // first byte of 10.x.x.x is a newline, found on every line of a text
+    // protocol.
+    const unsigned k = rare_byte(olds[a], alen);
+    const uint8_t c = olds[a][k];
+    for (uint32_t i = k; i + (alen - k) <= n;) {
+      const auto* h = static_cast<const uint8_t*>(std::memchr(p + i, c, n - (alen - k) + 1 - i));
       if (!h) break;
-      const uint32_t at = uint32_t(h - p);
-      if (std::memcmp(h + 1, olds[a] + 1, alen - 1) != 0) {
-        i = at + 1;
+      const uint32_t at = uint32_t(h - p) - k;
+      if (std::memcmp(p + at, olds[a], alen) != 0) {
+        i = at + k + 1;
         continue;
       }
       if (before_write) before_write(ctx), before_write = nullptr;
       std::memcpy(p + at, news[a], alen);
-      ++r, i = at + alen;
+      ++r, i = at + alen + k;
     }
   }
   return r;

@@ -38,7 +38,9 @@ AddrTextCount map_addrs_text(uint8_t* p, uint32_t n, const uint8_t* const* olds,
 // to its mapping: an agent or a peer-to-peer login that writes its own
 // address into an unparsed payload (Ares, a game's discovery, a NAT probe).
 // Only the packet's own addresses are looked for, so four bytes match by
-// chance about once in 2^31 bytes of random payload (two addresses).
+// chance about once in 2^31 bytes of random payload (two addresses); an
+// IPv4 address with two zero bytes is not looked for (structured binary
+// data is full of such runs).
 // Returns the number rewritten.
 unsigned map_addrs_binary(uint8_t* p, uint32_t n, const uint8_t* const* olds, const uint8_t* const* news,
                           unsigned count, unsigned alen, void (*before_write)(void*) = nullptr, void* ctx = nullptr);
