@@ -98,23 +98,19 @@ names::Decision ProgramInstance::decide_zanon(FieldId f, int ri, const NamePlan&
     const zanon::Key key = nk ? zanon::Key{sc, {reinterpret_cast<const uint8_t*>(text.data()), text.size()}, nk->h}
                               : st->key(sc, text);
     // The store's rows for a name seen for the first time are cache misses:
-    // they load while the user's key and the registrable domain are worked
-    // out. The fallback's split is wanted for nearly every name anyway (a
-    // name is hidden until z users asked for it) and is remembered with it.
+    // they load while the user's key is worked out.
     st->prefetch(key);
     if (!e.have_user) e.user = user_of(e.client, e.alen), e.have_user = true;
-    SldInfo si;
-    if (np.fb == NamePlan::FbSld) {
+    if (st->observe(key, e.user, e.m->ts_ns, zp)) {
+      out = ZOutcome::Released;
+    } else if (np.fb == NamePlan::FbSld) {
+      SldInfo si;
       if (!nk) {
         si = sld_info(text, key.h);
       } else {
         if (!nk->have_si) nk->si = sld_info(text, key.h), nk->have_si = true;
         si = nk->si;
       }
-    }
-    if (st->observe(key, e.user, e.m->ts_ns, zp)) {
-      out = ZOutcome::Released;
-    } else if (np.fb == NamePlan::FbSld) {
       if (si.keep != 0 && si.keep < si.total) {
         // The registrable domain is a value of the same class with its own test.
         std::string_view sld = text.substr(text.size() - si.sld_len);

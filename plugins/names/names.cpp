@@ -237,12 +237,12 @@ unsigned registrable_label_count(std::string_view name) {
   h |= 1;
   ParentMemo& m = parent_memo[(h >> 32) % kParentMemo];
   if (m.tag != h || m.len != plen || std::memcmp(m.text, parent, plen) != 0) {
-    const bool suffix = psl_is_public_suffix2(psl_builtin(), parent, 0) != 0;
-    // Not a suffix: libpsl's walk of a parent of two labels or more ends at
-    // a registrable domain; if it did not, the name goes to libpsl whole.
-    if (!suffix && !psl_registrable_domain(psl_builtin(), parent)) return psl_count(buf, name);
+    // The walk of a parent of two labels or more (and at most 8: not cut)
+    // finds no registrable domain exactly when the parent is a public
+    // suffix, its first question.
+    const char* reg = psl_registrable_domain(psl_builtin(), parent);
     m.tag = h, m.len = uint8_t(plen);
-    m.count = uint8_t(suffix ? 0 : psl_count(parent, {parent, plen}));
+    m.count = uint8_t(reg ? count_labels(std::string_view(reg)) : 0);
     std::memcpy(m.text, parent, plen);
   }
   if (!m.count || psl_is_public_suffix2(psl_builtin(), buf, 0)) return labels;
