@@ -74,8 +74,8 @@ namespace {
 // branches (fragments, tunnels, ICMP quotes, decode errors, application
 // fields) can apply. Its output must stay byte-identical to the general
 // path's: test_hdr_fast compares the two on every shared capture.
-Verdict ProgramInstance::process_hdr(uint8_t* buf, uint32_t& cap, uint32_t& wire, const Decoded& d,
-                                     const PacketMeta& m, ConsumerCounters& c) {
+Verdict ProgramInstance::hdr_path(uint8_t* buf, uint32_t& cap, uint32_t& wire, const Decoded& d,
+                                  const PacketMeta& m, ConsumerCounters& c, bool decide_both) {
   const Program& P = prog_;
   const auto& F = l2l4::g_fields;
   if (c.rule_hits.size() < P.plans_.size()) [[unlikely]] c.rule_hits.resize(P.plans_.size());
@@ -105,9 +105,10 @@ Verdict ProgramInstance::process_hdr(uint8_t* buf, uint32_t& cap, uint32_t& wire
   const bool client_is_src = client_is_source(*P.policy_, d.ip_version, old, old + alen, m.initiator_is_src);
   ctx.family = d.ip_version;
   ctx.client_addr = client_is_src ? old : old + alen;
+  const bool both = decide_both && both_users(old, old + alen, alen, client_is_src, m);
   bool addr_changed = false;
   for (int pos = 0; pos < 2; ++pos) {
-    const bool is_src = pos == 0, is_client = is_src == client_is_src;
+    const bool is_src = pos == 0, is_client = both || is_src == client_is_src;
     const int r = P.addr_rule_[is_src][is_client];
     if (r < 0) continue;
     ++hits[r];
@@ -296,7 +297,8 @@ void ProgramInstance::hdr_kernel_burst(uint8_t* const* bufs, uint32_t* caps, uin
       verdicts[i] = hdr_apply<X, Y, PO>(bufs[i], caps[i], wires[i], ds[i], ms[i], c);
       ++nk;
     } else {
-      verdicts[i] = process_general(bufs[i], caps[i], wires[i], ds[i], ms[i], c);
+      verdicts[i] = hdr_packet(ds[i], caps[i]) ? process_hdr_users(bufs[i], caps[i], wires[i], ds[i], ms[i], c)
+                                               : process_general(bufs[i], caps[i], wires[i], ds[i], ms[i], c);
     }
   }
   count_hdr_hits(c.rule_hits, prog_.plans_.size(), hk_.hits, hk_.nhits, nk);

@@ -181,7 +181,8 @@ class ProgramInstance {
   // captured bytes of a `wire`-byte frame). May shorten cap/wire (cut).
   Verdict process(uint8_t* buf, uint32_t& cap, uint32_t& wire, const Decoded& d, const PacketMeta& m,
                   ConsumerCounters& c) {
-    if (hdr_fast_ && hdr_packet(d, cap) && kernel_roles(buf, d, m)) return (this->*hdr_fn_)(buf, cap, wire, d, m, c);
+    if (hdr_fast_ && hdr_packet(d, cap))
+      return kernel_roles(buf, d, m) ? (this->*hdr_fn_)(buf, cap, wire, d, m, c) : process_hdr_users(buf, cap, wire, d, m, c);
     return process_general(buf, cap, wire, d, m, c);
   }
 
@@ -389,7 +390,19 @@ class ProgramInstance {
   void addr_text(GenPacket& g);
   // process() for a header-only policy on such a packet (see Program::hdr_only_).
   Verdict process_hdr(uint8_t* buf, uint32_t& cap, uint32_t& wire, const Decoded& d, const PacketMeta& m,
-                      ConsumerCounters& c);
+                      ConsumerCounters& c) {
+    return hdr_path(buf, cap, wire, d, m, c, false);
+  }
+  // The same on a packet the kernels leave (kernel_roles: its two ends may
+  // both be users), which then decides as the general path does whether
+  // both take the client's rules. A flood of spoofed datagrams (roles
+  // uncertain) stays on the header path.
+  Verdict process_hdr_users(uint8_t* buf, uint32_t& cap, uint32_t& wire, const Decoded& d, const PacketMeta& m,
+                            ConsumerCounters& c) {
+    return hdr_path(buf, cap, wire, d, m, c, true);
+  }
+  Verdict hdr_path(uint8_t* buf, uint32_t& cap, uint32_t& wire, const Decoded& d, const PacketMeta& m,
+                   ConsumerCounters& c, bool decide_both);
   bool hdr_fast_ = false;
   // The plugin with the datagram shortcut (ProtocolPlugin::shortcut) and
   // its application (0: none): span_app_ always, shortcut_app_ while the
