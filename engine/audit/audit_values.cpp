@@ -9,7 +9,6 @@
 #include "audit_impl.h"
 #include "bytes.h"
 #include "registry.h"
-#include "value_parts.h"
 
 namespace amon::audit {
 
@@ -108,10 +107,6 @@ void Auditor::text_value(size_t fi, const std::string& field, const std::string&
   auto& fd = *Registry::instance().field(field);
   if (fr.zanon() && counts.observe(fd.value_class, v, user, t, fr.z(), fr.dt())) return allow(fi, Kind::Text, v);
   protect(Kind::Text, v, field, fr);
-  // Its name=value parts travel alone too (a cookie's id in a query string,
-  // a log line): searched as the engine's echo search finds them, so the
-  // two agree on what counts as a copy (value_parts.h).
-  value_parts(v, [&](uint32_t off, uint32_t len) { protect(Kind::Text, v.substr(off, len), field, fr); });
 }
 
 void Auditor::addr_value(size_t fi, const std::string& field, Kind k, const std::string& a, const std::string& user,
