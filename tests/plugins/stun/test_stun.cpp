@@ -184,9 +184,11 @@ TEST_CASE("STUN addresses take their role's rewrite on any port, in clear and XO
 
 TEST_CASE("a datagram without the cookie off the STUN port is no STUN", "[plugins][stun]") {
   Consumer c("ip.client : prefix(8)\nip.server : prefix(16)\nstun.username : redact()\n");
-  Bytes f = datagram(message(0x0101, attr(0x0001, addr_value(arr(kClient), 1, false)), false, false), 19302, 50000);
+  // Another host's address (kPeer): the packet's own addresses in kept
+  // payload are rewritten in any case (addr_text), STUN or not.
+  Bytes f = datagram(message(0x0101, attr(0x0001, addr_value(arr(kPeer), 1, false)), false, false), 19302, 50000);
   REQUIRE(c.run(f) == Verdict::Forward);
-  CHECK(holds(Bytes(f.begin() + long(kPayload), f.end()), arr(kClient)));
+  CHECK(holds(Bytes(f.begin() + long(kPayload), f.end()), arr(kPeer)));
 }
 
 TEST_CASE("a malformed STUN message fails closed where its fields are protected", "[plugins][stun]") {
