@@ -509,7 +509,10 @@ template <bool kL7Only>
 // rule needed it cut.
 void ProgramInstance::addr_text(GenPacket& g) {
   const Decoded& d = g.d;
-  const uint32_t text_from = d.status == DecodeStatus::Ok ? d.payload_off : std::min(d.good_until, g.cap);
+  // Never the header's own addresses (a malformed packet's good part may
+  // end inside them): the mapped ones are what the search writes from.
+  const uint32_t text_from = std::max(d.status == DecodeStatus::Ok ? d.payload_off : std::min(d.good_until, g.cap),
+                                      std::max(g.so, g.dof) + g.alen);
   if (g.cap <= text_from + 1) return;
   void (*before)(void*) = [](void* t) { static_cast<GenPacket*>(t)->take_sum(); };
   const uint8_t* olds[2];

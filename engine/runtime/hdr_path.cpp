@@ -282,7 +282,8 @@ void ProgramInstance::hdr_kernel_burst(uint8_t* const* bufs, uint32_t* caps, uin
   // client's result needs no cache.
   if constexpr (X == kACryptoPan || Y == kACryptoPan) {
     for (unsigned i = 0; i < n; ++i) {
-      if (ds[i].ip_version != 4) continue;
+      // Only a packet the kernel may take: its addresses were captured.
+      if (ds[i].ip_version != 4 || !hdr_packet(ds[i], caps[i])) continue;
       const FlowState* fs = ms[i].flow;
       const bool memo = hk_.memo_id && fs && fs->memo_owner == hk_.memo_id;
       const RtAction* a = X == kACryptoPan && !memo ? hk_.act[0] : Y == kACryptoPan ? hk_.act[1] : nullptr;
