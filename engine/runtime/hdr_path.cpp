@@ -294,12 +294,13 @@ void ProgramInstance::hdr_kernel_burst(uint8_t* const* bufs, uint32_t* caps, uin
   }
   unsigned nk = 0;
   for (unsigned i = 0; i < n; ++i) {
-    if (hdr_packet(ds[i], caps[i]) && kernel_roles(bufs[i], ds[i], ms[i])) [[likely]] {
+    const bool hdr = hdr_packet(ds[i], caps[i]);
+    if (hdr && kernel_roles(bufs[i], ds[i], ms[i])) [[likely]] {
       verdicts[i] = hdr_apply<X, Y, PO>(bufs[i], caps[i], wires[i], ds[i], ms[i], c);
       ++nk;
     } else {
-      verdicts[i] = hdr_packet(ds[i], caps[i]) ? process_hdr_users(bufs[i], caps[i], wires[i], ds[i], ms[i], c)
-                                               : process_general(bufs[i], caps[i], wires[i], ds[i], ms[i], c);
+      verdicts[i] = hdr ? process_hdr_users(bufs[i], caps[i], wires[i], ds[i], ms[i], c)
+                        : process_general(bufs[i], caps[i], wires[i], ds[i], ms[i], c);
     }
   }
   count_hdr_hits(c.rule_hits, prog_.plans_.size(), hk_.hits, hk_.nhits, nk);
