@@ -36,8 +36,8 @@ struct Parsed {
 // destination and referenced routers, forwarding addresses, a Link-LSA's
 // link-local address, and prefixes (a span of the bytes the prefix is
 // stored in: fewer than 16 for a shorter prefix); in opaque LSAs (TE,
-// grace, router information, extended prefix and link), the addresses of
-// their TLVs. Malformed: a length past its container, an LSA type or a
+// grace, router information, extended prefix and link) and OSPFv3
+// extended LSAs (RFC 8362), the addresses of their TLVs and sub-TLVs. Malformed: a length past its container, an LSA type or a
 // TLV of unknown layout, another version.
 Result parse(const uint8_t* p, uint32_t len, Parsed& r);
 

@@ -37,6 +37,8 @@ struct Walk {
   bool lsa_v3(uint32_t o, uint32_t end);
   bool opaque(uint8_t type, uint32_t k, uint32_t end);
   bool te_link(uint32_t k, uint32_t end);
+  bool e_tlvs(uint32_t k, uint32_t end);
+  bool e_sub(uint32_t k, uint32_t end);
   bool lsa(uint32_t o, uint32_t end) {
     header(o);
     if (lsa_checksum(p + o, end - o) == rd16(p + o + 16)) {
@@ -134,6 +136,19 @@ bool Walk::lsa_v3(uint32_t o, uint32_t end) {
     case 10: return opaque(kTeV3, b, end);     // intra-area TE (RFC 5329)
     case 11: return opaque(kGrace, b, end);    // grace (RFC 5187)
     case 12: return opaque(kRouterInfo, b, end);  // router information (RFC 7770)
+    // Extended LSAs (RFC 8362): the legacy body's fixed part, then TLVs.
+    case 33:
+    case 34:  // E-router, E-network: options
+    case 40:  // E-link: priority, options
+      return end - b >= 4 && e_tlvs(b + 4, end);
+    case 35:
+    case 36:
+    case 37:
+    case 39: return e_tlvs(b, end);  // E-inter-area prefix and router, E-AS-external, E-NSSA
+    case 41:  // E-intra-area prefix: the referenced LSA (type, link state ID, advertising router)
+      if (end - b < 12) return false;
+      a4(b + 8);
+      return e_tlvs(b + 12, end);
     default: return false;
   }
 }
@@ -190,6 +205,72 @@ bool Walk::te_link(uint32_t k, uint32_t end) {
         r.addrs.add(v, 6);
         return true;
       default: return te_numbers(t);
+    }
+  });
+}
+
+// An extended LSA's TLVs (RFC 8362 3), each by its own layout whichever
+// LSA carries it. A TLV of another type may hold an address: it fails the
+// parse, where RFC 8362 would have a router skip it.
+bool Walk::e_tlvs(uint32_t k, uint32_t end) {
+  return tlvs(p, k, end, [&](uint32_t t, uint32_t v, uint32_t l) {
+    const uint32_t e = v + l;
+    switch (t) {
+      case 1:  // router link: type, metric, interface IDs, the neighbour's router ID
+        if (l < 16) return false;
+        a4(v + 12);
+        return e_sub(v + 16, e);
+      case 2:  // attached routers
+        if (!l || l % 4) return false;
+        for (uint32_t i = 0; i < l; i += 4) a4(v + i);
+        return true;
+      case 3:
+      case 5:
+      case 6: {  // inter-area, external, intra-area prefix: metric (and flags), the prefix
+        const uint32_t after = l >= 4 ? prefix(v + 4, e) : 0;
+        return after && e_sub(after, e);
+      }
+      case 4:  // inter-area router: options, metric, the destination's router ID
+        if (l < 12) return false;
+        a4(v + 8);
+        return e_sub(v + 12, e);
+      case 7:  // IPv6 link-local address
+        if (l < 16) return false;
+        r.addrs.add(v, 6);
+        return e_sub(v + 16, e);
+      case 8:  // IPv4 link-local address
+        if (l < 4) return false;
+        a4(v);
+        return e_sub(v + 4, e);
+      default: return false;
+    }
+  });
+}
+
+// An extended LSA TLV's sub-TLVs: forwarding addresses, a LAN adjacency's
+// neighbour; route tags, SIDs and the link MSD are numbers.
+bool Walk::e_sub(uint32_t k, uint32_t end) {
+  return tlvs(p, k, end, [&](uint32_t t, uint32_t v, uint32_t l) {
+    switch (t) {
+      case 1:  // IPv6 forwarding address
+        if (l != 16) return false;
+        r.addrs.add(v, 6);
+        return true;
+      case 2:  // IPv4 forwarding address
+        if (l != 4) return false;
+        a4(v);
+        return true;
+      case 6:  // LAN adjacency SID: flags, weight, 16 bits, the neighbour's router ID, the SID
+        if (l < 8) return false;
+        a4(v + 4);
+        return true;
+      case 3:   // route tag
+      case 4:   // prefix SID
+      case 5:   // adjacency SID
+      case 7:   // SID/label
+      case 9:   // link MSD
+        return true;
+      default: return false;
     }
   });
 }

@@ -2,7 +2,8 @@
 // with router, network and AS-external LSAs; OSPFv3 Hellos and an update
 // with a Link-LSA (link-local address, prefixes of their stored length)
 // and an intra-area prefix LSA; opaque LSAs (TE, grace, router
-// information, extended prefix and link; OSPFv3 TE) by their TLVs;
+// information, extended prefix and link; OSPFv3 TE) and OSPFv3 extended
+// LSAs by their TLVs;
 // malformed lengths, unknown TLVs and opaque types refused;
 // the Fletcher checksum as routers compute it.
 #include <catch2/catch.hpp>
@@ -227,4 +228,42 @@ TEST_CASE("ospf: opaque LSAs fail closed: unknown kinds and TLVs, lengths past t
     wr16(cut.data() + 2, uint16_t(n));
     found(cut, op::Result::Malformed);
   }
+}
+
+TEST_CASE("ospf: v3 extended LSAs: the addresses of their TLVs and sub-TLVs") {
+  const Bytes kFwd4 = {192, 0, 2, 9}, kDest = {10, 4, 4, 4}, kLanNbr = {10, 5, 5, 5}, kRef = {10, 6, 6, 6};
+  const Bytes kLl4 = {169, 254, 0, 7};
+  // Router link: type, metric, interface IDs, the neighbour's router ID; a LAN adjacency SID naming kLanNbr.
+  const Bytes rlink = tlv(1, cat({{2, 0, 0, 10, 0, 0, 0, 1, 0, 0, 0, 2}, kNbr, tlv(6, cat({{0, 0, 0, 0}, kLanNbr, {0, 0, 9}}))}));
+  const Bytes e_router = lsa(3, 0xa021, {0, 0, 0, 0}, cat({{0, 0, 0, 0x13}, rlink}));
+  const Bytes e_network = lsa(3, 0xa022, {0, 0, 0, 5}, cat({{0, 0, 0, 0x13}, tlv(2, cat({kRid, kDr}))}));
+  const Bytes pfx64 = {0, 0, 0, 10, 64, 0, 0, 0, 0xfd, 0, 0, 1, 0, 3, 0, 0};  // metric, fd00:1:3::/64
+  const Bytes e_iap = lsa(3, 0xa023, {0, 0, 0, 1}, tlv(3, pfx64));
+  const Bytes e_iar = lsa(3, 0xa024, {0, 0, 0, 2}, tlv(4, cat({{0, 0, 0, 0x13, 0, 0, 0, 10}, kDest})));
+  const Bytes ext = cat({{0, 0, 0, 20, 48, 0, 0, 0, 0x20, 1, 0xd, 0xb8, 0, 7}, {0, 0}, tlv(1, kRemote6), tlv(2, kFwd4), tlv(3, {0, 0, 0, 1})});
+  const Bytes e_ase = lsa(3, 0xc025, {0, 0, 0, 3}, tlv(5, ext));
+  const Bytes e_link = lsa(3, 0x8028, {0, 0, 0, 5}, cat({{1, 0, 0, 0x13}, tlv(7, kLocal6), tlv(8, kLl4), tlv(6, pfx64)}));
+  const Bytes e_intra = lsa(3, 0xa029, {0, 0, 0, 0}, cat({{0, 0, 0x20, 1, 0, 0, 0, 0}, kRef, tlv(6, pfx64)}));
+  static op::Parsed r;
+  const Bytes pkt = update(3, {e_router, e_network, e_iap, e_iar, e_ase, e_link, e_intra});
+  REQUIRE(op::parse(pkt.data(), uint32_t(pkt.size()), r) == op::Result::Ok);
+  CHECK(r.n_lsa == 7);
+  const auto v = found(pkt);
+  for (const Bytes& a : {kNbr, kLanNbr, kRid, kDr, kDest, kRemote6, kFwd4, kLocal6, kLl4, kRef}) CHECK(has(v, a));
+  CHECK(has(v, {0xfd, 0, 0, 1, 0, 3, 0, 0}));        // a /64: its 8 stored bytes
+  CHECK(has(v, {0x20, 1, 0xd, 0xb8, 0, 7, 0, 0}));  // a /48 stored in two words
+}
+
+TEST_CASE("ospf: v3 extended LSAs fail closed: TLVs and sub-TLVs of unknown layout, short values") {
+  found(update(3, {lsa(3, 0xa021, {0, 0, 0, 0}, cat({{0, 0, 0, 0}, tlv(9, kLocal)}))}), op::Result::Malformed);
+  const Bytes unknown_sub = tlv(1, cat({{2, 0, 0, 10, 0, 0, 0, 1, 0, 0, 0, 2}, kNbr, tlv(30, kLocal)}));
+  found(update(3, {lsa(3, 0xa021, {0, 0, 0, 0}, cat({{0, 0, 0, 0}, unknown_sub}))}), op::Result::Malformed);
+  found(update(3, {lsa(3, 0xa024, {0, 0, 0, 2}, tlv(4, {0, 0, 0, 0, 0, 0, 0, 1}))}), op::Result::Malformed);
+  found(update(3, {lsa(3, 0x8028, {0, 0, 0, 5}, cat({{1, 0, 0, 0x13}, tlv(7, Bytes(8, 0xfe))}))}), op::Result::Malformed);
+  // A prefix longer than its TLV; a forwarding address of the wrong length.
+  found(update(3, {lsa(3, 0xa023, {0, 0, 0, 1}, tlv(3, {0, 0, 0, 10, 128, 0, 0, 0, 0xfd, 0, 0, 1}))}), op::Result::Malformed);
+  found(update(3, {lsa(3, 0xc025, {0, 0, 0, 3}, tlv(5, cat({{0, 0, 0, 20, 0, 0, 0, 0}, tlv(2, {192, 0, 2})})))}),
+        op::Result::Malformed);
+  // An E-intra-area prefix LSA too short for its referenced LSA.
+  found(update(3, {lsa(3, 0xa029, {0, 0, 0, 0}, {0, 0, 0x20, 1, 0, 0, 0, 0})}), op::Result::Malformed);
 }
