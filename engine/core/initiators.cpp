@@ -42,6 +42,33 @@ bool InitiatorLog::seen_flow(uint64_t fp) {
   return false;
 }
 
+bool InitiatorLog::known(uint64_t host) const {
+  const HostSet& s = set_of(host);
+  const uint64_t t = tag(host);
+  for (const auto& w : s.way)
+    if ((w.load(std::memory_order_relaxed) & ~kCount) == t) return true;
+  return false;
+}
+
+void InitiatorLog::learn(uint64_t host, bool fresh) {
+  HostSet& s = set_of(host);
+  const uint64_t t = tag(host);
+  unsigned victim = 0;
+  uint64_t low = kCount + 1;
+  // Ties go to the first from a way the fingerprint picks, so a flood's
+  // newcomers spread over a set's one-off entries.
+  for (unsigned k = 0, i = unsigned(host >> 8) % kWays; k < kWays; ++k, i = (i + 1) % kWays) {
+    const uint64_t e = s.way[i].load(std::memory_order_relaxed);
+    if ((e & ~kCount) == t) {
+      if (fresh && (e & kCount) < kCount) s.way[i].store(e + 1, std::memory_order_relaxed);
+      return;
+    }
+    if ((e & kCount) < low) low = e & kCount, victim = i;
+  }
+  if (low <= 1) s.way[victim].store(t | 1, std::memory_order_relaxed);
+  else s.way[victim].store(s.way[victim].load(std::memory_order_relaxed) - 1, std::memory_order_relaxed);
+}
+
 bool InitiatorLog::prints(const uint8_t* pkt, uint32_t cap, const Decoded& d, Prints& p) {
   if (!d.has_ip()) return false;
   const unsigned alen = d.addr_len();
@@ -63,8 +90,8 @@ bool InitiatorLog::prints(const uint8_t* pkt, uint32_t cap, const Decoded& d, Pr
 void InitiatorLog::prefetch(const uint8_t* pkt, uint32_t cap, const Decoded& d) const {
   Prints p;
   if (!prints(pkt, cap, d, p)) return;
-  __builtin_prefetch(&hosts_[p.src % kHosts]);
-  __builtin_prefetch(&hosts_[p.dst % kHosts]);
+  __builtin_prefetch(&set_of(p.src));
+  __builtin_prefetch(&set_of(p.dst));
   if (p.flow) __builtin_prefetch(&flows_[p.flow % kFlows]);
 }
 
@@ -74,6 +101,7 @@ uint8_t InitiatorLog::observe(const uint8_t* pkt, uint32_t cap, const Decoded& d
   const uint64_t src = p.src, dst = p.dst;
   // 0: nothing learnt; else the initiator's fingerprint.
   uint64_t init = 0;
+  bool fresh = true;  // an echo request is an exchange of its own
   const bool l4 = d.l4_hdr_len && !(d.flags & kFlagLaterFragment);
   const bool ports = l4 && (d.l4_proto == kProtoTcp || d.l4_proto == kProtoUdp || d.l4_proto == kProtoSctp);
   if (d.l4_proto == kProtoIcmp || d.l4_proto == kProtoIcmpv6) {
@@ -83,6 +111,7 @@ uint8_t InitiatorLog::observe(const uint8_t* pkt, uint32_t cap, const Decoded& d
   } else if (p.flow) {
     const bool syn = d.l4_proto == kProtoTcp && l4 && (d.tcp_flags & 0x02);
     const bool first = !seen_flow(p.flow);
+    fresh = first;
     if (syn) {
       init = d.tcp_flags & 0x10 ? dst : src;
     } else if (first) {
@@ -91,7 +120,7 @@ uint8_t InitiatorLog::observe(const uint8_t* pkt, uint32_t cap, const Decoded& d
       else if (d.l4_proto != kProtoTcp) init = src;  // a datagram flow starts with its initiator's packet
     }
   }
-  if (init) learn(init);
+  if (init) learn(init, fresh);
   return uint8_t((known(src) ? kSrc : 0) | (known(dst) ? kDst : 0));
 }
 

@@ -4,6 +4,7 @@
 #include <catch2/catch.hpp>
 
 #include <cstdio>
+#include <random>
 
 #include "frames.h"
 #include "initiators.h"
@@ -91,4 +92,32 @@ TEST_CASE("initiators: bounded, and the same input order gives the same answers"
   CHECK(differ == 0);
   CHECK(learnt == 200000);
   CHECK(a.memory_bytes() == (InitiatorLog::kFlows + InitiatorLog::kHosts) * sizeof(uint64_t));
+}
+
+TEST_CASE("initiators: hosts seen initiating several flows outlast a flood of one-off sources", "[initiators]") {
+  InitiatorLog l;
+  char src[32];
+  // Users that each opened three connections.
+  constexpr unsigned kUsers = 4096;
+  for (unsigned f = 0; f < 3; ++f)
+    for (unsigned i = 0; i < kUsers; ++i) {
+      std::snprintf(src, sizeof src, "10.1.%u.%u", i >> 8, i & 255);
+      see(l, tcp(src, "192.0.2.80", uint16_t(40000 + f), 443, 0x02));
+    }
+  // A million spoofed SYNs, each from a source seen once (none in 10/8),
+  // sixteen times the log's hosts.
+  std::mt19937 rng(7);
+  for (unsigned i = 0; i < 1000000; ++i) {
+    const uint32_t a = rng();
+    std::snprintf(src, sizeof src, "%u.%u.%u.%u", 11 + (a >> 24) % 200, (a >> 16) & 255, (a >> 8) & 255, a & 255);
+    see(l, tcp(src, "192.0.2.80", uint16_t(1024 + (a & 0x7fff)), 80, 0x02));
+  }
+  // A segment mid-way between ephemeral ports teaches nothing: it says
+  // what the log still knows.
+  unsigned forgotten = 0;
+  for (unsigned i = 0; i < kUsers; ++i) {
+    std::snprintf(src, sizeof src, "10.1.%u.%u", i >> 8, i & 255);
+    forgotten += see(l, tcp(src, "198.51.100.1", 40000, 50000, 0x10)) != S;
+  }
+  CHECK(forgotten == 0);
 }
