@@ -9,6 +9,7 @@
 #include "audit_impl.h"
 #include "bytes.h"
 #include "registry.h"
+#include "value_parts.h"
 
 namespace amon::audit {
 
@@ -92,21 +93,59 @@ void Auditor::name_value(size_t fi, const std::string& field, std::string name, 
   protect(Kind::Name, name, field, fr);
 }
 
+// A media type ("application/json", "image/svg+xml"): the protocol's own
+// vocabulary, in Accept and Content-Type headers everywhere. A request
+// whose header spans TCP segments is read by the audit without its kept
+// Content-Type, so an Accept item there would be reported in it.
+static bool media_type(std::string_view v) {
+  constexpr std::string_view kTop[] = {"application", "audio", "font", "image", "message",
+                                       "model", "multipart", "text", "video"};
+  const size_t slash = v.find('/');
+  if (slash == std::string_view::npos || slash + 1 == v.size()) return false;
+  const std::string_view top = v.substr(0, slash), sub = v.substr(slash + 1);
+  if (std::none_of(std::begin(kTop), std::end(kTop), [&](std::string_view t) {
+        return t.size() == top.size() &&
+               std::equal(t.begin(), t.end(), top.begin(), [](char a, char b) { return a == (b | 0x20); });
+      }))
+    return false;
+  return std::all_of(sub.begin(), sub.end(), [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '+' || c == '-';
+  });
+}
+
+// Shorter values ("/", "gzip") say nothing about a person and would match
+// everywhere by chance; so does a word of letters and hyphens alone, the
+// protocol's own vocabulary (a Connection header's "keep-alive", a Vary
+// header's "Accept-Encoding", both header names too), or a media type.
+static bool telling(std::string_view v) {
+  if (v.size() < 8) return false;
+  if (v.find_first_not_of('\0') == std::string_view::npos) return false;  // zero filler identifies no one
+  if (media_type(v)) return false;
+  return !std::all_of(v.begin(), v.end(), [](char c) { return std::isalpha(static_cast<unsigned char>(c)) || c == '-'; });
+}
+
 void Auditor::text_value(size_t fi, const std::string& field, const std::string& v, const std::string& user, uint64_t t) {
-  // Shorter values ("/", "gzip") say nothing about a person and would
-  // match everywhere by chance; so does a word of letters and hyphens
-  // alone, the protocol's own vocabulary (a Connection header's
-  // "keep-alive", a Vary header's "Accept-Encoding", both header names
-  // too).
-  if (v.size() < 8) return;
-  if (v.find_first_not_of('\0') == std::string::npos) return;  // zero filler identifies no one
-  if (std::all_of(v.begin(), v.end(), [](char c) { return std::isalpha(static_cast<unsigned char>(c)) || c == '-'; }))
-    return;
+  if (!telling(v)) return;
   FieldRule fr = rule_for(field);
-  if (fr.keep()) return allow(fi, Kind::Text, v);
   auto& fd = *Registry::instance().field(field);
-  if (fr.zanon() && counts.observe(fd.value_class, v, user, t, fr.z(), fr.dt())) return allow(fi, Kind::Text, v);
-  protect(Kind::Text, v, field, fr);
+  // Left in clear here: by its rule, or z users seen with it.
+  const bool clear = fr.keep() || (fr.zanon() && counts.observe(fd.value_class, v, user, t, fr.z(), fr.dt()));
+  auto decide = [&](const std::string& x) {
+    if (clear) allow(fi, Kind::Text, x);
+    else protect(Kind::Text, x, field, fr);
+  };
+  decide(v);
+  // Its name=value parts travel alone too (a cookie's id in a query string,
+  // a log line): searched as the engine's echo search finds them
+  // (value_parts.h), each taking the whole value's decision in this frame,
+  // as the engine records and releases them: protected wherever the value
+  // was rewritten, in clear in a frame whose field leaves the value in
+  // clear (a kept Content-Type's "application/json", a released header's
+  // media type), as the engine searches no field a rule decided.
+  value_parts(v, [&](uint32_t off, uint32_t len) {
+    std::string part = v.substr(off, len);
+    if (telling(part)) decide(part);
+  });
 }
 
 void Auditor::addr_value(size_t fi, const std::string& field, Kind k, const std::string& a, const std::string& user,
