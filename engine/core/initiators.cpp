@@ -50,23 +50,30 @@ bool InitiatorLog::known(uint64_t host) const {
   return false;
 }
 
-void InitiatorLog::learn(uint64_t host, bool fresh) {
+bool InitiatorLog::learn(uint64_t host, bool fresh) {
   HostSet& s = set_of(host);
   const uint64_t t = tag(host);
-  unsigned victim = 0;
-  uint64_t low = kCount + 1;
-  // Ties go to the first from a way the fingerprint picks, so a flood's
-  // newcomers spread over a set's one-off entries.
-  for (unsigned k = 0, i = unsigned(host >> 8) % kWays; k < kWays; ++k, i = (i + 1) % kWays) {
-    const uint64_t e = s.way[i].load(std::memory_order_relaxed);
-    if ((e & ~kCount) == t) {
-      if (fresh && (e & kCount) < kCount) s.way[i].store(e + 1, std::memory_order_relaxed);
-      return;
+  uint64_t e[kWays];
+  for (unsigned i = 0; i < kWays; ++i) e[i] = s.way[i].load(std::memory_order_relaxed);
+  // The lowest count, ties to the first from a way the fingerprint picks
+  // (so a flood's newcomers spread over a set's one-off entries), without
+  // a branch on the counts: count * kWays + distance from that way.
+  const unsigned start = unsigned(host >> 8);
+  unsigned best = ~0u;
+  for (unsigned i = 0; i < kWays; ++i) {
+    if ((e[i] & ~kCount) == t) {
+      if (fresh && (e[i] & kCount) < kCount) s.way[i].store(e[i] + 1, std::memory_order_relaxed);
+      return true;
     }
-    if ((e & kCount) < low) low = e & kCount, victim = i;
+    best = std::min(best, unsigned(e[i] & kCount) * unsigned(kWays) + unsigned((i - start) % kWays));
   }
-  if (low <= 1) s.way[victim].store(t | 1, std::memory_order_relaxed);
-  else s.way[victim].store(s.way[victim].load(std::memory_order_relaxed) - 1, std::memory_order_relaxed);
+  const unsigned victim = (best + start) % kWays;
+  if (best / kWays <= 1) {
+    s.way[victim].store(t | 1, std::memory_order_relaxed);
+    return true;
+  }
+  s.way[victim].store(e[victim] - 1, std::memory_order_relaxed);
+  return false;
 }
 
 bool InitiatorLog::prints(const uint8_t* pkt, uint32_t cap, const Decoded& d, Prints& p) {
@@ -120,8 +127,12 @@ uint8_t InitiatorLog::observe(const uint8_t* pkt, uint32_t cap, const Decoded& d
       else if (d.l4_proto != kProtoTcp) init = src;  // a datagram flow starts with its initiator's packet
     }
   }
-  if (init) learn(init, fresh);
-  return uint8_t((known(src) ? kSrc : 0) | (known(dst) ? kDst : 0));
+  // The initiator's answer is learn()'s: one pass over its set.
+  bool s_known, d_known;
+  if (init == src) s_known = learn(src, fresh), d_known = dst == src ? s_known : known(dst);
+  else if (init == dst) d_known = learn(dst, fresh), s_known = known(src);
+  else s_known = known(src), d_known = known(dst);
+  return uint8_t((s_known ? kSrc : 0) | (d_known ? kDst : 0));
 }
 
 }  // namespace amon

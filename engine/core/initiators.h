@@ -76,7 +76,8 @@ class InitiatorLog {
   bool known(uint64_t host) const;
   // Notes that the host initiated a flow; `fresh`: a flow not seen before
   // (a SYN-ACK or a retransmitted SYN of a flow already noted counts once).
-  void learn(uint64_t host, bool fresh);
+  // Whether the host is known now.
+  bool learn(uint64_t host, bool fresh);
   // Whether the flow was seen before; notes it.
   bool seen_flow(uint64_t fp);
   // The packet's host fingerprints and its flow's (0: none); false when the
