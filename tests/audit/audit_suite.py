@@ -682,6 +682,33 @@ def signoff(args, work):
             if js and not any(h["value"] == "part7f3a9c51e2" for h in js["leak_list"]):
                 fail("cookie part: its id in clear in a later datagram was not reported: %s" % js["leak_list"][:3])
 
+        # Under z-anonymity a part takes its whole value's decision: hidden
+        # while one user sends the User-Agent (its id alone later is
+        # rewritten, and reported in clear), released in the frame where a
+        # second user brings z to 2 (the id inside it there is no leak).
+        zpol = os.path.join(work, "zagent.amon")
+        with open(zpol, "w") as f:
+            f.write("http.user_agent : zanon(z=2, dt=1h, fallback=redact)\n")
+        zc = lsd.replace(b"cookie: lsd-cookie-5f3a9c", b"User-Agent: zclient sid=zpart7f3a9c51e2 v1")
+        zin = one_capture_file(work, "zpart-in.pcap", [
+            [t, 0, 0, udp4("192.168.5.5", "239.192.152.143", 6771, 6771, zc)],
+            [t + 1, 0, 0, udp4("192.168.5.5", "198.51.100.9", 40001, 9999, b"GET /p?id=zpart7f3a9c51e2&x=1\r\n")],
+            [t + 2, 0, 0, udp4("192.168.5.6", "239.192.152.143", 6771, 6771, zc)]])
+        zout = os.path.join(work, "zpart-out.pcap")
+        if amon_pcap(args, zin, [("z", zpol, zout)], work):
+            _, _, zrec = read_pcap(zout)
+            if len(zrec) != 3 or b"zpart7f3a9c51e2" not in bytes(zrec[2][3]) or b"zpart7f3a9c51e2" in bytes(zrec[1][3]):
+                fail("z agent part: the engine should rewrite the id alone and release the second user's User-Agent")
+            js = audit(args, zpol, zin, zout, work)
+            if js and js["leaks"]:
+                fail("z agent part: the engine's output should pass, %d leaks: %s" % (js["leaks"], js["leak_list"][:3]))
+            zplain = one_capture_file(work, "zpart-plain.pcap", [zrec[0], [t + 1, 0, 0, bytes(read_pcap(zin)[2][1][3])], zrec[2]])
+            js = audit(args, zpol, zin, zplain, work)
+            if js and not any(h["value"] == "zpart7f3a9c51e2" and h["frame"] == 2 for h in js["leak_list"]):
+                fail("z agent part: the hidden User-Agent's id in clear was not reported: %s" % js["leak_list"][:3])
+            if js and any(h["frame"] == 3 for h in js["leak_list"]):
+                fail("z agent part: the released User-Agent's id reported: %s" % js["leak_list"][:3])
+
     # 14. Multipath TCP: an ADD_ADDR (version 1, with HMAC) naming a user's
     # other address that no header carries. The engine maps it as
     # ip.client's, the audit reads it and agrees; left in clear, reported.
