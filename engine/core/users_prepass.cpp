@@ -13,6 +13,14 @@
 // and a flow table of a worker's size for the initiator; no program runs.
 // A standard input or a pipe cannot be read twice: then there is no
 // pre-pass, and users are learnt as they come, as live.
+//
+// The same read fills, per consumer that searches kept payload for what it
+// rewrote (Program::echoes) and has fields whose rule decides by the value
+// alone (Program::echo_preload_rule), its echo table's preloaded values
+// (EchoPreload, echo.h): the application parse of each packet, as a
+// worker's, without held segments (a header split over TCP segments is
+// learnt when the run reaches it, as live). A copy that travels before
+// its field is then rewritten as the field is.
 #include <sys/stat.h>
 
 #include <memory>
@@ -20,7 +28,9 @@
 
 #include "engine_parts.h"
 #include "flow_table.h"
+#include "echo_preload.h"
 #include "initiators.h"
+#include "l7.h"
 #include "mbuf_meta.h"
 #include "pcap_port.h"
 
@@ -49,10 +59,22 @@ void learn_users_offline(Engine& E) {
   std::vector<size_t> which;
   for (size_t i = 0; i < E.programs.size(); ++i)
     if (E.programs[i]->learns_users() || E.programs[i]->learns_initiators()) which.push_back(i);
-  if (which.empty()) return;
+  // Consumers whose echo tables are preloaded, and their collectors.
+  std::vector<size_t> echoing;
+  std::vector<std::unique_ptr<EchoCollector>> collectors;
+  uint32_t probe_apps = 0;
+  for (size_t i = 0; i < E.programs.size(); ++i) {
+    if (!E.programs[i]->echoes()) continue;
+    auto c = std::make_unique<EchoCollector>(*E.programs[i]);
+    if (!c->wants()) continue;
+    echoing.push_back(i);
+    collectors.push_back(std::move(c));
+    probe_apps |= E.programs[i]->protected_apps() & ~((1u << kFirstPluginApp) - 1);
+  }
+  if (which.empty() && echoing.empty()) return;
   for (const auto& in : E.cfg.inputs)
     if (!rereadable(in)) {
-      log_line(kInfo, "users outside clients: %s cannot be read twice, users are learnt as they come",
+      log_line(kInfo, "pre-pass: %s cannot be read twice, users and echoed values are learnt as they come",
                in.spec.c_str());
       return;
     }
@@ -64,6 +86,9 @@ void learn_users_offline(Engine& E) {
   std::unique_ptr<InitiatorLog> initiators;
   for (size_t i : which)
     if (E.programs[i]->learns_initiators()) initiators = std::make_unique<InitiatorLog>();
+  std::unique_ptr<L7Parse> l7;
+  if (!echoing.empty()) l7 = std::make_unique<L7Parse>(), l7->probe_apps = probe_apps;
+  uint64_t packet_id = 0;
   FlowTable flows("users_prepass", E.sizes.flows_per_worker, E.cfg.flow_timeouts, int(rte_socket_id()),
                   /*commit=*/false);
   constexpr uint16_t kBurst = 64;
@@ -95,6 +120,13 @@ void learn_users_offline(Engine& E) {
               if (ends & 2) tables[k]->add(data + d.dst_off(), d.addr_len());
             }
         }
+        if (l7 && m->nb_segs == 1) {
+          l7->reset(++packet_id);
+          meta.orig = data;
+          analyze_l7(data, d, meta, *l7);
+          if (meta.l7 == L7State::Parsed && d.payload_off < cap)
+            for (auto& c : collectors) c->occurrences(*l7->occs, data + d.payload_off, cap - d.payload_off);
+        }
         rte_pktmbuf_free(m);
       }
       packets += n;
@@ -105,6 +137,13 @@ void learn_users_offline(Engine& E) {
   }
   // What was learnt is a figure of the run, not news: --quiet keeps stderr
   // for what an operator must act on.
+  for (size_t k = 0; k < echoing.size(); ++k) {
+    std::shared_ptr<EchoPreload> p = collectors[k]->take();
+    if (!E.cfg.quiet)
+      log_line(kInfo, "consumer %s: %zu values its fields rewrite preloaded into its echo table (%lu past the cap of %u)",
+               E.cfg.consumers[echoing[k]].name.c_str(), p->size(), (unsigned long)p->over, EchoPreload::kMax);
+    E.programs[echoing[k]]->set_echo_preload(std::move(p));
+  }
   for (size_t k = 0; k < which.size(); ++k) {
     if (!E.cfg.quiet)
       log_line(kInfo, "consumer %s: %zu %s learnt before the first record (%lu sets saturated)",
@@ -114,7 +153,7 @@ void learn_users_offline(Engine& E) {
     E.programs[which[k]]->set_known_users(std::move(tables[k]));
   }
   if (!E.cfg.quiet)
-    log_line(kInfo, "users pre-pass: %lu packets in %.3f s", (unsigned long)packets, double(wall_ns() - t0) / 1e9);
+    log_line(kInfo, "pre-pass: %lu packets in %.3f s", (unsigned long)packets, double(wall_ns() - t0) / 1e9);
 }
 
 }  // namespace amon::engine

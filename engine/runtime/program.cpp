@@ -278,12 +278,29 @@ bool Program::payload_cut_whole() const {
 
 Program::~Program() = default;
 
+int Program::echo_preload_rule(FieldId f) const {
+  if (!echoes_ || f >= field_rules_.size() || field_rules_[f].empty()) return -1;
+  const dsl::Rule& r = policy_->rules[field_rules_[f][0]];
+  if (r.when) return -1;
+  switch (r.action.desc->kind) {
+    case ActionKind::Zero:
+    case ActionKind::Redact:
+    case ActionKind::Hash:
+    case ActionKind::Cut:
+    case ActionKind::Snap: return int(field_rules_[f][0]);
+    default: return -1;
+  }
+}
+
 std::unique_ptr<ProgramInstance> Program::instantiate() const { return std::make_unique<ProgramInstance>(*this); }
 
 ProgramInstance::ProgramInstance(const Program& p) : prog_(p), uhash_(p.services_->user_hash_key) {
   hdr_fast_ = p.hdr_only_;
   static_assert(EchoScan::kMaxValue == EchoScanMax);
-  if (p.echoes_) echo_ = std::make_unique<EchoScan>();
+  if (p.echoes_) {
+    echo_ = std::make_unique<EchoScan>();
+    if (p.echo_preload_) echo_->preload(*p.echo_preload_);
+  }
   clients_set_ = !p.policy_->clients.empty();
   guard_users_ = p.guard_users_;
   if (guard_users_) initiators_.resize(kInitiators), known_users_ = p.known_users_.get();
