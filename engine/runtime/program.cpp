@@ -278,6 +278,15 @@ bool Program::payload_cut_whole() const {
 
 Program::~Program() = default;
 
+bool Program::pptp_user(const uint8_t* a, uint8_t family) const {
+  const auto& F = l2l4::g_fields;
+  if (!learns_users_ || tunnel_client_rule_ < 0 || tunnel_addr_default_ < 0 || !field_rules_[F.tunnel_addr].empty())
+    return false;
+  for (const auto& cidr : policy_->clients)
+    if (cidr.contains(family, a)) return false;
+  return true;
+}
+
 int Program::echo_preload_rule(FieldId f) const {
   if (!echoes_ || f >= field_rules_.size() || field_rules_[f].empty()) return -1;
   const dsl::Rule& r = policy_->rules[field_rules_[f][0]];
@@ -591,11 +600,7 @@ RtAction* ProgramInstance::endpoint_action(RtAction* dflt, const uint8_t* a, uin
   if (P.tunnel_client_rule_ < 0 || !P.field_rules_[F.tunnel_addr].empty()) return dflt;
   if (!client && !is_user(a, family)) return dflt;
   // A flow's client taking ip.client's rule here is a user everywhere after.
-  if (client && learns_users_) {
-    bool in = false;
-    for (const auto& cidr : P.policy_->clients) in = in || cidr.contains(family, a);
-    if (!in) outside_users_.add(a, family == 4 ? 4 : 16);
-  }
+  if (client && learns_users_ && P.pptp_user(a, family)) outside_users_.add(a, family == 4 ? 4 : 16);
   return actions_[P.tunnel_client_rule_]->undecided();
 }
 

@@ -78,6 +78,11 @@ class Program {
   uint8_t outside_clients(const uint8_t* buf, uint32_t cap, const Decoded& d, const PacketMeta& m) const;
   uint8_t outside_clients(const uint8_t* src, const uint8_t* dst, uint8_t family, bool client_is_src,
                           bool uncertain) const;
+  // Whether a PPTP client's address on its GRE (PacketMeta::pptp_client)
+  // becomes a user of this consumer: it takes ip.client's rule there
+  // (ProgramInstance::endpoint_action) and lies outside `clients`. The
+  // offline pre-pass and the packet path both ask it.
+  bool pptp_user(const uint8_t* a, uint8_t family) const;
   // Users learnt before the first packet (the offline pre-pass), shared
   // read-only by this program's instances; set before any is made.
   void set_known_users(std::shared_ptr<const UserTable> t) { known_users_ = std::move(t); }
