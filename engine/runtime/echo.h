@@ -148,11 +148,13 @@ struct EchoPreload {
     std::string old, repl;
   };
   std::vector<Item> items;  // in the order the input first had them
-  uint64_t over = 0;        // entries left out: past kMax
+  uint64_t over = 0;        // entries left out, past kMax (each time one is met)
   // A field's value (its first kMaxValue bytes, as EchoScan::bytes takes
   // it) and what its rule made of it, the same length; its parts with it.
   void add(std::string_view old, std::string_view repl);
   size_t size() const { return items.size(); }
+  // The values are all in: what told them apart is freed.
+  void seal() { std::unordered_set<std::string>().swap(seen_); }
 
  private:
   std::unordered_set<std::string> seen_;

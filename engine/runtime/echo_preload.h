@@ -26,7 +26,10 @@ class EchoCollector {
   // The occurrences of one complete parse of a packet's payload `pl`
   // (`avail` bytes captured).
   void occurrences(const ProtoOccs& O, const uint8_t* pl, uint32_t avail);
-  std::shared_ptr<EchoPreload> take() { return std::move(out_); }
+  std::shared_ptr<EchoPreload> take() {
+    out_->seal();
+    return std::move(out_);
+  }
 
  private:
   std::vector<int> rule_;                          // by FieldId: Program::echo_preload_rule
