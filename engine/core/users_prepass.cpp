@@ -15,8 +15,8 @@
 // pre-pass, and users are learnt as they come, as live.
 //
 // The same read fills, per consumer that searches kept payload for what it
-// rewrote (Program::echoes) and has fields whose rule decides by the value
-// alone (Program::echo_preload_rule), its echo table's preloaded values
+// rewrote (Program::echoes) and has identifier fields whose rule decides by
+// the value alone (Program::echo_preload_rule), its echo table's preloaded values
 // (EchoPreload, echo.h): the application parse of each packet, as a
 // worker's, without held segments (a header split over TCP segments is
 // learnt when the run reaches it, as live). A copy that travels before

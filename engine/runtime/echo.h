@@ -132,7 +132,7 @@ struct EchoCount {
 
 // Offline, the bytes values a consumer's fields rewrite anywhere in the
 // input, learnt by the pre-pass before the first record
-// (engine/core/users_prepass.cpp) from the fields whose rule decides by
+// (engine/core/users_prepass.cpp) from the identifier fields whose rule decides by
 // the value alone (Program::echo_preload_rule): each value and its parts,
 // with what the field makes of them. Every worker's table of that consumer
 // holds them from its first packet and never lets them go, so a copy that

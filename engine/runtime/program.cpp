@@ -289,6 +289,12 @@ bool Program::pptp_user(const uint8_t* a, uint8_t family) const {
 
 int Program::echo_preload_rule(FieldId f) const {
   if (!echoes_ || f >= field_rules_.size() || field_rules_[f].empty()) return -1;
+  // A field that points at one user (a cookie, credentials, a client
+  // identifier). A catch-all's or a quasi-identifier's values are common
+  // words too (a Vary header's "Accept-Encoding"): held for the whole run
+  // from its first record, they would be rewritten in header names and
+  // other messages that never carried them as such.
+  if (Registry::instance().fields()[f].role != FieldRole::Identifier) return -1;
   const dsl::Rule& r = policy_->rules[field_rules_[f][0]];
   if (r.when) return -1;
   switch (r.action.desc->kind) {

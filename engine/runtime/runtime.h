@@ -92,9 +92,10 @@ class Program {
   // Offline, the pre-pass's question (EchoPreload, echo.h): the rule that
   // rewrites a bytes value of field `f` wherever and whenever it comes,
   // so that what it makes of the value is known before the field is seen:
-  // the first rule naming f has no `when`, and its action decides by the
-  // value alone (zero, redact, hash, cut, snap; not zanon, whose decision
-  // changes with the users seen). -1: none.
+  // f is an identifier (FieldRole::Identifier), the first rule naming it
+  // has no `when`, and its action decides by the value alone (zero,
+  // redact, hash, cut, snap; not zanon, whose decision changes with the
+  // users seen). -1: none.
   int echo_preload_rule(FieldId f) const;
   // The values the pre-pass found, every instance's echo table holds them
   // from the start; set before any instance is made.
