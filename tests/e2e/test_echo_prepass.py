@@ -12,7 +12,11 @@ header (redacted). Through `amon pcap --read FILE`:
   - the URI's copy reads as the Cookie field's rewrite of it, under the
     shipped redact() and under hash(key=...) (the keyed hash of the whole
     Cookie value, its parts at their places);
-  - the stats say how many values were preloaded.
+  - the stats say how many values were preloaded;
+  - with `http.other_headers : redact()` added, a response's `Vary:
+    Accept-Encoding` (a catch-all's value, a common word) does not rewrite
+    the earlier request's `Accept-Encoding` header name: only identifier
+    fields are preloaded.
 
 Read from standard input (no pre-pass: an input that cannot be read twice),
 the earlier copy stays in clear, as live: nothing is known before the field
@@ -34,9 +38,11 @@ USER, SERVER = "192.168.1.10", "93.184.216.34"
 TOKEN = b"Zq83hF0a9LmX2kPd7"
 URI_HEAD = b"GET /login?sid="
 COOKIE_HEAD = b"Cookie: sid="
+ACCEPT_ENC = b"Accept-Encoding: gzip"
+VARY = b"HTTP/1.1 204 No Content\r\nVary: Accept-Encoding\r\n\r\n"
 
 
-def request(t, cport, head):
+def request(t, cport, head, response=b""):
     c, s = 1000, 5000
     tf = L.tcp4_frame
     f = [
@@ -45,22 +51,24 @@ def request(t, cport, head):
         tf(USER, SERVER, cport, 80, c + 1, s + 1, L.ACK),
         tf(USER, SERVER, cport, 80, c + 1, s + 1, L.ACK | L.PSH, head),
     ]
+    if response:
+        f.append(tf(SERVER, USER, 80, cport, s + 1, c + 1 + len(head), L.ACK | L.PSH, response))
     return [(t + i * 1_000_000, fr) for i, fr in enumerate(f)]
 
 
 def build(d):
     t = 1_700_000_000 * S
-    r1 = URI_HEAD + TOKEN + b"&next=%2Fhome HTTP/1.1\r\nHost: example.com\r\n\r\n"
+    r1 = URI_HEAD + TOKEN + b"&next=%2Fhome HTTP/1.1\r\nHost: example.com\r\n" + ACCEPT_ENC + b"\r\n\r\n"
     r2 = b"GET /home HTTP/1.1\r\nHost: example.com\r\n" + COOKIE_HEAD + TOKEN + b"; theme=dark\r\n\r\n"
-    frames = request(t, 40000, r1) + request(t + S, 40001, r2)
+    frames = request(t, 40000, r1, VARY) + request(t + S, 40001, r2)
     path = os.path.join(d, "in.pcap")
     L.write_pcap(path, frames)
     return path
 
 
-def policy(d, name, cookie_rule=None):
-    """rules/ids.amon as shipped (or with another rule for http.cookie),
-    with a fixed key beside it."""
+def policy(d, name, cookie_rule=None, extra=""):
+    """rules/ids.amon as shipped (or with another rule for http.cookie, and
+    `extra` rules), with a fixed key beside it."""
     src = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "rules", "ids.amon")
     kd = os.path.join(d, "keys")
     os.makedirs(kd, exist_ok=True)
@@ -72,6 +80,7 @@ def policy(d, name, cookie_rule=None):
     if cookie_rule:
         text = text.replace("http.cookie, http.set_cookie,", "http.set_cookie,")
         text += "http.cookie : " + cookie_rule + "\n"
+    text += extra
     p = os.path.join(d, name + ".amon")
     with open(p, "w") as fh:
         fh.write(text)
@@ -104,8 +113,9 @@ def main():
     if sum(TOKEN in f for f in fin) != 2:
         fails.append("the input should carry the token twice (the test's own frames are wrong)")
 
-    for name, rule in (("ids", None), ("ids-hash", "hash(key=ids)")):
-        pol = policy(d, name, rule)
+    for name, rule, extra in (("ids", None, ""), ("ids-hash", "hash(key=ids)", ""),
+                              ("ids-other", None, "http.other_headers : redact()\n")):
+        pol = policy(d, name, rule, extra)
         out = os.path.join(d, name + ".pcap")
         sj = os.path.join(d, name + ".json")
         L.run_amon(amon, inp, [("ids", pol, out)], extra=["--stats-json", sj])
@@ -125,6 +135,10 @@ def main():
         pre = st.get("echo_prepass", {})
         if pre.get("preloaded", 0) < 2 or pre.get("over_cap") != 0:
             fails.append(f"{name}: echo_prepass {pre}, want the Cookie value and its part preloaded")
+        # A catch-all's values are common words (a Vary header's field
+        # name): not preloaded, the earlier request's header name stays.
+        if sum(b"\r\nAccept-Encoding: " in f for f in fout) != 1:
+            fails.append(f"{name}: the first request's Accept-Encoding header name was rewritten")
         L.health(inp, out, name, fails)
 
     # Standard input cannot be read twice: no pre-pass, the copy before its
