@@ -153,6 +153,9 @@ std::string render_report_text(const Report& r) {
       o << "  hosts initiating flows, before the first record: " << c.prepass_users << " ("
         << c.prepass_sets_saturated << " of " << c.prepass_sets << " sets saturated)\n";
     }
+    if (c.echo_prepass)
+      o << "  echoed values before the first record: " << c.echo_preloaded << " (" << c.echo_preload_over
+        << " past the cap)\n";
     if (c.policy_ptr) {
       for (auto& rule : c.policy_ptr->rules) {
         uint64_t hits = rule.index < c.counters.rule_hits.size() ? c.counters.rule_hits[rule.index] : 0;
@@ -223,6 +226,8 @@ std::string render_report_json(const Report& r) {
         << ",\"sets_saturated\":" << c.users_sets_saturated << ",\"prepass_learnt\":" << c.prepass_users
         << ",\"prepass_sets\":" << c.prepass_sets << ",\"prepass_sets_saturated\":" << c.prepass_sets_saturated
         << "}";
+    if (c.echo_prepass)
+      o << ",\"echo_prepass\":{\"preloaded\":" << c.echo_preloaded << ",\"over_cap\":" << c.echo_preload_over << "}";
     o << ",\"rules\":[";
     if (c.policy_ptr) {
       bool first = true;

@@ -28,6 +28,10 @@ struct ConsumerReport {
   bool learns_users = false, learns_initiators = false;
   uint64_t users = 0, users_sets_saturated = 0, users_sets = 0;
   uint64_t prepass_users = 0, prepass_sets_saturated = 0, prepass_sets = 0;
+  // Offline, the values the pre-pass preloaded into its echo tables
+  // (EchoPreload), and those past the cap (EchoPreload::kMax), not held.
+  bool echo_prepass = false;
+  uint64_t echo_preloaded = 0, echo_preload_over = 0;
   std::shared_ptr<const dsl::Policy> policy_ptr;
 };
 

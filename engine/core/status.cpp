@@ -1,6 +1,7 @@
 // What the running engine tells its operator: log lines (with the journal's
 // priorities under systemd), the counters report and its snapshot for
 // telemetry, and the statistics lines.
+#include "echo.h"
 #include "engine_parts.h"
 
 #include <cerrno>
@@ -81,6 +82,8 @@ Report build_report(Engine& E) {
     cr.learns_initiators = E.programs[ci]->learns_initiators();
     if (const UserTable* k = E.programs[ci]->known_users())
       cr.prepass_users = k->size(), cr.prepass_sets_saturated = k->saturated(), cr.prepass_sets = k->sets();
+    if (const EchoPreload* p = E.programs[ci]->echo_preload())
+      cr.echo_prepass = true, cr.echo_preloaded = p->size(), cr.echo_preload_over = p->over;
     const Output& out = E.outputs[ci];
     cr.written = out.file ? out.file->written.load(std::memory_order_relaxed) : out.written;
     cr.tx_dropped = E.outputs[ci].tx_dropped;

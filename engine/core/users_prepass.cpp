@@ -13,6 +13,14 @@
 // and a flow table of a worker's size for the initiator; no program runs.
 // A standard input or a pipe cannot be read twice: then there is no
 // pre-pass, and users are learnt as they come, as live.
+//
+// The same read fills, per consumer that searches kept payload for what it
+// rewrote (Program::echoes) and has identifier fields whose rule decides by
+// the value alone (Program::echo_preload_rule), its echo table's preloaded values
+// (EchoPreload, echo.h): the application parse of each packet, as a
+// worker's, without held segments (a header split over TCP segments is
+// learnt when the run reaches it, as live). A copy that travels before
+// its field is then rewritten as the field is.
 #include <sys/stat.h>
 
 #include <memory>
@@ -20,7 +28,9 @@
 
 #include "engine_parts.h"
 #include "flow_table.h"
+#include "echo_preload.h"
 #include "initiators.h"
+#include "l7.h"
 #include "mbuf_meta.h"
 #include "pcap_port.h"
 
@@ -42,6 +52,29 @@ bool rereadable(const PortSpec& in) {
   return true;
 }
 
+// A PPTP client's GRE packets take ip.client's rule at its end (the one
+// that did not accept the control connection on TCP 1723, as
+// WorkerPath::note_tunnel tells), which makes it a user outside `clients`
+// (Program::pptp_user): learnt here too, so its records before its first
+// GRE packet, and that packet's on another worker, treat it as one.
+void learn_pptp_clients(Engine& E, const std::vector<size_t>& which, std::vector<std::shared_ptr<UserTable>>& tables,
+                        const FlowTable& flows, const uint8_t* data, uint32_t cap, const Decoded& d) {
+  for (int i = 0; i < d.n_encap; ++i) {
+    const EncapLayer& L = d.encap[i];
+    if (L.kind != Encap::Gre || !L.gre_v1) continue;
+    const unsigned al = L.ip_version == 4 ? 4u : 16u;
+    const uint32_t at = L.l3_off + (L.ip_version == 4 ? 12u : 8u);
+    if (at + 2 * al > cap) continue;
+    const uint8_t* a = data + at;
+    const bool src_srv = flows.seen_server(FlowTable::endpoint_fp(a, al, 1723, kProtoTcp));
+    const bool dst_srv = flows.seen_server(FlowTable::endpoint_fp(a + al, al, 1723, kProtoTcp));
+    if (src_srv == dst_srv) continue;
+    const uint8_t* client = dst_srv ? a : a + al;
+    for (size_t k = 0; k < which.size(); ++k)
+      if (E.programs[which[k]]->pptp_user(client, L.ip_version)) tables[k]->add(client, al);
+  }
+}
+
 }  // namespace
 
 void learn_users_offline(Engine& E) {
@@ -49,10 +82,22 @@ void learn_users_offline(Engine& E) {
   std::vector<size_t> which;
   for (size_t i = 0; i < E.programs.size(); ++i)
     if (E.programs[i]->learns_users() || E.programs[i]->learns_initiators()) which.push_back(i);
-  if (which.empty()) return;
+  // Consumers whose echo tables are preloaded, and their collectors.
+  std::vector<size_t> echoing;
+  std::vector<std::unique_ptr<EchoCollector>> collectors;
+  uint32_t probe_apps = 0;
+  for (size_t i = 0; i < E.programs.size(); ++i) {
+    if (!E.programs[i]->echoes()) continue;
+    auto c = std::make_unique<EchoCollector>(*E.programs[i]);
+    if (!c->wants()) continue;
+    echoing.push_back(i);
+    collectors.push_back(std::move(c));
+    probe_apps |= E.programs[i]->protected_apps() & ~((1u << kFirstPluginApp) - 1);
+  }
+  if (which.empty() && echoing.empty()) return;
   for (const auto& in : E.cfg.inputs)
     if (!rereadable(in)) {
-      log_line(kInfo, "users outside clients: %s cannot be read twice, users are learnt as they come",
+      log_line(kInfo, "pre-pass: %s cannot be read twice, users and echoed values are learnt as they come",
                in.spec.c_str());
       return;
     }
@@ -64,6 +109,9 @@ void learn_users_offline(Engine& E) {
   std::unique_ptr<InitiatorLog> initiators;
   for (size_t i : which)
     if (E.programs[i]->learns_initiators()) initiators = std::make_unique<InitiatorLog>();
+  std::unique_ptr<L7Parse> l7;
+  if (!echoing.empty()) l7 = std::make_unique<L7Parse>(), l7->probe_apps = probe_apps;
+  uint64_t packet_id = 0;
   FlowTable flows("users_prepass", E.sizes.flows_per_worker, E.cfg.flow_timeouts, int(rte_socket_id()),
                   /*commit=*/false);
   constexpr uint16_t kBurst = 64;
@@ -94,6 +142,14 @@ void learn_users_offline(Engine& E) {
               if (ends & 1) tables[k]->add(data + d.src_off(), d.addr_len());
               if (ends & 2) tables[k]->add(data + d.dst_off(), d.addr_len());
             }
+          if (d.flags & (kFlagTunnel | kFlagEncap)) learn_pptp_clients(E, which, tables, flows, data, cap, d);
+        }
+        if (l7 && m->nb_segs == 1) {
+          l7->reset(++packet_id);
+          meta.orig = data;
+          analyze_l7(data, d, meta, *l7);
+          if (meta.l7 == L7State::Parsed && d.payload_off < cap)
+            for (auto& c : collectors) c->occurrences(*l7->occs, data + d.payload_off, cap - d.payload_off);
         }
         rte_pktmbuf_free(m);
       }
@@ -105,6 +161,13 @@ void learn_users_offline(Engine& E) {
   }
   // What was learnt is a figure of the run, not news: --quiet keeps stderr
   // for what an operator must act on.
+  for (size_t k = 0; k < echoing.size(); ++k) {
+    std::shared_ptr<EchoPreload> p = collectors[k]->take();
+    if (!E.cfg.quiet)
+      log_line(kInfo, "consumer %s: %zu values its fields rewrite preloaded into its echo table (%lu past the cap of %u)",
+               E.cfg.consumers[echoing[k]].name.c_str(), p->size(), (unsigned long)p->over, EchoPreload::kMax);
+    E.programs[echoing[k]]->set_echo_preload(std::move(p));
+  }
   for (size_t k = 0; k < which.size(); ++k) {
     if (!E.cfg.quiet)
       log_line(kInfo, "consumer %s: %zu %s learnt before the first record (%lu sets saturated)",
@@ -114,7 +177,7 @@ void learn_users_offline(Engine& E) {
     E.programs[which[k]]->set_known_users(std::move(tables[k]));
   }
   if (!E.cfg.quiet)
-    log_line(kInfo, "users pre-pass: %lu packets in %.3f s", (unsigned long)packets, double(wall_ns() - t0) / 1e9);
+    log_line(kInfo, "pre-pass: %lu packets in %.3f s", (unsigned long)packets, double(wall_ns() - t0) / 1e9);
 }
 
 }  // namespace amon::engine

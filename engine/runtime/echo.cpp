@@ -95,7 +95,41 @@ void echo_forms(const EchoValue& v, std::vector<EchoForm>& out) {
   out.resize(n);
 }
 
-EchoScan::EchoScan() : slots_(kEntries), shared_(std::make_shared<EchoShared>(1)) {}
+EchoScan::EchoScan() : slots_(kEntries), shared_(std::make_shared<EchoShared>(std::vector<size_t>{kEntries})) {}
+
+void EchoPreload::put(std::string_view old, std::string_view repl) {
+  if (old.size() < EchoScan::kMinBytes || old == repl || seen_.count(std::string(old))) return;
+  if (items.size() >= kMax) return void(++over);
+  seen_.emplace(old);
+  items.push_back({std::string(old), std::string(repl)});
+}
+
+// As EchoScan::bytes records a rewritten value: its first kMaxValue bytes,
+// and each of its parts.
+void EchoPreload::add(std::string_view old, std::string_view repl) {
+  if (old.size() < EchoScan::kMinBytes || old.size() != repl.size()) return;
+  put(old.substr(0, EchoScan::kMaxValue), repl.substr(0, EchoScan::kMaxValue));
+  value_parts(old, [&](uint32_t from, uint32_t n) { put(old.substr(from, n), repl.substr(from, n)); });
+}
+
+void EchoScan::preload(const EchoPreload& p) {
+  if (p.items.empty() || seq_ || pinned_) return;
+  pinned_ = unsigned(p.items.size());
+  slots_.resize(kEntries + pinned_);
+  index_ = EchoIndex(2 * (kEntries + pinned_));
+  for (unsigned i = 0; i < pinned_; ++i) {
+    const uint32_t slot = kEntries + i;
+    EchoValue& v = slots_[slot];
+    v.kind = EchoKind::Bytes, v.old = p.items[i].old, v.repl = p.items[i].repl, v.seq = ++seq_, v.z = false;
+    v.key = echo_key(v.kind, v.old);
+    echo_forms(v, v.forms);
+    index_.put(v.key, slot);
+    pending_.emplace_back(slot, v.seq);
+    outbox_.add(slot, v.seq, v.kind, v.old);
+  }
+  relist_pending();
+  shared_ = std::make_shared<EchoShared>(std::vector<size_t>{slots_.size()});
+}
 
 void EchoIndex::erase(uint64_t key) {
   unsigned i = home(key);
@@ -117,9 +151,11 @@ void EchoIndex::erase(uint64_t key) {
 void EchoScan::share(const std::vector<EchoScan*>& scans) {
   std::vector<EchoScan*> fresh;
   for (EchoScan* s : scans)
-    if (s && !s->seq_ && s->outbox_.empty()) fresh.push_back(s);
+    if (s && s->seq_ == s->pinned_ && !s->handed_) fresh.push_back(s);
   if (fresh.size() < 2) return;
-  auto group = std::make_shared<EchoShared>(unsigned(fresh.size()));
+  std::vector<size_t> slots;
+  for (EchoScan* s : fresh) slots.push_back(s->slots_.size());
+  auto group = std::make_shared<EchoShared>(slots);
   for (unsigned i = 0; i < fresh.size(); ++i) {
     fresh[i]->shared_ = group;
     fresh[i]->member_ = i;
@@ -224,7 +260,15 @@ void EchoScan::record(EchoKind k, std::string_view old, std::string_view repl, b
   // No database for a long while (a burst, a failed compile): the lists
   // keep only what the table holds, so they never outgrow it.
   if (++listed_ > 4 * kEntries) relist_pending();
-  if (pending_.size() > kEntries) pending_.pop_front();  // its slot holds a newer value by now
+  // Past the bound, the oldest value that took turns in the table has
+  // left its slot by now. A preloaded one ahead of it is still held: it
+  // goes behind, until a database covers it.
+  while (pending_.size() > kEntries + pinned_) {
+    const auto [s, q] = pending_.front();
+    pending_.pop_front();
+    if (s < kEntries || q <= covered_) break;
+    pending_.emplace_back(s, q);
+  }
   outbox_.add(slot, v.seq, k, old);
 }
 
@@ -253,7 +297,7 @@ unsigned EchoScan::pending() const {
 }
 
 void EchoScan::flush() {
-  if (!outbox_.empty() && echo_hand_over(shared_, member_, outbox_)) outbox_.clear();
+  if (!outbox_.empty() && echo_hand_over(shared_, member_, outbox_)) outbox_.clear(), handed_ = true;
 }
 
 void EchoScan::adopt() {

@@ -28,6 +28,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <unordered_set>
 #include <vector>
 
 #include "amon_names.hpp"
@@ -129,6 +130,37 @@ struct EchoCount {
   unsigned filled = 0;  // no same-length form of the rewrite: a filler (the zero address, 'x')
 };
 
+// Offline, the bytes values a consumer's fields rewrite anywhere in the
+// input, learnt by the pre-pass before the first record
+// (engine/core/users_prepass.cpp) from the identifier fields whose rule decides by
+// the value alone (Program::echo_preload_rule): each value and its parts,
+// with what the field makes of them. Every worker's table of that consumer
+// holds them from its first packet and never lets them go, so a copy that
+// travels before its field (a cookie's value in an earlier request's query
+// string) is rewritten as the field is. Live, nothing can be known ahead.
+struct EchoPreload {
+  // Entries (a value, each of its parts) at most per consumer: with the
+  // table's own, a database of some 20,000 literals, compiled in the
+  // background in a few hundred milliseconds; the direct search covers
+  // them until it is built. Values past it are counted, not held.
+  static constexpr unsigned kMax = 16384;
+  struct Item {
+    std::string old, repl;
+  };
+  std::vector<Item> items;  // in the order the input first had them
+  uint64_t over = 0;        // entries left out, past kMax (each time one is met)
+  // A field's value (its first kMaxValue bytes, as EchoScan::bytes takes
+  // it) and what its rule made of it, the same length; its parts with it.
+  void add(std::string_view old, std::string_view repl);
+  size_t size() const { return items.size(); }
+  // The values are all in: what told them apart is freed.
+  void seal() { std::unordered_set<std::string>().swap(seen_); }
+
+ private:
+  std::unordered_set<std::string> seen_;
+  void put(std::string_view old, std::string_view repl);
+};
+
 struct EchoShared;  // what the worker and the background thread share (echo_build.h)
 struct EchoGen;     // one compiled database (echo_build.h)
 
@@ -159,6 +191,10 @@ class EchoScan {
   void mac(const uint8_t* old_m, const uint8_t* new_m);
   void bytes(const uint8_t* old_v, const uint8_t* new_v, uint32_t len, bool z = false);
   void name(std::string_view text, const names::Decision& d, bool z = false);
+  // Before any other call: the pre-pass's values, held in slots of their
+  // own past the table's kEntries, never replaced (EchoPreload).
+  void preload(const EchoPreload& p);
+  unsigned preloaded() const { return pinned_; }
   // Some value in the table only z-anonymity hid (a kept field may release it).
   bool has_z() const { return zlive_ != 0; }
 
@@ -235,6 +271,8 @@ class EchoScan {
   std::string low_;   // name()'s lowercased text
   uint32_t next_ = 0;
   uint64_t seq_ = 0;
+  unsigned pinned_ = 0;   // preloaded slots, after the kEntries that take turns
+  bool handed_ = false;   // some value went to the background thread
   unsigned zlive_ = 0;  // values in the table with z set
   // Values a field released lately (key_of, direct-mapped: a newer one
   // takes the place of an older): z-anonymity's fallback hiding one of them

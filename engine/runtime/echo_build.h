@@ -50,7 +50,10 @@ struct EchoGen {
 // What a worker's EchoScans (its consumers', the members) share with the
 // background thread.
 struct EchoShared {
-  explicit EchoShared(unsigned members) : mirror(members, std::vector<EchoValue>(EchoScan::kEntries)), applied(members) {}
+  // Each member's table size (EchoScan::kEntries, and its preloaded slots).
+  explicit EchoShared(const std::vector<size_t>& slots) : applied(slots.size()) {
+    for (size_t n : slots) mirror.emplace_back(n);
+  }
   std::mutex m;  // the worker only try-locks it
   EchoBatch inbox;  // in the order recorded
   std::shared_ptr<const EchoGen> ready;

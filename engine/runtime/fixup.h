@@ -40,6 +40,17 @@ struct Rewritten {
   return d.ip_version == 4 ? d.l3_off + rd16(ip + 2) : d.ip_version == 6 ? d.l3_off + 40 + rd16(ip + 4) : 0;
 }
 
+// Where the bytes the L4 checksum covers end within `cap` (0: not known):
+// the IP payload's end, or a UDP datagram's own where its length stops short.
+inline uint32_t l4_cover_end(const uint8_t* buf, uint32_t cap, const Decoded& d) {
+  uint32_t end = std::min(cap, l4_seg_end(buf, d));
+  if (d.l4_proto == kProtoUdp && d.l4_hdr_len && d.l4_off + 8 <= cap) {
+    const uint32_t ue = d.l4_off + rd16(buf + d.l4_off + 4);
+    if (ue >= d.l4_off + 8 && ue < end) end = ue;
+  }
+  return end;
+}
+
 // The input's L4 checksum, told before a cut or a snap recomputes it
 // (evidence stays evidence: a wrong one must stay wrong by as much, an
 // offloaded one stay recognisable). Known only where the whole segment was
@@ -58,14 +69,12 @@ inline InputL4Sum input_l4_sum(const uint8_t* buf, uint32_t cap, const Decoded& 
   uint32_t end = l4_seg_end(buf, d);
   if (!end || end > cap || end < d.l4_off + csum_off + 2 || (r.spans && r.spans[0] != r.spans[1])) return s;
   // A UDP checksum covers the datagram by its own length, which may stop
-  // short of the IP payload's end (the bytes after it are no part of it).
+  // short of the IP payload's end (the bytes after it are no part of it);
+  // the rewrite's sums (payload_sum_len, the snap's zeroed_sum) stop there too.
   if (d.l4_proto == kProtoUdp) {
     const uint32_t ulen = rd16(buf + d.l4_off + 4);
     if (ulen < 8 || d.l4_off + ulen > end) return s;
-    if (d.l4_off + ulen < end) {
-      if (r.payload_changed || r.zeroed_at < end) return s;  // the rewrite's sums run to the IP end
-      end = d.l4_off + ulen;
-    }
+    end = d.l4_off + ulen;
   }
   const bool v4 = d.ip_version == 4;
   const uint8_t* ip = buf + d.l3_off;
@@ -228,7 +237,14 @@ template <bool kHdr>
       if (udp_len) wr16(l4 + 4, new_udp);
       return Verdict::Forward;
     }
-    const std::span<const uint8_t> seg{l4, cap - d.l4_off};
+    // A snapped UDP datagram keeps its length, which may stop short of the
+    // record's end: the checksum covers that length, not the zeros after it.
+    uint32_t seg_end = cap;
+    if (!kHdr && udp && !cut) {
+      const uint32_t ue = d.l4_off + rd16(l4 + 4);
+      if (ue >= d.l4_off + 8 && ue < cap) seg_end = ue;
+    }
+    const std::span<const uint8_t> seg{l4, seg_end - d.l4_off};
     if (icmp4) {
       wr16(l4 + 2, 0);
       wr16(l4 + 2, csum_finish(csum_sum(seg)));

@@ -301,6 +301,9 @@ Verdict ProgramInstance::undecoded(GenPacket& g) {
   const PacketMeta& m = g.m;
   if (!shortcut_datagram(d, m, shortcut_app_)) return false;
   const uint32_t avail = std::min<uint32_t>(d.cap_len, d.payload_off + d.payload_len) - d.payload_off;
+  // Bytes after the UDP length are the message's but not the checksum's:
+  // the general steps sum only what it covers.
+  if (payload_sum_len(g.buf, d, avail) != avail) [[unlikely]] return false;
   uint64_t* const sums = shortcut_sums_;
   sums[0] = sums[1] = 0;
   e.l7_sums = sums;
@@ -442,8 +445,9 @@ Verdict ProgramInstance::undecoded(GenPacket& g) {
     // addresses, ECS) is rewritten in spans: the checksum follows the sums
     // of those spans only. UDP only: its checksum is the same whichever
     // representation of zero a sum takes (0 is sent as 0xffff), so the
-    // result is the full update's bytes.
-    const bool by_spans = !g.sum_taken && d.l4_proto == kProtoUdp && m.app == span_app_ && m.app;
+    // result is the full update's bytes. Not where the UDP length ends
+    // before the message (the spans may lie past it, outside the checksum).
+    const bool by_spans = !g.sum_taken && d.l4_proto == kProtoUdp && m.app == span_app_ && m.app && g.slen == g.plen;
     if (by_spans) e.l7_sums = g.l7_sums;
     else g.take_sum();
     if (!l7_rewrite(g.buf, d, e)) {
@@ -645,6 +649,7 @@ Verdict ProgramInstance::general_path(uint8_t* buf, uint32_t& cap, uint32_t& wir
   }
   const uint32_t pend = std::min<uint64_t>(uint64_t(d.payload_off) + d.payload_len, cap);
   g.plen = pend > d.payload_off ? pend - d.payload_off : 0;
+  g.slen = payload_sum_len(buf, d, g.plen);
   g.pl = buf + d.payload_off;
   if (!opaque_and_bodies(g, e, ctx)) return Verdict::Drop;
 
@@ -657,7 +662,7 @@ Verdict ProgramInstance::general_path(uint8_t* buf, uint32_t& cap, uint32_t& wir
   // wire form, its addresses in the fields the plugin rewrites), so that
   // the shortcut and these steps give the same bytes.
   if (echo_ && g.cut.none() && !(kL7Only && shortcut_datagram(d, m, span_app_))) echo_text(g);
-  const uint16_t new_sum = g.changed && g.sum_taken ? csum_sum({g.pl, g.plen}) : g.old_sum;
+  const uint16_t new_sum = g.changed && g.sum_taken ? csum_sum({g.pl, g.slen}) : g.old_sum;
 
   // Lengths and checksums.
   Rewritten rw;
@@ -668,7 +673,7 @@ Verdict ProgramInstance::general_path(uint8_t* buf, uint32_t& cap, uint32_t& wir
   if (g.cut.snap && !g.cut.none()) {
     // The zeros make the checksums independent of the bytes removed.
     if (g.cut.at < cap) {
-      const uint32_t end = std::min(cap, l4_seg_end(buf, d));
+      const uint32_t end = l4_cover_end(buf, cap, d);
       if (g.cut.at < end && g.cut.at >= d.l4_off) {
         rw.zeroed_at = g.cut.at;
         rw.zeroed_sum = csum_sum({buf + g.cut.at, end - g.cut.at});

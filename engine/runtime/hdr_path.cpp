@@ -8,21 +8,22 @@ namespace {
 // The general path's step for mapped addresses written as text in the
 // kept payload (addr_text.h), for the header paths: `old_sum`/`new_sum`
 // and `payload_changed` as finish_hdr takes them (old_sum is already the
-// original payload's when payload_changed is set). `memo`: the packet's
+// original payload's when payload_changed is set), over the `slen` bytes
+// at `pl` the L4 checksum covers (payload_sum_len). `memo`: the packet's
 // shared scan, for a payload still as it arrived; the first consumer to get
 // here fills it, the others only write.
 [[gnu::always_inline]] inline void hdr_addr_text(const uint8_t* buf, uint32_t cap, const Decoded& d, const uint8_t* old,
-                                                 uint8_t* pl, uint32_t plen, bool& payload_changed, uint16_t& old_sum,
+                                                 uint8_t* pl, uint32_t slen, bool& payload_changed, uint16_t& old_sum,
                                                  uint16_t& new_sum, ConsumerCounters& c, AddrTextMemo* memo) {
   // To the end of what was captured: bytes past the transport's length
   // (a short UDP length, a trailer) are delivered too.
   const uint32_t scan = cap > d.payload_off ? cap - d.payload_off : 0;
   if (scan < 2) return;
   const uint32_t alen = d.ip_version == 4 ? 4 : 16;
-  struct Sum { uint8_t* pl; uint32_t plen; bool taken; uint16_t* old_sum; } s{pl, plen, payload_changed, &old_sum};
+  struct Sum { uint8_t* pl; uint32_t slen; bool taken; uint16_t* old_sum; } s{pl, slen, payload_changed, &old_sum};
   auto before = [](void* t) {
     auto& x = *static_cast<Sum*>(t);
-    if (!x.taken) *x.old_sum = csum_sum({x.pl, x.plen}), x.taken = true;
+    if (!x.taken) *x.old_sum = csum_sum({x.pl, x.slen}), x.taken = true;
   };
   // The consumer's mapping of each address; null where it left it as it was.
   const uint8_t* mapped[2];
@@ -44,7 +45,7 @@ namespace {
   if (!(n.mapped | n.zeroed)) return;
   c.addr_text += n.mapped, c.addr_text_zeroed += n.zeroed;
   if (!s.taken) return;  // unreachable: a change takes the sum first
-  new_sum = plen ? csum_sum({pl, plen}) : old_sum;
+  new_sum = slen ? csum_sum({pl, slen}) : old_sum;
   payload_changed = new_sum != old_sum;
 }
 
@@ -127,6 +128,7 @@ Verdict ProgramInstance::hdr_path(uint8_t* buf, uint32_t& cap, uint32_t& wire, c
 
   const uint32_t pend = uint32_t(std::min<uint64_t>(uint64_t(d.payload_off) + d.payload_len, cap));
   const uint32_t plen = pend > d.payload_off ? pend - d.payload_off : 0;
+  const uint32_t slen = payload_sum_len(buf, d, plen);
   uint8_t* const pl = buf + d.payload_off;
   bool cut = false, payload_changed = false;
   uint16_t old_sum = 0, new_sum = 0;
@@ -135,20 +137,20 @@ Verdict ProgramInstance::hdr_path(uint8_t* buf, uint32_t& cap, uint32_t& wire, c
     RtAction& a = *actions_[P.pay_rule_];
     ctx.field = F.payload;
     const bool summed = a.modifies && !a.cuts && plen;
-    if (summed) old_sum = csum_sum({pl, plen});
+    if (summed) old_sum = csum_sum({pl, slen});
     const ActResult r = a.bytes(pl, plen, ctx);
     if (r == ActResult::Drop) return ++c.policy_drop, Verdict::Drop;
     if (r == ActResult::Cut) {
       cut = true;
     } else if (summed) {
-      new_sum = csum_sum({pl, plen});
+      new_sum = csum_sum({pl, slen});
       payload_changed = new_sum != old_sum;
     }
   }
 
   // A payload rule may have changed the bytes: the shared scan only without one.
   if (addr_changed && P.addr_text_ && !cut)
-    hdr_addr_text(buf, cap, d, old, pl, plen, payload_changed, old_sum, new_sum, c, P.pay_rule_ < 0 ? m.text : nullptr);
+    hdr_addr_text(buf, cap, d, old, pl, slen, payload_changed, old_sum, new_sum, c, P.pay_rule_ < 0 ? m.text : nullptr);
   return finish_hdr(buf, cap, wire, d, old, addr_changed, cut, payload_changed, old_sum, new_sum, m.orig, m.whole_datagram);
 }
 
@@ -395,21 +397,23 @@ template <uint8_t X, uint8_t Y, uint8_t PO>
   if constexpr (PO == kPVirtual) {
     const uint32_t pend = uint32_t(std::min<uint64_t>(uint64_t(d.payload_off) + d.payload_len, cap));
     const uint32_t plen = pend > d.payload_off ? pend - d.payload_off : 0;
+    const uint32_t slen = payload_sum_len(buf, d, plen);
     uint8_t* const pl = buf + d.payload_off;
-    if (plen) old_sum = csum_sum({pl, plen});
+    if (plen) old_sum = csum_sum({pl, slen});
     ctx.field = F.payload;
     k.pay->bytes(pl, plen, ctx);  // never drop(), never cuts: choose_hdr_kernel
     if (plen) {
-      new_sum = csum_sum({pl, plen});
+      new_sum = csum_sum({pl, slen});
       payload_changed = new_sum != old_sum;
     }
     // The payload action may have changed the bytes: no shared scan.
-    if (k.text) hdr_addr_text(buf, cap, d, old, pl, plen, payload_changed, old_sum, new_sum, c, nullptr);
+    if (k.text) hdr_addr_text(buf, cap, d, old, pl, slen, payload_changed, old_sum, new_sum, c, nullptr);
   } else if constexpr (PO == kPNone) {
     if (k.text) {
       const uint32_t pend = uint32_t(std::min<uint64_t>(uint64_t(d.payload_off) + d.payload_len, cap));
-      hdr_addr_text(buf, cap, d, old, buf + d.payload_off, pend > d.payload_off ? pend - d.payload_off : 0,
-                    payload_changed, old_sum, new_sum, c, m.text);
+      const uint32_t plen = pend > d.payload_off ? pend - d.payload_off : 0;
+      hdr_addr_text(buf, cap, d, old, buf + d.payload_off, payload_sum_len(buf, d, plen), payload_changed, old_sum,
+                    new_sum, c, m.text);
     }
   }
 

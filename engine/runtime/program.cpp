@@ -278,12 +278,44 @@ bool Program::payload_cut_whole() const {
 
 Program::~Program() = default;
 
+bool Program::pptp_user(const uint8_t* a, uint8_t family) const {
+  const auto& F = l2l4::g_fields;
+  if (!learns_users_ || tunnel_client_rule_ < 0 || tunnel_addr_default_ < 0 || !field_rules_[F.tunnel_addr].empty())
+    return false;
+  for (const auto& cidr : policy_->clients)
+    if (cidr.contains(family, a)) return false;
+  return true;
+}
+
+int Program::echo_preload_rule(FieldId f) const {
+  if (!echoes_ || f >= field_rules_.size() || field_rules_[f].empty()) return -1;
+  // A field that points at one user (a cookie, credentials, a client
+  // identifier). A catch-all's or a quasi-identifier's values are common
+  // words too (a Vary header's "Accept-Encoding"): held for the whole run
+  // from its first record, they would be rewritten in header names and
+  // other messages that never carried them as such.
+  if (Registry::instance().fields()[f].role != FieldRole::Identifier) return -1;
+  const dsl::Rule& r = policy_->rules[field_rules_[f][0]];
+  if (r.when) return -1;
+  switch (r.action.desc->kind) {
+    case ActionKind::Zero:
+    case ActionKind::Redact:
+    case ActionKind::Hash:
+    case ActionKind::Cut:
+    case ActionKind::Snap: return int(field_rules_[f][0]);
+    default: return -1;
+  }
+}
+
 std::unique_ptr<ProgramInstance> Program::instantiate() const { return std::make_unique<ProgramInstance>(*this); }
 
 ProgramInstance::ProgramInstance(const Program& p) : prog_(p), uhash_(p.services_->user_hash_key) {
   hdr_fast_ = p.hdr_only_;
   static_assert(EchoScan::kMaxValue == EchoScanMax);
-  if (p.echoes_) echo_ = std::make_unique<EchoScan>();
+  if (p.echoes_) {
+    echo_ = std::make_unique<EchoScan>();
+    if (p.echo_preload_) echo_->preload(*p.echo_preload_);
+  }
   clients_set_ = !p.policy_->clients.empty();
   guard_users_ = p.guard_users_;
   if (guard_users_) initiators_.resize(kInitiators), known_users_ = p.known_users_.get();
@@ -574,11 +606,7 @@ RtAction* ProgramInstance::endpoint_action(RtAction* dflt, const uint8_t* a, uin
   if (P.tunnel_client_rule_ < 0 || !P.field_rules_[F.tunnel_addr].empty()) return dflt;
   if (!client && !is_user(a, family)) return dflt;
   // A flow's client taking ip.client's rule here is a user everywhere after.
-  if (client && learns_users_) {
-    bool in = false;
-    for (const auto& cidr : P.policy_->clients) in = in || cidr.contains(family, a);
-    if (!in) outside_users_.add(a, family == 4 ? 4 : 16);
-  }
+  if (client && learns_users_ && P.pptp_user(a, family)) outside_users_.add(a, family == 4 ? 4 : 16);
   return actions_[P.tunnel_client_rule_]->undecided();
 }
 

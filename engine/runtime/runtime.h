@@ -38,6 +38,7 @@ struct SharedServices {
 
 class Program;
 class ProgramInstance;
+struct EchoPreload;
 
 // The plugin registry checked against this runtime (check_completeness in
 // actions_rt.h), as one message naming each field or action and what it
@@ -77,10 +78,29 @@ class Program {
   uint8_t outside_clients(const uint8_t* buf, uint32_t cap, const Decoded& d, const PacketMeta& m) const;
   uint8_t outside_clients(const uint8_t* src, const uint8_t* dst, uint8_t family, bool client_is_src,
                           bool uncertain) const;
+  // Whether a PPTP client's address on its GRE (PacketMeta::pptp_client)
+  // becomes a user of this consumer: it takes ip.client's rule there
+  // (ProgramInstance::endpoint_action) and lies outside `clients`. The
+  // offline pre-pass and the packet path both ask it.
+  bool pptp_user(const uint8_t* a, uint8_t family) const;
   // Users learnt before the first packet (the offline pre-pass), shared
   // read-only by this program's instances; set before any is made.
   void set_known_users(std::shared_ptr<const UserTable> t) { known_users_ = std::move(t); }
   const UserTable* known_users() const { return known_users_.get(); }
+  // Whether kept payload is searched for what this consumer rewrote (echo.h).
+  bool echoes() const { return echoes_; }
+  // Offline, the pre-pass's question (EchoPreload, echo.h): the rule that
+  // rewrites a bytes value of field `f` wherever and whenever it comes,
+  // so that what it makes of the value is known before the field is seen:
+  // f is an identifier (FieldRole::Identifier), the first rule naming it
+  // has no `when`, and its action decides by the value alone (zero,
+  // redact, hash, cut, snap; not zanon, whose decision changes with the
+  // users seen). -1: none.
+  int echo_preload_rule(FieldId f) const;
+  // The values the pre-pass found, every instance's echo table holds them
+  // from the start; set before any instance is made.
+  void set_echo_preload(std::shared_ptr<const EchoPreload> p) { echo_preload_ = std::move(p); }
+  const EchoPreload* echo_preload() const { return echo_preload_.get(); }
   // This policy rewrites (or must fail closed on) fields of application `app` (App, l7.h).
   bool protects_app(uint8_t app) const { return app < 32 && (l7_protect_ & (1u << app)); }
   uint32_t protected_apps() const { return l7_protect_; }  // bit per App (l7.h)
@@ -148,6 +168,7 @@ class Program {
   // everywhere afterwards (ProgramInstance::outside_users_).
   bool learns_users_ = false;
   std::shared_ptr<const UserTable> known_users_;
+  std::shared_ptr<const EchoPreload> echo_preload_;
   bool tunnel_rules_ = false;   // a rule names tunnel.*, gre.key or gtp.teid
   int mac_rule_[2] = {-1, -1};  // eth.dst, eth.src
   int pay_rule_ = -1;           // payload: the rule naming it, else payload_default_plan_

@@ -104,17 +104,19 @@ struct ProgramInstance::GenPacket {
   CutState cut;
   // The payload (to the transport's end, within what was captured) and
   // its checksum's bookkeeping: its sum before any rewrite, once taken.
+  // The sums run over its first slen bytes, those the L4 checksum covers
+  // (payload_sum_len).
   uint8_t* pl = nullptr;
-  uint32_t plen = 0;
+  uint32_t plen = 0, slen = 0;
   uint16_t old_sum = 0;
   bool sum_taken = false, changed = false;
   uint64_t l7_sums[2] = {0, 0};  // see Eval::l7_sums
   void take_sum() {
-    if (!sum_taken && plen) old_sum = csum_sum({pl, plen}), sum_taken = true;
+    if (!sum_taken && plen) old_sum = csum_sum({pl, slen}), sum_taken = true;
   }
   // An address body is about to be rewritten: the sum of the payload as it
   // arrived, whatever its length.
-  void body_sum() { old_sum = csum_sum({pl, plen}), sum_taken = changed = true; }
+  void body_sum() { old_sum = csum_sum({pl, slen}), sum_taken = changed = true; }
   bool error(uint32_t from, uint64_t& counter) { return cut.error(from, counter, d, c); }
 };
 
@@ -240,6 +242,19 @@ inline ApplyCtx packet_ctx(const Decoded& d, const PacketMeta& m, ConsumerCounte
   ctx.m = &m;
   ctx.counters = &c;
   return ctx;
+}
+
+// How many of the payload's first plen bytes (from d.payload_off) its L4
+// checksum covers, so that a rewrite's sums take those alone. A UDP
+// checksum covers the datagram by its own length, which may stop short of
+// the IP payload's end (mDNS responders send such datagrams, fragmented
+// too); the bytes after it are still the payload's to rewrite, but a sum
+// that took their change would leave the checksum wrong. A first fragment
+// alone: its UDP length is the datagram's, past the fragment's end.
+[[gnu::always_inline]] inline uint32_t payload_sum_len(const uint8_t* buf, const Decoded& d, uint32_t plen) {
+  if (d.l4_proto != kProtoUdp || !plen || d.payload_off < d.l4_off + 8) return plen;
+  const uint32_t end = d.l4_off + rd16(buf + d.l4_off + 4);
+  return end < d.payload_off + plen ? (end > d.payload_off ? end - d.payload_off : 0) : plen;
 }
 
 // HC' = ~(~HC + ~m + m') (RFC 1624 eqn. 3) for bytes whose sums before and

@@ -370,6 +370,17 @@ bool txt_mac(RewriteHost& host, FieldId f, uint8_t* p) {
   const unsigned n_rev = c.protects_addresses ? reverse_collect(msg, pr, host, rev, 64) : 0;
   const uint32_t roles = devices ? ~0u : c.roles;
   if (roles) rewrite_names(msg, len, pr, fn, &cx, sums, roles, cx.exchange ? c.first.get() : nullptr);
+  // Bytes after the last record are no field and no rule decides them: where
+  // rules decide this message's names they may be the rest of a name that a
+  // fuzzed or miscounted question left outside the parse (`_sip` asked, then
+  // `\x04_udp\x03sip\x09cybercity\x02dk` behind it), so they are zeroed, the
+  // length kept (fail closed).
+  if (roles && pr.trailing) {
+    const unsigned off = unsigned(len) - pr.trailing;
+    if (sums) sums[0] += csum_span_at(msg, off, pr.trailing);
+    std::memset(msg + off, 0, pr.trailing);
+    if (sums) sums[1] += csum_span_at(msg, off, pr.trailing);
+  }
   if (n_rev) reverse_apply(msg, rev, n_rev, host, sums);
   if (c.addr_rules)
     for (unsigned i = 0; i < pr.n_addrs; ++i) {

@@ -30,6 +30,11 @@
    end inside) is a user everywhere in that output, from its first record
    when the input is a file (read twice), from its own flow on when it is
    standard input.
+8. A PPTP client outside `clients` whose server is inside it is a server
+   on its TCP control connection (the inside end is the client there) and
+   takes ip.client's rule on its GRE: read from a file it is a user from
+   its first record (the pre-pass saw its GRE), its control connection
+   included; from standard input it is kept there until its GRE.
 
 usage: test_clients_everywhere.py AMON"""
 
@@ -134,6 +139,7 @@ def main():
     print(f"teredo: {len(before)} origin indications, each as its /16")
     teredo_trailers(amon, work, pdir, pol, pol4, fails)
     outside_users(amon, work, pol, fails)
+    pptp_client(amon, work, pol, fails)
     sys.exit(L.report(fails, "ok"))
 
 
@@ -257,6 +263,50 @@ def outside_users(amon, work, pol, fails):
         fails.append(f"outside users from stdin: A in clear per flow {got}, expected [True, False, False] "
                      "(kept until its own flow, a user from then on)")
     print(f"outside users from stdin: A in clear per flow {got}")
+
+
+def gre_v1_frame(src, dst, call_id, seq, inner_ip):
+    """Ethernet/IPv4/PPTP enhanced GRE (key and sequence number) carrying
+    PPP (address, control, protocol IPv4) around `inner_ip`."""
+    ppp = b"\xff\x03\x00\x21" + inner_ip
+    gre = struct.pack("!HHHHI", 0x3001, 0x880B, len(ppp), call_id, seq) + ppp
+    iph = struct.pack("!BBHHHBBH4s4s", 0x45, 0, 20 + len(gre), 1, 0x4000, 64, 47, 0, L.ip4(src), L.ip4(dst))
+    iph = iph[:10] + struct.pack("!H", L._csum(iph)) + iph[12:]
+    return b"\x02\x00\x00\x00\x00\x02" + b"\x02\x00\x00\x00\x00\x01" + b"\x08\x00" + iph + gre
+
+
+def pptp_client(amon, work, pol, fails):
+    """8: P (outside `clients`) opens a PPTP control connection to V
+    (inside: the flow's client by `clients`, P its server), then sends GRE
+    to V. Read from a file, P is in clear in no IP header (the pre-pass
+    learnt it from its GRE); from standard input its control connection
+    keeps it (the check is not vacuous)."""
+    P, V = "203.0.113.77", "192.168.7.1"
+    t = 1_700_000_000 * 10**9
+    ctl = L.tcp_flow(t, P, V, 40000, sport=1723, data=b"\x00\x9c\x00\x01\x1a\x2b\x3c\x4d")
+    inner = L.udp4_frame("10.200.0.5", "198.51.100.53", 5353, 53, b"\x12\x34" + b"\0" * 10)[14:]
+    gre = [(t + 10**9 + i * 10**6, gre_v1_frame(P, V, 0x1234, i + 1, inner)) for i in range(2)]
+    inp = os.path.join(work, "pptp.pcap")
+    L.write_pcap(inp, [(ts, f) for ts, f, _ in ctl] + gre)
+    out = os.path.join(work, "pptp.out.pcap")
+    L.run_amon(amon, inp, [("ids", pol, out)])
+    _, recs = L.read_pcap(out)
+    clear = [i + 1 for i, r in enumerate(recs) if P in (L.ipv4_addrs(r[3]) or ())]
+    if clear:
+        fails.append(f"pptp: the client {P} in clear in frames {clear}")
+    print(f"pptp: client in clear in frames {clear}")
+    with open(inp, "rb") as f:
+        r = subprocess.run([amon, "pcap", "--read", "-", "--quiet", "--consumer",
+                            f"c={pol}:{os.path.join(work, 'pptp-stdin.out.pcap')}"], stdin=f,
+                           capture_output=True, text=True, timeout=170)
+    if r.returncode != 0:
+        fails.append(f"pptp from stdin: amon exit {r.returncode}: {r.stderr}")
+        return
+    _, recs = L.read_pcap(os.path.join(work, "pptp-stdin.out.pcap"))
+    clear = [i + 1 for i, r in enumerate(recs) if P in (L.ipv4_addrs(r[3]) or ())]
+    if not clear or max(clear) > len(ctl):
+        fails.append(f"pptp from stdin: client in clear in frames {clear}, expected its control connection's only")
+    print(f"pptp from stdin: client in clear in frames {clear}")
 
 
 def initiates_later(amon, work, pol_prefix, fails):

@@ -22,6 +22,14 @@ connection (TCP 1723).
 A policy that cuts every payload (`payload : cut()`) emits no invalid
 fragment: tshark flags no frame and no non-final fragment is empty.
 
+A UDP datagram whose length stops short of the IP payload's end (mDNS
+responders send such datagrams; here crafted, whole and in two fragments
+with the bytes past the UDP length and some it covers in the second): a
+payload rewrite in place (zero(), redact(), on the header path and on the
+general one, and the DNS rewrite of a query's name and of the bytes after
+its last record) leaves a right UDP checksum, the bytes past the UDP
+length rewritten too; a snap's recomputed checksum covers the UDP length.
+
 usage: test_ip_frag.py AMON"""
 
 import json
@@ -238,6 +246,107 @@ def pptp_case(amon, pdir, d, fails):
         fails.append(f"PPTP: {sorted(L.ip4str(a) for a in both)} both in clear and pseudonymized")
 
 
+def udp_short(v6, sport, dport, data, extra):
+    """IP payload: a UDP datagram carrying `data` (right checksum), then
+    `extra` bytes its length does not cover."""
+    src = bytes.fromhex("fe800000000000000000000000000001") if v6 else L.ip4("10.0.0.1")
+    dst = bytes.fromhex("fe800000000000000000000000000002") if v6 else L.ip4("192.0.2.9")
+    udp = struct.pack("!HHHH", sport, dport, 8 + len(data), 0) + data
+    pseudo = src + dst + (struct.pack("!IxxxB", len(udp), 17) if v6 else struct.pack("!BBH", 0, 17, len(udp)))
+    udp = udp[:6] + struct.pack("!H", L._csum(pseudo + udp) or 0xFFFF) + udp[8:]
+    return src, dst, udp + extra
+
+
+def ip_frames(v6, src, dst, pl, cut_at=None, ident=7):
+    """The IP payload `pl` over Ethernet, whole (cut_at None) or as two
+    fragments split at data offset cut_at (a multiple of 8)."""
+    def frame(hdr_and_data):
+        return (b"\x02\x00\x00\x00\x00\x02\x02\x00\x00\x00\x00\x01" +
+                (b"\x86\xdd" if v6 else b"\x08\x00") + hdr_and_data)
+
+    def v4(data, off, more):
+        h = struct.pack("!BBHHHBBH4s4s", 0x45, 0, 20 + len(data), ident, (0x2000 if more else 0) | off // 8,
+                        64, 17, 0, src, dst)
+        return h[:10] + struct.pack("!H", L._csum(h)) + h[12:] + data
+
+    def v6f(data, off, more):
+        fh = struct.pack("!BBHI", 17, 0, off | (1 if more else 0), ident)
+        return struct.pack("!IHBB", 0x60000000, 8 + len(data), 44, 64) + src + dst + fh + data
+
+    if cut_at is None:
+        return [frame(struct.pack("!IHBB", 0x60000000, len(pl), 17, 64) + src + dst + pl if v6 else v4(pl, 0, False))]
+    mk = v6f if v6 else v4
+    return [frame(mk(pl[:cut_at], 0, True)), frame(mk(pl[cut_at:], cut_at, False))]
+
+
+def dns_query(name):
+    q = b"".join(bytes([len(x)]) + x.encode() for x in name.split(".")) + b"\0"
+    return struct.pack("!HHHHHH", 0x1234, 0x0100, 1, 0, 0, 0) + q + struct.pack("!HH", 1, 1)
+
+
+def udp_sum_right(frame):
+    """Whether an unfragmented frame's UDP checksum is right over its UDP
+    length, the bytes a snap removed taken as zeros."""
+    v6 = frame[12:14] == b"\x86\xdd"
+    ip = frame[14:]
+    if v6:
+        src, dst, udp = ip[8:24], ip[24:40], ip[40:]
+    else:
+        src, dst, udp = ip[12:16], ip[16:20], ip[(ip[0] & 15) * 4:]
+    n = struct.unpack("!H", udp[4:6])[0]
+    udp = (udp + bytes(n))[:n]
+    pseudo = src + dst + (struct.pack("!IxxxB", n, 17) if v6 else struct.pack("!BBH", 0, 17, n))
+    return L._csum(pseudo + udp) == 0
+
+
+def short_udp_case(amon, d, fails):
+    sample_key(d, "k.key")
+    head = 'key k = file("keys/k.key")\nclients = { 10.0.0.0/8, fe80::/10 }\n'
+    pols = {
+        "zero": head + "ip.client : cryptopan(key=k)\nip.server : keep()\npayload : zero()\n",
+        "redact": head + "ip.client : keep()\nip.server : keep()\npayload : redact()\n",
+        # A name rule takes the packet off the header path.
+        "zero-general": head + "ip.client : cryptopan(key=k)\ndns.qname : redact()\npayload : zero()\n",
+        "dns": head + "dns.qname : redact()\npayload : keep()\n",
+        "snap": head + "ip.client : cryptopan(key=k)\nip.server : keep()\npayload : snap()\n",
+    }
+    extra = b"\x04_udp\x03sip\x09cybercity\x02dk\x00"
+    for v6 in (False, True):
+        fam = "IPv6" if v6 else "IPv4"
+        datagrams = [udp_short(v6, 41000, 42000, bytes(range(65, 65 + 27)), extra),
+                     udp_short(v6, 40001, 53, dns_query("www.example.org"), extra)]
+        for pname, text in pols.items():
+            pol = L.write_policy(d, f"short-{pname}.amon", text)
+            frames = []
+            for i, (src, dst, pl) in enumerate(datagrams):
+                frames += ip_frames(v6, src, dst, pl)
+                frames += ip_frames(v6, src, dst, pl, cut_at=24, ident=100 + i)
+            inp = os.path.join(d, f"short-{fam}-{pname}.pcap")
+            L.write_pcap(inp, [(1_000_000_000 + i * 1000, f) for i, f in enumerate(frames)])
+            out = os.path.join(d, f"short-{fam}-{pname}-out.pcap")
+            run(amon, inp, pol, out)
+            recs = L.read_pcap(out)[1]
+            if len(recs) != len(frames):
+                fails.append(f"short UDP {fam} {pname}: {len(recs)} of {len(frames)} frames out")
+                continue
+            if pname == "snap":
+                # Unfragmented records only: a snapped fragment's data is gone.
+                for n in (0, 3):
+                    if not udp_sum_right(recs[n][3]):
+                        fails.append(f"short UDP {fam} snap: frame {n + 1}'s checksum is not over its UDP length")
+                continue
+            st = L.checksum_status(out)
+            udp = {f: s[2] for f, s in st.items() if s[2]}
+            bad = sorted(f for f, s in udp.items() if s != ("1",))
+            # Four datagrams: each whole, and each as two fragments tshark reassembles.
+            if bad or len(udp) != 4:
+                fails.append(f"short UDP {fam} {pname}: UDP checksum status {udp} (bad: {bad})")
+            # The DNS policy keeps the other datagram's payload.
+            raw = b"".join(r[3] for r in (recs[3:] if pname == "dns" else recs))
+            if b"cybercity" in raw:
+                fails.append(f"short UDP {fam} {pname}: the bytes past the UDP length kept")
+
+
 def main():
     if len(sys.argv) < 2:
         print(__doc__)
@@ -253,6 +362,7 @@ def main():
     pptp_case(amon, pdir, d, fails)
     cut_case(amon, pdir, d, fails)
     lone_case(amon, pdir, d, fails)
+    short_udp_case(amon, d, fails)
     return L.report(fails, "ok")
 
 

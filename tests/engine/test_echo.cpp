@@ -280,3 +280,52 @@ TEST_CASE("consumers sharing a database: each rewrites only its own values, as i
   alone_b.addr(kOther, kNewB, 4);
   CHECK(db2 == scanned(alone_b, p));
 }
+
+TEST_CASE("a named item's value of 8 bytes or more is searched; a bare word that short is not") {
+  EchoScan s;
+  const std::string sc = "_dyid=268404678; tz=UTC; Expires=Fri, 01 Jan 1990 00:00:00 GMT", hid(sc.size(), 'x');
+  s.bytes(reinterpret_cast<const uint8_t*>(sc.data()), reinterpret_cast<const uint8_t*>(hid.data()),
+          uint32_t(sc.size()));
+  // The visitor id copied into a query string leaves as in its field; the
+  // expiry's time of day, a word of the date, stays wherever a Date header has it.
+  CHECK(scanned(s, "GET /uia?id=268404678&se=1\r\nDate: Fri, 01 Jan 1990 00:00:00 GMT\r\n") ==
+        "GET /uia?id=xxxxxxxxx&se=1\r\nDate: Fri, 01 Jan 1990 00:00:00 GMT\r\n");
+}
+
+TEST_CASE("preloaded values are searched from the first packet and never leave the table") {
+  EchoPreload p;
+  const std::string cookie = "SID=31d4d96e407aad42; Path=/", hidden(cookie.size(), 'x');
+  p.add(cookie, hidden);
+  p.add(cookie, hidden);  // once
+  REQUIRE(p.size() == 2);  // the value and its part
+  const std::string kPay = "a token 31d4d96e407aad42 here", kWant = "a token xxxxxxxxxxxxxxxx here";
+  EchoScan direct, built;
+  direct.preload(p);
+  built.preload(p);
+  CHECK(direct.preloaded() == 2);
+  CHECK(scanned(direct, kPay) == kWant);
+  // More new values than the table takes in turn: the preloaded ones stay,
+  // found directly and by the database alike.
+  uint8_t o[4] = {172, 16, 0, 0}, n[4] = {10, 0, 0, 0};
+  for (EchoScan* s : {&direct, &built})
+    for (unsigned i = 0; i < EchoScan::kEntries + 10; ++i) {
+      o[2] = uint8_t(i >> 8), o[3] = uint8_t(i), n[3] = uint8_t(i | 1);
+      s->addr(o, n, 4);
+    }
+  CHECK(direct.size() == EchoScan::kEntries + 2);
+  CHECK(scanned(direct, kPay) == kWant);
+  REQUIRE(built.wait_built(10000));
+  CHECK(built.pending() == 0);
+  CHECK(scanned(built, kPay) == kWant);
+  CHECK(scanned(built, "x 172.16.0.1 y") == "x 172.16.0.1 y");  // a value that took its turn has left
+}
+
+TEST_CASE("the preload is bounded: entries past the cap are counted, not held") {
+  EchoPreload p;
+  for (unsigned i = 0; i < EchoPreload::kMax + 5; ++i) {
+    const std::string v = "token-" + std::to_string(1000000 + i);
+    p.add(v, std::string(v.size(), 'x'));
+  }
+  CHECK(p.size() == EchoPreload::kMax);
+  CHECK(p.over == 5);
+}

@@ -1,0 +1,48 @@
+#include "echo_preload.h"
+
+#include <cstring>
+
+#include "actions_rt.h"
+#include "protocol.h"
+
+namespace amon {
+
+EchoCollector::EchoCollector(const Program& p) {
+  const dsl::Policy& pol = p.policy();
+  rule_.assign(Registry::instance().fields().size(), -1);
+  act_.resize(pol.rules.size());
+  for (FieldId f = 0; f < rule_.size(); ++f) {
+    const int ri = p.echo_preload_rule(f);
+    if (ri < 0) continue;
+    rule_[f] = ri;
+    // The actions it takes use no shared service (no z-store).
+    if (!act_[ri]) act_[ri] = make_rt_action(pol.rules[ri].action, pol, nullptr, nullptr);
+    wants_ = true;
+  }
+}
+
+EchoCollector::~EchoCollector() = default;
+
+void EchoCollector::occurrences(const ProtoOccs& O, const uint8_t* pl, uint32_t avail) {
+  for (uint32_t i = 0; i < O.n; ++i) {
+    const ProtoOcc& o = O.occ[i];
+    if (o.kind != OccKind::Bytes || o.field >= rule_.size() || rule_[o.field] < 0) continue;
+    if (o.len < EchoScan::kMinBytes || o.off > avail || o.len > avail - o.off) continue;
+    if (o.coded && (o.key > avail || o.len > avail - o.key)) continue;
+    old_.assign(reinterpret_cast<const char*>(pl + o.off), o.len);
+    if (o.coded)
+      for (uint32_t k = 0; k < o.len; ++k) old_[k] = char(old_[k] ^ pl[o.key + k]);
+    // As ProgramInstance::apply_text rewrites it: the action on the whole
+    // value (a hash is of all of it), cut() clearing it.
+    new_ = old_;
+    ApplyCtx ctx;
+    ctx.field = o.field;
+    const ActResult r = act_[rule_[o.field]]->bytes(reinterpret_cast<uint8_t*>(new_.data()), o.len, ctx);
+    if (r == ActResult::Drop) continue;
+    if (r == ActResult::Cut) std::memset(new_.data(), 0, new_.size());
+    const uint32_t keep = std::min<uint32_t>(o.len, EchoScan::kMaxValue);
+    out_->add(std::string_view(old_).substr(0, keep), std::string_view(new_).substr(0, keep));
+  }
+}
+
+}  // namespace amon

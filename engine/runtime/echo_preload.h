@@ -1,0 +1,42 @@
+// Offline, what the pre-pass learns for a consumer's echo table
+// (EchoPreload, echo.h): from each packet's application parse, the bytes
+// values of the fields its policy rewrites by the value alone
+// (Program::echo_preload_rule), each with what its rule makes of it.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "echo.h"
+#include "runtime.h"
+
+namespace amon {
+
+struct ProtoOccs;
+class RtAction;
+
+class EchoCollector {
+ public:
+  explicit EchoCollector(const Program& p);
+  ~EchoCollector();
+  // Some field of the policy has such a rule.
+  bool wants() const { return wants_; }
+  // The occurrences of one complete parse of a packet's payload `pl`
+  // (`avail` bytes captured).
+  void occurrences(const ProtoOccs& O, const uint8_t* pl, uint32_t avail);
+  std::shared_ptr<EchoPreload> take() {
+    out_->seal();
+    return std::move(out_);
+  }
+
+ private:
+  std::vector<int> rule_;                          // by FieldId: Program::echo_preload_rule
+  std::vector<std::unique_ptr<RtAction>> act_;     // by rule index, those rule_ names
+  std::shared_ptr<EchoPreload> out_ = std::make_shared<EchoPreload>();
+  std::string old_, new_;
+  bool wants_ = false;
+};
+
+}  // namespace amon
