@@ -168,6 +168,8 @@ TEST_CASE("two boxes share observations, replay, and survive the server's loss")
   REQUIRE(wait_for([&] { return cb.status().received >= 2; }));
   CHECK(b.observe(kb, 3, 12 * kS, zp));
   CHECK(ca.status().published == 2);
+  // B's publication is asynchronous: once A has it, the stream holds it.
+  REQUIRE(wait_for([&] { return ca.status().received >= 1; }));
 
   // A third box started now replays what A and B published.
   zanon::Store c(shared_config(keys));
