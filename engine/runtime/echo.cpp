@@ -206,7 +206,9 @@ void EchoScan::name(std::string_view text, const names::Decision& d, bool z) {
   while (!text.empty() && text.back() == '.') text.remove_suffix(1);
   if (text.size() < kMinName || text.size() > kMaxValue) return;
   low_.assign(text);
-  for (char& c : low_) c = char(std::tolower(uint8_t(c)));
+  // ASCII only, as the C locale's tolower, without its call per byte (a
+  // hidden name per DNS packet made it 5 % of the normal DNS trace).
+  for (char& c : low_) c = char(c | (uint8_t(c - 'A') < 26 ? 0x20 : 0));
   if (kept) return release(EchoKind::Name, low_);
   record(EchoKind::Name, low_, {}, z, &d);
 }
