@@ -269,6 +269,24 @@ class FlowTable {
   static uint64_t endpoint_fp(const uint8_t* addr, unsigned alen, uint16_t port, uint8_t proto);
   // An endpoint (endpoint_fp) seen accepting a connection.
   bool seen_server(uint64_t fp) const { return servers_[fp % kServerSlots] == fp; }
+  // PPTP's GRE between two ends takes the roles of their control
+  // connection: the end that accepted it on TCP 1723 is the server, the
+  // other its client. f(client address, its length, client is the outer
+  // source) for each decoded PPTP GRE layer whose roles that tells.
+  template <class F>
+  void pptp_clients(const uint8_t* data, const Decoded& d, F&& f) const {
+    for (int i = 0; i < d.n_encap; ++i) {
+      const EncapLayer& L = d.encap[i];
+      if (L.kind != Encap::Gre || !L.gre_v1) continue;
+      const unsigned al = L.ip_version == 4 ? 4u : 16u;
+      const uint32_t at = L.l3_off + (L.ip_version == 4 ? 12u : 8u);
+      if (at + 2 * al > d.cap_len) continue;
+      const uint8_t* a = data + at;
+      const bool src_srv = seen_server(endpoint_fp(a, al, 1723, kProtoTcp));
+      const bool dst_srv = seen_server(endpoint_fp(a + al, al, 1723, kProtoTcp));
+      if (src_srv != dst_srv) f(dst_srv ? a : a + al, al, dst_srv);
+    }
+  }
 
  private:
   struct Staged {

@@ -53,26 +53,16 @@ bool rereadable(const PortSpec& in) {
 }
 
 // A PPTP client's GRE packets take ip.client's rule at its end (the one
-// that did not accept the control connection on TCP 1723, as
-// WorkerPath::note_tunnel tells), which makes it a user outside `clients`
-// (Program::pptp_user): learnt here too, so its records before its first
-// GRE packet, and that packet's on another worker, treat it as one.
+// that did not accept the control connection on TCP 1723), which makes it
+// a user outside `clients` (Program::pptp_user): learnt here too, so its
+// records before its first GRE packet, and that packet's on another
+// worker, treat it as one.
 void learn_pptp_clients(Engine& E, const std::vector<size_t>& which, std::vector<std::shared_ptr<UserTable>>& tables,
-                        const FlowTable& flows, const uint8_t* data, uint32_t cap, const Decoded& d) {
-  for (int i = 0; i < d.n_encap; ++i) {
-    const EncapLayer& L = d.encap[i];
-    if (L.kind != Encap::Gre || !L.gre_v1) continue;
-    const unsigned al = L.ip_version == 4 ? 4u : 16u;
-    const uint32_t at = L.l3_off + (L.ip_version == 4 ? 12u : 8u);
-    if (at + 2 * al > cap) continue;
-    const uint8_t* a = data + at;
-    const bool src_srv = flows.seen_server(FlowTable::endpoint_fp(a, al, 1723, kProtoTcp));
-    const bool dst_srv = flows.seen_server(FlowTable::endpoint_fp(a + al, al, 1723, kProtoTcp));
-    if (src_srv == dst_srv) continue;
-    const uint8_t* client = dst_srv ? a : a + al;
+                        const FlowTable& flows, const uint8_t* data, const Decoded& d) {
+  flows.pptp_clients(data, d, [&](const uint8_t* client, unsigned al, bool) {
     for (size_t k = 0; k < which.size(); ++k)
-      if (E.programs[which[k]]->pptp_user(client, L.ip_version)) tables[k]->add(client, al);
-  }
+      if (E.programs[which[k]]->pptp_user(client, al == 4 ? 4 : 6)) tables[k]->add(client, al);
+  });
 }
 
 }  // namespace
@@ -142,7 +132,7 @@ void learn_users_offline(Engine& E) {
               if (ends & 1) tables[k]->add(data + d.src_off(), d.addr_len());
               if (ends & 2) tables[k]->add(data + d.dst_off(), d.addr_len());
             }
-          if (d.flags & (kFlagTunnel | kFlagEncap)) learn_pptp_clients(E, which, tables, flows, data, cap, d);
+          if (d.flags & (kFlagTunnel | kFlagEncap)) learn_pptp_clients(E, which, tables, flows, data, d);
         }
         if (l7 && m->nb_segs == 1) {
           l7->reset(++packet_id);

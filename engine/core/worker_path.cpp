@@ -454,18 +454,7 @@ void WorkerPath::flush_held(Sink sink, void* ctx) {
 // consumer rewrites every packet in place, as deliver() would one by one.
 void WorkerPath::note_tunnel(const uint8_t* data, const Decoded& d, PacketMeta& meta) {
   if (meta.flow && (d.flags & kFlagFragment) && (d.flags & kFlagTunnel)) meta.flow->frag_tunnel = 1;
-  // PPTP's GRE between two ends takes the roles of their control
-  // connection: the end that accepted it on TCP 1723 is the server, the
-  // other its client (the flow table notes who accepted a connection).
-  for (int i = 0; i < d.n_encap; ++i) {
-    const EncapLayer& L = d.encap[i];
-    if (L.kind != Encap::Gre || !L.gre_v1) continue;
-    const unsigned al = L.ip_version == 4 ? 4u : 16u;
-    const uint8_t* a = data + L.l3_off + (L.ip_version == 4 ? 12u : 8u);
-    const bool src_srv = flows_->seen_server(FlowTable::endpoint_fp(a, al, 1723, kProtoTcp));
-    const bool dst_srv = flows_->seen_server(FlowTable::endpoint_fp(a + al, al, 1723, kProtoTcp));
-    if (src_srv != dst_srv) meta.pptp_client = dst_srv ? 1 : 2;
-  }
+  flows_->pptp_clients(data, d, [&](const uint8_t*, unsigned, bool src) { meta.pptp_client = src ? 1 : 2; });
 }
 
 void WorkerPath::prepare_burst(unsigned k) {
