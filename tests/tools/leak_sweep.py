@@ -640,6 +640,9 @@ def main():
     ap.add_argument("--known", action="append", default=[],
                     help="CAPTURE:POLICY:VALUE (e.g. x.pcap:ids:addr 10.1.2.3): a leak known and not yet fixed, "
                          "reported as KNOWN; it fails the sweep once it is gone, so the list stays true")
+    ap.add_argument("--keep-going", action="store_true",
+                    help="a capture amon cannot read is noted and skipped (corpora hold broken files), "
+                         "not the end of the sweep")
     ap.add_argument("--verbose", "-v", action="store_true")
     ap.add_argument("captures", nargs="+")
     args = ap.parse_args()
@@ -657,8 +660,14 @@ def main():
     total, total_chance, missed = 0, 0, 0
     known, seen_known = set(args.known), set()
     for cap in args.captures:
-        inp = as_pcap(cap, work)
-        facts = input_facts(inp)
+        try:
+            inp = as_pcap(cap, work)
+            facts = input_facts(inp)
+        except (subprocess.CalledProcessError, OSError, EOFError, ValueError) as e:
+            if not args.keep_going:
+                raise
+            print(f"note {os.path.basename(cap)}: not read: {e}")
+            continue
         for pol in pols:
             out = os.path.join(work, f"{os.path.basename(inp)}.{pol.name}.out.pcap")
             res = subprocess.run([args.amon, "pcap", "--read", inp, "--policy", pol.path, "--write", out],
@@ -669,6 +678,8 @@ def main():
                 print(f"note {os.path.basename(cap)} {pol.name}: amon exit {res.returncode}: "
                       f"{res.stderr.strip().splitlines()[-1] if res.stderr.strip() else ''}")
                 if not os.path.exists(out) or os.path.getsize(out) < 24:
+                    if args.keep_going:
+                        continue
                     return 2
             out_idx, out_hdrs = output_headers(out)
             prot = protected_set(pol, facts, out_idx, psl)
