@@ -28,8 +28,34 @@ bool PayloadValues::wants(const Reader& r, uint8_t l4, const uint8_t* payload, u
   return p.probe && p.probe(payload, len, sport, dport);
 }
 
+bool PayloadValues::split_head(const uint8_t* payload, uint32_t len, uint16_t sport, uint16_t dport,
+                               bool from_initiator) {
+  for (Reader& r : readers_) {
+    const ProtocolPlugin& p = *r.plugin;
+    if (p.l4_proto != 6 || !p.holds || !len) continue;
+    // Its own by a port or by its strict message start: a plugin's parse
+    // alone takes most bytes for the start of a longer message (a DNS
+    // length prefix), and a flow followed for nothing costs a copy of each
+    // of its segments up to the bound.
+    auto on = [&](const auto& ports) {
+      for (uint16_t port : ports)
+        if (port && (port == sport || port == dport)) return true;
+      return false;
+    };
+    if (!on(p.ports) && !on(p.server_ports) && !(p.message_start && p.message_start(payload, len, from_initiator)))
+      continue;
+    uint8_t flow_state[kAppStateBytes];
+    std::memset(flow_state, 0, sizeof flow_state);
+    ProtoPacket pkt{payload, len, sport, dport, nullptr, nullptr, 0, from_initiator, false, flow_state};
+    ProtoOccs& out = *r.occs;
+    out.clear();
+    if (p.parse(r.state, pkt, out) == ProtoStatus::Incomplete && out.hold) return true;
+  }
+  return false;
+}
+
 void PayloadValues::parse(Reader& r, const uint8_t* payload, uint32_t len, uint16_t sport, uint16_t dport,
-                          bool from_initiator, void* ctx, Sink sink) {
+                          bool from_initiator, void* ctx, Sink sink, bool ends) {
   const ProtocolPlugin& p = *r.plugin;
   // A flow's state as at its start, so that a plugin reads the payload as
   // it would a flow's first (a hello split over segments is read from its
@@ -37,6 +63,7 @@ void PayloadValues::parse(Reader& r, const uint8_t* payload, uint32_t len, uint1
   uint8_t flow_state[kAppStateBytes];
   std::memset(flow_state, 0, sizeof flow_state);
   ProtoPacket pkt{payload, len, sport, dport, nullptr, nullptr, 0, from_initiator, false, flow_state};
+  pkt.ends = ends;
   ProtoOccs& out = *r.occs;
   out.clear();
   if (p.parse(r.state, pkt, out) != ProtoStatus::Parsed) return;

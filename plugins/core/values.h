@@ -5,8 +5,9 @@
 // the packet's transport is asked, through its parse and, for a plugin
 // that rewrites its messages itself, its `values` hook (protocol.h).
 //
-// Each payload is read on its own, as the first of its flow: nothing is
-// held across segments, so a value split over two segments is not read.
+// Each payload is read on its own, as the first of its flow. A head split
+// over TCP segments (split_head) is for the caller to follow (SplitHeads,
+// split_heads.h) and read again whole.
 #pragma once
 
 #include <cstdint>
@@ -44,16 +45,26 @@ class PayloadValues {
   // plugin registration order. Payload occurrences (message bodies) are
   // not values and are left out. `from_initiator` says which side sent it
   // (a plugin reads a client's messages and a server's differently).
+  // `ends`: no byte will follow these (a split head that never completed):
+  // a plugin that tells a head's complete lines from the one cut reads the
+  // first (ProtoPacket::ends).
   template <class F>
   void read(uint8_t l4, const uint8_t* payload, uint32_t len, uint16_t sport, uint16_t dport, bool from_initiator,
-            F&& fn) {
+            F&& fn, bool ends = false) {
     for (Reader& r : readers_) {
       if (!wants(r, l4, payload, len, sport, dport)) continue;
       using Fn = std::remove_reference_t<F>;
       parse(r, payload, len, sport, dport, from_initiator, const_cast<void*>(static_cast<const void*>(&fn)),
-            [](void* ctx, const ProtocolPlugin& p, const ProtoOcc& o) { (*static_cast<Fn*>(ctx))(p, o); });
+            [](void* ctx, const ProtocolPlugin& p, const ProtoOcc& o) { (*static_cast<Fn*>(ctx))(p, o); }, ends);
     }
   }
+
+  // A TCP payload that starts a head more bytes of its direction would
+  // complete: a plugin that holds split heads (ProtocolPlugin::holds) and
+  // recognises the payload as its own (one of its ports at either end, or
+  // its message_start) parses it as Incomplete and asks to hold it, as the
+  // packet path would hold the segment.
+  bool split_head(const uint8_t* payload, uint32_t len, uint16_t sport, uint16_t dport, bool from_initiator);
 
  private:
   struct Reader {
@@ -64,7 +75,7 @@ class PayloadValues {
   using Sink = void (*)(void* ctx, const ProtocolPlugin& p, const ProtoOcc& o);
   bool wants(const Reader& r, uint8_t l4, const uint8_t* payload, uint32_t len, uint16_t sport, uint16_t dport) const;
   void parse(Reader& r, const uint8_t* payload, uint32_t len, uint16_t sport, uint16_t dport, bool from_initiator,
-             void* ctx, Sink sink);
+             void* ctx, Sink sink, bool ends);
 
   Datagrams datagrams_;
   std::vector<Reader> readers_;
