@@ -71,6 +71,10 @@ struct Report {
   double possible_expected = 0;   // 4-byte matches expected by chance over the opaque bytes searched
   uint64_t opaque_bytes = 0;
   uint64_t possible_chance = 0;   // of `possible`: those with a `chance` cause
+  // The original's heads split over TCP segments (split_heads.h): followed,
+  // read whole, ended unfinished (read as far as they were whole), not
+  // followed for lack of room; segments that came past a hole.
+  uint64_t heads_followed = 0, heads_whole = 0, heads_unfinished = 0, heads_refused = 0, heads_out_of_order = 0;
   std::vector<ClassSummary> classes;
   std::vector<Hit> leak_list, possible_list;  // in frame order, the first Options::max_listed of each class
 };

@@ -25,6 +25,7 @@
 #include "l2l4.h"
 #include "policy.h"
 #include "protocol.h"
+#include "split_heads.h"
 #include "values.h"
 
 namespace amon::audit {
@@ -160,6 +161,16 @@ struct Auditor {
   void occ_value(size_t fi, const uint8_t* f, const Decoded& d, const uint8_t* p, const ProtoOcc& o,
                  const std::string& user, uint64_t t);
   void app_values(size_t fi, const uint8_t* f, const Decoded& d, int side, const std::string& user, uint64_t t);
+  // Heads split over TCP segments (an HTTP head whose Cookie is in its
+  // second segment), followed per direction of a flow, in sequence order
+  // (split_heads.h), and read whole as the packet path reads a held head;
+  // each segment is still read alone as well.
+  SplitHeads heads;
+  void stream_values(size_t fi, const uint8_t* f, const Decoded& d, int side, uint64_t t);
+  // A followed head's values, taken at its last segment's frame and
+  // allowed in each of its segments' frames. `whole`: complete; else what
+  // was whole from its first byte, read as a head the stream cut.
+  void head_values(const SplitHeads::Head& h, bool whole);
   // A link layer's own values (802.11 addresses, SSIDs, element contents) as engine/runtime/link.cpp treats them.
   void link_values(size_t fi, const uint8_t* f, uint32_t cap, uint64_t t);
   void collect();

@@ -54,6 +54,13 @@ std::string render_text(const Options& o, const Report& r) {
                 r.possible_expected, (unsigned long long)r.possible_chance, (unsigned long long)r.allowed,
                 (unsigned long long)r.inside_allowed);
   s += b;
+  std::snprintf(b, sizeof b,
+                "TCP heads split over segments in the original: %llu followed, %llu read whole, %llu unfinished (read as "
+                "far as whole), %llu not followed (no room); %llu segments past a hole\n",
+                (unsigned long long)r.heads_followed, (unsigned long long)r.heads_whole,
+                (unsigned long long)r.heads_unfinished, (unsigned long long)r.heads_refused,
+                (unsigned long long)r.heads_out_of_order);
+  s += b;
   return s;
 }
 
@@ -70,7 +77,11 @@ std::string render_json(const Options& o, const Report& r) {
                   std::to_string(r.possible) + ",\"possible_expected\":" + std::to_string(r.possible_expected) +
                   ",\"possible_chance\":" + std::to_string(r.possible_chance) +
                   ",\"opaque_bytes\":" + std::to_string(r.opaque_bytes) + ",\"allowed\":" + std::to_string(r.allowed) +
-                  ",\"inside_allowed\":" + std::to_string(r.inside_allowed) + ",\"classes\":[";
+                  ",\"inside_allowed\":" + std::to_string(r.inside_allowed) + ",\"split_heads\":{\"followed\":" +
+                  std::to_string(r.heads_followed) + ",\"whole\":" + std::to_string(r.heads_whole) +
+                  ",\"unfinished\":" + std::to_string(r.heads_unfinished) + ",\"refused\":" +
+                  std::to_string(r.heads_refused) + ",\"out_of_order\":" + std::to_string(r.heads_out_of_order) +
+                  "},\"classes\":[";
   for (size_t i = 0; i < r.classes.size(); ++i) {
     auto& c = r.classes[i];
     s += (i ? "," : "") + std::string("{\"class\":") + jstr(c.cls) + ",\"protected\":" +

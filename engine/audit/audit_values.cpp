@@ -196,6 +196,83 @@ void Auditor::app_values(size_t fi, const uint8_t* f, const Decoded& d, int side
              [&](const uint8_t* p, const ProtoOcc& o) { occ_value(fi, f, d, p, o, user, t); });
 }
 
+// A TCP segment of a head split over segments: kept in sequence order with
+// the head's other segments until the head is whole (a plugin that holds
+// split heads no longer asks for more), the direction ends, or a bound is
+// reached; then the head is read as one payload. A segment before the
+// head's start or past a bound ends it, and may start the next.
+void Auditor::stream_values(size_t fi, const uint8_t* f, const Decoded& d, int side, uint64_t t) {
+  if (d.status != DecodeStatus::Ok || d.l4_proto != kProtoTcp || !d.has_l4_header() ||
+      (d.flags & (kFlagFragment | kFlagLaterFragment)))
+    return;
+  const uint32_t cap = uint32_t(in[fi].bytes.size());
+  if (d.l4_off + 8 > cap) return;
+  const uint32_t seq = rd32(f + d.l4_off + 4);
+  const uint32_t avail = cap > d.payload_off ? std::min(d.payload_len, cap - d.payload_off) : 0;
+  const uint8_t* p = f + d.payload_off;
+  const bool ends = d.tcp_flags & (0x01 | 0x04);  // FIN, RST
+  const std::string k = SplitHeads::key(f + d.src_off(), f + d.dst_off(), d.addr_len(), d.sport, d.dport);
+  auto incomplete = [&](const uint8_t* b, uint32_t n, int sd) {
+    return (sd != 1 && pv->split_head(b, n, d.sport, d.dport, true)) ||
+           (sd != 0 && pv->split_head(b, n, d.sport, d.dport, false));
+  };
+  auto leave = [&](SplitHeads::Head& h, bool whole) {
+    head_values(h, whole);
+    heads.end(k, whole);
+  };
+  if (SplitHeads::Head* h = heads.find(k)) {
+    if (avail < d.payload_len) {
+      // The capture cut this segment: the head cannot be read past it.
+      leave(*h, false);
+      return;
+    }
+    switch (heads.add(*h, seq, p, avail, t)) {
+      case SplitHeads::Add::Grew:
+        h->marks.push_back(fi);
+        if (!incomplete(h->bytes.data(), h->contiguous, int(h->tag))) return leave(*h, true);
+        if (ends) leave(*h, false);
+        return;
+      case SplitHeads::Add::Waiting:
+        if (avail) h->marks.push_back(fi);
+        if (ends) leave(*h, false);
+        return;
+      case SplitHeads::Add::Outside:
+        leave(*h, false);
+        break;  // this segment may start the next head
+    }
+  }
+  if (!avail || avail < d.payload_len || ends || !incomplete(p, avail, side)) return;
+  if (heads.full()) heads.expire(t, [&](const std::string&, const SplitHeads::Head& h) { head_values(h, false); });
+  if (SplitHeads::Head* h = heads.start(k, seq, p, avail, t)) {
+    h->tag = uint32_t(side);
+    h->marks.assign(1, fi);
+  }
+}
+
+void Auditor::head_values(const SplitHeads::Head& h, bool whole) {
+  if (!h.contiguous || h.marks.empty()) return;
+  const size_t fi = size_t(h.marks.back());
+  const uint8_t* f = in[fi].bytes.data();
+  Decoded d;
+  decode(f, uint32_t(in[fi].bytes.size()), in[fi].wire, d);
+  // Read as at its last segment, whichever packet is being collected.
+  const std::string flow = cur_flow;
+  const bool from_client = cur_from_client;
+  const int side = int(h.tag);
+  flow_of(f, d, side);
+  const std::string user = user_of(f, d, side);
+  const size_t before = allowed_keys[fi].size();
+  auto one = [&](const ProtocolPlugin&, const ProtoOcc& o) { occ_value(fi, f, d, h.bytes.data(), o, user, in[fi].ts); };
+  if (side != 1) pv->read(kProtoTcp, h.bytes.data(), h.contiguous, d.sport, d.dport, true, one, !whole);
+  if (side != 0) pv->read(kProtoTcp, h.bytes.data(), h.contiguous, d.sport, d.dport, false, one, !whole);
+  // Its output may carry what the head leaves in clear in any of its segments.
+  const std::vector<std::string> got(allowed_keys[fi].begin() + before, allowed_keys[fi].end());
+  for (uint64_t m : h.marks)
+    if (m != fi) allowed_keys[m].insert(allowed_keys[m].end(), got.begin(), got.end());
+  cur_flow = flow;
+  cur_from_client = from_client;
+}
+
 // The flow of the packet being collected, its endpoints in a canonical
 // order (none for a later fragment: it carries no ports), and whether the
 // flow's client sent it (with uncertain roles, as if it had: its names
@@ -264,7 +341,14 @@ void Auditor::collect() {
                    std::string(reinterpret_cast<const char*>(o), a.family == 4 ? 4 : 16), user, t, side == 2 || side == (a.echo ? 1 : 0));
       });
     app_values(fi, f, d, side, user, t);
+    stream_values(fi, f, d, side, t);
+    if ((fi & 4095) == 4095)
+      heads.expire(t, [&](const std::string&, const SplitHeads::Head& h) { head_values(h, false); });
   }
+  heads.flush([&](const std::string&, const SplitHeads::Head& h) { head_values(h, false); });
+  const SplitHeads::Stats& hs = heads.stats();
+  r.heads_followed = hs.held, r.heads_whole = hs.completed, r.heads_unfinished = hs.unfinished;
+  r.heads_refused = hs.refused, r.heads_out_of_order = hs.out_of_order;
   // Each fragment's output may carry what its datagram's whole may.
   for (size_t fi = 0; fi < in.size(); ++fi)
     if (whole_of[fi] != SIZE_MAX && whole_of[fi] != fi) allowed_keys[fi] = allowed_keys[whole_of[fi]];
