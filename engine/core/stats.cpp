@@ -155,7 +155,8 @@ std::string render_report_text(const Report& r) {
     }
     if (c.echo_prepass)
       o << "  echoed values before the first record: " << c.echo_preloaded << " (" << c.echo_preload_over
-        << " past the cap)\n";
+        << " past the cap; heads split over TCP segments: " << c.echo_split_whole << " read whole, "
+        << c.echo_split_unfinished << " as far as whole, " << c.echo_split_refused << " not followed)\n";
     if (c.policy_ptr) {
       for (auto& rule : c.policy_ptr->rules) {
         uint64_t hits = rule.index < c.counters.rule_hits.size() ? c.counters.rule_hits[rule.index] : 0;
@@ -227,7 +228,9 @@ std::string render_report_json(const Report& r) {
         << ",\"prepass_sets\":" << c.prepass_sets << ",\"prepass_sets_saturated\":" << c.prepass_sets_saturated
         << "}";
     if (c.echo_prepass)
-      o << ",\"echo_prepass\":{\"preloaded\":" << c.echo_preloaded << ",\"over_cap\":" << c.echo_preload_over << "}";
+      o << ",\"echo_prepass\":{\"preloaded\":" << c.echo_preloaded << ",\"over_cap\":" << c.echo_preload_over
+        << ",\"split_heads\":{\"whole\":" << c.echo_split_whole << ",\"unfinished\":" << c.echo_split_unfinished
+        << ",\"refused\":" << c.echo_split_refused << "}}";
     o << ",\"rules\":[";
     if (c.policy_ptr) {
       bool first = true;

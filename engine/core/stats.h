@@ -32,6 +32,9 @@ struct ConsumerReport {
   // (EchoPreload), and those past the cap (EchoPreload::kMax), not held.
   bool echo_prepass = false;
   uint64_t echo_preloaded = 0, echo_preload_over = 0;
+  // ... and the heads split over TCP segments it read: whole, as far as
+  // they were whole (never completed), not followed for lack of room.
+  uint64_t echo_split_whole = 0, echo_split_unfinished = 0, echo_split_refused = 0;
   std::shared_ptr<const dsl::Policy> policy_ptr;
 };
 

@@ -82,8 +82,11 @@ Report build_report(Engine& E) {
     cr.learns_initiators = E.programs[ci]->learns_initiators();
     if (const UserTable* k = E.programs[ci]->known_users())
       cr.prepass_users = k->size(), cr.prepass_sets_saturated = k->saturated(), cr.prepass_sets = k->sets();
-    if (const EchoPreload* p = E.programs[ci]->echo_preload())
+    if (const EchoPreload* p = E.programs[ci]->echo_preload()) {
       cr.echo_prepass = true, cr.echo_preloaded = p->size(), cr.echo_preload_over = p->over;
+      cr.echo_split_whole = p->split_whole, cr.echo_split_unfinished = p->split_unfinished;
+      cr.echo_split_refused = p->split_refused;
+    }
     const Output& out = E.outputs[ci];
     cr.written = out.file ? out.file->written.load(std::memory_order_relaxed) : out.written;
     cr.tx_dropped = E.outputs[ci].tx_dropped;

@@ -18,9 +18,11 @@
 // rewrote (Program::echoes) and has identifier fields whose rule decides by
 // the value alone (Program::echo_preload_rule), its echo table's preloaded values
 // (EchoPreload, echo.h): the application parse of each packet, as a
-// worker's, without held segments (a header split over TCP segments is
-// learnt when the run reaches it, as live). A copy that travels before
-// its field is then rewritten as the field is.
+// worker's; a head split over TCP segments that a worker would hold (an
+// HTTP request whose Cookie is in its second segment) is followed in
+// sequence order (SplitHeads) and parsed whole (analyze_stream), as the
+// worker parses what it held. A copy that travels before its field is then
+// rewritten as the field is.
 #include <sys/stat.h>
 
 #include <memory>
@@ -33,6 +35,7 @@
 #include "l7.h"
 #include "mbuf_meta.h"
 #include "pcap_port.h"
+#include "split_heads.h"
 
 namespace amon::engine {
 
@@ -64,6 +67,95 @@ void learn_pptp_clients(Engine& E, const std::vector<size_t>& which, std::vector
       if (E.programs[which[k]]->pptp_user(client, al == 4 ? 4 : 6)) tables[k]->add(client, al);
   });
 }
+
+// Heads split over TCP segments, for the echo tables: a segment whose
+// parse a worker would hold (Incomplete with hold_hint, of a plugin that
+// holds and whose fields a preloading consumer protects) starts one; the
+// segments of its direction that follow are kept in sequence order and
+// the head parsed again until it parses, or is read as far as it was whole
+// (ProtoPacket::ends) when its direction ends, a bound is reached or it
+// goes quiet: the values of its complete lines are the ones a worker
+// rewrites. A followed segment is not parsed alone, as a held one is not.
+class PrepassHeads {
+ public:
+  PrepassHeads(L7Parse& l7, std::vector<std::unique_ptr<EchoCollector>>& collectors, uint32_t apps)
+      : l7_(l7), collectors_(collectors), apps_(apps) {}
+
+  // The packet's segment if it belongs to a followed head (true: taken,
+  // not to be parsed alone); before analyze_l7.
+  bool before(const uint8_t* data, const Decoded& d, const PacketMeta& meta) {
+    if (!tcp(d, meta) || !heads_.size()) return false;
+    const std::string k = key(data, d);
+    SplitHeads::Head* h = heads_.find(k);
+    if (!h) return false;
+    const bool ends = d.tcp_flags & (kTcpFin | kTcpRst);
+    switch (heads_.add(*h, tcp_seq(data, d), data + d.payload_off, d.payload_len, meta.ts_ns)) {
+      case SplitHeads::Add::Grew: {
+        const L7State st =
+            analyze_stream(h->bytes.data(), h->contiguous, app(*h), from_init(*h), meta.flow, l7_);
+        if (st != L7State::Incomplete || !l7_.hold_hint) {
+          if (st == L7State::Parsed) collect(*h);
+          heads_.end(k, st == L7State::Parsed);
+        } else if (ends) {
+          leave(k, *h, meta.flow);
+        }
+        return true;
+      }
+      case SplitHeads::Add::Waiting:
+        if (ends) leave(k, *h, meta.flow);
+        return d.payload_len != 0;
+      case SplitHeads::Add::Outside:
+        leave(k, *h, meta.flow);
+        return false;
+    }
+    return false;
+  }
+  // After analyze_l7 of a segment not taken: a head a worker would hold starts here.
+  void after(const uint8_t* data, const Decoded& d, const PacketMeta& meta) {
+    if (meta.l7 != L7State::Incomplete || !l7_.hold_hint || !tcp(d, meta) || !d.payload_len ||
+        (d.tcp_flags & (kTcpFin | kTcpRst)) || !(apps_ >> meta.app & 1))
+      return;
+    if (heads_.full()) expire(meta.ts_ns);
+    if (SplitHeads::Head* h = heads_.start(key(data, d), tcp_seq(data, d), data + d.payload_off, d.payload_len,
+                                           meta.ts_ns))
+      h->tag = meta.app | (meta.initiator_is_src ? 0x100u : 0u);
+  }
+  void expire(uint64_t now) {
+    heads_.expire(now, [&](const std::string&, const SplitHeads::Head& h) { cut(h, nullptr); });
+  }
+  void flush() {
+    heads_.flush([&](const std::string&, const SplitHeads::Head& h) { cut(h, nullptr); });
+  }
+  const SplitHeads::Stats& stats() const { return heads_.stats(); }
+
+ private:
+  static bool tcp(const Decoded& d, const PacketMeta& meta) {
+    return meta.flow && d.status == DecodeStatus::Ok && d.l4_proto == kProtoTcp && d.l4_hdr_len &&
+           !(d.flags & (kFlagFragment | kFlagTunnel)) && d.payload_off + d.payload_len <= d.cap_len;
+  }
+  static std::string key(const uint8_t* data, const Decoded& d) {
+    return SplitHeads::key(data + d.src_off(), data + d.dst_off(), d.addr_len(), d.sport, d.dport);
+  }
+  static uint8_t app(const SplitHeads::Head& h) { return uint8_t(h.tag); }
+  static bool from_init(const SplitHeads::Head& h) { return h.tag & 0x100; }
+  void collect(const SplitHeads::Head& h) {
+    for (auto& c : collectors_) c->occurrences(*l7_.occs, h.bytes.data(), h.contiguous);
+  }
+  // What was whole of a head that will not complete, read as the stream cut it.
+  void cut(const SplitHeads::Head& h, FlowState* fs) {
+    if (analyze_stream(h.bytes.data(), h.contiguous, app(h), from_init(h), fs, l7_, true) == L7State::Parsed)
+      collect(h);
+  }
+  void leave(const std::string& k, SplitHeads::Head& h, FlowState* fs) {
+    cut(h, fs);
+    heads_.end(k, false);
+  }
+
+  L7Parse& l7_;
+  std::vector<std::unique_ptr<EchoCollector>>& collectors_;
+  const uint32_t apps_;  // the plugin applications whose heads are followed
+  SplitHeads heads_;
+};
 
 }  // namespace
 
@@ -100,7 +192,14 @@ void learn_users_offline(Engine& E) {
   for (size_t i : which)
     if (E.programs[i]->learns_initiators()) initiators = std::make_unique<InitiatorLog>();
   std::unique_ptr<L7Parse> l7;
-  if (!echoing.empty()) l7 = std::make_unique<L7Parse>(), l7->probe_apps = probe_apps;
+  std::unique_ptr<PrepassHeads> split;
+  if (!echoing.empty()) {
+    l7 = std::make_unique<L7Parse>(), l7->probe_apps = probe_apps;
+    uint32_t holding = 0;
+    for (unsigned a = kFirstPluginApp; a < 32; ++a)
+      if ((probe_apps >> a & 1) && plugin_of(uint8_t(a)) && plugin_of(uint8_t(a))->holds) holding |= 1u << a;
+    if (holding) split = std::make_unique<PrepassHeads>(*l7, collectors, holding);
+  }
   uint64_t packet_id = 0;
   FlowTable flows("users_prepass", E.sizes.flows_per_worker, E.cfg.flow_timeouts, int(rte_socket_id()),
                   /*commit=*/false);
@@ -134,25 +233,34 @@ void learn_users_offline(Engine& E) {
             }
           if (d.flags & (kFlagTunnel | kFlagEncap)) learn_pptp_clients(E, which, tables, flows, data, d);
         }
-        if (l7 && m->nb_segs == 1) {
+        if (l7 && m->nb_segs == 1 && !(split && split->before(data, d, meta))) {
           l7->reset(++packet_id);
           meta.orig = data;
           analyze_l7(data, d, meta, *l7);
           if (meta.l7 == L7State::Parsed && d.payload_off < cap)
             for (auto& c : collectors) c->occurrences(*l7->occs, data + d.payload_off, cap - d.payload_off);
+          if (split) split->after(data, d, meta);
         }
         rte_pktmbuf_free(m);
       }
       packets += n;
-      if ((packets & 0xffff) < kBurst) flows.expire(last_ts, 4096);
+      if ((packets & 0xffff) < kBurst) {
+        flows.expire(last_ts, 4096);
+        if (split) split->expire(last_ts);
+      }
     }
     // An input that stops early (cut short, corrupt) is reported by the
     // run itself, which writes the records before the fault: learnt so far.
   }
+  if (split) split->flush();
   // What was learnt is a figure of the run, not news: --quiet keeps stderr
   // for what an operator must act on.
   for (size_t k = 0; k < echoing.size(); ++k) {
     std::shared_ptr<EchoPreload> p = collectors[k]->take();
+    if (split) {
+      const SplitHeads::Stats& hs = split->stats();
+      p->split_whole = hs.completed, p->split_unfinished = hs.unfinished, p->split_refused = hs.refused;
+    }
     if (!E.cfg.quiet)
       log_line(kInfo, "consumer %s: %zu values its fields rewrite preloaded into its echo table (%lu past the cap of %u)",
                E.cfg.consumers[echoing[k]].name.c_str(), p->size(), (unsigned long)p->over, EchoPreload::kMax);

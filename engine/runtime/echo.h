@@ -149,6 +149,10 @@ struct EchoPreload {
   };
   std::vector<Item> items;  // in the order the input first had them
   uint64_t over = 0;        // entries left out, past kMax (each time one is met)
+  // The pre-pass's heads split over TCP segments (split_heads.h): parsed
+  // whole, read as far as they were whole (never completed), not followed
+  // (no room).
+  uint64_t split_whole = 0, split_unfinished = 0, split_refused = 0;
   // A field's value (its first kMaxValue bytes, as EchoScan::bytes takes
   // it) and what its rule made of it, the same length; its parts with it.
   void add(std::string_view old, std::string_view repl);

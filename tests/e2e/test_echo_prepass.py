@@ -18,6 +18,10 @@ header (redacted). Through `amon pcap --read FILE`:
     the earlier request's `Accept-Encoding` header name: only identifier
     fields are preloaded.
 
+The same when request 2's head is split over two TCP segments, its Cookie
+in the second: the pre-pass follows the stream as a worker holds it, and
+preloads the value (`echo_prepass.split_heads`).
+
 Read from standard input (no pre-pass: an input that cannot be read twice),
 the earlier copy stays in clear, as live: nothing is known before the field
 is seen. That the same input differs shows the pre-pass made the change.
@@ -43,25 +47,30 @@ VARY = b"HTTP/1.1 204 No Content\r\nVary: Accept-Encoding\r\n\r\n"
 
 
 def request(t, cport, head, response=b""):
+    """A request whose head is `head`, or its parts one segment each."""
     c, s = 1000, 5000
     tf = L.tcp4_frame
+    parts = head if isinstance(head, list) else [head]
     f = [
         tf(USER, SERVER, cport, 80, c, 0, L.SYN),
         tf(SERVER, USER, 80, cport, s, c + 1, L.SYN | L.ACK),
         tf(USER, SERVER, cport, 80, c + 1, s + 1, L.ACK),
-        tf(USER, SERVER, cport, 80, c + 1, s + 1, L.ACK | L.PSH, head),
     ]
+    seq = c + 1
+    for p in parts:
+        f.append(tf(USER, SERVER, cport, 80, seq, s + 1, L.ACK | L.PSH, p))
+        seq += len(p)
     if response:
-        f.append(tf(SERVER, USER, 80, cport, s + 1, c + 1 + len(head), L.ACK | L.PSH, response))
+        f.append(tf(SERVER, USER, 80, cport, s + 1, seq, L.ACK | L.PSH, response))
     return [(t + i * 1_000_000, fr) for i, fr in enumerate(f)]
 
 
-def build(d):
+def build(d, split=False):
     t = 1_700_000_000 * S
     r1 = URI_HEAD + TOKEN + b"&next=%2Fhome HTTP/1.1\r\nHost: example.com\r\n" + ACCEPT_ENC + b"\r\n\r\n"
-    r2 = b"GET /home HTTP/1.1\r\nHost: example.com\r\n" + COOKIE_HEAD + TOKEN + b"; theme=dark\r\n\r\n"
-    frames = request(t, 40000, r1, VARY) + request(t + S, 40001, r2)
-    path = os.path.join(d, "in.pcap")
+    r2 = [b"GET /home HTTP/1.1\r\nHost: example.com\r\n", COOKIE_HEAD + TOKEN + b"; theme=dark\r\n\r\n"]
+    frames = request(t, 40000, r1, VARY) + request(t + S, 40001, r2 if split else b"".join(r2))
+    path = os.path.join(d, "in-split.pcap" if split else "in.pcap")
     L.write_pcap(path, frames)
     return path
 
@@ -140,6 +149,29 @@ def main():
         if sum(b"\r\nAccept-Encoding: " in f for f in fout) != 1:
             fails.append(f"{name}: the first request's Accept-Encoding header name was rewritten")
         L.health(inp, out, name, fails)
+
+    # Request 2's head in two segments, the Cookie in the second: the
+    # pre-pass reads the head whole, as a worker holds it.
+    sinp = build(d, split=True)
+    sfin = [r[3] for r in L.read_pcap(sinp)[1]]
+    pol = policy(d, "ids", None)
+    out = os.path.join(d, "split.pcap")
+    sj = os.path.join(d, "split.json")
+    L.run_amon(amon, sinp, [("ids", pol, out)], extra=["--stats-json", sj])
+    with open(sj) as fh:
+        pre = json.load(fh)["consumers"][0].get("echo_prepass", {})
+    fout = [r[3] for r in L.read_pcap(out)[1]]
+    for i, f in enumerate(fout):
+        if TOKEN in f:
+            fails.append(f"split head: frame {i + 1}: the token left in clear")
+    u, c = copies(sfin, fout)
+    if u is None:
+        fails.append("split head: the requests' heads are not in the output")
+    elif u != c:
+        fails.append(f"split head: the URI's copy {u!r} is not the Cookie field's rewrite {c!r}")
+    if pre.get("preloaded", 0) < 2 or pre.get("split_heads", {}).get("whole") != 1:
+        fails.append(f"split head: echo_prepass {pre}, want the Cookie value preloaded from one head read whole")
+    L.health(sinp, out, "split head", fails)
 
     # Standard input cannot be read twice: no pre-pass, the copy before its
     # field stays, as live.
