@@ -292,18 +292,107 @@ bool Auditor::search(std::string& err) {
         if (f <= a && b <= t && (t - f) > (b - a)) return true;
       return false;
     };
-    for (size_t oi = 0; oi < out.size(); ++oi) {
-      auto& fr = out[oi];
-      if (fr.bytes.empty()) continue;
-      double frame_entropy = -1;
-      std::unordered_set<uint32_t> allowed;
+    auto allowed_in = [&](const Frame& fr, std::unordered_set<uint32_t>& allowed) {
       auto rng = by_ts.equal_range(fr.ts);
-      if (rng.first == rng.second) ++r.unmatched_frames;
       for (auto it = rng.first; it != rng.second; ++it)
         for (auto& k : allowed_keys[it->second]) {
           auto x = index.find(k);
           if (x != index.end()) allowed.insert(x->second);
         }
+      return rng.first != rng.second;
+    };
+    // A value the output carries across two segments of a TCP stream is
+    // whole in neither frame: each direction's last segment's end is kept
+    // (the longest text pattern's length less one, at most 16 KiB; 4,096
+    // directions at once) and searched joined to the start of the segment
+    // that follows it in sequence. Text encodings only: a short binary
+    // value split by a segment boundary is no field the engine writes.
+    struct Tail {
+      uint32_t end_seq = 0;
+      size_t frame = 0;
+      std::vector<uint8_t> bytes;
+    };
+    std::unordered_map<std::string, Tail> tails;
+    constexpr size_t kTails = 4096;
+    auto textual = [&](const Pattern& pt) { return pt.bound != Pattern::None || values[pt.value].kind == Kind::Text; };
+    uint32_t reach = 0;
+    for (const auto& pt : pats)
+      if (textual(pt)) reach = std::max(reach, pt.len - 1);
+    reach = std::min<uint32_t>(reach, 16384);
+    std::vector<uint8_t> join;
+    std::vector<M> jm;
+    auto across = [&](size_t oi, const std::unordered_set<uint32_t>& allowed) {
+      const Frame& fr = out[oi];
+      const uint32_t cap = uint32_t(fr.bytes.size());
+      Decoded d;
+      decode(fr.bytes.data(), cap, fr.wire, d);
+      if (!reach || d.status != DecodeStatus::Ok || d.l4_proto != kProtoTcp || !d.has_l4_header() ||
+          (d.flags & (kFlagFragment | kFlagLaterFragment)) || d.l4_off + 8 > cap)
+        return;
+      const uint32_t avail = cap > d.payload_off ? std::min(d.payload_len, cap - d.payload_off) : 0;
+      if (!avail) return;
+      const uint8_t* p = fr.bytes.data() + d.payload_off;
+      const uint32_t seq = rd32(fr.bytes.data() + d.l4_off + 4);
+      const std::string k =
+          SplitHeads::key(fr.bytes.data() + d.src_off(), fr.bytes.data() + d.dst_off(), d.addr_len(), d.sport, d.dport);
+      auto it = tails.find(k);
+      const bool next = it != tails.end() && it->second.end_seq == seq;
+      if (next) {
+        const Tail& tl = it->second;
+        const uint32_t cut = uint32_t(tl.bytes.size());
+        join.assign(tl.bytes.begin(), tl.bytes.end());
+        join.insert(join.end(), p, p + std::min(avail, reach));
+        jm.clear();
+        hs_scan(db, reinterpret_cast<const char*>(join.data()), unsigned(join.size()), 0, scratch,
+                [](unsigned id, unsigned long long, unsigned long long to, unsigned, void* ctx) {
+                  static_cast<std::vector<M>*>(ctx)->push_back({id, to});
+                  return 0;
+                },
+                &jm);
+        std::unordered_set<uint32_t> before;
+        bool judged_before = false;
+        for (const M& m : jm) {
+          const Pattern& pt = pats[m.id];
+          const uint32_t from = uint32_t(m.to - pt.len);
+          if (from >= cut || m.to <= cut || !textual(pt) || !bounded(pt, join.data(), uint32_t(join.size()), from))
+            continue;
+          Value& v = values[pt.value];
+          v.found = true;
+          if (!judged_before) allowed_in(out[tl.frame], before), judged_before = true;
+          if (allowed.count(pt.value) || before.count(pt.value)) {
+            ++r.allowed;
+            continue;
+          }
+          ClassSummary& cs = sums[v.cls];
+          ++r.leaks, ++cs.leaks;
+          if (cs.leaks <= o.max_listed)
+            r.leak_list.push_back({oi + 1, d.payload_off, v.cls, printable(v.kind, v.bytes), pt.enc,
+                                   context(fr, d.payload_off) + ", across segments from frame " +
+                                       std::to_string(tl.frame + 1),
+                                   v.rule});
+        }
+      }
+      if (avail < d.payload_len) {  // cut short: the next segment does not follow these bytes
+        if (it != tails.end()) tails.erase(it);
+        return;
+      }
+      if (it == tails.end()) {
+        if (tails.size() >= kTails) tails.erase(tails.begin());
+        it = tails.emplace(k, Tail{}).first;
+      }
+      Tail& tl = it->second;
+      if (!next) tl.bytes.clear();
+      tl.bytes.insert(tl.bytes.end(), p, p + avail);
+      if (tl.bytes.size() > reach) tl.bytes.erase(tl.bytes.begin(), tl.bytes.end() - reach);
+      tl.end_seq = seq + avail;
+      tl.frame = oi;
+    };
+    for (size_t oi = 0; oi < out.size(); ++oi) {
+      auto& fr = out[oi];
+      if (fr.bytes.empty()) continue;
+      double frame_entropy = -1;
+      std::unordered_set<uint32_t> allowed;
+      if (!allowed_in(fr, allowed)) ++r.unmatched_frames;
       Slots slots;
       addr_slots(fr, slots);
       ms.clear();
@@ -380,6 +469,7 @@ bool Auditor::search(std::string& err) {
           if (cs.leaks <= o.max_listed) r.leak_list.push_back(h);
         }
       }
+      across(oi, allowed);
     }
     hs_free_scratch(scratch);
     hs_free_database(db);

@@ -834,6 +834,25 @@ def signoff(args, work):
         if js and js["classes"] and not any(c["class"] == "http.cookie" and c["protected"] >= 2 for c in js["classes"]):
             fail("split heads: the cookie values were not collected: %s" % js["classes"])
 
+    # 18. A Cookie whose value the segment boundary cuts in two: whole in
+    # neither frame of the input as its own output, found where the two
+    # segments are searched joined; the engine's output passes.
+    tok4 = b"Vw4Kp7Nq2Xs9Ld3Fz"
+    cut = [b"GET /acct HTTP/1.1\r\nHost: shop.example.org\r\nCookie: id=" + tok4[:7],
+           tok4[7:] + b"\r\n\r\n"]
+    cin = one_capture_file(work, "split-value-in.pcap",
+                           [[t + 2, i * 1000, 0, f] for i, f in enumerate(split_flow(40502, cut, [0, 1]))])
+    js = audit(args, "ids.amon", cin, cin, work)
+    if js and not any(h["value"] == tok4.decode() and h["frame"] == 5 and "across segments from frame 4" in h["context"]
+                      for h in js["leak_list"]):
+        fail("split value: a cookie value cut by the segment boundary was not reported across frames 4 and 5: %s"
+             % [h for h in js["leak_list"] if h["class"] == "http.cookie"])
+    cout = os.path.join(work, "split-value-ids.pcap")
+    if amon_pcap(args, cin, [("i", "ids.amon", cout)], work):
+        js = audit(args, "ids.amon", cin, cout, work)
+        if js and js["leaks"]:
+            fail("split value: the engine's output should pass, %d leaks: %s" % (js["leaks"], js["leak_list"][:3]))
+
 
 # ---------------------------------------------------------------------------
 # shipped policies x captures
