@@ -23,6 +23,7 @@ SplitHeads::Head* SplitHeads::start(const std::string& k, uint32_t seq, const ui
   Head& h = heads_[k];
   h.base = seq;
   h.bytes.assign(p, p + len);
+  h.bytes.resize(size_t(len) + kSlack);
   h.contiguous = len;
   h.segs.assign(1, {0u, len});
   h.last_ts = ts;
@@ -40,7 +41,7 @@ SplitHeads::Add SplitHeads::add(Head& h, uint32_t seq, const uint8_t* p, uint32_
   }
   const uint32_t at = uint32_t(off);
   if (at > h.contiguous) ++st_.out_of_order;
-  if (h.bytes.size() < size_t(at) + len) h.bytes.resize(size_t(at) + len);
+  if (h.bytes.size() < size_t(at) + len + kSlack) h.bytes.resize(size_t(at) + len + kSlack);
   // A retransmission that disagrees overwrites: the stream's version of a
   // byte is its last, as the packet path rewrites it.
   std::memcpy(h.bytes.data() + at, p, len);

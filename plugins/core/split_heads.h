@@ -39,8 +39,13 @@ class SplitHeads {
     uint64_t outside = 0;       // segments before a head's start or past its bound (they end it)
   };
 
+  // Readable bytes kept after a head's: a plugin's parse may hand it to
+  // Hyperscan, which can read up to 64 bytes past the end of what it scans
+  // (plugins/http/README.md, "Readable slack after the buffer").
+  static constexpr uint32_t kSlack = 64;
+
   struct Head {
-    std::vector<uint8_t> bytes;                        // from the head's first byte
+    std::vector<uint8_t> bytes;                        // from the head's first byte, kSlack more after its last
     uint32_t base = 0;                                 // the sequence number of that byte
     uint32_t contiguous = 0;                           // bytes whole from the first
     std::vector<std::pair<uint32_t, uint32_t>> segs;   // each segment's offset and length
