@@ -1,6 +1,7 @@
 #include "values.h"
 
 #include <cstring>
+#include <iterator>
 
 namespace amon {
 
@@ -30,20 +31,26 @@ bool PayloadValues::wants(const Reader& r, uint8_t l4, const uint8_t* payload, u
 
 bool PayloadValues::split_head(const uint8_t* payload, uint32_t len, uint16_t sport, uint16_t dport,
                                bool from_initiator) {
+  if (!len) return false;
+  // Whose the segment is, as the engine tells it: a plugin whose port is at
+  // either end first (a ClientHello on 443 is TLS's, although its first
+  // bytes also pass DNS's message_start); on other ports, one whose strict
+  // message start it passes. A plugin's parse alone takes most bytes for
+  // the start of a longer message (a DNS length prefix), and a flow
+  // followed for nothing costs a copy of each of its segments up to the
+  // bound.
+  auto on = [&](const ProtocolPlugin& p) {
+    for (const uint16_t* ports : {p.ports, p.server_ports})
+      for (unsigned i = 0; i < (ports == p.ports ? std::size(p.ports) : std::size(p.server_ports)); ++i)
+        if (ports[i] && (ports[i] == sport || ports[i] == dport)) return true;
+    return false;
+  };
+  bool by_port = false;
+  for (const Reader& r : readers_) by_port = by_port || (r.plugin->l4_proto == 6 && on(*r.plugin));
   for (Reader& r : readers_) {
     const ProtocolPlugin& p = *r.plugin;
-    if (p.l4_proto != 6 || !p.holds || !len) continue;
-    // Its own by a port or by its strict message start: a plugin's parse
-    // alone takes most bytes for the start of a longer message (a DNS
-    // length prefix), and a flow followed for nothing costs a copy of each
-    // of its segments up to the bound.
-    auto on = [&](const auto& ports) {
-      for (uint16_t port : ports)
-        if (port && (port == sport || port == dport)) return true;
-      return false;
-    };
-    if (!on(p.ports) && !on(p.server_ports) && !(p.message_start && p.message_start(payload, len, from_initiator)))
-      continue;
+    if (p.l4_proto != 6 || !p.holds) continue;
+    if (by_port ? !on(p) : !(p.message_start && p.message_start(payload, len, from_initiator))) continue;
     uint8_t flow_state[kAppStateBytes];
     std::memset(flow_state, 0, sizeof flow_state);
     ProtoPacket pkt{payload, len, sport, dport, nullptr, nullptr, 0, from_initiator, false, flow_state};

@@ -108,5 +108,11 @@ TEST_CASE("a segment no holding plugin recognises starts no head", "[split_heads
   // DNS-over-TCP parse alone would ask to hold it.
   const std::string junk = std::string("\x40\x00", 2) + std::string(40, 'a');
   CHECK_FALSE(pv.split_head(u(junk), uint32_t(junk.size()), 40000, 9999, true));
-  CHECK(pv.split_head(u(junk.substr(0, 2) + std::string(10, '\0')), 12, 40000, 53, true));
+  const std::string on53 = junk.substr(0, 2) + std::string(10, '\0');
+  CHECK(pv.split_head(u(on53), 12, 40000, 53, true));
+  // A TLS record on 443 whose first bytes pass DNS's message start (a
+  // 0x1703-byte message, one question): TLS's by its port, and no head.
+  const std::string rec = std::string("\x17\x03\x03\x01\x00\x00\x00\x01", 8) + std::string(40, 'r');
+  CHECK_FALSE(pv.split_head(u(rec), uint32_t(rec.size()), 40000, 443, true));
+  CHECK(pv.split_head(u(rec), uint32_t(rec.size()), 40000, 9999, true));  // on no one's port, DNS's by its start
 }
