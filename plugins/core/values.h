@@ -61,9 +61,9 @@ class PayloadValues {
 
   // A TCP payload that starts a head more bytes of its direction would
   // complete: a plugin that holds split heads (ProtocolPlugin::holds) and
-  // recognises the payload as its own (one of its ports at either end, or
-  // its message_start) parses it as Incomplete and asks to hold it, as the
-  // packet path would hold the segment.
+  // recognises the payload as its own (one of its ports at either end; on
+  // no TCP plugin's port, its message_start) parses it as Incomplete and
+  // asks to hold it, as the packet path would hold the segment.
   bool split_head(const uint8_t* payload, uint32_t len, uint16_t sport, uint16_t dport, bool from_initiator);
 
  private:
