@@ -660,6 +660,46 @@ TEST_CASE("contents the policy cannot see into are removed when addresses are pr
   }
 }
 
+TEST_CASE("an ICMP error's quote gives each address the rule of its role in its flow", "[runtime]") {
+  // A router inside `clients` redirects a user's packet to a kept server:
+  // the server stays as its flow's headers keep it (not the pseudonym the
+  // router's position takes), and a user's address quoted as the far end
+  // takes the pseudonym its own packets give it. The redirect's gateway
+  // (192.168.1.42, a host of the users' link) is a user's address too.
+  Consumer c("clients = { 192.168.0.0/16 }\nip.client : cryptopan(key=k)\nip.server : keep()\n");
+  auto quote = [](const char* router, const char* to, const char* qsrc, const char* qdst) {
+    V4 h;
+    h.proto = 1;
+    h.src = v4(router);
+    h.dst = v4(to);
+    V4 inner;
+    inner.proto = 17;
+    inner.src = v4(qsrc);
+    inner.dst = v4(qdst);
+    return cat({eth(0x0800), ipv4(h, cat({icmp_hdr(5, 1, 0xc0a8, 0x012a), ipv4(inner, udp_hdr(40000, 53, 8))}))});
+  };
+  const size_t q = 14 + 20 + 8;
+  Bytes f = quote("192.168.1.1", "192.168.1.20", "192.168.1.20", "8.8.8.8");
+  const Bytes in = f;
+  CHECK(c.run(f, meta()) == Verdict::Forward);
+  REQUIRE(f.size() == in.size());
+  CHECK(std::equal(f.begin() + q + 12, f.begin() + q + 16, f.begin() + 14 + 16));  // the packet's own
+  CHECK(std::equal(f.begin() + q + 16, f.begin() + q + 20, in.begin() + q + 16));  // the server, kept
+  check_lengths_and_checksums(f, 14);
+  Bytes gw = udp4("192.168.1.42", "8.8.8.8");
+  CHECK(c.run(gw, meta()) == Verdict::Forward);
+  CHECK(std::equal(f.begin() + 14 + 20 + 4, f.begin() + q, gw.begin() + 14 + 12));
+  CHECK(std::memcmp(f.data() + 14 + 20 + 4, v4("192.168.1.42").data(), 4) != 0);
+  // A router outside `clients` tells a server its reply to a user went astray.
+  Bytes g = quote("203.0.113.1", "8.8.8.8", "8.8.8.8", "192.168.9.9");
+  CHECK(c.run(g, meta()) == Verdict::Forward);
+  Bytes u = udp4("192.168.9.9", "8.8.8.8");
+  CHECK(c.run(u, meta()) == Verdict::Forward);
+  CHECK(std::equal(g.begin() + q + 16, g.begin() + q + 20, u.begin() + 14 + 12));
+  CHECK(std::memcmp(g.data() + q + 16, v4("192.168.9.9").data(), 4) != 0);
+  check_lengths_and_checksums(g, 14);
+}
+
 TEST_CASE("identity() and protects_addresses()", "[runtime]") {
   CHECK(Consumer("eth.src, eth.dst : keep()\nip.src, ip.dst : keep()\npayload : keep()\n").prog->identity());
   CHECK(Consumer("ip.client : keep()\n").prog->identity());
