@@ -13,6 +13,10 @@ crafted frames.
   DLINK   D-Link Smart Console discovery (UDP 62976): the switch's IPv6
           announcement carries its IPv4 address in binary, its IPv4 one its
           IPv6 address.
+  LDP     a hello (UDP 646) naming its router by its LSR identifier, another
+          address than the packet's source.
+  BABEL   an update (UDP 6696) whose next hop is a neighbour's link-local
+          address.
 
 Each such payload is cut; the other packets keep theirs; no checksum is
 left bad.
@@ -43,6 +47,15 @@ RX = struct.pack("!IIIIIBBBBHH", 0x3a7b0000, 0x1000, 1, 1, 1, 1, 0, 0, 0, 0, 0)
 VL_REPLY = RX + b"root.cell".ljust(65, b"\0") + bytes(3) + struct.pack("!I", 1) + L.ip4(FILESRV) + bytes(12)
 DLINK6 = b"\x00\x00\x02\x00\x27\x01" + b"DGS-1210-10P".ljust(64, b"\0") + L.ip4(SW4) + b"\xff\xff\x00\x00Port 10\0"
 DLINK4 = b"\x00\x00\x02\x00\x27\x01" + b"DGS-1210-10P".ljust(64, b"\0") + ipaddress.IPv6Address(SW6).packed
+LSR, LDP_IF = "10.0.1.1", "10.0.0.1"
+# LDP header (version 1, PDU length, LSR id, label space), a Hello with a
+# Common Hello Parameters TLV and an IPv4 Transport Address TLV.
+LDP_HELLO = (struct.pack("!HH", 1, 30) + L.ip4(LSR) + b"\0\0" + struct.pack("!HHI", 0x0100, 20, 1) +
+             struct.pack("!HHHH", 0x0400, 4, 15, 0) + struct.pack("!HH", 0x0401, 4) + L.ip4(LSR))
+NEIGH6, BABEL_SRC = "fe80::21e:64ff:fe23:4d34", "fe80::218:f3ff:fea9:914e"
+# Babel: magic 42, version 2, body length; a Next Hop TLV (type 7, IPv6).
+BABEL = (bytes([42, 2]) + struct.pack("!H", 20) + bytes([7, 18, 2, 0]) +
+         ipaddress.IPv6Address(NEIGH6).packed)
 
 
 def eth(et):
@@ -71,6 +84,9 @@ def main():
         (t + 3000, eth(0x0800) + P.udp4(CLIENT, FILESRV, 1792, 7000, RX)),       # 3
         (t + 4000, eth(0x86DD) + P.udp6(SW6, "ff02::1", 62976, 62976, DLINK6)),  # 4 carrier
         (t + 5000, eth(0x0800) + P.udp4(SW4, "255.255.255.255", 62976, 62976, DLINK4)),  # 5 carrier
+        (t + 6000, eth(0x0800) + P.udp4(LDP_IF, "224.0.0.2", 646, 646, LDP_HELLO)),  # 6 carrier
+        (t + 7000, eth(0x86DD) + P.udp6(BABEL_SRC, "ff02::1:6", 6696, 6696, BABEL)),  # 7 carrier
+        (t + 8000, eth(0x86DD) + P.udp6(NEIGH6, BABEL_SRC, 40000, 22, bytes(20))),  # 8 the neighbour's own
     ]
     inp = os.path.join(d, "in.pcap")
     L.write_pcap(inp, frames)
@@ -80,8 +96,9 @@ def main():
     fails = []
     if len(rout) != len(frames):
         return L.report([f"{len(rout)} frames out of {len(frames)}"], "")
-    clear = [MEDIA.encode(), L.ip4(MEDIA), L.ip4(FILESRV), L.ip4(SW4), ipaddress.IPv6Address(SW6).packed]
-    for i, hdr in ((0, 42), (2, 42), (4, 62), (5, 42)):
+    clear = [MEDIA.encode(), L.ip4(MEDIA), L.ip4(FILESRV), L.ip4(SW4), ipaddress.IPv6Address(SW6).packed,
+             L.ip4(LSR), ipaddress.IPv6Address(NEIGH6).packed]
+    for i, hdr in ((0, 42), (2, 42), (4, 62), (5, 42), (6, 42), (7, 62)):
         o = rout[i][3]
         for v in clear:
             if v in o[hdr:]:
@@ -94,7 +111,7 @@ def main():
     for fno, (ip, _, udp) in sorted(L.checksum_status(out).items()):
         if "0" in ip + udp:
             fails.append(f"frame {fno}: checksum status ip {ip} udp {udp}")
-    return L.report(fails, "carriers' payloads cut: no MEGACO, AFS or D-Link discovery address in clear")
+    return L.report(fails, "carriers' payloads cut: no MEGACO, AFS, D-Link discovery, LDP or Babel address in clear")
 
 
 if __name__ == "__main__":
