@@ -519,6 +519,22 @@ TEST_CASE("a tunnelled packet gets the policy on its inner packet", "[runtime][t
     check_lengths_and_checksums(f, kOuter);
     check_lengths_and_checksums(f, kGtpInner);
   }
+  SECTION("a Geneve option naming the carried packet's source by address takes its mapping") {
+    // Google Cloud's endpoint ID option: a word, then the VM's address.
+    Consumer c("ip.client : cryptopan(key=k)\nip.server : keep()\n");
+    Bytes gnv = {0x05, 0x00, 0x08, 0x00, 0x00, 0x00, 0x0d, 0x00,  // 5 option words, IPv4, VNI 13
+                 0x01, 0x32, 0x02, 0x04, 0x08, 0x00, 0x00, 0x0d,  // class 0x0132, type 2, 4 data words
+                 10, 1, 2, 3, 0, 0, 0, 0, 0, 0, 0, 0};
+    Bytes f = over_udp(6081, cat({gnv, inner_tcp("10.1.2.3", "203.0.113.9")}));
+    const uint32_t opt = kOuter + 20 + 8 + 16, inner = kOuter + 20 + 8 + 28;
+    CHECK(c.run(f, meta()) == Verdict::Forward);
+    CHECK(a4(f, inner + 12) != "10.1.2.3");
+    CHECK(a4(f, opt) == a4(f, inner + 12));
+    CHECK(a4(f, inner + 16) == "203.0.113.9");
+    CHECK(get16(&f[kOuter + 20 + 6]) != 0);
+    check_lengths_and_checksums(f, kOuter);
+    check_lengths_and_checksums(f, inner);
+  }
   SECTION("a cut shrinks every layer: inner IP, outer IP, UDP, GTP-U") {
     Consumer c("ip.client : cryptopan(key=k)\npayload : cut()\n");
     Bytes f = over_udp(2152, gtpu(7, inner_tcp("10.1.2.3", "203.0.113.9", 100), true));
