@@ -138,13 +138,16 @@ bool ProgramInstance::icmp_quote(GenPacket& g, Eval& e) {
   const uint32_t ihl = iv == 4 ? (qp[0] & 0xf) * 4u : iv == 6 ? 40u : 0;
   const uint32_t ial = iv == 4 ? 4 : 16, isrc = iv == 4 ? 12 : 8, idst = iv == 4 ? 16 : 24;
   // A redirect (ICMPv4 type 5) names the gateway to use instead, a router
-  // of the users' link: an address like any other, mapped by its role
-  // (outside the quote: the ICMP checksum follows it here).
+  // of the link of the host it tells: mapped by its role as a quoted far
+  // end is, the host standing for the other end (outside the quote: the
+  // ICMP checksum follows it here).
   if (g.protects_addr && d.ip_version == 4 && (d.sport >> 8) == 5 && d.l4_off + 8 <= g.cap) {
     uint8_t* const icmp = g.buf + d.l4_off;
     uint8_t gw[4];
     std::memcpy(gw, icmp + 4, 4);
-    if (!apply_role_addr(icmp + 4, 4, e)) std::memset(icmp + 4, 0, 4);
+    bool to_user = false;  // the host told to use it is inside `clients`: it is that user's router
+    for (const auto& cidr : P.policy_->clients) to_user = to_user || cidr.contains(4, g.old_dst);
+    if (!apply_role_addr(icmp + 4, 4, e, !to_user)) std::memset(icmp + 4, 0, 4);
     wr16(icmp + 2, csum_replace(rd16(icmp + 2), {gw, 4}, {icmp + 4, 4}));
   }
   if (ihl < 20 || qlen < ihl) return !g.error(d.payload_off, g.c.icmp_quote_cut);
@@ -163,12 +166,18 @@ bool ProgramInstance::icmp_quote(GenPacket& g, Eval& e) {
     } else if (g.protects_addr) {
       // Another address (the quoted datagram's far end) takes the rule of
       // its role, as in the IP headers of its own flow: ip.client's inside
-      // `clients` or for a user, else ip.server's. Not the rule of the
-      // outer position it pairs with: a router inside `clients` redirecting
-      // a user's packet to a kept server would give the server a pseudonym
+      // `clients` or for a user; ip.server's when the quoted datagram's
+      // other end is inside `clients` (that end is then its flow's client);
+      // else nothing here tells its role, and it takes ip.client's (fail
+      // closed, as a flow without evidence). Not the rule of the outer
+      // position it pairs with: a router inside `clients` redirecting a
+      // user's packet to a kept server would give the server a pseudonym
       // in the quote beside its clear address in its flow.
       if (by_role) {
-        if (!apply_role_addr(a, iv, e)) std::memset(a, 0, ial);
+        const uint8_t* other = before[off == isrc ? 1 : 0];
+        bool other_inside = false;
+        for (const auto& cidr : P.policy_->clients) other_inside = other_inside || cidr.contains(iv, other);
+        if (!apply_role_addr(a, iv, e, !other_inside)) std::memset(a, 0, ial);
         continue;
       }
       // Only positional rules (ip.src, ip.dst): the quoted source

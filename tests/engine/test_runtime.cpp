@@ -714,6 +714,12 @@ TEST_CASE("an ICMP error's quote gives each address the rule of its role in its 
   CHECK(std::equal(g.begin() + q + 16, g.begin() + q + 20, u.begin() + 14 + 12));
   CHECK(std::memcmp(g.data() + q + 16, v4("192.168.9.9").data(), 4) != 0);
   check_lengths_and_checksums(g, 14);
+  // Neither end of the quoted datagram inside `clients`: nothing in the
+  // error tells the far end's role, so it takes the client's rule.
+  Bytes h = quote("203.0.113.1", "198.51.100.7", "198.51.100.7", "203.0.113.50");
+  CHECK(c.run(h, meta()) == Verdict::Forward);
+  CHECK(std::memcmp(h.data() + q + 16, v4("203.0.113.50").data(), 4) != 0);
+  check_lengths_and_checksums(h, 14);
 }
 
 TEST_CASE("identity() and protects_addresses()", "[runtime]") {
