@@ -17,6 +17,10 @@ crafted frames.
           address than the packet's source.
   BABEL   an update (UDP 6696) whose next hop is a neighbour's link-local
           address.
+  SKINNY  Cisco SCCP (TCP 2000): a StartMediaTransmission naming a phone's
+          media address in binary.
+  SYNC    Syncthing local discovery (UDP 21027): a device's IPv6
+          announcement with its IPv4 address in a URL.
 
 Each such payload is cut; the other packets keep theirs; no checksum is
 left bad.
@@ -58,6 +62,14 @@ BABEL = (bytes([42, 2]) + struct.pack("!H", 20) + bytes([7, 18, 2, 0]) +
          ipaddress.IPv6Address(NEIGH6).packed)
 
 
+PHONE, CALLMGR, PEER_PHONE = "192.168.195.58", "192.168.193.1", "192.168.193.24"
+# SCCP: length, reserved, message id 0x8a (StartMediaTransmission), then
+# conference and party ids, the remote address and port.
+SKINNY = struct.pack("<III", 24, 0, 0x8a) + struct.pack("<II", 1, 2) + L.ip4(PEER_PHONE) + struct.pack("<I", 9395)
+SYNC4, SYNC6 = "192.168.2.100", "fd00::100"
+SYNC = b"\x2e\xa7\xd9\x0b" + b"\x0a\x20" + bytes(32) + b"\x12\x19tcp://" + SYNC4.encode() + b":22000"
+
+
 def eth(et):
     return bytes.fromhex("00005e000101") + bytes.fromhex("001b213a4f5d") + struct.pack("!H", et)
 
@@ -87,6 +99,8 @@ def main():
         (t + 6000, eth(0x0800) + P.udp4(LDP_IF, "224.0.0.2", 646, 646, LDP_HELLO)),  # 6 carrier
         (t + 7000, eth(0x86DD) + P.udp6(BABEL_SRC, "ff02::1:6", 6696, 6696, BABEL)),  # 7 carrier
         (t + 8000, eth(0x86DD) + P.udp6(NEIGH6, BABEL_SRC, 40000, 22, bytes(20))),  # 8 the neighbour's own
+        (t + 9000, L.tcp4_frame(CALLMGR, PHONE, 2000, 52000, 1, 1, 0x18, SKINNY)),  # 9 carrier
+        (t + 10000, eth(0x86DD) + P.udp6(SYNC6, "ff12::8384", 47077, 21027, SYNC)),  # 10 carrier
     ]
     inp = os.path.join(d, "in.pcap")
     L.write_pcap(inp, frames)
@@ -97,8 +111,8 @@ def main():
     if len(rout) != len(frames):
         return L.report([f"{len(rout)} frames out of {len(frames)}"], "")
     clear = [MEDIA.encode(), L.ip4(MEDIA), L.ip4(FILESRV), L.ip4(SW4), ipaddress.IPv6Address(SW6).packed,
-             L.ip4(LSR), ipaddress.IPv6Address(NEIGH6).packed]
-    for i, hdr in ((0, 42), (2, 42), (4, 62), (5, 42), (6, 42), (7, 62)):
+             L.ip4(LSR), ipaddress.IPv6Address(NEIGH6).packed, L.ip4(PEER_PHONE), SYNC4.encode()]
+    for i, hdr in ((0, 42), (2, 42), (4, 62), (5, 42), (6, 42), (7, 62), (9, 54), (10, 62)):
         o = rout[i][3]
         for v in clear:
             if v in o[hdr:]:
@@ -111,7 +125,8 @@ def main():
     for fno, (ip, _, udp) in sorted(L.checksum_status(out).items()):
         if "0" in ip + udp:
             fails.append(f"frame {fno}: checksum status ip {ip} udp {udp}")
-    return L.report(fails, "carriers' payloads cut: no MEGACO, AFS, D-Link discovery, LDP or Babel address in clear")
+    return L.report(fails, "carriers' payloads cut: no MEGACO, AFS, D-Link discovery, LDP, Babel, "
+                    "Skinny or Syncthing address in clear")
 
 
 if __name__ == "__main__":
