@@ -223,6 +223,14 @@ TEST_CASE("prefix keeps N bits, v6=M for IPv6 (default 48)", "[runtime]") {
   CHECK(a6(g, 22) == "2001:db8:1:2::");
   CHECK(a6(g, 38) == "2001:db8:aaaa::");
   check_lengths_and_checksums(g, 14);
+  // A 6to4 address's next 32 bits are an IPv4 address: no more of them is
+  // kept than of an IPv4 address (24 bits here, 40 in all; 12 for prefix(12)).
+  h.src = v6("2002:c288:1c4c:1::1"), h.dst = v6("2002:c288:1c4c::9");
+  Bytes t = cat({eth(0x86dd), ipv6(h, {}, 17, cat({udp_hdr(1, 2, 12), payload(4)}))});
+  c.run(t);
+  CHECK(a6(t, 22) == "2002:c288:1c00::");
+  CHECK(a6(t, 38) == "2002:c280::");
+  check_lengths_and_checksums(t, 14);
 }
 
 TEST_CASE("zero on addresses and MACs", "[runtime]") {
