@@ -12,9 +12,10 @@ namespace amon::audit {
 
 // Unspecified, broadcast and group addresses name no host; neither does a
 // /24's broadcast address (a host at .255 of a wider subnet is missed).
+// The reserved 240/4 does: networks number hosts in it.
 bool Auditor::names_no_host(Kind k, const std::string& a) {
   auto* b = reinterpret_cast<const uint8_t*>(a.data());
-  if (k == Kind::Addr4) return b[0] == 0 || b[0] >= 224 || b[3] == 255 || b[0] == 127;
+  if (k == Kind::Addr4) return b[0] == 0 || (b[0] >= 224 && b[0] < 240) || b[3] == 255 || b[0] == 127;
   if (b[0] == 0xff) return true;
   for (int i = 0; i < 15; ++i)
     if (b[i]) return false;

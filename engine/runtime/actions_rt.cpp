@@ -151,10 +151,14 @@ Prefix::Prefix(const ActionCall& call) {
   uint8_t m4[4], m6[16];
   std::memset(m4, 0xff, 4);
   std::memset(m6, 0xff, 16);
-  keep_prefix(m4, 4, int(call.int_or("bits", 24)));
-  keep_prefix(m6, 16, int(call.int_or("v6", 48)));
+  const int bits = int(call.int_or("bits", 24)), v6 = int(call.int_or("v6", 48));
+  keep_prefix(m4, 4, bits);
+  keep_prefix(m6, 16, v6);
   std::memcpy(&m4_, m4, 4);
   std::memcpy(m6_, m6, 16);
+  std::memset(m6, 0xff, 16);
+  keep_prefix(m6, 16, std::min(v6, 16 + std::clamp(bits, 0, 32)));
+  std::memcpy(m6to4_, m6, 16);
 }
 
 CryptoPan::CryptoPan(const ActionCall& call)

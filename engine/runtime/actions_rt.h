@@ -115,16 +115,19 @@ class Prefix final : public RtAction {
       v &= m4_;
       std::memcpy(a, &v, 4);
     } else {
+      // A 6to4 address (2002::/16) carries an IPv4 address in its next 32
+      // bits: no more of it is kept than of that IPv4 address itself.
+      const uint64_t* m = a[0] == 0x20 && a[1] == 0x02 ? m6to4_ : m6_;
       uint64_t v[2];
       std::memcpy(v, a, 16);
-      v[0] &= m6_[0], v[1] &= m6_[1];
+      v[0] &= m[0], v[1] &= m[1];
       std::memcpy(a, v, 16);
     }
   }
 
  private:
   uint32_t m4_;
-  uint64_t m6_[2];
+  uint64_t m6_[2], m6to4_[2];
 };
 
 class CryptoPan final : public RtAction {

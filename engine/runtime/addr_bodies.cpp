@@ -126,9 +126,9 @@ uint32_t ProgramInstance::nd_body(uint8_t* buf, const Decoded& d, uint32_t plen,
 
 // An ICMP error quotes the offending datagram's header: its addresses get
 // the same rewrite as the flow's (an address of this packet maps the same
-// way), any other address is zeroed, and what follows the quoted transport
+// way, another by its role), and what follows the quoted transport
 // header is cut when names could be in it. false: drop (counted).
-bool ProgramInstance::icmp_quote(GenPacket& g, ApplyCtx& ctx) {
+bool ProgramInstance::icmp_quote(GenPacket& g, Eval& e) {
   const Program& P = prog_;
   const Decoded& d = g.d;
   const uint32_t q = d.payload_off;
@@ -137,11 +137,26 @@ bool ProgramInstance::icmp_quote(GenPacket& g, ApplyCtx& ctx) {
   const uint8_t iv = qlen ? qp[0] >> 4 : 0;
   const uint32_t ihl = iv == 4 ? (qp[0] & 0xf) * 4u : iv == 6 ? 40u : 0;
   const uint32_t ial = iv == 4 ? 4 : 16, isrc = iv == 4 ? 12 : 8, idst = iv == 4 ? 16 : 24;
+  // A redirect (ICMPv4 type 5) names the gateway to use instead, a router
+  // of the link of the host it tells: mapped by its role as a quoted far
+  // end is, the host standing for the other end (outside the quote: the
+  // ICMP checksum follows it here).
+  if (g.protects_addr && d.ip_version == 4 && (d.sport >> 8) == 5 && d.l4_off + 8 <= g.cap) {
+    uint8_t* const icmp = g.buf + d.l4_off;
+    uint8_t gw[4];
+    std::memcpy(gw, icmp + 4, 4);
+    bool to_user = false;  // the host told to use it is inside `clients`: it is that user's router
+    for (const auto& cidr : P.policy_->clients) to_user = to_user || cidr.contains(4, g.old_dst);
+    if (!apply_role_addr(icmp + 4, 4, e, !to_user)) std::memset(icmp + 4, 0, 4);
+    wr16(icmp + 2, csum_replace(rd16(icmp + 2), {gw, 4}, {icmp + 4, 4}));
+  }
   if (ihl < 20 || qlen < ihl) return !g.error(d.payload_off, g.c.icmp_quote_cut);
   g.body_sum();
   uint8_t before[2][16];
   std::memcpy(before[0], qp + isrc, ial);
   std::memcpy(before[1], qp + idst, ial);
+  const auto& F = l2l4::g_fields;
+  const bool by_role = !P.field_rules_[F.ip_client].empty() || !P.field_rules_[F.ip_server].empty();
   for (uint32_t off : {isrc, idst}) {
     uint8_t* a = qp + off;
     if (iv == d.ip_version && std::memcmp(a, g.old_src, ial) == 0) {
@@ -149,18 +164,34 @@ bool ProgramInstance::icmp_quote(GenPacket& g, ApplyCtx& ctx) {
     } else if (iv == d.ip_version && std::memcmp(a, g.old_dst, ial) == 0) {
       std::memcpy(a, g.buf + g.dof, ial);
     } else if (g.protects_addr) {
-      // Another address (the quoted datagram's far end): the quoted
-      // source travelled to where this error goes, the quoted
-      // destination away from where it comes from, so each takes the
-      // rule of the outer position it pairs with, when that rule maps
-      // any address alone (a key or a prefix); else it is zeroed.
+      // Another address (the quoted datagram's far end) takes the rule of
+      // its role, as in the IP headers of its own flow: ip.client's inside
+      // `clients` or for a user; ip.server's when the quoted datagram's
+      // other end is inside `clients` (that end is then its flow's client);
+      // else nothing here tells its role, and it takes ip.client's (fail
+      // closed, as a flow without evidence). Not the rule of the outer
+      // position it pairs with: a router inside `clients` redirecting a
+      // user's packet to a kept server would give the server a pseudonym
+      // in the quote beside its clear address in its flow.
+      if (by_role) {
+        const uint8_t* other = before[off == isrc ? 1 : 0];
+        bool other_inside = false;
+        for (const auto& cidr : P.policy_->clients) other_inside = other_inside || cidr.contains(iv, other);
+        if (!apply_role_addr(a, iv, e, !other_inside)) std::memset(a, 0, ial);
+        continue;
+      }
+      // Only positional rules (ip.src, ip.dst): the quoted source
+      // travelled to where this error goes, the quoted destination away
+      // from where it comes from, so each takes the rule of the outer
+      // position it pairs with, when that rule maps any address alone (a
+      // key or a prefix); else it is zeroed.
       const int r = g.pos_rule[off == isrc ? 1 : 0];
       RtAction* act = r >= 0 ? actions_[r].get() : nullptr;
       if (act && !act->modifies) {
       } else if (act && (act->kind == RtKind::CryptoPan || act->kind == RtKind::Prefix)) {
-        ctx.family = iv;
-        if (act->addr(a, ctx) == ActResult::Drop) std::memset(a, 0, ial);
-        ctx.family = d.ip_version;
+        e.ctx->family = iv;
+        if (act->addr(a, *e.ctx) == ActResult::Drop) std::memset(a, 0, ial);
+        e.ctx->family = d.ip_version;
       } else {
         std::memset(a, 0, ial);
       }
@@ -252,7 +283,7 @@ bool ProgramInstance::addr_bodies(GenPacket& g, Eval& e, ApplyCtx& ctx) {
   const auto& F = l2l4::g_fields;
   const Decoded& d = g.d;
   if (d.status != DecodeStatus::Ok) return true;
-  if ((g.protects_addr || P.l7_protect_) && (d.flags & kFlagIcmpError) && !icmp_quote(g, ctx)) return false;
+  if ((g.protects_addr || P.l7_protect_) && (d.flags & kFlagIcmpError) && !icmp_quote(g, e)) return false;
   if (!(d.flags & kFlagAddrBody)) return true;
   // Neighbour discovery names addresses and MACs in its body: the target
   // (NS, NA, Redirect), a Redirect's destination, link-layer address

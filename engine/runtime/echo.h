@@ -236,6 +236,26 @@ class EchoScan {
     const EchoValue* v;
   };
   static int on_match(unsigned id, unsigned long long from, unsigned long long to, unsigned flags, void* self);
+  // IPv4 addresses in binary: four given bytes turn up by chance in
+  // compressed or encrypted payload, so they are looked for only in
+  // payload that is neither (bin4_structured), and not in the database.
+  // How many of the table's IPv4 values (those without two zero bytes:
+  // structured data is full of such runs) begin, and end, with each pair
+  // of bytes; and a bit per pair that some do (8 KiB each, what the search
+  // reads: four bytes go on to the table's index only when both their
+  // pairs begin and end some value).
+  std::vector<uint16_t> bin4_first_ = std::vector<uint16_t>(65536), bin4_last_ = std::vector<uint16_t>(65536);
+  std::vector<uint64_t> bin4_first_bits_ = std::vector<uint64_t>(1024), bin4_last_bits_ = std::vector<uint64_t>(1024);
+  // Their first bytes, as two 16-entry tables of 8 buckets by nibble (a
+  // byte may begin a value when both its nibbles' entries share a bucket):
+  // sixteen bytes are tested at once, only those that pass go on to the
+  // pairs. Rebuilt at the next search when a first byte comes or goes.
+  uint16_t bin4_lead_[256] = {};
+  alignas(16) uint8_t bin4_lo_[16] = {}, bin4_hi_[16] = {};
+  bool bin4_lead_changed_ = false;
+  unsigned bin4_live_ = 0;
+  void bin4_count(const EchoValue& v, int by);
+  void search_bin4(const uint8_t* p, uint32_t n);
   bool in_db(const EchoValue& v) const;
   bool in_db(EchoKind k, std::string_view old, uint64_t key) const;
   void search_pending(const uint8_t* p, uint32_t n);

@@ -35,6 +35,44 @@ Verdict ProgramInstance::process_general(uint8_t* buf, uint32_t& cap, uint32_t& 
   return v;
 }
 
+namespace {
+// Geneve options are the fabric's metadata, kept; some name the endpoint
+// they carry traffic for by its address (Google Cloud's endpoint ID holds
+// the VM's): where an option's data holds, at a 4-byte boundary, the
+// carried packet's own source or destination, that copy takes the mapping
+// the packet's header gets (GeneveCopies::follow after the rules), so the
+// address does not leave in clear beside its pseudonym.
+struct GeneveCopies {
+  static constexpr unsigned kMax = 8;
+  uint32_t at[kMax];
+  bool dst[kMax];
+  unsigned n = 0;
+  void note(const uint8_t* buf, uint32_t cap, const Decoded& d) {
+    n = 0;
+    if (!d.has_ip() || d.ip_version == 0) return;
+    const uint32_t al = d.addr_len();
+    if (d.dst_off() + al > cap) return;
+    for (int i = 0; i < d.n_encap; ++i) {
+      const EncapLayer& L = d.encap[i];
+      if (L.kind != Encap::Geneve || L.hdr_off + 8u > cap) continue;
+      const uint32_t end = std::min<uint32_t>(cap, L.hdr_off + 8u + (buf[L.hdr_off] & 0x3fu) * 4u);
+      for (uint32_t o = L.hdr_off + 8u; o + al <= end && n < kMax; o += 4) {
+        if (std::memcmp(buf + o, buf + d.src_off(), al) == 0) at[n] = o, dst[n++] = false, o += al - 4;
+        else if (std::memcmp(buf + o, buf + d.dst_off(), al) == 0) at[n] = o, dst[n++] = true, o += al - 4;
+      }
+    }
+  }
+  void follow(uint8_t* buf, uint32_t cap, const Decoded& d) const {
+    const uint32_t al = d.addr_len();
+    for (unsigned k = 0; k < n; ++k) {
+      // A cut may have taken the packet's header: the copy goes with it.
+      if (d.dst_off() + al > cap) std::memset(buf + at[k], 0, std::min(al, cap - std::min(cap, at[k])));
+      else std::memcpy(buf + at[k], buf + (dst[k] ? d.dst_off() : d.src_off()), al);
+    }
+  }
+};
+}  // namespace
+
 Verdict ProgramInstance::process_encap(uint8_t* buf, uint32_t& cap, uint32_t& wire, const Decoded& d,
                                        const PacketMeta& m, ConsumerCounters& c) {
   // Most tunnelled traffic (encap_fast_packet): one UDP layer over IPv4,
@@ -44,6 +82,8 @@ Verdict ProgramInstance::process_encap(uint8_t* buf, uint32_t& cap, uint32_t& wi
   // follows rewritten addresses, where encap_fix's loop over layers and
   // checksum kinds cost ~4x the instructions.
   ayiya_note(buf, cap, d);
+  GeneveCopies geneve;
+  geneve.note(buf, cap, d);
   if (encap_fast_ && encap_fast_packet(buf, cap, d)) {
     const uint32_t cap0 = cap, wire0 = wire;
     uint8_t* ip = buf + d.encap[0].l3_off;
@@ -53,6 +93,7 @@ Verdict ProgramInstance::process_encap(uint8_t* buf, uint32_t& cap, uint32_t& wi
         prog_.l7_only_ ? general_path<true>(buf, cap, wire, d, m, c) : general_path<false>(buf, cap, wire, d, m, c);
     if (v == Verdict::Forward) {
       ayiya_follow(buf, cap, d);
+      geneve.follow(buf, cap, d);
       if (cap != cap0 || wire != wire0) {
         EncapSums none;
         none.valid = 0;
@@ -82,6 +123,7 @@ Verdict ProgramInstance::process_encap(uint8_t* buf, uint32_t& cap, uint32_t& wi
       prog_.l7_only_ ? general_path<true>(buf, cap, wire, d, m, c) : general_path<false>(buf, cap, wire, d, m, c);
   if (v == Verdict::Forward) {
     ayiya_follow(buf, cap, d);
+    geneve.follow(buf, cap, d);
     encap_fix(buf, cap, cap != cap0 || wire != wire0, d, sums, encap_old_, encap_changed_);
   }
   // After the outer layers: their lengths count the bytes snap() removes.

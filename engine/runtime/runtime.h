@@ -402,7 +402,7 @@ class ProgramInstance {
   bool addr_rules(GenPacket& g, Eval& e, ApplyCtx& ctx);
   bool opaque_and_bodies(GenPacket& g, Eval& e, ApplyCtx& ctx);
   bool addr_bodies(GenPacket& g, Eval& e, ApplyCtx& ctx);
-  bool icmp_quote(GenPacket& g, ApplyCtx& ctx);
+  bool icmp_quote(GenPacket& g, Eval& e);
   bool rip_body(GenPacket& g, bool ripng, Eval& e, ApplyCtx& ctx);
   void mptcp_addrs(GenPacket& g, Eval& e);
   bool l7_and_body(GenPacket& g, Eval& e);

@@ -41,7 +41,8 @@ void register_actions(Registry& r) {
                  {"rotate", ParamKind::Duration, false, -1, 60 * kSecond, 366 * kDay, {}, "none",
                   "derive a new key every period (HKDF over the epoch number, see doc/cryptopan.md)"}}});
   add(K::Prefix, {"prefix",
-                "keep the first N bits of IPv4 addresses (v6=M for IPv6), zero the rest",
+                "keep the first N bits of IPv4 addresses (v6=M for IPv6; of a 6to4 address at most 16 + N), "
+                "zero the rest",
                 {VT::Addr},
                 {{"bits", ParamKind::Int, true, 0, 0, 32, {}, "", "IPv4 bits kept"},
                  {"v6", ParamKind::Int, false, -1, 0, 128, {}, "48", "IPv6 bits kept"}},

@@ -18,14 +18,17 @@ inline bool in4(uint32_t a, Range4 r) { return r.bits == 0 || (a >> (32 - r.bits
 
 // Kept verbatim: they name no user. "This network" (0/8, with the
 // unspecified 0.0.0.0), loopback, multicast (the group is the service, not
-// a host) and the reserved 240/4 with the limited broadcast 255.255.255.255.
-constexpr Range4 kKeep4[] = {{0x00000000, 8}, {0x7F000000, 8}, {0xE0000000, 4}, {0xF0000000, 4}};
+// a host) and the limited broadcast 255.255.255.255.
+constexpr Range4 kKeep4[] = {{0x00000000, 8}, {0x7F000000, 8}, {0xE0000000, 4}, {0xFFFFFFFF, 32}};
 // Kept in their class: the prefix stays, the host part is Crypto-PAn'd
 // (bijective inside the range: the host bits of Crypto-PAn depend only on
 // the bits above them, which the range fixes).
 constexpr Range4 kInClass4[] = {
     {0xA9FE0000, 16},  // 169.254/16 link-local
     {0x64400000, 10},  // 100.64/10 shared address space (CGN)
+    // The reserved 240/4: networks short of private space number hosts in
+    // it, so a host there is a host (its pseudonym never the broadcast).
+    {0xF0000000, 4},
 };
 // Documentation and benchmarking ranges (192.0.2/24, 198.51.100/24,
 // 203.0.113/24, 198.18/15) are ordinary: generators and labs use them as
@@ -113,7 +116,11 @@ uint32_t CryptoPAn::anon_v4_classes(uint32_t addr) {
     if (find4(addr, kKeep4)) return addr;
     if (const Range4* r = find4(addr, kInClass4)) {
         const uint32_t hm = host_mask(r->bits);
-        return (addr & ~hm) | (anon_v4(addr) & hm);
+        // Walked past the limited broadcast (kept as itself) inside the
+        // range: still a permutation of the range's other addresses.
+        uint32_t y = (addr & ~hm) | (anon_v4(addr) & hm);
+        while (y == 0xFFFFFFFFu) y = (y & ~hm) | (anon_v4(y) & hm);
+        return y;
     }
     // Cycle-walking: Crypto-PAn is a permutation of all addresses, so
     // following it from an ordinary address until the next ordinary one is

@@ -205,6 +205,11 @@ struct Parser {
       case 50:  // requested IP address
         if (l != 4) return fail(Status::Malformed, Error::SubOption, v);
         return add(Field::Addr, Kind::Addr4, v, 4, code, depth, area) != nullptr;
+      case 92:  // associated IP (leasequery, RFC 4388): the queried client's other leases
+        if (l == 0 || l % 4) return fail(Status::Malformed, Error::SubOption, v);
+        for (uint32_t i = 0; i < l; i += 4)
+          if (!add(Field::Addr, Kind::Addr4, v + i, 4, code, depth, area)) return false;
+        return true;
       case 52:  // option overload: only meaningful in the options field, once
         if (area != 0 || l != 1 || b[v] < 1 || b[v] > 3) return fail(Status::Malformed, Error::Overload, v);
         if (seen52++) return fail(Status::Malformed, Error::Repeated, v);

@@ -21,7 +21,8 @@ void register_fields(Registry& r) {
                "client hardware address (BOOTP chaddr, DHCPv6 client link-layer address option 79)",
                {"eth.src", "dhcp.client_id"}});
   r.add_field({"dhcp.addr", VT::Addr, "dhcp", R::Identifier, "",
-               "client addresses: ciaddr, yiaddr, requested address (option 50), DHCPv6 IA addresses and "
+               "client addresses: ciaddr, yiaddr, requested address (option 50), a leasequery's associated "
+               "addresses (option 92), DHCPv6 IA addresses and "
                "delegated prefixes, relay peer-address; give it ip.client's action so a lease and the "
                "traffic that follows keep one pseudonym",
                {"ip.client"}});

@@ -34,7 +34,9 @@ ET_IPV4, ET_IPV6 = 0x0800, 0x86DD
 
 def kept_class(first_octet):
     """An IPv4 address class-preserving Crypto-PAn keeps as it is: 0/8,
-    127/8, 224/4 (multicast) and 240/4 (reserved, broadcast)."""
+    127/8, 224/4 (multicast) and the limited broadcast (255.255.255.255 is
+    the only address of 240/4 it keeps: the first octet alone says
+    "maybe")."""
     return first_octet in (0, 127) or first_octet >= 224
 
 def write_pcap(path, linktype, recs):

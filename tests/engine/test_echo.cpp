@@ -329,3 +329,33 @@ TEST_CASE("the preload is bounded: entries past the cap are counted, not held") 
   CHECK(p.size() == EchoPreload::kMax);
   CHECK(p.over == 5);
 }
+
+TEST_CASE("an IPv4 address in binary is found in structured payload, not in payload that looks random") {
+  EchoScan s;
+  s.addr(kOld4, kNew4, 4);
+  const uint8_t two_zeros[4] = {10, 0, 0, 6}, two_zeros_new[4] = {10, 77, 1, 2};
+  s.addr(two_zeros, two_zeros_new, 4);
+  // A discovery record: a name padded with zeros, then the device's addresses.
+  std::string rec = "\x00\x00\x02\x00\x27\x01" "DGS-1210-10P"s + std::string(52, '\0') + "\xc0\xa8\x07\x07\xff\xff"s +
+                    std::string(8, '\0') + "\x0a\x00\x00\x06"s + "Port 10"s;
+  EchoCount c;
+  const std::string out = scanned(s, rec, &c);
+  REQUIRE(out.size() == rec.size());
+  CHECK(out.find("\xc0\xa8\x07\x07"s) == std::string::npos);
+  CHECK(out.find(std::string(52, '\0') + "\x0a\x09\x08\x4d\xff\xff"s) != std::string::npos);
+  CHECK(out.find("\x0a\x00\x00\x06"s) != std::string::npos);  // two zero bytes: not looked for
+  CHECK(c.mapped == 1);
+  // The same four bytes in bytes without zeros (compressed, encrypted):
+  // a chance match, left alone.
+  std::mt19937 rng(5);
+  std::string noise(300, '\0');
+  for (auto& ch : noise) ch = char(1 + rng() % 255);
+  noise.replace(100, 4, "\xc0\xa8\x07\x07"s);
+  CHECK(scanned(s, noise) == noise);
+  // A value that left the table is no longer looked for.
+  EchoScan z;
+  z.addr(kOld4, kNew4, 4, true);
+  CHECK(scanned(z, rec).find("\xc0\xa8\x07\x07"s) == std::string::npos);
+  z.addr(kOld4, kOld4, 4);  // a field released it
+  CHECK(scanned(z, rec) == rec);
+}

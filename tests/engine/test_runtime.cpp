@@ -223,6 +223,14 @@ TEST_CASE("prefix keeps N bits, v6=M for IPv6 (default 48)", "[runtime]") {
   CHECK(a6(g, 22) == "2001:db8:1:2::");
   CHECK(a6(g, 38) == "2001:db8:aaaa::");
   check_lengths_and_checksums(g, 14);
+  // A 6to4 address's next 32 bits are an IPv4 address: no more of them is
+  // kept than of an IPv4 address (24 bits here, 40 in all; 12 for prefix(12)).
+  h.src = v6("2002:c288:1c4c:1::1"), h.dst = v6("2002:c288:1c4c::9");
+  Bytes t = cat({eth(0x86dd), ipv6(h, {}, 17, cat({udp_hdr(1, 2, 12), payload(4)}))});
+  c.run(t);
+  CHECK(a6(t, 22) == "2002:c288:1c00::");
+  CHECK(a6(t, 38) == "2002:c280::");
+  check_lengths_and_checksums(t, 14);
 }
 
 TEST_CASE("zero on addresses and MACs", "[runtime]") {
@@ -519,6 +527,22 @@ TEST_CASE("a tunnelled packet gets the policy on its inner packet", "[runtime][t
     check_lengths_and_checksums(f, kOuter);
     check_lengths_and_checksums(f, kGtpInner);
   }
+  SECTION("a Geneve option naming the carried packet's source by address takes its mapping") {
+    // Google Cloud's endpoint ID option: a word, then the VM's address.
+    Consumer c("ip.client : cryptopan(key=k)\nip.server : keep()\n");
+    Bytes gnv = {0x05, 0x00, 0x08, 0x00, 0x00, 0x00, 0x0d, 0x00,  // 5 option words, IPv4, VNI 13
+                 0x01, 0x32, 0x02, 0x04, 0x08, 0x00, 0x00, 0x0d,  // class 0x0132, type 2, 4 data words
+                 10, 1, 2, 3, 0, 0, 0, 0, 0, 0, 0, 0};
+    Bytes f = over_udp(6081, cat({gnv, inner_tcp("10.1.2.3", "203.0.113.9")}));
+    const uint32_t opt = kOuter + 20 + 8 + 16, inner = kOuter + 20 + 8 + 28;
+    CHECK(c.run(f, meta()) == Verdict::Forward);
+    CHECK(a4(f, inner + 12) != "10.1.2.3");
+    CHECK(a4(f, opt) == a4(f, inner + 12));
+    CHECK(a4(f, inner + 16) == "203.0.113.9");
+    CHECK(get16(&f[kOuter + 20 + 6]) != 0);
+    check_lengths_and_checksums(f, kOuter);
+    check_lengths_and_checksums(f, inner);
+  }
   SECTION("a cut shrinks every layer: inner IP, outer IP, UDP, GTP-U") {
     Consumer c("ip.client : cryptopan(key=k)\npayload : cut()\n");
     Bytes f = over_udp(2152, gtpu(7, inner_tcp("10.1.2.3", "203.0.113.9", 100), true));
@@ -658,6 +682,52 @@ TEST_CASE("contents the policy cannot see into are removed when addresses are pr
     Bytes f = cat({eth(0x86dd), ipv6(h, v6ext(17, 3, 0), 17, udp_hdr(1, 2, 8))});
     CHECK(c.run(f) == Verdict::Drop);
   }
+}
+
+TEST_CASE("an ICMP error's quote gives each address the rule of its role in its flow", "[runtime]") {
+  // A router inside `clients` redirects a user's packet to a kept server:
+  // the server stays as its flow's headers keep it (not the pseudonym the
+  // router's position takes), and a user's address quoted as the far end
+  // takes the pseudonym its own packets give it. The redirect's gateway
+  // (192.168.1.42, a host of the users' link) is a user's address too.
+  Consumer c("clients = { 192.168.0.0/16 }\nip.client : cryptopan(key=k)\nip.server : keep()\n");
+  auto quote = [](const char* router, const char* to, const char* qsrc, const char* qdst) {
+    V4 h;
+    h.proto = 1;
+    h.src = v4(router);
+    h.dst = v4(to);
+    V4 inner;
+    inner.proto = 17;
+    inner.src = v4(qsrc);
+    inner.dst = v4(qdst);
+    return cat({eth(0x0800), ipv4(h, cat({icmp_hdr(5, 1, 0xc0a8, 0x012a), ipv4(inner, udp_hdr(40000, 53, 8))}))});
+  };
+  const size_t q = 14 + 20 + 8;
+  Bytes f = quote("192.168.1.1", "192.168.1.20", "192.168.1.20", "8.8.8.8");
+  const Bytes in = f;
+  CHECK(c.run(f, meta()) == Verdict::Forward);
+  REQUIRE(f.size() == in.size());
+  CHECK(std::equal(f.begin() + q + 12, f.begin() + q + 16, f.begin() + 14 + 16));  // the packet's own
+  CHECK(std::equal(f.begin() + q + 16, f.begin() + q + 20, in.begin() + q + 16));  // the server, kept
+  check_lengths_and_checksums(f, 14);
+  Bytes gw = udp4("192.168.1.42", "8.8.8.8");
+  CHECK(c.run(gw, meta()) == Verdict::Forward);
+  CHECK(std::equal(f.begin() + 14 + 20 + 4, f.begin() + q, gw.begin() + 14 + 12));
+  CHECK(std::memcmp(f.data() + 14 + 20 + 4, v4("192.168.1.42").data(), 4) != 0);
+  // A router outside `clients` tells a server its reply to a user went astray.
+  Bytes g = quote("203.0.113.1", "8.8.8.8", "8.8.8.8", "192.168.9.9");
+  CHECK(c.run(g, meta()) == Verdict::Forward);
+  Bytes u = udp4("192.168.9.9", "8.8.8.8");
+  CHECK(c.run(u, meta()) == Verdict::Forward);
+  CHECK(std::equal(g.begin() + q + 16, g.begin() + q + 20, u.begin() + 14 + 12));
+  CHECK(std::memcmp(g.data() + q + 16, v4("192.168.9.9").data(), 4) != 0);
+  check_lengths_and_checksums(g, 14);
+  // Neither end of the quoted datagram inside `clients`: nothing in the
+  // error tells the far end's role, so it takes the client's rule.
+  Bytes h = quote("203.0.113.1", "198.51.100.7", "198.51.100.7", "203.0.113.50");
+  CHECK(c.run(h, meta()) == Verdict::Forward);
+  CHECK(std::memcmp(h.data() + q + 16, v4("203.0.113.50").data(), 4) != 0);
+  check_lengths_and_checksums(h, 14);
 }
 
 TEST_CASE("identity() and protects_addresses()", "[runtime]") {

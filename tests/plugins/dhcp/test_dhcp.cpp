@@ -265,6 +265,8 @@ TEST_CASE("dhcp: v4 malformed and truncated fail closed") {
       {"option length past the end", with({bytes({12, 20, 'a', 'b'})}), Status::Malformed},
       {"option code with no length byte", with({bytes({12})}), Status::Malformed},
       {"requested address of 3 bytes", with({bytes({50, 3, 1, 2, 3, 255})}), Status::Malformed},
+      {"associated addresses of 6 bytes", with({bytes({92, 6, 10, 0, 0, 1, 10, 0, 255})}), Status::Malformed},
+      {"associated addresses of none", with({bytes({92, 0, 255})}), Status::Malformed},
       {"overload 4", with({bytes({52, 1, 4, 255})}), Status::Malformed},
       {"overload of 2 bytes", with({bytes({52, 2, 1, 1, 255})}), Status::Malformed},
       {"overload twice", with({bytes({52, 1, 1, 52, 1, 1, 255})}), Status::Malformed},
@@ -293,6 +295,19 @@ TEST_CASE("dhcp: v4 malformed and truncated fail closed") {
     CHECK(dhcp::parse(c.m.data(), c.m.size(), dhcp::Version::V4, r) == c.want);
     CHECK(r.error != dhcp::Error::None);
   }
+  // A leasequery reply's associated addresses (RFC 4388) are the client's:
+  // each is dhcp.addr.
+  const Bytes lq = with({bytes({53, 1, 13, 92, 8, 10, 50, 4, 4, 10, 50, 4, 5, 255})});
+  auto lr = parsed(lq, false);
+  std::vector<size_t> assoc;
+  for (unsigned i = 0; i < lr->n_occ; ++i)
+    if (lr->occ[i].option == 92) {
+      CHECK(lr->occ[i].field == Field::Addr);
+      CHECK(lr->occ[i].kind == Kind::Addr4);
+      CHECK(lr->occ[i].len == 4);
+      assoc.push_back(lr->occ[i].off);
+    }
+  CHECK(assoc == std::vector<size_t>{find_at(lq, bytes({10, 50, 4, 4})), find_at(lq, bytes({10, 50, 4, 5}))});
   // Relay sub-options that do fit are fine, as are ones the parser does not name,
   // and another enterprise's vendor-specific data is not read.
   auto ok = parsed(with({bytes({82, 8, 5, 4, 10, 0, 0, 0, 9, 0, 255})}), false);
