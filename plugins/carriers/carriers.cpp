@@ -18,6 +18,7 @@ void register_ports(Registry& r) {
   r.add_addr_carrier("mgcp", {2427, 2727});                 // SDP
   r.add_addr_carrier("ws-discovery", {3702});               // XAddrs
   r.add_addr_carrier("sip", {5060});                        // SIP/SDP
+  r.add_addr_carrier("capwap", {5246, 5247});               // AC and WTP addresses, radio MACs; stations' whole frames
   r.add_addr_carrier("irc", {6667});                        // DCC
 }
 
