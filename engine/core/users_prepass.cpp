@@ -19,8 +19,12 @@
 // the value alone (Program::echo_preload_rule), its echo table's preloaded values
 // (EchoPreload, echo.h): the application parse of each packet, as a
 // worker's, without held segments (a header split over TCP segments is
-// learnt when the run reaches it, as live). A copy that travels before
-// its field is then rewritten as the field is.
+// learnt when the run reaches it, as live), and the names of NBNS
+// messages, which DNS decides in its own rewrite with no occurrence to
+// show them: read with the DNS plugin's values (PayloadValues). A copy
+// that travels before its field is then rewritten as the field is (a
+// NetBIOS name in a DNS query or a certificate before the host announces
+// it).
 #include <sys/stat.h>
 
 #include <memory>
@@ -33,6 +37,7 @@
 #include "l7.h"
 #include "mbuf_meta.h"
 #include "pcap_port.h"
+#include "values.h"
 
 namespace amon::engine {
 
@@ -100,7 +105,11 @@ void learn_users_offline(Engine& E) {
   for (size_t i : which)
     if (E.programs[i]->learns_initiators()) initiators = std::make_unique<InitiatorLog>();
   std::unique_ptr<L7Parse> l7;
-  if (!echoing.empty()) l7 = std::make_unique<L7Parse>(), l7->probe_apps = probe_apps;
+  std::unique_ptr<PayloadValues> nbns;
+  if (!echoing.empty()) {
+    l7 = std::make_unique<L7Parse>(), l7->probe_apps = probe_apps;
+    nbns = std::make_unique<PayloadValues>(PayloadValues::Datagrams::Recognised);
+  }
   uint64_t packet_id = 0;
   FlowTable flows("users_prepass", E.sizes.flows_per_worker, E.cfg.flow_timeouts, int(rte_socket_id()),
                   /*commit=*/false);
@@ -140,6 +149,15 @@ void learn_users_offline(Engine& E) {
           analyze_l7(data, d, meta, *l7);
           if (meta.l7 == L7State::Parsed && d.payload_off < cap)
             for (auto& c : collectors) c->occurrences(*l7->occs, data + d.payload_off, cap - d.payload_off);
+          if (d.status == DecodeStatus::Ok && d.l4_proto == kProtoUdp && d.has_l4_header() &&
+              (d.sport == 137 || d.dport == 137) && d.payload_off < cap) {
+            const uint32_t len = std::min<uint32_t>(cap, d.payload_off + d.payload_len) - d.payload_off;
+            nbns->read(kProtoUdp, data + d.payload_off, len, d.sport, d.dport, true,
+                       [&](const ProtocolPlugin& p, const ProtoOcc& o) {
+                         if (std::string_view(p.name) == "dns")
+                           for (auto& c : collectors) c->nbns_name(o);
+                       });
+          }
         }
         rte_pktmbuf_free(m);
       }

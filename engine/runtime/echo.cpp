@@ -104,11 +104,22 @@ void echo_forms(const EchoValue& v, std::vector<EchoForm>& out) {
 
 EchoScan::EchoScan() : slots_(kEntries), shared_(std::make_shared<EchoShared>(std::vector<size_t>{kEntries})) {}
 
-void EchoPreload::put(std::string_view old, std::string_view repl) {
-  if (old.size() < EchoScan::kMinBytes || old == repl || seen_.count(std::string(old))) return;
+void EchoPreload::put(std::string_view old, std::string_view repl, EchoKind kind, const names::Decision* dec) {
+  if (kind == EchoKind::Bytes && (old.size() < EchoScan::kMinBytes || old == repl)) return;
+  std::string key(1, char(kind));
+  key.append(old);
+  if (seen_.count(key)) return;
   if (items.size() >= kMax) return void(++over);
-  seen_.emplace(old);
-  items.push_back({std::string(old), std::string(repl)});
+  seen_.emplace(std::move(key));
+  items.push_back({std::string(old), std::string(repl), kind, dec ? *dec : names::Decision{}});
+}
+
+void EchoPreload::add_name(std::string_view text, const names::Decision& d) {
+  while (!text.empty() && text.back() == '.') text.remove_suffix(1);
+  if (d.action == names::Action::Keep || text.size() < EchoScan::kMinName || text.size() > EchoScan::kMaxValue) return;
+  std::string low(text);
+  for (char& c : low) c = char(c | (uint8_t(c - 'A') < 26 ? 0x20 : 0));
+  put(low, {}, EchoKind::Name, &d);
 }
 
 // As EchoScan::bytes records a rewritten value: its first kMaxValue bytes,
@@ -127,7 +138,8 @@ void EchoScan::preload(const EchoPreload& p) {
   for (unsigned i = 0; i < pinned_; ++i) {
     const uint32_t slot = kEntries + i;
     EchoValue& v = slots_[slot];
-    v.kind = EchoKind::Bytes, v.old = p.items[i].old, v.repl = p.items[i].repl, v.seq = ++seq_, v.z = false;
+    v.kind = p.items[i].kind, v.old = p.items[i].old, v.repl = p.items[i].repl, v.seq = ++seq_, v.z = false;
+    v.dec = p.items[i].dec;
     v.key = echo_key(v.kind, v.old);
     echo_forms(v, v.forms);
     index_.put(v.key, slot);
