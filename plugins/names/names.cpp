@@ -302,7 +302,7 @@ unsigned netbios_plain(std::string_view e, char out[15]) {
     const unsigned hi = unsigned(e[2 * i] | 0x20) - 'a', lo = unsigned(e[2 * i + 1] | 0x20) - 'a';
     if (hi > 15 || lo > 15) return 0;
     const char c = char(hi << 4 | lo);
-    if (c < ' ' || c > '~') return 0;
+    if (c < ' ' || c > '~' || c == '.') return 0;
     out[i] = c;
     if (c != ' ') n = i + 1;
   }

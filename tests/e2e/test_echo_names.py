@@ -10,11 +10,15 @@ A crafted capture from one user: a DNS query for LP-TEST-HOST.corp.example
 (a label of a name no rule hides: kept payload), a datagram naming the
 host's account `lp-test-host$@corp.example` (as a TLS client certificate
 does), then an NBNS name query for LP-TEST-HOST<00>, then a report naming
-`LP-TEST-HOST` again. Through `amon pcap --read FILE`:
+`LP-TEST-HOST` again; then an NBNS query for IPV6.GOOGLE.COM (a DNS name
+a resolver asks over NBNS as its fallback) and an HTTP request to that
+host. Through `amon pcap --read FILE`:
 
   - the name, in any case, is in none of the output's frames;
   - each copy reads as the same pseudonym (the NBNS name's decision on its
-    plain text; the case of each letter kept).
+    plain text; the case of each letter kept);
+  - the HTTP request leaves as it came: a dotted NBNS name is no device's,
+    and no rule hides that DNS name.
 
 Read from standard input (no pre-pass) under the policy that keeps NBNS's
 payload, the copies before the NBNS message stay as they came, as live,
@@ -35,6 +39,7 @@ import e2e_lib as L  # noqa: E402
 S = 1_000_000_000
 USER, RESOLVER, BCAST, SERVER = "192.168.1.20", "192.168.1.1", "192.168.1.255", "93.184.216.34"
 NAME = b"LP-TEST-HOST"
+DNS_NAME = b"IPV6.GOOGLE.COM"
 
 
 def nb_encode(name, suffix=0):
@@ -54,6 +59,10 @@ def build(d):
         (t + 1_000_000, L.udp4_frame(USER, SERVER, 50001, 9999, b"login lp-test-host$@corp.example ok\n")),
         (t + S, L.udp4_frame(USER, BCAST, 137, 137, dns_query(0x8101, [nb_encode(NAME)], qtype=0x20, flags=0x0110))),
         (t + 2 * S, L.udp4_frame(USER, SERVER, 50002, 9999, b"report: host LP-TEST-HOST up\n")),
+        # A DNS name asked over NBNS (a resolver's fallback) is no device's
+        # name: its copies elsewhere are the DNS name's, which no rule hides.
+        (t + 3 * S, L.udp4_frame(USER, BCAST, 137, 137, dns_query(0x8102, [nb_encode(DNS_NAME)], qtype=0x20, flags=0x0110))),
+        (t + 4 * S, L.udp4_frame(USER, SERVER, 50003, 80, b"GET / HTTP/1.1\r\nHost: " + DNS_NAME.lower() + b"\r\n\r\n")),
     ]
     path = os.path.join(d, "in.pcap")
     L.write_pcap(path, frames)
@@ -111,8 +120,8 @@ def main():
         out = os.path.join(d, name + ".pcap")
         L.run_amon(amon, inp, [("ids", pol, out)])
         fout = [r[3] for r in L.read_pcap(out)[1]]
-        # Only the NBNS message may shrink: cut() takes an address carrier's payload.
-        if len(fout) != len(fin) or any(len(a) != len(b) for k, (a, b) in enumerate(zip(fin, fout)) if k != 2):
+        # Only the NBNS messages may shrink: cut() takes an address carrier's payload.
+        if len(fout) != len(fin) or any(len(a) != len(b) for k, (a, b) in enumerate(zip(fin, fout)) if k not in (2, 4)):
             fails.append(f"{name}: frames or their lengths changed: {[len(f) for f in fin]} -> {[len(f) for f in fout]}")
             continue
         for i, f in enumerate(fout):
@@ -121,6 +130,8 @@ def main():
         c = copies(fin, fout)
         if len(c) != 3 or c[0] != c[2] or c[1] != c[2].lower():
             fails.append(f"{name}: the copies are not one pseudonym (query, account, report): {c}")
+        if fout[5][42:] != fin[5][42:]:  # its payload (the headers' addresses are mapped)
+            fails.append(f"{name}: the HTTP request naming {DNS_NAME.lower()!r} changed: {fout[5][-40:]!r}")
         L.health(inp, out, name, fails)
 
     # Standard input cannot be read twice: no pre-pass. The NBNS message
