@@ -20,6 +20,7 @@ void register_ports(Registry& r) {
   r.add_addr_carrier("sip", {5060});                        // SIP/SDP
   r.add_addr_carrier("capwap", {5246, 5247});               // AC and WTP addresses, radio MACs; stations' whole frames
   r.add_addr_carrier("irc", {6667});                        // DCC
+  r.add_addr_carrier("lwapp", {12222, 12223});              // CAPWAP's forerunner: the same frames and names
 }
 
 }  // namespace amon::carriers

@@ -8,7 +8,8 @@ names). No plugin rewrites either, so both are `addr_carrier` ports and
 their payload is cut; the headers around it stay well formed.
 
 A crafted capture: a Discovery Request from the access point, then a data
-datagram carrying a station's DHCP Request inside an 802.11 data frame.
+datagram carrying a station's DHCP Request inside an 802.11 data frame, and
+the same frame through LWAPP (UDP 12222), CAPWAP's forerunner.
 
 usage: test_capwap.py AMON"""
 
@@ -60,11 +61,21 @@ def data_frame():
     return capwap_header(1, True, 1) + wlan + llc + ipudp
 
 
+def lwapp_data_frame():
+    """The same station's frame through LWAPP, CAPWAP's forerunner: a
+    6-byte header (flags, fragment id, length, status) before the 802.11
+    frame, whose frame control LWAPP does not swap."""
+    frame = data_frame()[16:]
+    frame = b"\x08\x01" + frame[2:]  # its frame control in the standard's byte order
+    return struct.pack("!BBHH", 0x08, 0, len(frame), 0) + frame
+
+
 def build(d):
     t = 1_700_000_000 * S
     frames = [
         (t, L.udp4_frame(AP, CTRL, 12380, 5246, discovery_request())),
         (t + S, L.udp4_frame(AP, CTRL, 12380, 5247, data_frame())),
+        (t + 2 * S, L.udp4_frame(AP, CTRL, 20105, 12222, lwapp_data_frame())),
     ]
     frames = [(ts, fr[:6] + AP_MAC + fr[12:]) for ts, fr in frames]  # sent by the access point
     path = os.path.join(d, "in.pcap")
@@ -101,7 +112,7 @@ def main():
                 fails.append(f"frame {i + 1}: {s!r} left in clear")
     L.health(inp, out, "ids", fails)
     shutil.rmtree(d, ignore_errors=True)
-    return L.report(fails, "ok: CAPWAP's control and data payload is cut under ids.amon")
+    return L.report(fails, "ok: CAPWAP's and LWAPP's payload is cut under ids.amon")
 
 
 if __name__ == "__main__":
