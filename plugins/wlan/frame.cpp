@@ -162,12 +162,19 @@ void Walk::data(uint32_t f, uint8_t fc1, unsigned sub) {
   if (h > cap) return (void)stop(DecodeStatus::Truncated, r.good_until);
   r.good_until = h;
   if (sub & 4) return body(LinkBody::Located, h);       // no data (null function)
-  if (fc1 & 0x40) return body(LinkBody::Opaque, h);     // encrypted (WEP, TKIP, CCMP, GCMP)
-  if (amsdu) return body(LinkBody::Unknown, h);         // subframes with their own addresses: not read
-  if (h + 8 > cap) return (void)stop(DecodeStatus::Truncated, h);
   // LLC/SNAP: RFC 1042 (OUI 0) or 802.1H bridge tunnel (00-00-F8), then an EtherType.
   const uint8_t* s = p + h;
-  if (s[0] == 0xaa && s[1] == 0xaa && s[2] == 0x03 && s[3] == 0 && s[4] == 0 && (s[5] == 0 || s[5] == 0xf8)) {
+  const bool snap = h + 8 <= cap && s[0] == 0xaa && s[1] == 0xaa && s[2] == 0x03 && s[3] == 0 && s[4] == 0 &&
+                    (s[5] == 0 || s[5] == 0xf8);
+  // Encrypted (WEP, TKIP, CCMP, GCMP), unless its body is in clear: a
+  // capture decrypted where it was taken keeps the Protected bit. No
+  // cipher's body starts with LLC/SNAP: TKIP's, CCMP's and GCMP's fourth
+  // byte has its ExtIV bit set, and WEP's would need six given bytes of IV
+  // and key stream.
+  if ((fc1 & 0x40) && !snap) return body(LinkBody::Opaque, h);
+  if (amsdu) return body(LinkBody::Unknown, h);         // subframes with their own addresses: not read
+  if (h + 8 > cap) return (void)stop(DecodeStatus::Truncated, h);
+  if (snap) {
     r.status = DecodeStatus::Ok;
     r.ethertype = uint16_t(s[6] << 8 | s[7]);
     r.off = r.good_until = h + 8;
