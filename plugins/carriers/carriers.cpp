@@ -18,6 +18,7 @@ void register_ports(Registry& r) {
   r.add_addr_carrier("mgcp", {2427, 2727});                 // SDP
   r.add_addr_carrier("ws-discovery", {3702});               // XAddrs
   r.add_addr_carrier("sip", {5060});                        // SIP/SDP
+  r.add_addr_carrier("openflow", {6633, 6653});             // PACKET_IN/OUT frames, flow matches, port MACs
   r.add_addr_carrier("capwap", {5246, 5247});               // AC and WTP addresses, radio MACs; stations' whole frames
   r.add_addr_carrier("irc", {6667});                        // DCC
   r.add_addr_carrier("lwapp", {12222, 12223});              // CAPWAP's forerunner: the same frames and names

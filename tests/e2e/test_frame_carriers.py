@@ -1,17 +1,21 @@
 #!/usr/bin/env python3
-"""End to end: CAPWAP (RFC 5415) leaves nothing of what it carries under the
-shipped rules/ids.amon, which keeps other payload: its control channel
-(UDP 5246) names the access point (its radio MAC in the header, its default
-name `AP` + its MAC in Cisco's dotted form) and its data channel (UDP 5247)
-carries the stations' whole 802.11 frames (their MACs, their DHCP host
-names). No plugin rewrites either, so both are `addr_carrier` ports and
-their payload is cut; the headers around it stay well formed.
+"""End to end: protocols that carry other hosts' whole frames, where no
+plugin reads them, leave nothing of what they carry under the shipped
+rules/ids.amon, which keeps other payload. CAPWAP (RFC 5415): its control
+channel (UDP 5246) names the access point (its radio MAC in the header, its
+default name `AP` + its MAC in Cisco's dotted form) and its data channel
+(UDP 5247) carries the stations' whole 802.11 frames (their MACs, their
+DHCP host names); LWAPP (UDP 12222), its forerunner, the same frames;
+OpenFlow (TCP 6633, 6653) a switch's PACKET_IN, the frame it received. All
+are `addr_carrier` ports and their payload is cut; the headers around it
+stay well formed.
 
-A crafted capture: a Discovery Request from the access point, then a data
-datagram carrying a station's DHCP Request inside an 802.11 data frame, and
-the same frame through LWAPP (UDP 12222), CAPWAP's forerunner.
+A crafted capture: a CAPWAP Discovery Request from the access point, a
+CAPWAP data datagram carrying a station's DHCP Request inside an 802.11
+data frame, the same frame through LWAPP, and the station's DHCP Request
+as a switch's OpenFlow 1.0 PACKET_IN to its controller.
 
-usage: test_capwap.py AMON"""
+usage: test_frame_carriers.py AMON"""
 
 import os
 import shutil
@@ -23,6 +27,7 @@ import e2e_lib as L  # noqa: E402
 
 S = 1_000_000_000
 AP, CTRL = "10.1.1.5", "10.1.1.6"
+SWITCH, CONTROLLER = "10.1.1.7", "10.1.1.8"
 AP_MAC = bytes.fromhex("b83861f305ac")
 RADIO_MAC = bytes.fromhex("580a20690e20")
 STATION = bytes.fromhex("1caba7f2139d")
@@ -48,11 +53,16 @@ def discovery_request():
     return capwap_header(1, True, 0) + ctrl
 
 
-def data_frame():
+def dhcp_request():
+    """The station's DHCP Request, from its IP header on."""
     bootp = struct.pack("!BBBBIHH4s4s4s4s", 1, 1, 6, 0, 0x1234, 0, 0, b"\0" * 4, b"\0" * 4, b"\0" * 4, b"\0" * 4)
     bootp += STATION + b"\0" * 10 + b"\0" * 192 + bytes.fromhex("63825363")
     bootp += b"\x35\x01\x03\x0c" + bytes([len(HOST)]) + HOST + b"\xff"
-    ipudp = L.udp4_frame("0.0.0.0", "255.255.255.255", 68, 67, bootp)[14:]
+    return L.udp4_frame("0.0.0.0", "255.255.255.255", 68, 67, bootp)[14:]
+
+
+def data_frame():
+    ipudp = dhcp_request()
     # 802.11 data frame, To DS: addr1 BSSID, addr2 the station, addr3 the
     # destination; its frame control's two bytes swapped, as Cisco's
     # controllers send it (and tshark reads CAPWAP by default).
@@ -70,12 +80,21 @@ def lwapp_data_frame():
     return struct.pack("!BBHH", 0x08, 0, len(frame), 0) + frame
 
 
+def openflow_packet_in():
+    """OpenFlow 1.0 PACKET_IN: header (version, type 10, length, xid),
+    buffer id, total length, in port, reason, pad, then the frame."""
+    frame = b"\xff" * 6 + STATION + b"\x08\x00" + dhcp_request()
+    body = struct.pack("!IHHBB", 0xffffffff, len(frame), 3, 0, 0) + frame
+    return struct.pack("!BBHI", 1, 10, 8 + len(body), 7) + body
+
+
 def build(d):
     t = 1_700_000_000 * S
     frames = [
         (t, L.udp4_frame(AP, CTRL, 12380, 5246, discovery_request())),
         (t + S, L.udp4_frame(AP, CTRL, 12380, 5247, data_frame())),
         (t + 2 * S, L.udp4_frame(AP, CTRL, 20105, 12222, lwapp_data_frame())),
+        (t + 3 * S, L.tcp4_frame(SWITCH, CONTROLLER, 56068, 6633, 1000, 2000, L.ACK | L.PSH, openflow_packet_in())),
     ]
     frames = [(ts, fr[:6] + AP_MAC + fr[12:]) for ts, fr in frames]  # sent by the access point
     path = os.path.join(d, "in.pcap")
@@ -86,7 +105,7 @@ def build(d):
 def main():
     amon = L.tool_paths(sys.argv)
     L.need_tshark()
-    d = L.tmpdir("capwap-")
+    d = L.tmpdir("frame-carriers-")
     inp = build(d)
     fin = [r[3] for r in L.read_pcap(inp)[1]]
     secrets = [RADIO_MAC, AP_NAME, STATION, BSSID, HOST]
@@ -112,7 +131,7 @@ def main():
                 fails.append(f"frame {i + 1}: {s!r} left in clear")
     L.health(inp, out, "ids", fails)
     shutil.rmtree(d, ignore_errors=True)
-    return L.report(fails, "ok: CAPWAP's and LWAPP's payload is cut under ids.amon")
+    return L.report(fails, "ok: CAPWAP's, LWAPP's and OpenFlow's payload is cut under ids.amon")
 
 
 if __name__ == "__main__":
