@@ -21,8 +21,12 @@
 // worker's; a head split over TCP segments that a worker would hold (an
 // HTTP request whose Cookie is in its second segment) is followed in
 // sequence order (SplitHeads) and parsed whole (analyze_stream), as the
-// worker parses what it held. A copy that travels before its field is then
-// rewritten as the field is.
+// worker parses what it held; and the names of NBNS messages, which DNS
+// decides in its own rewrite with no occurrence to show them: read with
+// the DNS plugin's values (PayloadValues). A copy that travels before its
+// field is then rewritten as the field is (a cookie in an earlier query
+// string, a NetBIOS name in a DNS query or a certificate before the host
+// announces it).
 #include <sys/stat.h>
 
 #include <memory>
@@ -36,6 +40,7 @@
 #include "mbuf_meta.h"
 #include "pcap_port.h"
 #include "split_heads.h"
+#include "values.h"
 
 namespace amon::engine {
 
@@ -193,8 +198,10 @@ void learn_users_offline(Engine& E) {
     if (E.programs[i]->learns_initiators()) initiators = std::make_unique<InitiatorLog>();
   std::unique_ptr<L7Parse> l7;
   std::unique_ptr<PrepassHeads> split;
+  std::unique_ptr<PayloadValues> nbns;
   if (!echoing.empty()) {
     l7 = std::make_unique<L7Parse>(), l7->probe_apps = probe_apps;
+    nbns = std::make_unique<PayloadValues>(PayloadValues::Datagrams::Recognised);
     uint32_t holding = 0;
     for (unsigned a = kFirstPluginApp; a < 32; ++a)
       if ((probe_apps >> a & 1) && plugin_of(uint8_t(a)) && plugin_of(uint8_t(a))->holds) holding |= 1u << a;
@@ -240,6 +247,15 @@ void learn_users_offline(Engine& E) {
           if (meta.l7 == L7State::Parsed && d.payload_off < cap)
             for (auto& c : collectors) c->occurrences(*l7->occs, data + d.payload_off, cap - d.payload_off);
           if (split) split->after(data, d, meta);
+          if (d.status == DecodeStatus::Ok && d.l4_proto == kProtoUdp && d.has_l4_header() &&
+              (d.sport == 137 || d.dport == 137) && d.payload_off < cap) {
+            const uint32_t len = std::min<uint32_t>(cap, d.payload_off + d.payload_len) - d.payload_off;
+            nbns->read(kProtoUdp, data + d.payload_off, len, d.sport, d.dport, true,
+                       [&](const ProtocolPlugin& p, const ProtoOcc& o) {
+                         if (std::string_view(p.name) == "dns")
+                           for (auto& c : collectors) c->nbns_name(o);
+                       });
+          }
         }
         rte_pktmbuf_free(m);
       }

@@ -56,10 +56,14 @@ names::Decision ProgramInstance::decide_name(FieldId f, std::string_view text, E
   return d;
 }
 
-names::Decision ProgramInstance::PluginHost::decide_name(FieldId f, std::string_view text, bool exchange) {
+names::Decision ProgramInstance::PluginHost::decide_name(FieldId f, std::string_view text, bool exchange,
+                                                         std::string_view shown) {
   bool z = false;
   const names::Decision d = self_.decide_name_in(f, text, *e_, exchange && open_ ? &rc_ : nullptr, &seen_, z);
-  if (self_.echo_) self_.echo_->name(text, d, z);
+  if (self_.echo_) {
+    self_.echo_->name(text, d, z);
+    if (!shown.empty()) self_.echo_->name(shown, d, z);
+  }
   return d;
 }
 

@@ -28,12 +28,21 @@ bool escaped_before(const uint8_t* p, uint32_t from) {
   return from >= 3 && p[from - 3] == '%' && hexc(p[from - 2]) && hexc(p[from - 1]);
 }
 
-void mac_text(const uint8_t* m, char sep, bool upper, char* o) {
-  const char* hex = upper ? "0123456789ABCDEF" : "0123456789abcdef";
-  for (int i = 0; i < 6; ++i) {
-    if (i) *o++ = sep;
+// A MAC's text forms (EchoKind::Mac, form numbers): 0/1 with colons, 2/3
+// with dashes, 5/6 without separators (a UPnP UUID's node, a serial), 7/8
+// in Cisco's dotted groups of four (an access point's default name), each
+// in lower then upper case; 4 is the binary. Returns the length written.
+constexpr uint8_t kMacBinary = 4;
+unsigned mac_text(const uint8_t* m, uint8_t form, char* o) {
+  const char* hex = (form < kMacBinary ? form & 1 : !(form & 1)) ? "0123456789ABCDEF" : "0123456789abcdef";
+  const char sep = form < 2 ? ':' : form < kMacBinary ? '-' : '.';
+  const unsigned every = form < kMacBinary ? 1 : form < 7 ? 6 : 2;  // bytes between separators
+  char* const start = o;
+  for (unsigned i = 0; i < 6; ++i) {
+    if (i && i % every == 0) *o++ = sep;
     *o++ = hex[m[i] >> 4], *o++ = hex[m[i] & 15];
   }
+  return unsigned(o - start);
 }
 
 // Values that name no one: the zero and all-ones address, group MACs.
@@ -85,11 +94,9 @@ void echo_forms(const EchoValue& v, std::vector<EchoForm>& out) {
       break;
     }
     case EchoKind::Mac:
-      for (uint8_t f = 0; f < 4; ++f) {
-        mac_text(b, f < 2 ? ':' : '-', f & 1, t);
-        put({t, 17}, f, false);
-      }
-      put(v.old, 4, false);
+      for (uint8_t f = 0; f < 9; ++f)
+        if (f == kMacBinary) put(v.old, f, false);
+        else put({t, mac_text(b, f, t)}, f, false);
       break;
     case EchoKind::Bytes: put(v.old, 0, false); break;
     case EchoKind::Name: put(v.old, 0, true); break;
@@ -99,11 +106,22 @@ void echo_forms(const EchoValue& v, std::vector<EchoForm>& out) {
 
 EchoScan::EchoScan() : slots_(kEntries), shared_(std::make_shared<EchoShared>(std::vector<size_t>{kEntries})) {}
 
-void EchoPreload::put(std::string_view old, std::string_view repl) {
-  if (old.size() < EchoScan::kMinBytes || old == repl || seen_.count(std::string(old))) return;
+void EchoPreload::put(std::string_view old, std::string_view repl, EchoKind kind, const names::Decision* dec) {
+  if (kind == EchoKind::Bytes && (old.size() < EchoScan::kMinBytes || old == repl)) return;
+  std::string key(1, char(kind));
+  key.append(old);
+  if (seen_.count(key)) return;
   if (items.size() >= kMax) return void(++over);
-  seen_.emplace(old);
-  items.push_back({std::string(old), std::string(repl)});
+  seen_.emplace(std::move(key));
+  items.push_back({std::string(old), std::string(repl), kind, dec ? *dec : names::Decision{}});
+}
+
+void EchoPreload::add_name(std::string_view text, const names::Decision& d) {
+  while (!text.empty() && text.back() == '.') text.remove_suffix(1);
+  if (d.action == names::Action::Keep || text.size() < EchoScan::kMinName || text.size() > EchoScan::kMaxValue) return;
+  std::string low(text);
+  for (char& c : low) c = char(c | (uint8_t(c - 'A') < 26 ? 0x20 : 0));
+  put(low, {}, EchoKind::Name, &d);
 }
 
 // As EchoScan::bytes records a rewritten value: its first kMaxValue bytes,
@@ -122,7 +140,8 @@ void EchoScan::preload(const EchoPreload& p) {
   for (unsigned i = 0; i < pinned_; ++i) {
     const uint32_t slot = kEntries + i;
     EchoValue& v = slots_[slot];
-    v.kind = EchoKind::Bytes, v.old = p.items[i].old, v.repl = p.items[i].repl, v.seq = ++seq_, v.z = false;
+    v.kind = p.items[i].kind, v.old = p.items[i].old, v.repl = p.items[i].repl, v.seq = ++seq_, v.z = false;
+    v.dec = p.items[i].dec;
     v.key = echo_key(v.kind, v.old);
     echo_forms(v, v.forms);
     index_.put(v.key, slot);
@@ -579,17 +598,20 @@ EchoCount EchoScan::apply(uint8_t* p, uint32_t n, const Span* keep, unsigned n_k
         src = reinterpret_cast<const uint8_t*>(text);
         break;
       }
-      case EchoKind::Mac:
-        if (h.form == 4) {
+      case EchoKind::Mac: {
+        if (h.form == kMacBinary) {
           src = reinterpret_cast<const uint8_t*>(v.repl.data());
           break;
         }
-        if ((h.from && (hexc(p[h.from - 1]) || p[h.from - 1] == ':' || p[h.from - 1] == '-')) ||
-            (to < n && (hexc(p[to]) || p[to] == ':' || p[to] == '-')))
-          continue;
-        mac_text(reinterpret_cast<const uint8_t*>(v.repl.data()), h.form < 2 ? ':' : '-', h.form & 1, text);
+        // Not part of a longer run of hex digits, nor of a longer address
+        // in the form's own separators (an EUI-64, an IPv6 address).
+        const char sep = h.form < 2 ? ':' : h.form < kMacBinary ? '-' : h.form >= 7 ? '.' : 0;
+        auto joins = [&](uint8_t c) { return hexc(c) || (sep && c == sep) || (h.form < kMacBinary && (c == ':' || c == '-')); };
+        if ((h.from && joins(p[h.from - 1])) || (to < n && joins(p[to]))) continue;
+        mac_text(reinterpret_cast<const uint8_t*>(v.repl.data()), h.form, text);
         src = reinterpret_cast<const uint8_t*>(text);
         break;
+      }
       case EchoKind::Bytes:
       case EchoKind::Name:
         // A word stands alone: "john" is not hidden inside "johnson".

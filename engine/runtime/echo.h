@@ -130,11 +130,12 @@ struct EchoCount {
   unsigned filled = 0;  // no same-length form of the rewrite: a filler (the zero address, 'x')
 };
 
-// Offline, the bytes values a consumer's fields rewrite anywhere in the
-// input, learnt by the pre-pass before the first record
+// Offline, the bytes values and names a consumer's fields rewrite anywhere
+// in the input, learnt by the pre-pass before the first record
 // (engine/core/users_prepass.cpp) from the identifier fields whose rule decides by
 // the value alone (Program::echo_preload_rule): each value and its parts,
-// with what the field makes of them. Every worker's table of that consumer
+// with what the field makes of them; each name (a device's host name, an
+// NBNS name also as its host's name is written) with its rule's decision. Every worker's table of that consumer
 // holds them from its first packet and never lets them go, so a copy that
 // travels before its field (a cookie's value in an earlier request's query
 // string) is rewritten as the field is. Live, nothing can be known ahead.
@@ -146,6 +147,8 @@ struct EchoPreload {
   static constexpr unsigned kMax = 16384;
   struct Item {
     std::string old, repl;
+    EchoKind kind = EchoKind::Bytes;  // Bytes, or Name (old: its lowercase text; repl empty)
+    names::Decision dec;              // a name's
   };
   std::vector<Item> items;  // in the order the input first had them
   uint64_t over = 0;        // entries left out, past kMax (each time one is met)
@@ -156,13 +159,15 @@ struct EchoPreload {
   // A field's value (its first kMaxValue bytes, as EchoScan::bytes takes
   // it) and what its rule made of it, the same length; its parts with it.
   void add(std::string_view old, std::string_view repl);
+  // A name its rule hides by the decision d, as EchoScan::name takes it.
+  void add_name(std::string_view text, const names::Decision& d);
   size_t size() const { return items.size(); }
   // The values are all in: what told them apart is freed.
   void seal() { std::unordered_set<std::string>().swap(seen_); }
 
  private:
-  std::unordered_set<std::string> seen_;
-  void put(std::string_view old, std::string_view repl);
+  std::unordered_set<std::string> seen_;  // by kind and value
+  void put(std::string_view old, std::string_view repl, EchoKind kind = EchoKind::Bytes, const names::Decision* dec = nullptr);
 };
 
 struct EchoShared;  // what the worker and the background thread share (echo_build.h)

@@ -10,8 +10,16 @@ namespace amon {
 EchoCollector::EchoCollector(const Program& p) {
   const dsl::Policy& pol = p.policy();
   rule_.assign(Registry::instance().fields().size(), -1);
+  named_.assign(rule_.size(), 0);
+  name_dec_.resize(rule_.size());
   act_.resize(pol.rules.size());
+  if (const FieldDesc* h = Registry::instance().field("dhcp.hostname")) host_ = p.echo_preload_name(h->id, host_dec_);
   for (FieldId f = 0; f < rule_.size(); ++f) {
+    named_[f] = p.has_rules(f);
+    if (p.echo_preload_name(f, name_dec_[f])) {
+      named_[f] = 2, wants_ = true;
+      continue;
+    }
     const int ri = p.echo_preload_rule(f);
     if (ri < 0) continue;
     rule_[f] = ri;
@@ -26,6 +34,8 @@ EchoCollector::~EchoCollector() = default;
 void EchoCollector::occurrences(const ProtoOccs& O, const uint8_t* pl, uint32_t avail) {
   for (uint32_t i = 0; i < O.n; ++i) {
     const ProtoOcc& o = O.occ[i];
+    if (o.kind == OccKind::Name && o.field < named_.size() && named_[o.field] == 2)
+      name(o.text, o.shown, name_dec_[o.field]);
     if (o.kind != OccKind::Bytes || o.field >= rule_.size() || rule_[o.field] < 0) continue;
     if (o.len < EchoScan::kMinBytes || o.off > avail || o.len > avail - o.off) continue;
     if (o.coded && (o.key > avail || o.len > avail - o.key)) continue;
@@ -43,6 +53,19 @@ void EchoCollector::occurrences(const ProtoOccs& O, const uint8_t* pl, uint32_t 
     const uint32_t keep = std::min<uint32_t>(o.len, EchoScan::kMaxValue);
     out_->add(std::string_view(old_).substr(0, keep), std::string_view(new_).substr(0, keep));
   }
+}
+
+void EchoCollector::name(std::string_view text, std::string_view shown, const names::Decision& d) {
+  out_->add_name(text, d);
+  if (!shown.empty()) out_->add_name(shown, d);
+}
+
+void EchoCollector::nbns_name(const ProtoOcc& o) {
+  if (o.kind != OccKind::Name || o.field >= named_.size()) return;
+  const names::Decision* d = named_[o.field] == 2 ? &name_dec_[o.field] : !named_[o.field] && host_ ? &host_dec_ : nullptr;
+  if (!d) return;
+  char plain[15];
+  name(o.text, std::string_view(plain, names::netbios_plain(o.text, plain)), *d);
 }
 
 }  // namespace amon

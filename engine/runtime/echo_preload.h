@@ -26,6 +26,11 @@ class EchoCollector {
   // The occurrences of one complete parse of a packet's payload `pl`
   // (`avail` bytes captured).
   void occurrences(const ProtoOccs& O, const uint8_t* pl, uint32_t avail);
+  // A name of an NBNS message (ProtocolPlugin::values of DNS on port 137):
+  // its DNS field's rule, or, with none, the device host name's
+  // (dhcp.hostname), as the DNS plugin decides the names of the local name
+  // protocols; its host's name (its 15 characters) with it.
+  void nbns_name(const ProtoOcc& o);
   std::shared_ptr<EchoPreload> take() {
     out_->seal();
     return std::move(out_);
@@ -34,6 +39,11 @@ class EchoCollector {
  private:
   std::vector<int> rule_;                          // by FieldId: Program::echo_preload_rule
   std::vector<std::unique_ptr<RtAction>> act_;     // by rule index, those rule_ names
+  std::vector<uint8_t> named_;                     // by FieldId: 1 some rule names it, 2 name_dec_ holds its decision
+  std::vector<names::Decision> name_dec_;          // by FieldId: Program::echo_preload_name
+  bool host_ = false;                              // the device host name's rule decides every name alike
+  names::Decision host_dec_;
+  void name(std::string_view text, std::string_view shown, const names::Decision& d);
   std::shared_ptr<EchoPreload> out_ = std::make_shared<EchoPreload>();
   std::string old_, new_;
   bool wants_ = false;

@@ -202,15 +202,20 @@ bool ProgramInstance::teredo_trailer_rule(uint8_t* buf, uint32_t cap, const Enca
 bool ProgramInstance::encap_rules(uint8_t* buf, uint32_t cap, const Decoded& d, Eval& e, ApplyCtx& ctx) {
   const Program& P = prog_;
   const auto& F = l2l4::g_fields;
-  // An inner Ethernet header's MACs: the eth rules, as for the outer one.
+  // An inner Ethernet header's MACs: the eth rules, as for the outer one,
+  // and remembered as its are (an HSRPv2 or LLDP payload inside names its
+  // sender's MAC).
   if (d.inner_eth_off && d.inner_eth_off + 14u <= cap &&
       (!P.field_rules_[F.eth_dst].empty() || !P.field_rules_[F.eth_src].empty())) {
+    uint8_t* const m = buf + d.inner_eth_off;
+    uint8_t old[12];
+    if (echo_) std::memcpy(old, m, 12);
     for (FieldId f : {F.eth_dst, F.eth_src}) {
       ctx.field = f;
       const int r = pick(f, e);
-      if (r >= 0 && actions_[r]->mac(buf + d.inner_eth_off + (f == F.eth_src ? 6 : 0), ctx) == ActResult::Drop)
-        return false;
+      if (r >= 0 && actions_[r]->mac(m + (f == F.eth_src ? 6 : 0), ctx) == ActResult::Drop) return false;
     }
+    if (echo_) echo_->mac(old, m), echo_->mac(old + 6, m + 6);
   }
   // The outer addresses: every layer's source and destination.
   RtAction* act = nullptr;

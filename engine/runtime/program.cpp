@@ -307,6 +307,36 @@ int Program::echo_preload_rule(FieldId f) const {
   }
 }
 
+namespace {
+// A hash() rule's name key (NamePlan::Hash's mask seed), 0 without a key.
+uint64_t name_mask_key(const ActionCall& call) {
+  const ArgValue* k = call.arg("key");
+  uint64_t key = 0;
+  if (k && k->key && k->key->bytes.size() == 32) {
+    auto hk = KeyedHash::derive_key(std::span<const uint8_t, 32>(k->key->bytes.data(), 32), "amon name mask");
+    std::memcpy(&key, hk.data(), 8);
+  }
+  return key;
+}
+}  // namespace
+
+bool Program::echo_preload_name(FieldId f, names::Decision& d) const {
+  const int ri = echo_preload_rule(f);
+  if (ri < 0 || Registry::instance().fields()[f].type != ValueType::Name) return false;
+  const ActionCall& a = policy_->rules[ri].action;
+  switch (a.desc->kind) {
+    case ActionKind::Hash:
+      if (const uint64_t k = name_mask_key(a)) return d = names::Decision::mask(k), true;
+      return d = names::Decision::mask(1), true;
+    case ActionKind::Redact:
+    case ActionKind::Zero: {
+      const ArgValue* sh = a.arg("shape");
+      return d = names::Decision::redact(a.desc->kind == ActionKind::Redact && sh && sh->s == "length"), true;
+    }
+    default: return false;
+  }
+}
+
 std::unique_ptr<ProgramInstance> Program::instantiate() const { return std::make_unique<ProgramInstance>(*this); }
 
 ProgramInstance::ProgramInstance(const Program& p) : prog_(p), uhash_(p.services_->user_hash_key) {
@@ -355,22 +385,10 @@ ProgramInstance::ProgramInstance(const Program& p) : prog_(p), uhash_(p.services
                                          : make_rt_action(ActionKind::Zero);
       }
     }
-    if (call.desc->kind == ActionKind::Hash) {
-      const ArgValue* k = call.arg("key");
-      if (k && k->key && k->key->bytes.size() == 32) {
-        auto hk = KeyedHash::derive_key(std::span<const uint8_t, 32>(k->key->bytes.data(), 32), "amon name mask");
-        std::memcpy(&name_key_[i], hk.data(), 8);
-      }
-    }
+    if (call.desc->kind == ActionKind::Hash) name_key_[i] = name_mask_key(call);
     if (call.desc->uses_zstore) {
       const ArgValue* fb = call.arg("fallback");
-      if (fb && fb->action && fb->action->desc->kind == ActionKind::Hash) {
-        const ArgValue* k = fb->action->arg("key");
-        if (k && k->key && k->key->bytes.size() == 32) {
-          auto hk = KeyedHash::derive_key(std::span<const uint8_t, 32>(k->key->bytes.data(), 32), "amon name mask");
-          std::memcpy(&name_key_[i], hk.data(), 8);
-        }
-      }
+      if (fb && fb->action && fb->action->desc->kind == ActionKind::Hash) name_key_[i] = name_mask_key(*fb->action);
     }
   }
   name_plan_.resize(p.plans_.size());

@@ -97,6 +97,11 @@ class Program {
   // redact, hash, cut, snap; not zanon, whose decision changes with the
   // users seen). -1: none.
   int echo_preload_rule(FieldId f) const;
+  // The same for a name field: the decision that rule makes on every name
+  // (hash: the keyed mask; redact, zero), as the instances decide it.
+  bool echo_preload_name(FieldId f, names::Decision& d) const;
+  // Some rule names field f.
+  bool has_rules(FieldId f) const { return f < field_rules_.size() && !field_rules_[f].empty(); }
   // The values the pre-pass found, every instance's echo table holds them
   // from the start; set before any instance is made.
   void set_echo_preload(std::shared_ptr<const EchoPreload> p) { echo_preload_ = std::move(p); }

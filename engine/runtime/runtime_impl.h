@@ -400,7 +400,7 @@ class ProgramInstance::PluginHost final : public RewriteHost {
   // Defined with ProgramInstance::decide_name (decisions.cpp), which they
   // inline: a second call level per name and per message cost as much as
   // the exchange's own look-up.
-  names::Decision decide_name(FieldId f, std::string_view text, bool exchange) override;
+  names::Decision decide_name(FieldId f, std::string_view text, bool exchange, std::string_view shown = {}) override;
   bool open_exchange(uint32_t flow, unsigned query_dir, uint16_t id, std::string_view name, bool response,
                      bool& recalled) override;
   bool addr(FieldId f, uint8_t* a, uint8_t family) override {

@@ -28,6 +28,9 @@ void register_ports(Registry& r) {
   r.add_addr_carrier("hncp", {8231});                       // node endpoints, assigned prefixes and addresses
   r.add_addr_carrier("syncthing-discovery", {21027});       // a device's addresses as URLs, in its other family's announcements
   r.add_addr_carrier("dlink-discovery", {62976});           // D-Link Smart Console: the switch's IPv4 and IPv6 addresses
+  r.add_addr_carrier("openflow", {6633, 6653});             // PACKET_IN/OUT frames, flow matches, port MACs
+  r.add_addr_carrier("capwap", {5246, 5247});               // AC and WTP addresses, radio MACs; stations' whole frames
+  r.add_addr_carrier("lwapp", {12222, 12223});              // CAPWAP's forerunner: the same frames and names
 }
 
 }  // namespace amon::carriers

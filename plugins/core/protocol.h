@@ -186,7 +186,11 @@ class RewriteHost {
   // one message (next_message() starts one) gets the same decision, not a
   // second z-anonymity observation. `exchange`: the name is the one
   // open_exchange named, decided as the exchange's first message had it.
-  virtual names::Decision decide_name(FieldId f, std::string_view text, bool exchange) = 0;
+  // `shown`: the name as people write it where `text` is an encoding of it
+  // (an NBNS name's 15 characters, ProtoOcc::shown): the runtime's search
+  // of kept payload for the names it hid looks for it too.
+  virtual names::Decision decide_name(FieldId f, std::string_view text, bool exchange,
+                                      std::string_view shown = {}) = 0;
   // A message of an exchange (a query and its response, one occurrence
   // with one decision): `flow` (ProtoPacket::flow_no), the query's
   // direction (0: from the flow's initiator), the exchange's id and its

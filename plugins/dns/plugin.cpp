@@ -286,11 +286,11 @@ unsigned service_labels(std::string_view t, unsigned& n_labels) {
 // its DNS role: the device host name's rule decides it, on the labels left
 // of the protocol's own, so a host name hashed in DHCP does not travel in
 // clear in the same device's mDNS announcements.
-names::Decision device_name(RewriteHost& host, FieldId hostname, std::string_view text) {
+names::Decision device_name(RewriteHost& host, FieldId hostname, std::string_view text, std::string_view shown) {
   unsigned n;
   const unsigned keep = service_labels(text, n);
   if (keep >= n || text.ends_with(".arpa")) return names::Decision::keep();
-  names::Decision d = host.decide_name(hostname, text, false);
+  names::Decision d = host.decide_name(hostname, text, false, shown);
   if (!keep) return d;
   switch (d.action) {
     case names::Action::Keep: return d;
@@ -338,10 +338,12 @@ bool txt_mac(RewriteHost& host, FieldId f, uint8_t* p) {
     bool exchange = false, recalled = false;
     uint32_t roles;  // the roles a DNS name rule decides; the others are device names
     std::string_view qname;
+    bool nbns = false;
   } cx;
   cx.host = &host;
   cx.F = &F;
   cx.roles = c.roles;
+  cx.nbns = at.sport == 137 || at.dport == 137;
   const bool devices = c.device_rules && (local_port(at.sport) || local_port(at.dport));
   // The exchange this message belongs to: a query records its first
   // question's decision, a response recalls it for that question and for the
@@ -356,11 +358,15 @@ bool txt_mac(RewriteHost& host, FieldId f, uint8_t* p) {
   auto fn = [](void* vctx, const NameView& nv) -> names::Decision {
     auto* x = static_cast<Ctx*>(vctx);
     const Fields& F = *x->F;
-    if (!(x->roles >> unsigned(nv.role) & 1)) return device_name(*x->host, F.hostname, nv.text);
+    // An NBNS name is also searched for as its host's name is written
+    // elsewhere (a DNS query for it, an account name in a certificate).
+    char plain[15];
+    const std::string_view shown(plain, x->nbns ? names::netbios_plain(nv.text, plain) : 0);
+    if (!(x->roles >> unsigned(nv.role) & 1)) return device_name(*x->host, F.hostname, nv.text, shown);
     const FieldId f = F.of(nv.role);
     const bool owner = f == F.answer_name;
     const bool ex = x->exchange && (nv.index == 0 || (owner && x->recalled && nv.text == x->qname));
-    return x->host->decide_name(f, nv.text, ex);
+    return x->host->decide_name(f, nv.text, ex, shown);
   };
   uint64_t* const sums = at.sums;
   // Only an exchange's seed can come back (a fresh random one cannot): a

@@ -93,4 +93,14 @@ void apply_to_text(char* p, size_t len, const Decision& d);
 // right), `lens[i]` its length. Masks the labels selected by `d`.
 void apply_to_labels(char* const* labels, const uint8_t* lens, unsigned n, const Decision& d);
 
+// A NetBIOS name as people write it (an agent's report, a certificate's
+// account name, a DNS query for the host) from its first-level encoding
+// (RFC 1001 14.1: 32 letters 'A'..'P', either case; what follows them, a
+// scope, is not read): its 15 characters without their padding, into
+// out. 0 when the text is no such encoding, when its name has a byte that
+// is not printable ASCII (__MSBROWSE__'s), or when it is dotted: a DNS
+// name a resolver asked over NBNS as its fallback (IPV6.GOOGLE.COM), no
+// device's, which travels elsewhere as the DNS name it is.
+unsigned netbios_plain(std::string_view encoded, char out[15]);
+
 }  // namespace amon::names

@@ -295,4 +295,20 @@ void apply_to_labels(char* const* labels, const uint8_t* lens, unsigned n, const
   for (unsigned i = 0; i + keep < n; ++i) mask_label(labels[i], lens[i], seeds[i]);
 }
 
+unsigned netbios_plain(std::string_view e, char out[15]) {
+  if (e.size() < 32 || (e.size() > 32 && e[32] != '.')) return 0;
+  unsigned n = 0;
+  for (unsigned i = 0; i < 15; ++i) {
+    const unsigned hi = unsigned(e[2 * i] | 0x20) - 'a', lo = unsigned(e[2 * i + 1] | 0x20) - 'a';
+    if (hi > 15 || lo > 15) return 0;
+    const char c = char(hi << 4 | lo);
+    if (c < ' ' || c > '~' || c == '.') return 0;
+    out[i] = c;
+    if (c != ' ') n = i + 1;
+  }
+  for (unsigned i = 30; i < 32; ++i)
+    if (unsigned(e[i] | 0x20) - 'a' > 15) return 0;
+  return n;
+}
+
 }  // namespace amon::names

@@ -162,12 +162,27 @@ void Walk::data(uint32_t f, uint8_t fc1, unsigned sub) {
   if (h > cap) return (void)stop(DecodeStatus::Truncated, r.good_until);
   r.good_until = h;
   if (sub & 4) return body(LinkBody::Located, h);       // no data (null function)
-  if (fc1 & 0x40) return body(LinkBody::Opaque, h);     // encrypted (WEP, TKIP, CCMP, GCMP)
+  // LLC/SNAP: RFC 1042 (OUI 0) or 802.1H bridge tunnel (00-00-F8), then an EtherType.
+  auto snap_at = [&](uint32_t o) {
+    const uint8_t* s = p + o;
+    return o + 8 <= cap && s[0] == 0xaa && s[1] == 0xaa && s[2] == 0x03 && s[3] == 0 && s[4] == 0 &&
+           (s[5] == 0 || s[5] == 0xf8);
+  };
+  if (fc1 & 0x40) {
+    // Encrypted (WEP, TKIP, CCMP, GCMP), unless its body is in clear: a
+    // capture decrypted where it was taken (in the adapter, or by a tool)
+    // keeps the Protected bit, with the cipher's header or without it.
+    // LLC/SNAP right after a cipher header of the kind its key id byte
+    // says (ExtIV: 8 bytes, else WEP's 4), or in its place, is six given
+    // bytes no key stream writes but by chance (2^-48).
+    const uint32_t iv = h + 4 <= cap && (p[h + 3] & 0x20) ? 8 : 4;
+    if (snap_at(h + iv)) h += iv, r.good_until = h;
+    else if (!snap_at(h)) return body(LinkBody::Opaque, h);
+  }
   if (amsdu) return body(LinkBody::Unknown, h);         // subframes with their own addresses: not read
   if (h + 8 > cap) return (void)stop(DecodeStatus::Truncated, h);
-  // LLC/SNAP: RFC 1042 (OUI 0) or 802.1H bridge tunnel (00-00-F8), then an EtherType.
   const uint8_t* s = p + h;
-  if (s[0] == 0xaa && s[1] == 0xaa && s[2] == 0x03 && s[3] == 0 && s[4] == 0 && (s[5] == 0 || s[5] == 0xf8)) {
+  if (snap_at(h)) {
     r.status = DecodeStatus::Ok;
     r.ethertype = uint16_t(s[6] << 8 | s[7]);
     r.off = r.good_until = h + 8;

@@ -12,7 +12,9 @@ through `amon pcap` with the shipped rules/ids.amon on crafted frames:
     written as text in that payload (IPv4 in binary is not searched: four
     given bytes turn up by chance);
   - a DHCP host name (hashed in DHCP) repeated in that payload, in
-    another case.
+    another case;
+  - the source MAC of a frame inside VXLAN, named in binary and in
+    Cisco's dotted form by that frame's own payload (a router's hello).
 
 Each is in the input and in none of the output's frames; lengths stay and
 checksums are good; the `echoes` counter counts them. With `echoes = keep`
@@ -38,6 +40,8 @@ GW_MAC = bytes.fromhex("00005e000101")
 COOKIE = b"Zq83hF0a9LmX2kPd7"
 HOST = b"anna-laptop"
 MAC_TEXTS = [b"00:1b:21:3a:4f:5d", b"00:1B:21:3A:4F:5D", b"00-1b-21-3a-4f-5d"]
+INNER_MAC = bytes.fromhex("000a4143d080")
+INNER_MAC_TEXT = b"000a.4143.d080"
 
 
 def eth(dst, src):
@@ -88,16 +92,27 @@ def agent_report(t):
     return t, with_eth(fr, GW_MAC, AGENT_MAC)
 
 
+def tunnelled_report(t):
+    """A router's hello inside VXLAN (as HSRPv2 inside ERSPAN): its payload
+    names the inner frame's source MAC, in binary and as text."""
+    inner = L.udp4_frame("10.20.0.2", "224.0.0.102", 1985, 1985,
+                         b"HELLO id " + INNER_MAC + b" mac " + INNER_MAC_TEXT + b"\n")
+    inner = with_eth(inner, bytes.fromhex("01005e000066"), INNER_MAC)
+    vxlan = b"\x08\x00\x00\x00" + (42).to_bytes(3, "big") + b"\x00"
+    fr = L.udp4_frame("192.0.2.1", "192.0.2.2", 50000, 4789, vxlan + inner)
+    return t, with_eth(fr, GW_MAC, AGENT_MAC)
+
+
 def build(d):
     t = 1_700_000_000 * S
-    frames = [dhcp_request(t)] + http_flow(t + S) + [agent_report(t + 2 * S)]
+    frames = [dhcp_request(t)] + http_flow(t + S) + [agent_report(t + 2 * S), tunnelled_report(t + 3 * S)]
     path = os.path.join(d, "in.pcap")
     L.write_pcap(path, frames)
     return path
 
 
 def secrets():
-    return [COOKIE, HOST, HOST.upper(), USER_MAC, USER.encode() + b" "] + MAC_TEXTS
+    return [COOKIE, HOST, HOST.upper(), USER_MAC, USER.encode() + b" ", INNER_MAC, INNER_MAC_TEXT] + MAC_TEXTS
 
 
 def policy(d, extra=""):
@@ -151,13 +166,13 @@ def main():
     if fout[1][26:30] == L.ip4(USER):
         fails.append("the user's address was not pseudonymized in its own flow")
     L.health(inp, out, "ids", fails)
-    if st.get("echoes", 0) + st.get("echoes_filled", 0) < 7:
-        fails.append(f"echoes counted {st.get('echoes')} + {st.get('echoes_filled')}, want at least 7")
+    if st.get("echoes", 0) + st.get("echoes_filled", 0) < 9:
+        fails.append(f"echoes counted {st.get('echoes')} + {st.get('echoes_filled')}, want at least 9")
 
     # The setting turns the search off: every copy stays (this is also what
     # the policy wrote before the search existed).
     _, fkeep, stk = run(d, amon, inp, policy(d, "echoes = keep\n"), "keep")
-    agent = fkeep[-1]
+    agent = fkeep[-2]
     for s in (COOKIE, HOST.upper(), MAC_TEXTS[0], USER.encode() + b" "):
         if s not in agent:
             fails.append(f"echoes = keep: {s!r} no longer in the agent's payload")

@@ -76,13 +76,21 @@ def link_header(lt, frame, i):
     raise ValueError(lt)
 
 
+def mac_texts(m):
+    """A MAC's text forms the echo search reads (doc/language.md, `echoes`)."""
+    h = m.hex()
+    forms = [":".join(h[i:i + 2] for i in range(0, 12, 2)), "-".join(h[i:i + 2] for i in range(0, 12, 2)),
+             h, ".".join(h[i:i + 4] for i in range(0, 12, 4))]
+    return {x.encode() for f in forms for x in (f, f.upper())}
+
+
 def echo_equal(o, r, macs):
     """The bytes above the link layer of a record from a link type without
     MACs (o) against the Ethernet file's (r): equal, but where the Ethernet
     file's MAC, protected in its header, is found again in the payload (a
-    DHCP chaddr) and rewritten as its field was; without that header the
-    consumer protects no MAC, and o keeps it (and the transport checksum
-    that covers it)."""
+    DHCP chaddr; as text, a Cisco phone's host name SEP + its MAC) and
+    rewritten as its field was; without that header the consumer protects
+    no MAC, and o keeps it (and the transport checksum that covers it)."""
     if o == r:
         return True
     if len(o) != len(r) or not o:
@@ -94,14 +102,16 @@ def echo_equal(o, r, macs):
         at = l4 + {6: 16, 17: 6}.get(proto, -l4 - 2)
         if at >= 0:
             sums = {at, at + 1}
+    texts = set().union(*(mac_texts(m) for m in macs)) if macs else set()
     i, echoes = 0, 0
     while i < len(o):
         if o[i] == r[i] or i in sums:
             i += 1
             continue
-        for s in range(max(0, i - 5), i + 1):
-            if o[s:s + 6] in macs:
-                i = s + 6
+        for n, forms in ((6, macs), (17, texts), (14, texts), (12, texts)):
+            at = next((s for s in range(max(0, i - n + 1), i + 1) if o[s:s + n] in forms), None)
+            if at is not None:
+                i = at + n
                 echoes += 1
                 break
         else:

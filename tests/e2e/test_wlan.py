@@ -4,7 +4,9 @@ written back in their link type, with tshark as the oracle.
 
 The frames are built here (no shared capture is 802.11): beacons, probe
 requests and responses, an association request, data frames to and from an
-access point carrying IPv4 UDP and TCP, a protected data frame, control
+access point carrying IPv4 UDP and TCP, a protected data frame, two
+whose Protected bit a decrypting capture left on their clear bodies (one
+with its CCMP header kept, as adapters that decrypt write them), control
 frames, a deauthentication, and malformed ones (an element running past the
 frame, a frame cut inside its addresses, a radiotap header longer than the
 record). Each capture header carries what names a device (a radiotap vendor
@@ -114,6 +116,13 @@ def protected_data():
         b"\x01\x00\x00\x20\x00\x00\x00\x00" + b"CIPHERTEXT" * 4
 
 
+def decrypted_data(ccmp_header=False):
+    """Protected, its body in clear: a capture decrypted where it was taken
+    keeps the Protected bit, and the adapter's keeps the CCMP header too."""
+    head = b"\x11\x00\x00\x20\x00\x00\x00\x00" if ccmp_header else b""
+    return fc(2, 8, 0x41) + b"\0\0" + AP + STA2 + GW + b"\x50\x00" + b"\x00\x00" + head + SNAP4 + ip_packet(True)
+
+
 def rts():
     return fc(1, 11) + b"\0\0" + AP + STA
 
@@ -129,7 +138,7 @@ def bad_element():
 FRAMES = [beacon, lambda: probe_request(STA), lambda: probe_request(STA2), probe_response, assoc_request,
           lambda: data_to_ap(ip_packet(True)), lambda: data_from_ap(ip_packet(True, True)),
           lambda: data_to_ap(ip_packet(False)), lambda: data_from_ap(ip_packet(False, True)),
-          protected_data, rts, ack, deauth, bad_element]
+          decrypted_data, lambda: decrypted_data(True), protected_data, rts, ack, deauth, bad_element]
 MALFORMED = 1  # bad_element, last
 
 
@@ -246,7 +255,8 @@ def check(amon, work, fails):
                          "ip.server : keep()\n")
     eth_in = os.path.join(work, "eth.pcap")
     eth_out = os.path.join(work, "eth.out.pcap")
-    ips = [ip_packet(True), ip_packet(True, True), ip_packet(False), ip_packet(False, True)]
+    ips = [ip_packet(True), ip_packet(True, True), ip_packet(False), ip_packet(False, True), ip_packet(True),
+           ip_packet(True)]
     L.write_pcap(eth_in, [(1700000000 * 10**9 + i, GW + STA + b"\x08\x00" + p) for i, p in enumerate(ips)])
     L.run_amon(amon, eth_in, [("c", pol, eth_out)])
     eth_ips = [r[3][14:] for r in L.read_pcap(eth_out)[1]]
@@ -288,7 +298,7 @@ def check(amon, work, fails):
                     if any(x.decode() in s for x in SSIDS):
                         fails.append(f"{name} frame {i + 1}: SSID {s} in clear")
         # The IP packets inside: as over Ethernet.
-        for k, fi in enumerate((5, 6, 7, 8)):
+        for k, fi in enumerate((5, 6, 7, 8, 9, 10)):
             frame = orecs[fi][3]
             if eth_ips[k] not in frame:
                 fails.append(f"{name} frame {fi + 1}: the IP packet differs from the same packet over Ethernet")

@@ -89,6 +89,22 @@ TEST_CASE("what a value becomes follows its latest rewrite; kept values are not 
   CHECK(scanned(s, "at 00:1b:21:3a:4f:5d, kept 192.168.7.7") == "at 02:00:00:00:00:2b, kept 192.168.7.7");
 }
 
+TEST_CASE("a MAC written without separators or in dotted groups of four is found, in its own form") {
+  const std::string pay =
+      "USN: uuid:295c0004-6807-106d-80cf-001b213a4f5d::urn AP001B.213A.4F5D up; "
+      "not 001b213a4f5d0 nor 0001b213a4f5d nor 001b.213a.4f5d.0";
+  for (const bool built : {false, true}) {
+    EchoScan s;
+    s.mac(kOldMac, kNewMac);
+    if (built) REQUIRE(s.wait_built(5000));
+    EchoCount c;
+    const std::string out = scanned(s, pay, &c);
+    CHECK(out.substr(0, 73) == "USN: uuid:295c0004-6807-106d-80cf-02000000002a::urn AP0200.0000.002A up; ");
+    CHECK(out.substr(73) == pay.substr(73));  // inside longer hex runs or dotted groups: left alone
+    CHECK(c.mapped == 2);
+  }
+}
+
 TEST_CASE("the table is bounded: the oldest values leave it") {
   EchoScan s;
   uint8_t o[4] = {172, 16, 0, 0}, n[4] = {10, 0, 0, 0};
