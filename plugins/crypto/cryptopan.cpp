@@ -5,6 +5,8 @@
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
 
+#include <emmintrin.h>
+
 #include <bit>
 #include <cstdio>
 #include <cstring>
@@ -118,6 +120,16 @@ void CryptoPAn::encrypt_blocks(const uint8_t* in, uint8_t* out, size_t nblocks) 
         openssl_fail("EVP_EncryptUpdate");
 }
 
+namespace {
+// The top bits of the first bytes of 16 blocks, the first block's as bit 15:
+// one movemask instead of a shift and an or per block.
+inline uint32_t first_bits16(const uint8_t* o) {
+    const auto b = [o](int i) { return static_cast<char>(o[16 * i]); };
+    return static_cast<uint32_t>(_mm_movemask_epi8(_mm_set_epi8(b(0), b(1), b(2), b(3), b(4), b(5), b(6), b(7), b(8),
+                                                                b(9), b(10), b(11), b(12), b(13), b(14), b(15))));
+}
+}  // namespace
+
 uint32_t CryptoPAn::anon_v4(uint32_t addr) {
     // Block p = first p address bits, then pad bits p..127. Only the top 32 bits
     // depend on the address, so the low 96 bits are the pad in every block.
@@ -135,9 +147,7 @@ uint32_t CryptoPAn::anon_v4(uint32_t addr) {
             store_be64(in + 16 * p, (a & m) | (pad_hi_ & ~m));
         }
         encrypt_blocks(in + 16 * from, out + 16 * from, 32 - from);
-        uint32_t bits = 0;
-        for (unsigned p = from; p < 32; ++p) bits |= (uint32_t{out[16 * p]} >> 7) << (31 - p);
-        return bits;
+        return first_bits16(out + 16 * 16) | (from == 0 ? first_bits16(out) << 16 : 0u);
     };
     if (head >= 0) return addr ^ (static_cast<uint32_t>(head) << 16 | blocks(std::integral_constant<unsigned, 16>{}));
     const uint32_t otp = blocks(std::integral_constant<unsigned, 0>{});
