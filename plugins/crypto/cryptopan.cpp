@@ -138,9 +138,9 @@ uint32_t CryptoPAn::anon_v4(uint32_t addr) {
     const int32_t head = known_head(addr >> 16);
     uint8_t* in = in_buf_.get();
     uint8_t* out = out_buf_.get();
-    // Blocks p..31 of the address, and the bits their first bytes give: loops
-    // of a fixed count (the common case, a /16 seen before, is 16 blocks),
-    // which the compiler unrolls.
+    // Blocks p..31 of the address, and the bits their first bytes give, for
+    // the two counts there are (16 blocks: a /16 seen before, the common
+    // case; 32 otherwise).
     auto blocks = [&](auto from) {
         for (unsigned p = from; p < 32; ++p) {
             const uint64_t m = prefix_mask64(p);
