@@ -96,7 +96,7 @@ void echo_forms(const EchoValue& v, std::vector<EchoForm>& out) {
 }
 
 EchoScan::EchoScan()
-    : is_dirty_(kEntries), slots_(kEntries), shared_(std::make_shared<EchoShared>(std::vector<size_t>{kEntries})) {}
+    : slots_(kEntries), is_dirty_(kEntries), shared_(std::make_shared<EchoShared>(std::vector<size_t>{kEntries})) {}
 
 const std::vector<EchoForm>& EchoScan::forms_of(EchoValue& v) {
   if (v.formed != v.seq) echo_forms(v, v.forms), v.formed = v.seq;
