@@ -122,7 +122,7 @@ names::Decision ProgramInstance::decide_zanon(FieldId f, int ri, const NamePlan&
         if (!nk) {
           sk = st->key(sc, sld);
         } else {
-          if (!nk->have_sld_h) nk->sld_h = st->key(sc, sld).h, nk->have_sld_h = true;
+          if (!nk->have_sld_h) nk->sld_h = sld_key(sc, sld, *st), nk->have_sld_h = true;
           sk = zanon::Key{sc, {reinterpret_cast<const uint8_t*>(sld.data()), sld.size()}, nk->sld_h};
         }
         if (st->observe(sk, e.user, e.m->ts_ns, zp)) out = ZOutcome::Sld, keep = si.keep;
@@ -165,11 +165,8 @@ const ProgramInstance::ExchangeMemo* ProgramInstance::exch_find(uint64_t key, ui
   return nullptr;
 }
 
-// A hit must equal the name byte for byte (the tag only finds the slot), so
-// a collision of this cheap hash costs a miss, never a wrong key.
-ProgramInstance::NameKeys* ProgramInstance::name_keys(zanon::Scope sc, std::string_view text, const zanon::Store& st) {
+uint64_t ProgramInstance::name_tag(zanon::Scope sc, std::string_view text) const {
   const size_t n = text.size();
-  if (n > NameKeys::kText) return nullptr;
   uint64_t h = name_keys_secret_ ^ (n * 0x9e3779b97f4a7c15ULL) ^ (uint64_t(sc.cls) << 32 | sc.kind);
   size_t i = 0;
   for (; i + 8 <= n; i += 8) {
@@ -178,7 +175,29 @@ ProgramInstance::NameKeys* ProgramInstance::name_keys(zanon::Scope sc, std::stri
     h = (h ^ w) * 0xbf58476d1ce4e5b9ULL;
     h ^= h >> 31;
   }
-  const uint64_t tag = splitmix_of(h ^ tail_word(text, i)) | 1;
+  return splitmix_of(h ^ tail_word(text, i)) | 1;
+}
+
+zanon::Hash128 ProgramInstance::sld_key(zanon::Scope sc, std::string_view sld, const zanon::Store& st) {
+  const size_t n = sld.size();
+  if (n > SldKey::kText) return st.key(sc, sld).h;
+  const uint64_t tag = name_tag(sc, sld);
+  SldKey& k = sld_keys_[(tag >> 32) % kSldKeys];
+  if (k.tag == tag && k.len == n && k.cls == sc.cls && k.kind == sc.kind && std::memcmp(k.text, sld.data(), n) == 0)
+    return k.h;
+  k.tag = tag;
+  k.h = st.key(sc, sld).h;
+  k.cls = sc.cls, k.kind = sc.kind, k.len = uint8_t(n);
+  std::memcpy(k.text, sld.data(), n);
+  return k.h;
+}
+
+// A hit must equal the name byte for byte (the tag only finds the slot), so
+// a collision of this cheap hash costs a miss, never a wrong key.
+ProgramInstance::NameKeys* ProgramInstance::name_keys(zanon::Scope sc, std::string_view text, const zanon::Store& st) {
+  const size_t n = text.size();
+  if (n > NameKeys::kText) return nullptr;
+  const uint64_t tag = name_tag(sc, text);
   NameKeys* set = &name_keys_[(tag >> 32) % kNameKeySets * 2];
   auto same = [&](const NameKeys& k) {
     return k.tag == tag && k.len == n && k.cls == sc.cls && k.kind == sc.kind && std::memcmp(k.text, text.data(), n) == 0;

@@ -104,7 +104,17 @@ void echo_forms(const EchoValue& v, std::vector<EchoForm>& out) {
   out.resize(n);
 }
 
-EchoScan::EchoScan() : slots_(kEntries), shared_(std::make_shared<EchoShared>(std::vector<size_t>{kEntries})) {}
+EchoScan::EchoScan()
+    : slots_(kEntries), is_dirty_(kEntries), shared_(std::make_shared<EchoShared>(std::vector<size_t>{kEntries})) {}
+
+const std::vector<EchoForm>& EchoScan::forms_of(EchoValue& v) {
+  if (v.formed != v.seq) echo_forms(v, v.forms), v.formed = v.seq;
+  return v.forms;
+}
+
+void EchoScan::touch(uint32_t slot) {
+  if (!is_dirty_[slot]) is_dirty_[slot] = 1, dirty_.push_back(slot);
+}
 
 void EchoPreload::put(std::string_view old, std::string_view repl, EchoKind kind, const names::Decision* dec) {
   if (kind == EchoKind::Bytes && (old.size() < EchoScan::kMinBytes || old == repl)) return;
@@ -136,6 +146,7 @@ void EchoScan::preload(const EchoPreload& p) {
   if (p.items.empty() || seq_ || pinned_) return;
   pinned_ = unsigned(p.items.size());
   slots_.resize(kEntries + pinned_);
+  is_dirty_.resize(slots_.size());
   index_ = EchoIndex(2 * (kEntries + pinned_));
   for (unsigned i = 0; i < pinned_; ++i) {
     const uint32_t slot = kEntries + i;
@@ -143,10 +154,10 @@ void EchoScan::preload(const EchoPreload& p) {
     v.kind = p.items[i].kind, v.old = p.items[i].old, v.repl = p.items[i].repl, v.seq = ++seq_, v.z = false;
     v.dec = p.items[i].dec;
     v.key = echo_key(v.kind, v.old);
-    echo_forms(v, v.forms);
+    forms_of(v);
     index_.put(v.key, slot);
     pending_.emplace_back(slot, v.seq);
-    outbox_.add(slot, v.seq, v.kind, v.old);
+    touch(slot);
   }
   relist_pending();
   shared_ = std::make_shared<EchoShared>(std::vector<size_t>{slots_.size()});
@@ -277,14 +288,14 @@ void EchoScan::record(EchoKind k, std::string_view old, std::string_view repl, b
   bin4_count(v, 1);
   zlive_ += z;
   if (dec) v.dec = *dec;
-  echo_forms(v, v.forms);
   index_.put(h, slot);
   quick_[q] = slot + 1;
   pending_.emplace_back(slot, v.seq);
-  if (!in_db(k, old, h)) add_pending(slot);
-  // No database for a long while (a burst, a failed compile): the lists
-  // keep only what the table holds, so they never outgrow it.
-  if (++listed_ > 4 * kEntries) relist_pending();
+  fresh_.emplace_back(slot, v.seq);
+  // Between two searches only the values still in the table are kept.
+  if (fresh_.size() >= 2 * size_t(kEntries))
+    fresh_.erase(std::remove_if(fresh_.begin(), fresh_.end(), [&](const auto& f) { return slots_[f.first].seq != f.second; }),
+                 fresh_.end());
   // Past the bound, the oldest value that took turns in the table has
   // left its slot by now. A preloaded one ahead of it is still held: it
   // goes behind, until a database covers it.
@@ -294,7 +305,7 @@ void EchoScan::record(EchoKind k, std::string_view old, std::string_view repl, b
     if (s < kEntries || q <= covered_) break;
     pending_.emplace_back(s, q);
   }
-  outbox_.add(slot, v.seq, k, old);
+  touch(slot);
 }
 
 // A value only z-anonymity hid, left in clear by a field now: it leaves
@@ -310,10 +321,10 @@ void EchoScan::release(EchoKind k, std::string_view old) {
   index_.erase(h);
   released_[h % kReleased] = h;
   bin4_count(v, -1);
-  v.seq = 0, v.z = false;
+  v.seq = 0, v.z = false, v.formed = 0;
   v.old.clear(), v.forms.clear();
   --zlive_;
-  outbox_.add(slot, 0, k, {});
+  touch(slot);
 }
 
 unsigned EchoScan::pending() const {
@@ -323,7 +334,30 @@ unsigned EchoScan::pending() const {
 }
 
 void EchoScan::flush() {
-  if (!outbox_.empty() && echo_hand_over(shared_, member_, outbox_)) outbox_.clear(), handed_ = true;
+  if (dirty_.empty()) return;
+  outbox_.clear();
+  for (uint32_t slot : dirty_) {
+    const EchoValue& v = slots_[slot];
+    outbox_.add(slot, v.seq, v.kind, v.seq ? std::string_view(v.old) : std::string_view());
+  }
+  outbox_.items.push_back({seq_, EchoBatch::kCovers, 0, 0, 0, EchoKind::Bytes});
+  if (!echo_hand_over(shared_, member_, outbox_)) return;
+  for (uint32_t slot : dirty_) is_dirty_[slot] = 0;
+  dirty_.clear();
+  handed_ = true;
+}
+
+void EchoScan::list_new() {
+  for (size_t i = 0; i < fresh_.size(); ++i) {
+    const auto [slot, seq] = fresh_[i];
+    // add_pending may list everything again (a shorter window): fresh_ is
+    // then empty.
+    if (seq > covered_ && slots_[slot].seq == seq && !in_db(slots_[slot])) add_pending(slot);
+  }
+  fresh_.clear();
+  // No database for a long while (a burst, a failed compile): the lists
+  // keep only what the table holds, so they never outgrow it.
+  if (listed_ > 4 * kEntries) relist_pending();
 }
 
 void EchoScan::adopt() {
@@ -341,7 +375,7 @@ bool EchoScan::wait_built(unsigned ms) {
   for (unsigned t = 0;; ++t) {
     flush();
     adopt();
-    if (outbox_.empty() && covered_ >= seq_) return true;
+    if (dirty_.empty() && covered_ >= seq_) return true;
     if (t >= ms) return false;
     echo_sleep_ms(1);
   }
@@ -357,8 +391,8 @@ int EchoScan::on_match(unsigned id, unsigned long long, unsigned long long to, u
   // built.
   const uint32_t s = self->index_.find(pat.key);
   if (s == EchoIndex::kNone) return 0;
-  const EchoValue& live = self->slots_[s];
-  if (!live.seq || pat.form >= live.forms.size()) return 0;
+  EchoValue& live = self->slots_[s];
+  if (!live.seq || pat.form >= self->forms_of(live).size()) return 0;
   const EchoForm& f = live.forms[pat.form];
   const uint32_t from = uint32_t(to - pat.len);
   const char* at = reinterpret_cast<const char*>(self->scanned_ + from);
@@ -388,8 +422,9 @@ unsigned pair_key(uint8_t a, uint8_t b) { return unsigned(kFold[a]) | unsigned(k
 }  // namespace
 
 void EchoScan::add_pending(uint32_t slot) {
-  const EchoValue& v = slots_[slot];
-  for (const EchoForm& f : v.forms)
+  EchoValue& v = slots_[slot];
+  ++listed_;
+  for (const EchoForm& f : forms_of(v))
     if (f.lit.size() < m_) {
       // A shorter form than the window: every list is made again for it.
       m_ = unsigned(std::max<size_t>(2, f.lit.size()));
@@ -418,7 +453,7 @@ void EchoScan::add_pending(uint32_t slot) {
 
 // After a new database: only the values it does not hold stay listed.
 void EchoScan::relist_pending() {
-  listed_ = 0;
+  fresh_.clear();
   for (uint16_t k : touched_) buckets_[k].clear();
   for (uint16_t k : shifted_) shift_[k] = kWindow - 1;
   touched_.clear(), shifted_.clear();
@@ -428,10 +463,11 @@ void EchoScan::relist_pending() {
   unsigned m = kWindow;
   for (const auto& [slot, seq] : pending_)
     if (listed(slot, seq))
-      for (const EchoForm& f : slots_[slot].forms) m = std::min<unsigned>(m, unsigned(std::max<size_t>(2, f.lit.size())));
+      for (const EchoForm& f : forms_of(slots_[slot])) m = std::min<unsigned>(m, unsigned(std::max<size_t>(2, f.lit.size())));
   m_ = m;
   for (const auto& [slot, seq] : pending_)
     if (listed(slot, seq)) add_pending(slot);
+  listed_ = 0;
 }
 
 void EchoScan::search_pending(const uint8_t* p, uint32_t n) {
@@ -550,6 +586,7 @@ EchoCount EchoScan::scan(uint8_t* p, uint32_t n, const Span* keep, unsigned n_ke
   flush();
   adopt();
   if (n < 4 || (!gen_ && pending_.empty())) return {};
+  list_new();
   hits_.clear();
   scanned_ = p;
   if (gen_ && gen_->db) hs_scan(gen_->db, reinterpret_cast<const char*>(p), n, 0, gen_->scratch, on_match, this);

@@ -63,6 +63,10 @@ struct EchoValue {
   bool z = false;
   std::vector<EchoForm> forms;  // echo_forms(), made once
   uint64_t key = 0;             // echo_key(kind, old), in a table's slot
+  // In a table's slot: the seq its forms were made for. They are made when
+  // first searched for (listed, or found by a database), not when the value
+  // is recorded: most values of a flood leave the table unsearched.
+  uint64_t formed = 0;
 };
 
 void echo_forms(const EchoValue& v, std::vector<EchoForm>& out);
@@ -114,6 +118,9 @@ struct EchoBatch {
     uint32_t slot, off, len, member;
     EchoKind kind;
   };
+  // An item of no slot: every value its member recorded up to seq is in the
+  // batch or has left the table.
+  static constexpr uint32_t kCovers = ~0u;
   std::vector<Item> items;
   std::string bytes;
   void add(uint32_t slot, uint64_t seq, EchoKind k, std::string_view old, unsigned member = 0) {
@@ -234,6 +241,9 @@ class EchoScan {
   void release(EchoKind k, std::string_view old);
   void adopt();  // a newer database, if the background thread has one ready
   void flush();  // hands the recorded values to the background thread
+  void touch(uint32_t slot);  // the slot's value changed since the last hand-over
+  void list_new();            // the values recorded since the last search, into the direct search's lists
+  const std::vector<EchoForm>& forms_of(EchoValue& v);
   struct Hit {
     uint32_t from;
     uint32_t len;
@@ -296,7 +306,17 @@ class EchoScan {
   EchoIndex index_{2 * kEntries};                 // echo_key of (kind, old) -> slot
   uint32_t quick_[256] = {};                      // recent slots + 1 (record's cache), 0: none
   std::deque<std::pair<uint32_t, uint64_t>> pending_;  // (slot, seq), oldest first
-  EchoBatch outbox_;  // recorded, not yet handed over
+  // Recorded since the last search of a payload, not listed yet: a consumer
+  // whose packets have no kept payload to search (DNS under the datagram
+  // shortcut) lists nothing, and one that searches lists each value once.
+  std::vector<std::pair<uint32_t, uint64_t>> fresh_;
+  // Slots whose value changed since the last hand-over (each once): what
+  // the background thread is given is their values then, so a consumer that
+  // never searches holds no more than its table, and a slot that took
+  // several values between two searches is handed over once.
+  std::vector<uint32_t> dirty_;
+  std::vector<uint8_t> is_dirty_;
+  EchoBatch outbox_;  // the hand-over being made
   std::string low_;   // name()'s lowercased text
   uint32_t next_ = 0;
   uint64_t seq_ = 0;

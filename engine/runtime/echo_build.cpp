@@ -96,6 +96,7 @@ class Builder {
       // The forms are made here, off the worker.
       for (const EchoBatch::Item& e : in_.items) {
         s->applied[e.member] = std::max(s->applied[e.member], e.seq);
+        if (e.slot == EchoBatch::kCovers) continue;
         EchoValue& v = s->mirror[e.member][e.slot];
         v.kind = e.kind, v.seq = e.seq;
         v.old.assign(in_.old(e));

@@ -463,6 +463,7 @@ ProgramInstance::ProgramInstance(const Program& p) : prog_(p), uhash_(p.services
   if (name_zanon && !p.services_->zstore) throw std::runtime_error("zanon rules need the z-anonymity store");
   if (name_zanon) {
     name_keys_.resize(kNameKeySets * 2);
+    sld_keys_.resize(kSldKeys);
     if (RAND_bytes(reinterpret_cast<unsigned char*>(&name_keys_secret_), sizeof name_keys_secret_) != 1)
       throw std::runtime_error("RAND_bytes failed");
   }

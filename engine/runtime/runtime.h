@@ -605,6 +605,22 @@ class ProgramInstance {
   std::vector<NameKeys> name_keys_;  // empty unless a name rule uses zanon
   uint64_t name_keys_secret_ = 0;
   NameKeys* name_keys(zanon::Scope sc, std::string_view text, const zanon::Store& st);
+  // The same hash of registrable domains, by their own bytes: the names of
+  // a flood of random labels are each new to name_keys_, their registrable
+  // domain is one. Direct-mapped, confirmed by the bytes as there.
+  struct alignas(64) SldKey {
+    static constexpr unsigned kText = 35;  // longer ones are hashed each time
+    uint64_t tag = 0;                      // 0: free
+    zanon::Hash128 h;
+    uint16_t cls = 0, kind = 0;
+    uint8_t len = 0;
+    char text[kText];
+  };
+  static_assert(sizeof(SldKey) == 64);
+  static constexpr size_t kSldKeys = 512;
+  std::vector<SldKey> sld_keys_;  // sized with name_keys_
+  uint64_t name_tag(zanon::Scope sc, std::string_view text) const;
+  zanon::Hash128 sld_key(zanon::Scope sc, std::string_view sld, const zanon::Store& st);
   ::hs_scratch* hs_ = nullptr;
   // Program::echoes_: the values this consumer rewrote, searched for in the
   // payload it keeps (echo.h); null without.

@@ -3,6 +3,7 @@
 // ordinary address gets a pseudonym inside one. See doc/cryptopan.md.
 #include "cryptopan.h"
 
+#include <array>
 #include <cstring>
 
 namespace amon {
@@ -43,6 +44,21 @@ const Range4* find4(uint32_t a, const Range4 (&rs)[N]) {
 }
 
 inline bool ordinary4(uint32_t a) { return !find4(a, kKeep4) && !find4(a, kInClass4); }
+
+// The first octets of those ranges: an address of any other is ordinary
+// without a look at each range (most addresses of a flood of spoofed
+// sources, each new to the cache).
+constexpr auto kSpecialOctet4 = [] {
+    std::array<bool, 256> t{};
+    auto mark = [&](const Range4& r) {
+        const unsigned b = r.bits < 8 ? r.bits : 8;
+        const unsigned first = (r.net >> 24) & (0xFFu << (8 - b)) & 0xFFu;
+        for (unsigned i = 0; i < (1u << (8 - b)); ++i) t[first + i] = true;
+    };
+    for (const Range4& r : kKeep4) mark(r);
+    for (const Range4& r : kInClass4) mark(r);
+    return t;
+}();
 
 inline uint32_t host_mask(unsigned bits) { return bits == 0 ? ~0u : bits >= 32 ? 0u : ~0u >> bits; }
 
@@ -113,6 +129,11 @@ void keep_prefix6(const uint8_t* orig, const uint8_t* anon, unsigned bits, uint8
 }  // namespace
 
 uint32_t CryptoPAn::anon_v4_classes(uint32_t addr) {
+    if (!kSpecialOctet4[addr >> 24]) {
+        uint32_t y = anon_v4(addr);
+        while (kSpecialOctet4[y >> 24] && !ordinary4(y)) y = anon_v4(y);
+        return y;
+    }
     if (find4(addr, kKeep4)) return addr;
     if (const Range4* r = find4(addr, kInClass4)) {
         const uint32_t hm = host_mask(r->bits);

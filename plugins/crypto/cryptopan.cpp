@@ -5,11 +5,14 @@
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
 
+#include <emmintrin.h>
+
 #include <bit>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <stdexcept>
+#include <type_traits>
 
 namespace amon {
 
@@ -104,6 +107,9 @@ void CryptoPAn::rekey(std::span<const uint8_t, 32> key) {
     encrypt_blocks(key.data() + 16, pad, 1);
     pad_hi_ = load_be64(pad);
     pad_lo_ = load_be64(pad + 8);
+    // The second half of blocks 0..63 is the pad's in every address (IPv4
+    // and IPv6 alike): written here once, not per address.
+    for (unsigned p = 0; p < 64; ++p) store_be64(in_buf_.get() + 16 * p + 8, pad_lo_);
     forget_heads();
 }
 
@@ -114,25 +120,38 @@ void CryptoPAn::encrypt_blocks(const uint8_t* in, uint8_t* out, size_t nblocks) 
         openssl_fail("EVP_EncryptUpdate");
 }
 
+namespace {
+// The top bits of the first bytes of 16 blocks, the first block's as bit 15:
+// one movemask instead of a shift and an or per block.
+inline uint32_t first_bits16(const uint8_t* o) {
+    const auto b = [o](int i) { return static_cast<char>(o[16 * i]); };
+    return static_cast<uint32_t>(_mm_movemask_epi8(_mm_set_epi8(b(0), b(1), b(2), b(3), b(4), b(5), b(6), b(7), b(8),
+                                                                b(9), b(10), b(11), b(12), b(13), b(14), b(15))));
+}
+}  // namespace
+
 uint32_t CryptoPAn::anon_v4(uint32_t addr) {
     // Block p = first p address bits, then pad bits p..127. Only the top 32 bits
     // depend on the address, so the low 96 bits are the pad in every block.
     // Blocks 0..15 only when the table does not have their bits yet.
     const uint64_t a = uint64_t{addr} << 32;
     const int32_t head = known_head(addr >> 16);
-    const unsigned from = head < 0 ? 0 : 16;
     uint8_t* in = in_buf_.get();
-    for (unsigned p = from; p < 32; ++p) {
-        const uint64_t m = prefix_mask64(p);
-        store_be64(in + 16 * p, (a & m) | (pad_hi_ & ~m));
-        store_be64(in + 16 * p + 8, pad_lo_);
-    }
     uint8_t* out = out_buf_.get();
-    encrypt_blocks(in + 16 * from, out + 16 * from, 32 - from);
-    uint32_t otp = 0;
-    for (unsigned p = from; p < 32; ++p) otp |= (uint32_t{out[16 * p]} >> 7) << (31 - p);
-    if (head < 0) note_head(addr >> 16, static_cast<uint16_t>(otp >> 16));
-    else otp |= static_cast<uint32_t>(head) << 16;
+    // Blocks p..31 of the address, and the bits their first bytes give, for
+    // the two counts there are (16 blocks: a /16 seen before, the common
+    // case; 32 otherwise).
+    auto blocks = [&](auto from) {
+        for (unsigned p = from; p < 32; ++p) {
+            const uint64_t m = prefix_mask64(p);
+            store_be64(in + 16 * p, (a & m) | (pad_hi_ & ~m));
+        }
+        encrypt_blocks(in + 16 * from, out + 16 * from, 32 - from);
+        return first_bits16(out + 16 * 16) | (from == 0 ? first_bits16(out) << 16 : 0u);
+    };
+    if (head >= 0) return addr ^ (static_cast<uint32_t>(head) << 16 | blocks(std::integral_constant<unsigned, 16>{}));
+    const uint32_t otp = blocks(std::integral_constant<unsigned, 0>{});
+    note_head(addr >> 16, static_cast<uint16_t>(otp >> 16));
     return addr ^ otp;
 }
 
@@ -145,7 +164,6 @@ void CryptoPAn::anon_v6(const uint8_t in_addr[16], uint8_t out_addr[16]) {
     for (unsigned p = from; p < 64; ++p) {
         const uint64_t m = prefix_mask64(p);
         store_be64(in + 16 * p, (a_hi & m) | (pad_hi_ & ~m));
-        store_be64(in + 16 * p + 8, pad_lo_);
     }
     for (unsigned p = 64; p < 128; ++p) {
         const uint64_t m = prefix_mask64(p - 64);

@@ -1,10 +1,16 @@
 #include "amon_names.hpp"
 
 #include <libpsl.h>
+#include <openssl/evp.h>
 
 #include "amon_siphash.h"
 
+#include <cstdio>
 #include <cstring>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <unordered_set>
 
 #include <emmintrin.h>
 
@@ -204,10 +210,81 @@ struct ParentMemo {
   uint64_t tag = 0;
   uint8_t len = 0;
   uint8_t count = 0;  // the parent's count: 0 when the parent is a public suffix
-  char text[54];
+  bool rules = true;  // some rule may make a name under the parent a public suffix (RuleParents)
+  char text[53];
 };
 constexpr unsigned kParentMemo = 1024, kMaxMemoLabels = 9;
 thread_local ParentMemo parent_memo[kParentMemo];
+
+// A name of two labels or more is a public suffix for libpsl's builtin
+// list only when the list has a rule for the name itself (plain, "!" or
+// "*." before it) or a wildcard rule over its parent ("*.parent"): the
+// two lookups libpsl makes. So under a parent that is neither a rule's
+// parent nor a wildcard rule's base no name is a suffix, and a flood of
+// random labels under one domain needs no lookup per name (each one walks
+// the list's graph: some 3,000 instructions). The rules are read from the
+// file libpsl's builtin list was made from, and only when its SHA-1 is the
+// one libpsl was built with; otherwise every name is asked of libpsl.
+struct RuleParents {
+  bool known = false;
+  std::unordered_set<std::string> set;
+  bool may_hold(std::string_view parent) const {
+    if (!known) return true;
+    // A rule of an internationalised name is also in the list in ASCII
+    // (punycode), whose parent this set does not hold: such parents ask.
+    for (char c : parent)
+      if (uint8_t(c) >= 0x80) return true;
+    if (parent.find("xn--") != std::string_view::npos) return true;
+    return set.count(std::string(parent)) != 0;
+  }
+};
+
+std::string sha1_hex(const std::string& data) {
+  unsigned char md[EVP_MAX_MD_SIZE];
+  unsigned len = 0;
+  if (!EVP_Digest(data.data(), data.size(), md, &len, EVP_sha1(), nullptr)) return {};
+  std::string hex;
+  char b[3];
+  for (unsigned i = 0; i < len; ++i) std::snprintf(b, sizeof b, "%02x", md[i]), hex += b;
+  return hex;
+}
+
+RuleParents load_rule_parents() {
+  RuleParents r;
+  const char* path = psl_builtin_filename();
+  const char* want = psl_builtin_sha1sum();
+  if (!path || !want || !*want) return r;
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return r;
+  std::ostringstream all;
+  all << in.rdbuf();
+  const std::string text = all.str();
+  if (sha1_hex(text) != want) return r;
+  // As libpsl reads a rule: the line's first word, without leading blanks;
+  // "//" starts a comment. Every word may be a rule: more parents only
+  // mean more names asked.
+  std::istringstream lines(text);
+  for (std::string line; std::getline(lines, line);) {
+    size_t a = line.find_first_not_of(" \t\r");
+    if (a == std::string::npos || line.compare(a, 2, "//") == 0) continue;
+    const size_t b = line.find_first_of(" \t\r", a);
+    std::string rule = line.substr(a, b == std::string::npos ? std::string::npos : b - a);
+    for (char& c : rule) c = lower(c);
+    bool wild = false;
+    if (rule[0] == '!') rule.erase(0, 1);
+    else if (rule.compare(0, 2, "*.") == 0) rule.erase(0, 2), wild = true;
+    if (rule.find('*') != std::string::npos) wild = true;  // no such rule in libpsl's reading; kept asking
+    if (wild) r.set.insert(rule);
+    if (const size_t dot = rule.find('.'); dot != std::string::npos) r.set.insert(rule.substr(dot + 1));
+  }
+  r.known = true;
+  return r;
+}
+
+const RuleParents& rule_parents() {
+  static const RuleParents r = load_rule_parents();
+  return r;
+}
 
 }  // namespace
 
@@ -243,9 +320,10 @@ unsigned registrable_label_count(std::string_view name) {
     const char* reg = psl_registrable_domain(psl_builtin(), parent);
     m.tag = h, m.len = uint8_t(plen);
     m.count = uint8_t(reg ? count_labels(std::string_view(reg)) : 0);
+    m.rules = rule_parents().may_hold({parent, plen});
     std::memcpy(m.text, parent, plen);
   }
-  if (!m.count || psl_is_public_suffix2(psl_builtin(), buf, 0)) return labels;
+  if (!m.count || (m.rules && psl_is_public_suffix2(psl_builtin(), buf, 0))) return labels;
   return m.count;
 }
 
