@@ -251,9 +251,10 @@ void learn_users_offline(Engine& E) {
               (d.sport == 137 || d.dport == 137) && d.payload_off < cap) {
             const uint32_t len = std::min<uint32_t>(cap, d.payload_off + d.payload_len) - d.payload_off;
             nbns->read(kProtoUdp, data + d.payload_off, len, d.sport, d.dport, true,
-                       [&](const ProtocolPlugin& p, const ProtoOcc& o) {
-                         if (std::string_view(p.name) == "dns")
-                           for (auto& c : collectors) c->nbns_name(o);
+                       // Only a name occurrence is taken (nbns_name): on port 137
+                       // that is a name of the NBNS message, whichever plugin read it.
+                       [&](const ProtocolPlugin&, const ProtoOcc& o) {
+                         for (auto& c : collectors) c->nbns_name(o);
                        });
           }
         }
