@@ -19,8 +19,8 @@
 // the value alone (Program::echo_preload_rule), its echo table's preloaded values
 // (EchoPreload, echo.h): the addresses of its users seen in IP headers
 // (inside `clients`, or learnt here), when its user address rule decides
-// by the value and the time alone (Program::echo_preload_addrs); the application parse of each packet, as a
-// worker's; a head split over TCP segments that a worker would hold (an
+// by the value and the time alone (Program::echo_preload_addrs); the
+// application parse of each packet, as a worker's; a head split over TCP segments that a worker would hold (an
 // HTTP request whose Cookie is in its second segment) is followed in
 // sequence order (SplitHeads) and parsed whole (analyze_stream), as the
 // worker parses what it held; and the names of NBNS messages, which DNS
