@@ -17,8 +17,10 @@
 // The same read fills, per consumer that searches kept payload for what it
 // rewrote (Program::echoes) and has identifier fields whose rule decides by
 // the value alone (Program::echo_preload_rule), its echo table's preloaded values
-// (EchoPreload, echo.h): the application parse of each packet, as a
-// worker's; a head split over TCP segments that a worker would hold (an
+// (EchoPreload, echo.h): the addresses of its users seen in IP headers
+// (inside `clients`, or learnt here), when its user address rule decides
+// by the value and the time alone (Program::echo_preload_addrs); the
+// application parse of each packet, as a worker's; a head split over TCP segments that a worker would hold (an
 // HTTP request whose Cookie is in its second segment) is followed in
 // sequence order (SplitHeads) and parsed whole (analyze_stream), as the
 // worker parses what it held; and the names of NBNS messages, which DNS
@@ -26,7 +28,7 @@
 // the DNS plugin's values (PayloadValues). A copy that travels before its
 // field is then rewritten as the field is (a cookie in an earlier query
 // string, a NetBIOS name in a DNS query or a certificate before the host
-// announces it).
+// announces it, a user's address in a URL before the user's first packet).
 #include <sys/stat.h>
 
 #include <memory>
@@ -66,10 +68,14 @@ bool rereadable(const PortSpec& in) {
 // records before its first GRE packet, and that packet's on another
 // worker, treat it as one.
 void learn_pptp_clients(Engine& E, const std::vector<size_t>& which, std::vector<std::shared_ptr<UserTable>>& tables,
-                        const FlowTable& flows, const uint8_t* data, const Decoded& d) {
+                        const std::vector<EchoCollector*>& user_addrs, const FlowTable& flows, const uint8_t* data,
+                        const Decoded& d) {
   flows.pptp_clients(data, d, [&](const uint8_t* client, unsigned al, bool) {
     for (size_t k = 0; k < which.size(); ++k)
-      if (E.programs[which[k]]->pptp_user(client, al == 4 ? 4 : 6)) tables[k]->add(client, al);
+      if (E.programs[which[k]]->pptp_user(client, al == 4 ? 4 : 6)) {
+        tables[k]->add(client, al);
+        if (EchoCollector* c = user_addrs[which[k]]) c->user_addr(client, al);
+      }
   });
 }
 
@@ -178,8 +184,16 @@ void learn_users_offline(Engine& E) {
     auto c = std::make_unique<EchoCollector>(*E.programs[i]);
     if (!c->wants()) continue;
     echoing.push_back(i);
+    if (c->wants_values()) probe_apps |= E.programs[i]->protected_apps() & ~((1u << kFirstPluginApp) - 1);
     collectors.push_back(std::move(c));
-    probe_apps |= E.programs[i]->protected_apps() & ~((1u << kFirstPluginApp) - 1);
+  }
+  // By program: the collector that takes its users' addresses, null when
+  // none does (Program::echo_preload_addrs).
+  std::vector<EchoCollector*> user_addrs(E.programs.size(), nullptr);
+  bool values = false;
+  for (size_t k = 0; k < echoing.size(); ++k) {
+    if (collectors[k]->wants_addrs()) user_addrs[echoing[k]] = collectors[k].get();
+    values = values || collectors[k]->wants_values();
   }
   if (which.empty() && echoing.empty()) return;
   for (const auto& in : E.cfg.inputs)
@@ -199,7 +213,7 @@ void learn_users_offline(Engine& E) {
   std::unique_ptr<L7Parse> l7;
   std::unique_ptr<PrepassHeads> split;
   std::unique_ptr<PayloadValues> nbns;
-  if (!echoing.empty()) {
+  if (values) {
     l7 = std::make_unique<L7Parse>(), l7->probe_apps = probe_apps;
     nbns = std::make_unique<PayloadValues>(PayloadValues::Datagrams::Recognised);
     uint32_t holding = 0;
@@ -235,10 +249,21 @@ void learn_users_offline(Engine& E) {
             if (const uint8_t ends = E.programs[which[k]]->learns_initiators()
                                          ? initiating
                                          : E.programs[which[k]]->outside_clients(data, cap, d, meta)) {
+              EchoCollector* c = user_addrs[which[k]];
               if (ends & 1) tables[k]->add(data + d.src_off(), d.addr_len());
               if (ends & 2) tables[k]->add(data + d.dst_off(), d.addr_len());
+              if (c && (ends & 1)) c->user_addr(data + d.src_off(), d.addr_len());
+              if (c && (ends & 2)) c->user_addr(data + d.dst_off(), d.addr_len());
             }
-          if (d.flags & (kFlagTunnel | kFlagEncap)) learn_pptp_clients(E, which, tables, flows, data, d);
+          if (d.flags & (kFlagTunnel | kFlagEncap)) learn_pptp_clients(E, which, tables, user_addrs, flows, data, d);
+          // A user's address inside `clients`: its rule rewrites it in
+          // every record, so a copy written before its first packet is
+          // rewritten too.
+          const uint8_t fam = d.addr_len() == 4 ? 4 : 6;
+          for (size_t k = 0; k < echoing.size(); ++k)
+            if (EchoCollector* c = user_addrs[echoing[k]]; c)
+              for (const uint32_t off : {d.src_off(), d.dst_off()})
+                if (E.programs[echoing[k]]->in_clients(data + off, fam)) c->user_addr(data + off, d.addr_len());
         }
         if (l7 && m->nb_segs == 1 && !(split && split->before(data, d, meta))) {
           l7->reset(++packet_id);
@@ -279,8 +304,11 @@ void learn_users_offline(Engine& E) {
       p->split_whole = hs.completed, p->split_unfinished = hs.unfinished, p->split_refused = hs.refused;
     }
     if (!E.cfg.quiet)
-      log_line(kInfo, "consumer %s: %zu values its fields rewrite preloaded into its echo table (%lu past the cap of %u)",
-               E.cfg.consumers[echoing[k]].name.c_str(), p->size(), (unsigned long)p->over, EchoPreload::kMax);
+      log_line(kInfo,
+               "consumer %s: %zu values its fields rewrite (%lu of them users' addresses) preloaded into its echo "
+               "table (%lu past the cap of %u)",
+               E.cfg.consumers[echoing[k]].name.c_str(), p->size(), (unsigned long)p->addrs, (unsigned long)p->over,
+               EchoPreload::kMax);
     E.programs[echoing[k]]->set_echo_preload(std::move(p));
   }
   for (size_t k = 0; k < which.size(); ++k) {

@@ -126,6 +126,15 @@ void EchoPreload::put(std::string_view old, std::string_view repl, EchoKind kind
   items.push_back({std::string(old), std::string(repl), kind, dec ? *dec : names::Decision{}});
 }
 
+void EchoPreload::add_addr(const uint8_t* a, unsigned alen) {
+  const EchoKind k = alen == 4 ? EchoKind::Addr4 : EchoKind::Addr6;
+  const std::string_view o(reinterpret_cast<const char*>(a), alen);
+  if (anonymous(k, o)) return;
+  const size_t had = items.size();
+  put(o, {}, k);
+  addrs += items.size() - had;
+}
+
 void EchoPreload::add_name(std::string_view text, const names::Decision& d) {
   while (!text.empty() && text.back() == '.') text.remove_suffix(1);
   if (d.action == names::Action::Keep || text.size() < EchoScan::kMinName || text.size() > EchoScan::kMaxValue) return;
@@ -155,6 +164,7 @@ void EchoScan::preload(const EchoPreload& p) {
     v.dec = p.items[i].dec;
     v.key = echo_key(v.kind, v.old);
     forms_of(v);
+    bin4_count(v, 1);
     index_.put(v.key, slot);
     pending_.emplace_back(slot, v.seq);
     touch(slot);
@@ -612,6 +622,7 @@ EchoCount EchoScan::apply(uint8_t* p, uint32_t n, const Span* keep, unsigned n_k
   EchoCount r;
   uint32_t done = 0;
   char text[48];
+  uint8_t mapped[16];
   for (const Hit& h : hits_) {
     if (h.from < done) continue;
     const uint32_t to = h.from + h.len;
@@ -624,12 +635,20 @@ EchoCount EchoScan::apply(uint8_t* p, uint32_t n, const Span* keep, unsigned n_k
       case EchoKind::Addr6: {
         const unsigned alen = v.kind == EchoKind::Addr4 ? 4 : 16;
         const bool binary = h.form == (alen == 4 ? 1 : 3);
+        if (!binary && !addr_text_alone(p, n, h.from, to, alen)) continue;
+        // A preloaded user's address no field has recorded yet: its rule's
+        // rewrite at this packet's time (fail closed: the zero address).
+        const uint8_t* repl = reinterpret_cast<const uint8_t*>(v.repl.data());
+        if (v.repl.size() != alen) {
+          if (!addr_map_ || !addr_map_(addr_map_ctx_, reinterpret_cast<const uint8_t*>(v.old.data()), mapped, alen))
+            std::memset(mapped, 0, alen);
+          repl = mapped;
+        }
         if (binary) {
-          src = reinterpret_cast<const uint8_t*>(v.repl.data());
+          src = repl;
           break;
         }
-        if (!addr_text_alone(p, n, h.from, to, alen)) continue;
-        fitted = fit_addr_text(reinterpret_cast<const uint8_t*>(v.repl.data()), alen, h.len, text);
+        fitted = fit_addr_text(repl, alen, h.len, text);
         if (h.form == 1)
           for (uint32_t i = 0; i < h.len; ++i) text[i] = char(std::toupper(uint8_t(text[i])));
         src = reinterpret_cast<const uint8_t*>(text);

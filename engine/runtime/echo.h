@@ -154,7 +154,7 @@ struct EchoPreload {
   static constexpr unsigned kMax = 16384;
   struct Item {
     std::string old, repl;
-    EchoKind kind = EchoKind::Bytes;  // Bytes, or Name (old: its lowercase text; repl empty)
+    EchoKind kind = EchoKind::Bytes;  // Bytes, Name (old: its lowercase text; repl empty), Addr4/6 (repl empty)
     names::Decision dec;              // a name's
   };
   std::vector<Item> items;  // in the order the input first had them
@@ -168,6 +168,11 @@ struct EchoPreload {
   void add(std::string_view old, std::string_view repl);
   // A name its rule hides by the decision d, as EchoScan::name takes it.
   void add_name(std::string_view text, const names::Decision& d);
+  // A user's address (4 or 16 bytes): what it becomes depends on when a
+  // copy travels (a key's rotation), so it is mapped where a hit is
+  // applied (EchoScan::set_addr_map), until a field records its rewrite.
+  void add_addr(const uint8_t* a, unsigned alen);
+  uint64_t addrs = 0;  // of the items, addresses
   size_t size() const { return items.size(); }
   // The values are all in: what told them apart is freed.
   void seal() { std::unordered_set<std::string>().swap(seen_); }
@@ -211,6 +216,11 @@ class EchoScan {
   // own past the table's kEntries, never replaced (EchoPreload).
   void preload(const EchoPreload& p);
   unsigned preloaded() const { return pinned_; }
+  // What the consumer's user address rule makes of `old` now (alen 4 or
+  // 16 bytes into `out`), for a preloaded address no field recorded yet;
+  // false: not mapped (then the copy becomes the zero address).
+  using AddrMap = bool (*)(void* ctx, const uint8_t* old, uint8_t* out, unsigned alen);
+  void set_addr_map(AddrMap f, void* ctx) { addr_map_ = f, addr_map_ctx_ = ctx; }
   // Some value in the table only z-anonymity hid (a kept field may release it).
   bool has_z() const { return zlive_ != 0; }
 
@@ -337,6 +347,8 @@ class EchoScan {
   std::shared_ptr<const EchoGen> gen_;
   const uint8_t* scanned_ = nullptr;  // the payload hs_scan is searching (on_match checks each hit's bytes)
   std::vector<Hit> hits_;
+  AddrMap addr_map_ = nullptr;
+  void* addr_map_ctx_ = nullptr;
 };
 
 }  // namespace amon

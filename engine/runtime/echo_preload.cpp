@@ -7,7 +7,7 @@
 
 namespace amon {
 
-EchoCollector::EchoCollector(const Program& p) {
+EchoCollector::EchoCollector(const Program& p) : addrs_(p.echo_preload_addrs()) {
   const dsl::Policy& pol = p.policy();
   rule_.assign(Registry::instance().fields().size(), -1);
   named_.assign(rule_.size(), 0);

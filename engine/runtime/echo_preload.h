@@ -21,8 +21,14 @@ class EchoCollector {
  public:
   explicit EchoCollector(const Program& p);
   ~EchoCollector();
-  // Some field of the policy has such a rule.
-  bool wants() const { return wants_; }
+  // Some field of the policy has such a rule, or its users' addresses are
+  // preloaded (Program::echo_preload_addrs).
+  bool wants() const { return wants_ || addrs_; }
+  bool wants_values() const { return wants_; }
+  bool wants_addrs() const { return addrs_; }
+  // An address of a user of the policy (inside `clients`, or learnt by the
+  // pre-pass), seen in an IP header.
+  void user_addr(const uint8_t* a, unsigned alen) { out_->add_addr(a, alen); }
   // The occurrences of one complete parse of a packet's payload `pl`
   // (`avail` bytes captured).
   void occurrences(const ProtoOccs& O, const uint8_t* pl, uint32_t avail);
@@ -47,6 +53,7 @@ class EchoCollector {
   std::shared_ptr<EchoPreload> out_ = std::make_shared<EchoPreload>();
   std::string old_, new_;
   bool wants_ = false;
+  bool addrs_ = false;
 };
 
 }  // namespace amon

@@ -590,6 +590,21 @@ void ProgramInstance::addr_text(GenPacket& g) {
 // payload like any other: a cookie value copied into it is found there.
 // An occurrence of no field (an address rewritten by its role) was decided
 // by the role's rule.
+// A preloaded user's address found before any field recorded its rewrite:
+// what the user address rule (Program::echo_preload_addrs) makes of it at
+// this packet's time, as a field of the user's would become now.
+bool ProgramInstance::echo_map_addr(void* self, const uint8_t* old, uint8_t* out, unsigned alen) {
+  auto& I = *static_cast<ProgramInstance*>(self);
+  if (!I.echo_ctx_ || I.prog_.user_rule_ < 0 || !I.actions_[I.prog_.user_rule_]) return false;
+  ApplyCtx ctx = *I.echo_ctx_;
+  ctx.family = alen == 4 ? 4 : 6;
+  ctx.is_server = false;
+  ctx.client_addr = old;
+  ctx.field = l2l4::g_fields.ip_client;
+  std::memcpy(out, old, alen);
+  return I.actions_[I.prog_.user_rule_]->undecided()->addr(out, ctx) != ActResult::Drop;
+}
+
 void ProgramInstance::echo_text(GenPacket& g) {
   const Decoded& d = g.d;
   const PacketMeta& m = g.m;
@@ -614,8 +629,11 @@ void ProgramInstance::echo_text(GenPacket& g) {
   for (const auto& [a, b] : echo_parsed_) keep(int64_t(a) - d.payload_off, int64_t(b) - d.payload_off);
   void (*before)(void*) = [](void* t) { static_cast<GenPacket*>(t)->take_sum(); };
   const bool ok = d.status == DecodeStatus::Ok;
+  ApplyCtx ctx = packet_ctx(d, m, g.c);
+  echo_ctx_ = &ctx;
   const EchoCount n = echo_->scan(g.buf + from, to - from, echo_keep_.data(), unsigned(echo_keep_.size()),
                                   ok ? before : nullptr, &g);
+  echo_ctx_ = nullptr;
   if (n.mapped | n.filled) g.changed = g.changed || ok, g.c.echoes += n.mapped, g.c.echoes_filled += n.filled;
 }
 

@@ -307,6 +307,24 @@ int Program::echo_preload_rule(FieldId f) const {
   }
 }
 
+bool Program::echo_preload_addrs() const {
+  if (!echoes_ || user_rule_ < 0) return false;
+  switch (policy_->rules[user_rule_].action.desc->kind) {
+    case ActionKind::Zero:
+    case ActionKind::Redact:
+    case ActionKind::Hash:
+    case ActionKind::CryptoPan:
+    case ActionKind::Prefix: return true;
+    default: return false;
+  }
+}
+
+bool Program::in_clients(const uint8_t* a, uint8_t family) const {
+  for (const auto& cidr : policy_->clients)
+    if (cidr.contains(family, a)) return true;
+  return false;
+}
+
 namespace {
 // A hash() rule's name key (NamePlan::Hash's mask seed), 0 without a key.
 uint64_t name_mask_key(const ActionCall& call) {
@@ -345,6 +363,7 @@ ProgramInstance::ProgramInstance(const Program& p) : prog_(p), uhash_(p.services
   if (p.echoes_) {
     echo_ = std::make_unique<EchoScan>();
     if (p.echo_preload_) echo_->preload(*p.echo_preload_);
+    if (p.echo_preload_addrs()) echo_->set_addr_map(&ProgramInstance::echo_map_addr, this);
   }
   clients_set_ = !p.policy_->clients.empty();
   guard_users_ = p.guard_users_;

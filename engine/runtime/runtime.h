@@ -100,6 +100,14 @@ class Program {
   // The same for a name field: the decision that rule makes on every name
   // (hash: the keyed mask; redact, zero), as the instances decide it.
   bool echo_preload_name(FieldId f, names::Decision& d) const;
+  // The same for addresses: ip.client's unconditional rule protects
+  // (user_rule_) and decides by the value and the time alone (Crypto-PAn,
+  // with its key's rotation; prefix, zero, hash...; not zanon), so every
+  // user's address is rewritten by it wherever it travels. Then the
+  // pre-pass preloads the users' addresses, and the echo search maps a
+  // copy with that rule at the copy's time.
+  bool echo_preload_addrs() const;
+  bool in_clients(const uint8_t* a, uint8_t family) const;
   // Some rule names field f.
   bool has_rules(FieldId f) const { return f < field_rules_.size() && !field_rules_[f].empty(); }
   // The values the pre-pass found, every instance's echo table holds them
@@ -632,6 +640,10 @@ class ProgramInstance {
   std::vector<std::pair<uint32_t, uint32_t>> echo_parsed_;
   void echo_parsed(const Eval& e, const uint8_t* a, uint32_t len);
   std::vector<EchoSpan> echo_keep_;  // echo_text's spans not searched, reused per packet
+  // The packet echo_text searches, for the user address rule's mapping of
+  // a preloaded address (EchoScan::AddrMap: its time, a key's rotation).
+  ApplyCtx* echo_ctx_ = nullptr;
+  static bool echo_map_addr(void* self, const uint8_t* old, uint8_t* out, unsigned alen);
   static bool shortcut_datagram(const Decoded& d, const PacketMeta& m, uint8_t app);
   // The value at p (len bytes) before an action rewrites it, for echo_.
   uint8_t echo_old_[EchoScanMax] = {};
