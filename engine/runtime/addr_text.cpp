@@ -37,11 +37,25 @@ unsigned ipv4_text(const uint8_t* a, char* o) {
   return n;
 }
 
+// An RPC universal address (RFC 5665: rpcbind's GETADDR reply, NFSv4
+// callbacks and locations) writes a port after the address as two more
+// decimal octets, h1.h2.h3.h4.p1.p2: the address is its first four.
+bool uaddr_port_tail(const uint8_t* p, uint32_t n, uint32_t to) {
+  uint32_t i = to;
+  for (int k = 0; k < 2; ++k) {
+    if (i >= n || p[i] != '.') return false;
+    const uint32_t j = ++i;
+    while (i < n && i - j < 4 && std::isdigit(p[i])) ++i;
+    if (i == j || i - j > 3) return false;
+  }
+  return !(i < n && (std::isdigit(p[i]) || p[i] == '.'));
+}
+
 // Standing alone: not part of a longer number, dotted name or address.
 bool alone4(const uint8_t* p, uint32_t n, uint32_t from, uint32_t to) {
   if (from && (std::isdigit(p[from - 1]) || p[from - 1] == '.')) return false;
   if (to < n && std::isdigit(p[to])) return false;
-  if (to + 1 < n && p[to] == '.' && std::isdigit(p[to + 1])) return false;
+  if (to + 1 < n && p[to] == '.' && std::isdigit(p[to + 1])) return uaddr_port_tail(p, n, to);
   return true;
 }
 

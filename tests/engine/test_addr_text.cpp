@@ -130,6 +130,24 @@ TEST_CASE("every text form of the address is found and mapped; nothing else move
   }
 }
 
+TEST_CASE("an RPC universal address's IPv4 part is mapped; a longer dotted run is not") {
+  const uint8_t olda[4] = {139, 25, 22, 102}, newa[4] = {10, 230, 150, 152};
+  // rpcbind's GETADDR reply: the address, then the port as two octets.
+  std::string pl = std::string("\0\0\0\x12", 4) + "139.25.22.102.4.24" + std::string("\0\0", 2);
+  AddrTextCount c = map_addr_text(reinterpret_cast<uint8_t*>(pl.data()), uint32_t(pl.size()), olda, newa, 4);
+  REQUIRE(c.mapped + c.zeroed == 1);
+  REQUIRE(pl.find("139.25.22.102") == std::string::npos);
+  REQUIRE(pl.find(".4.24") != std::string::npos);
+  // Three octets more, or a port octet of four digits: not a universal address.
+  for (std::string other : {"v139.25.22.102.4.24.7 ", "v139.25.22.102.4.2400 ", "v139.25.22.102.4. "}) {
+    std::string q = other;
+    AddrTextCount d = map_addr_text(reinterpret_cast<uint8_t*>(q.data()), uint32_t(q.size()), olda, newa, 4);
+    INFO(other);
+    REQUIRE(d.mapped + d.zeroed == 0);
+    REQUIRE(q == other);
+  }
+}
+
 TEST_CASE("one scan for both addresses, applied per consumer, rewrites what each consumer's own scan does") {
   // Payloads dense in digits, hex letters, dots and colons, with both
   // addresses' text forms planted at random offsets (overlapping, adjacent,
