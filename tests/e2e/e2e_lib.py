@@ -147,6 +147,18 @@ def make_key(dirpath, name="k"):
     return p
 
 
+def shipped_ids(dirpath):
+    """rules/ids.amon's text as shipped, with a fixed key written where it
+    reads it (dirpath/keys/ids.key), so that a test's runs map alike."""
+    kd = os.path.join(dirpath, "keys")
+    os.makedirs(kd, exist_ok=True)
+    fd = os.open(os.path.join(kd, "ids.key"), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as fh:
+        fh.write("6c1f0a9e3b7d52c48e2a91f05d3c7b6a19e8f4d2c0b5a3978e6d1c4b2a0f9e8d\n")
+    with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "rules", "ids.amon")) as fh:
+        return fh.read()
+
+
 def write_policy(dirpath, name, text):
     p = os.path.join(dirpath, name)
     with open(p, "w") as f:

@@ -76,14 +76,7 @@ def policy(d, name, keep_carriers=False):
     """rules/ids.amon as shipped, with a fixed key beside it; or without its
     cut of the address carriers' payload (NBNS among them), so that the
     NBNS message is rewritten, not cut."""
-    src = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "rules", "ids.amon")
-    kd = os.path.join(d, "keys")
-    os.makedirs(kd, exist_ok=True)
-    fd = os.open(os.path.join(kd, "ids.key"), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as fh:
-        fh.write("6c1f0a9e3b7d52c48e2a91f05d3c7b6a19e8f4d2c0b5a3978e6d1c4b2a0f9e8d\n")
-    with open(src) as fh:
-        text = fh.read()
+    text = L.shipped_ids(d)
     if keep_carriers:
         if CARRIER_CUT not in text:
             raise RuntimeError("rules/ids.amon no longer cuts the address carriers' payload as this test expects")

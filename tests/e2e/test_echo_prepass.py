@@ -78,14 +78,7 @@ def build(d, split=False):
 def policy(d, name, cookie_rule=None, extra=""):
     """rules/ids.amon as shipped (or with another rule for http.cookie, and
     `extra` rules), with a fixed key beside it."""
-    src = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "rules", "ids.amon")
-    kd = os.path.join(d, "keys")
-    os.makedirs(kd, exist_ok=True)
-    fd = os.open(os.path.join(kd, "ids.key"), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as fh:
-        fh.write("6c1f0a9e3b7d52c48e2a91f05d3c7b6a19e8f4d2c0b5a3978e6d1c4b2a0f9e8d\n")
-    with open(src) as fh:
-        text = fh.read()
+    text = L.shipped_ids(d)
     if cookie_rule:
         text = text.replace("http.cookie, http.set_cookie,", "http.set_cookie,")
         text += "http.cookie : " + cookie_rule + "\n"

@@ -24,7 +24,6 @@ usage: test_echoes.py AMON"""
 
 import json
 import os
-import shutil
 import struct
 import sys
 
@@ -117,16 +116,9 @@ def secrets():
 
 def policy(d, extra=""):
     """rules/ids.amon as shipped, with a fixed key beside it."""
-    src = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "rules", "ids.amon")
-    kd = os.path.join(d, "keys")
-    os.makedirs(kd, exist_ok=True)
-    fd = os.open(os.path.join(kd, "ids.key"), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as fh:
-        fh.write("6c1f0a9e3b7d52c48e2a91f05d3c7b6a19e8f4d2c0b5a3978e6d1c4b2a0f9e8d\n")
     p = os.path.join(d, "ids-echoes-" + ("keep" if extra else "map") + ".amon")
-    shutil.copyfile(src, p)
-    with open(p, "a") as fh:
-        fh.write(extra or "echoes = map\n")
+    with open(p, "w") as fh:
+        fh.write(L.shipped_ids(d) + (extra or "echoes = map\n"))
     return p
 
 
