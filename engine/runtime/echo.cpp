@@ -118,11 +118,13 @@ void EchoScan::touch(uint32_t slot) {
 
 void EchoPreload::put(std::string_view old, std::string_view repl, EchoKind kind, const names::Decision* dec) {
   if (kind == EchoKind::Bytes && (old.size() < EchoScan::kMinBytes || old == repl)) return;
-  std::string key(1, char(kind));
-  key.append(old);
-  if (seen_.count(key)) return;
+  // The pre-pass offers both ends of every packet: the key is built in a
+  // buffer that keeps its capacity, copied only for a value new here.
+  key_.assign(1, char(kind));
+  key_.append(old);
+  if (seen_.count(key_)) return;
   if (items.size() >= kMax) return void(++over);
-  seen_.emplace(std::move(key));
+  seen_.insert(key_);
   items.push_back({std::string(old), std::string(repl), kind, dec ? *dec : names::Decision{}});
 }
 

@@ -175,10 +175,11 @@ struct EchoPreload {
   uint64_t addrs = 0;  // of the items, addresses
   size_t size() const { return items.size(); }
   // The values are all in: what told them apart is freed.
-  void seal() { std::unordered_set<std::string>().swap(seen_); }
+  void seal() { std::unordered_set<std::string>().swap(seen_), std::string().swap(key_); }
 
  private:
   std::unordered_set<std::string> seen_;  // by kind and value
+  std::string key_;
   void put(std::string_view old, std::string_view repl, EchoKind kind = EchoKind::Bytes, const names::Decision* dec = nullptr);
 };
 
