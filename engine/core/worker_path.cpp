@@ -9,6 +9,7 @@
 #include "bytes.h"
 #include "control.h"
 #include "echo.h"
+#include "actions_rt.h"
 
 namespace amon {
 
@@ -70,6 +71,9 @@ void WorkerPath::configure() {
   std::vector<EchoScan*> echo;
   for (auto& inst : progs_) echo.push_back(inst->echo_scan());
   EchoScan::share(echo);
+  std::vector<rt::CryptoPan*> cpan;
+  for (auto& inst : progs_) inst->cryptopan_actions(cpan);
+  rt::CryptoPan::share(cpan);
   // Kept once made: a reload between bursts may go back to one consumer.
   if (modifiers_ > 1 && !text_memos_) text_memos_.reset(new AddrTextMemo[FlowTable::kBurstMax]);
   // Once made, the parse state stays (it numbers the worker's flows for plugins,

@@ -166,7 +166,8 @@ CryptoPan::CryptoPan(const ActionCall& call)
   kind = RtKind::CryptoPan;
 }
 
-bool CryptoPan::inherit(CryptoPan& old) {
+bool CryptoPan::inherit(CryptoPan& prev) {
+  CryptoPan& old = *prev.owner_;
   if (base_ != old.base_ || rotate_ns_ != old.rotate_ns_) return false;
   // A rotating key's entries belong to the epoch they were made in: key
   // this cache for that epoch before taking them.
@@ -175,7 +176,28 @@ bool CryptoPan::inherit(CryptoPan& old) {
     cache_.rekey(CryptoPAn::derive_epoch_key(base_, epoch_));
   }
   if (rotate_ns_ > 0 && epoch_ != old.epoch_) return false;
-  return cache_.take_entries(old.cache_);
+  if (!cache_.take_entries(old.cache_)) return false;
+  inherited_ = true;
+  return true;
+}
+
+void CryptoPan::share(const std::vector<CryptoPan*>& actions) {
+  for (CryptoPan* a : actions) a->owner_ = a;
+  std::vector<bool> grouped(actions.size(), false);
+  for (size_t i = 0; i < actions.size(); ++i) {
+    if (grouped[i]) continue;
+    CryptoPan* owner = actions[i];
+    std::vector<size_t> group{i};
+    for (size_t j = i + 1; j < actions.size(); ++j)
+      if (!grouped[j] && actions[j]->base_ == owner->base_ && actions[j]->rotate_ns_ == owner->rotate_ns_)
+        group.push_back(j), grouped[j] = true;
+    for (size_t j : group)
+      if (actions[j]->inherited_) {
+        owner = actions[j];
+        break;
+      }
+    for (size_t j : group) actions[j]->owner_ = owner;
+  }
 }
 
 void CryptoPan::rotate(uint64_t ts_ns) {

@@ -139,31 +139,42 @@ class CryptoPan final : public RtAction {
   }
   bool rotates() const { return rotate_ns_ > 0; }
   // A reload: the same key (and rotation) as `old`, the previous
-  // generation's action, takes over its cache entries; false otherwise.
+  // generation's action, takes over its cache entries (those of the cache
+  // `old` used, its own or the one it shared); false otherwise.
   bool inherit(CryptoPan& old);
-  uint64_t cache_misses() const { return cache_.misses(); }
+  // One worker's actions with the same key and rotation, of any consumer
+  // and any rule, use one cache: an address two consumers map with one key
+  // is encrypted once, and a flood of new sources costs each key one miss
+  // per address, not one per consumer. The cache that inherited entries at
+  // a reload is the one kept. Called again with a new set (a reload), it
+  // regroups; actions not passed keep what they had.
+  static void share(const std::vector<CryptoPan*>& actions);
+  // The misses of the cache this action owns (zero for one that uses
+  // another's: a shared cache's misses are counted once, by its owner).
+  uint64_t cache_misses() const { return owner_ == this ? cache_.misses() : 0; }
   // Fetches the cache line apply() will read for this IPv4 address.
   void prefetch_v4(const uint8_t* a) const {
     uint32_t v;
     std::memcpy(&v, a, 4);
     if constexpr (std::endian::native == std::endian::little) v = __builtin_bswap32(v);
-    cache_.prefetch_v4(v);
+    owner_->cache_.prefetch_v4(v);
   }
   // Inlined into the header kernels (GCC otherwise keeps it a call there).
   [[gnu::always_inline]] void apply(uint8_t* a, uint8_t family, uint64_t ts_ns) {
+    CryptoPan& o = *owner_;
     if (rotate_ns_ > 0) [[unlikely]]
-      rotate(ts_ns);
+      o.rotate(ts_ns);
     if (family == 4) {
       // One 4-byte store: the checksum updates read the address back as a word.
       uint32_t v;
       std::memcpy(&v, a, 4);
       if constexpr (std::endian::native == std::endian::little) v = __builtin_bswap32(v);
-      v = cache_.anon_v4_cached(v);
+      v = o.cache_.anon_v4_cached(v);
       if constexpr (std::endian::native == std::endian::little) v = __builtin_bswap32(v);
       std::memcpy(a, &v, 4);
     } else {
       uint8_t out[16];
-      cache_.anon_v6_cached(a, out);
+      o.cache_.anon_v6_cached(a, out);
       std::memcpy(a, out, 16);
     }
   }
@@ -174,6 +185,8 @@ class CryptoPan final : public RtAction {
   int64_t rotate_ns_;
   uint64_t epoch_ = UINT64_MAX;
   CryptoPAnCache cache_;
+  CryptoPan* owner_ = this;  // whose cache (and key epoch) apply() uses
+  bool inherited_ = false;   // cache_ took a previous generation's entries
 };
 
 }  // namespace rt

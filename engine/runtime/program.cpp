@@ -710,9 +710,16 @@ void ProgramInstance::inherit_caches(ProgramInstance& old) {
 
 uint64_t ProgramInstance::cryptopan_misses() const {
   uint64_t n = 0;
-  for (auto& a : actions_)
-    if (a && a->kind == RtKind::CryptoPan) n += static_cast<const rt::CryptoPan&>(*a).cache_misses();
+  for (auto* v : {&actions_, &zfallback_})
+    for (auto& a : *v)
+      if (a && a->kind == RtKind::CryptoPan) n += static_cast<const rt::CryptoPan&>(*a).cache_misses();
   return n;
+}
+
+void ProgramInstance::cryptopan_actions(std::vector<rt::CryptoPan*>& out) {
+  for (auto* v : {&actions_, &zfallback_})
+    for (auto& a : *v)
+      if (a && a->kind == RtKind::CryptoPan) out.push_back(static_cast<rt::CryptoPan*>(a.get()));
 }
 
 }  // namespace amon

@@ -199,6 +199,9 @@ class Program {
 };
 
 class RtAction;
+namespace rt {
+class CryptoPan;
+}
 class EchoScan;
 struct EchoSpan;
 inline constexpr unsigned EchoScanMax = 512;  // EchoScan::kMaxValue
@@ -242,8 +245,13 @@ class ProgramInstance {
   // the cache of a previous-generation action with the same key (the first
   // one not yet taken), so an unchanged key costs no new encryptions.
   void inherit_caches(ProgramInstance& old);
-  // Crypto-PAn cache misses of this instance's actions (tests, statistics).
+  // Crypto-PAn cache misses of this instance's actions (tests, statistics);
+  // a cache shared with other consumers (rt::CryptoPan::share) counts with
+  // the instance that owns it.
   uint64_t cryptopan_misses() const;
+  // Appends this instance's Crypto-PAn actions (rules and z-anonymity
+  // fallbacks), for the worker to share their caches.
+  void cryptopan_actions(std::vector<rt::CryptoPan*>& out);
   // Users outside `clients` this instance learnt (users.h; statistics).
   const UserTable& outside_users() const { return outside_users_; }
   // The consumer's table of values found again (echo.h); null without.

@@ -222,3 +222,84 @@ TEST_CASE("reload: Crypto-PAn caches of an unchanged key carry over, a new key s
   CHECK(b1 != a1);
   CHECK(path.instance(0).cryptopan_misses() == 1);
 }
+
+TEST_CASE("several consumers: one Crypto-PAn cache per key on a worker, kept across a reload") {
+  Env& E = env();
+  setenv("AMON_RELOAD_KEY_A", "000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f", 1);
+  setenv("AMON_RELOAD_KEY_B", "f0e0d0c0b0a090807060504030201000f0e0d0c0b0a0908070605040302010ff", 1);
+  // Two different policies with one key, a third with another.
+  const std::string p1 = "clients = { 10.0.0.0/8 }\nkey k = env(\"AMON_RELOAD_KEY_A\")\nip.client : cryptopan(key=k)\n";
+  const std::string p2 = "clients = { 10.0.0.0/8 }\nkey k = env(\"AMON_RELOAD_KEY_A\")\nip.client : cryptopan(key=k)\n"
+                         "ip.server : prefix(24)\n";
+  const std::string p3 = "clients = { 10.0.0.0/8 }\nkey k = env(\"AMON_RELOAD_KEY_B\")\nip.client : cryptopan(key=k)\n";
+  auto flows = [](const char* name) { return std::make_unique<FlowTable>(name, 4096, FlowTimeouts{}, 0); };
+  // Every consumer's copy of one packet, in consumer order.
+  struct Outs {
+    std::vector<std::pair<unsigned, Bytes>> got;
+    static void sink(void* ctx, unsigned c, rte_mbuf* m) {
+      const uint8_t* p = rte_pktmbuf_mtod(m, const uint8_t*);
+      static_cast<Outs*>(ctx)->got.emplace_back(c, Bytes(p, p + rte_pktmbuf_data_len(m)));
+      rte_pktmbuf_free(m);
+    }
+  };
+  auto send = [&](WorkerPath& path, const Bytes& frame, uint64_t ts) {
+    rte_mbuf* m = rte_pktmbuf_alloc(E.pool);
+    REQUIRE(m);
+    std::memcpy(rte_pktmbuf_append(m, uint16_t(frame.size())), frame.data(), frame.size());
+    mbuf_set_ts(m, ts);
+    mbuf_set_wire_len(m, uint32_t(frame.size()));
+    mbuf_set_seq(m, 0);
+    Outs o;
+    path.process_burst(&m, 1, Outs::sink, &o);
+    std::vector<std::string> src(path.counters().size());
+    for (auto& [c, b] : o.got) src.at(c) = str4(b.data() + 14 + 12);
+    return src;
+  };
+  auto frame = [](unsigned i) {
+    const std::string c = "10.0." + std::to_string(i / 200) + "." + std::to_string(i % 200 + 1);
+    return tcp_to_server(c.c_str(), uint16_t(40000 + i));
+  };
+  constexpr unsigned kClients = 300;
+
+  std::vector<std::unique_ptr<Program>> set, alone1, alone3;
+  for (const auto* p : {&p3, &p1, &p2}) set.push_back(program(*p));
+  alone1.push_back(program(p1));
+  alone3.push_back(program(p3));
+  WorkerPath path(set, E.pool, flows("cpan_share"));
+  WorkerPath only1(alone1, E.pool, flows("cpan_only1"));
+  WorkerPath only3(alone3, E.pool, flows("cpan_only3"));
+  uint64_t t = 9000000000ULL;
+  for (unsigned i = 0; i < kClients; ++i) {
+    const auto s = send(path, frame(i), t += 1000);
+    REQUIRE(s.size() == 3);
+    // Each consumer writes what its policy writes alone.
+    CHECK(s[1] == send(only1, frame(i), t).at(0));
+    CHECK(s[2] == s[1]);
+    CHECK(s[0] == send(only3, frame(i), t).at(0));
+    CHECK(s[0] != s[1]);
+  }
+  // Each key's addresses were encrypted once on the worker, not once per consumer.
+  CHECK(only1.instance(0).cryptopan_misses() == kClients);
+  CHECK(path.instance(1).cryptopan_misses() + path.instance(2).cryptopan_misses() == kClients);
+  CHECK(path.instance(0).cryptopan_misses() == kClients);
+
+  // A reload that reorders the consumers: the first consumer of the first
+  // key had no predecessor of that key in its place, the second had; the
+  // entries the second took are the ones the key's consumers share.
+  ProgramSet next;
+  std::vector<std::unique_ptr<Program>> gen2;
+  for (const auto* p : {&p1, &p2, &p3}) {
+    gen2.push_back(program(*p));
+    next.progs.push_back(gen2.back()->instantiate());
+    next.rule_hits.emplace_back(gen2.back()->rule_count() + 1, 0);
+  }
+  path.adopt(next);
+  for (unsigned i = 0; i < kClients; ++i) {
+    const auto s = send(path, frame(i), t += 1000);
+    CHECK(s[0] == send(only1, frame(i), t).at(0));
+    CHECK(s[1] == s[0]);
+    CHECK(s[2] == send(only3, frame(i), t).at(0));
+  }
+  CHECK(path.instance(0).cryptopan_misses() + path.instance(1).cryptopan_misses() == 0);
+  CHECK(path.instance(2).cryptopan_misses() == kClients);
+}
