@@ -34,15 +34,6 @@ SourceLoc ParseCtx::where(const Loc& l) const {
   return s;
 }
 
-bool Cidr::contains(uint8_t fam, const uint8_t* a) const {
-  if (fam != family) return false;
-  int full = len / 8, rest = len % 8;
-  if (std::memcmp(addr.data(), a, full) != 0) return false;
-  if (rest == 0) return true;
-  uint8_t mask = static_cast<uint8_t>(0xff << (8 - rest));
-  return (addr[full] & mask) == (a[full] & mask);
-}
-
 std::string Cidr::to_string() const {
   char buf[INET6_ADDRSTRLEN];
   inet_ntop(family == 4 ? AF_INET : AF_INET6, addr.data(), buf, sizeof buf);

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <array>
+#include <cstring>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -63,8 +64,28 @@ struct Cidr {
   std::array<uint8_t, 16> addr{};
   uint8_t len = 0;
   // `a` points at 4 (family 4) or 16 (family 6) bytes in network order.
-  bool contains(uint8_t family, const uint8_t* a) const;
+  // Inline, as word compares: every packet asks it of both its ends for
+  // each entry of each consumer's `clients`.
+  bool contains(uint8_t fam, const uint8_t* a) const {
+    if (fam != family) return false;
+    if (family == 4) {
+      uint32_t x, y;
+      std::memcpy(&x, a, 4);
+      std::memcpy(&y, addr.data(), 4);
+      return ((__builtin_bswap32(x) ^ __builtin_bswap32(y)) & mask_bits(len)) == 0;
+    }
+    uint64_t x[2], y[2];
+    std::memcpy(x, a, 16);
+    std::memcpy(y, addr.data(), 16);
+    const unsigned hi = len < 64 ? len : 64, lo = len > 64 ? len - 64u : 0u;
+    return ((__builtin_bswap64(x[0]) ^ __builtin_bswap64(y[0])) & mask_bits64(hi)) == 0 &&
+           ((__builtin_bswap64(x[1]) ^ __builtin_bswap64(y[1])) & mask_bits64(lo)) == 0;
+  }
   std::string to_string() const;
+
+ private:
+  static uint32_t mask_bits(unsigned n) { return n == 0 ? 0 : n >= 32 ? ~0u : ~0u << (32 - n); }
+  static uint64_t mask_bits64(unsigned n) { return n == 0 ? 0 : n >= 64 ? ~0ull : ~0ull << (64 - n); }
 };
 
 // Condition tree of `when` and `select`. And/Or hold two or more children,

@@ -145,6 +145,40 @@ TEST_CASE("statement words are not reserved as parameter names", "[lexer]") {
   CHECK(p->keys.at(0)->bytes[0] == 0x15);
 }
 
+TEST_CASE("Cidr::contains: every prefix length of both families, against a bit-by-bit reference", "[lexer]") {
+  // The reference compares the first `len` bits one at a time.
+  auto ref = [](const Cidr& c, uint8_t fam, const uint8_t* a) {
+    if (fam != c.family) return false;
+    for (unsigned i = 0; i < c.len; ++i)
+      if ((c.addr[i / 8] >> (7 - i % 8) & 1) != (a[i / 8] >> (7 - i % 8) & 1)) return false;
+    return true;
+  };
+  uint64_t x = 0x9E3779B97F4A7C15ull;
+  auto rnd = [&] { return uint8_t((x = x * 6364136223846793005ull + 1442695040888963407ull) >> 56); };
+  unsigned inside = 0, checked = 0;
+  for (uint8_t fam : {4, 6}) {
+    const unsigned n = fam == 4 ? 4 : 16;
+    for (unsigned len = 0; len <= 8 * n; ++len)
+      for (int round = 0; round < 40; ++round) {
+        Cidr c;
+        c.family = fam;
+        c.len = uint8_t(len);
+        for (unsigned i = 0; i < n; ++i) c.addr[i] = rnd();
+        uint8_t a[16];
+        // Half the probes share the prefix and differ only after it (or in
+        // its last bit): the boundary is where a mask goes wrong.
+        for (unsigned i = 0; i < n; ++i) a[i] = round % 2 ? c.addr[i] : rnd();
+        if (round % 4 == 1 && len > 0) a[(len - 1) / 8] ^= uint8_t(0x80 >> ((len - 1) % 8));
+        if (round % 4 == 3 && len < 8 * n) a[len / 8] ^= uint8_t(0x80 >> (len % 8));
+        INFO("family " << int(fam) << ", /" << len << ", round " << round);
+        CHECK(c.contains(fam, a) == ref(c, fam, a));
+        CHECK_FALSE(c.contains(fam == 4 ? 6 : 4, a));
+        inside += ref(c, fam, a), ++checked;
+      }
+  }
+  CHECK(inside > checked / 4);
+}
+
 TEST_CASE("addresses: IPv4, IPv6, CIDRs, MACs", "[lexer]") {
   Diagnostics d;
   auto p = compile("clients = { 10.0.0.0/8, 2001:db8::/32, ::1, ::ffff:192.0.2.1 }\n"
