@@ -116,7 +116,7 @@ bool mailslot(const uint8_t* p, uint32_t s, uint32_t e, Datagram& g) {
   static constexpr uint8_t kSmb[4] = {0xff, 'S', 'M', 'B'};
   if (s + 33 > e || std::memcmp(p + s, kSmb, 4) != 0 || p[s + 4] != 0x25) return false;
   const uint32_t w = p[s + 32], words = s + 33;
-  if (w < 14 || w != 14u + p[words + 26] || words + 2 * w + 2 > e) return false;
+  if (w < 14 || words + 2 * w + 2 > e || w != 14u + p[words + 26]) return false;
   const uint32_t bytes = words + 2 * w + 2, bend = bytes + le16(p + words + 2 * w);
   // Parameters would be bytes no layout here explains.
   if (le16(p + words + 18) != 0 || bend > e) return false;

@@ -16,7 +16,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (g.name_off[k] < end || g.name_off[k] + kEncodedLen > size) std::abort();
     end = g.name_off[k] + kEncodedLen;
   }
-  if (g.data_off < end || g.data_off + g.data_len != size) std::abort();
+  // An error datagram (no names) has no user data.
+  if (g.n_names ? g.data_off < end || g.data_off + g.data_len != size : g.data_len || g.n_values) std::abort();
   end = g.data_off;
   for (uint32_t k = 0; k < g.n_values; ++k) {
     const Datagram::Value& v = g.values[k];
