@@ -245,15 +245,16 @@ void Program::users_apps() {
   // applications or names its users. A header-only policy without
   // `clients` keeps its header kernel (the linter's addr_carrier warning
   // covers what it leaves).
+  // The plugin's own application only: NBNS carries DNS's fields, and
+  // its addresses ask nothing of DNS's other plugins.
   const auto& pv = Registry::instance().protocols();
   if (protects_addresses_ && (has_l7_ || !policy_->clients.empty()))
-    for (const ProtocolPlugin* pp : pv)
-      if (pp->role_addresses)
-        if (const uint32_t apps = apps_of(proto_bit(pp->carries ? pp->carries : pp->name))) {
-          l7_protect_ |= apps;
-          has_l7_ = protects_anything_ = true;
-          identity_ = false;
-        }
+    for (unsigned i = 0; i < pv.size() && i < Registry::kMaxProtocolPlugins; ++i)
+      if (pv[i]->role_addresses) {
+        l7_protect_ |= 1u << (kFirstPluginApp + i);
+        has_l7_ = protects_anything_ = true;
+        identity_ = false;
+      }
   if (user_rule_ < 0 || policy_->clients.empty()) return;
   const L7Fields& L = L7Fields::get();
   for (const FieldDesc& f : Registry::instance().fields())

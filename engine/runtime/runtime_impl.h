@@ -407,6 +407,10 @@ class ProgramInstance::PluginHost final : public RewriteHost {
     self_.echo_parsed(*e_, a, family == 4 ? 4 : 16);
     return self_.apply_addr_occ(f, a, family, *e_);
   }
+  bool role_addr(uint8_t* a, uint8_t family) override {
+    self_.echo_parsed(*e_, a, family == 4 ? 4 : 16);
+    return self_.apply_role_addr(a, family, *e_);
+  }
   bool mac(FieldId f, uint8_t* a) override {
     self_.echo_parsed(*e_, a, 6);
     return self_.apply_mac_occ(f, a, *e_);

@@ -65,6 +65,7 @@ void register_builtin_plugins() {
     carriers::register_ports(r);
     r.add_protocol(dns::protocol_plugin());
     r.add_protocol(dns::tcp_protocol_plugin());
+    r.add_protocol(dns::nbns_protocol_plugin());
     r.add_protocol(tls::protocol_plugin());
     r.add_protocol(quic::protocol_plugin());
     r.add_protocol(http::protocol_plugin());

@@ -203,6 +203,10 @@ class RewriteHost {
   // The rule's action on an address (family 4 or 6) or a MAC of field f;
   // false: the rule drops the packet.
   virtual bool addr(FieldId f, uint8_t* a, uint8_t family) = 0;
+  // An address of the network, not of a field (ProtoOcc::role): one of the
+  // packet's own takes its header's rewrite, any other its role's rule.
+  // False: the rule drops the packet.
+  virtual bool role_addr(uint8_t* a, uint8_t family) = 0;
   virtual bool mac(FieldId f, uint8_t* a) = 0;
   // The rule for f in this packet changes values (its hit is counted).
   virtual bool modifies(FieldId f) = 0;

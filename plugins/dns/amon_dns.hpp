@@ -28,6 +28,7 @@ enum class Error : uint8_t {
   RdataLength,       // rdata overrun, or a name-bearing rdata of the wrong size
   BadOpt,            // second OPT, OPT owner not root, option overrun, bad ECS, second Owner option
   Capacity,          // a fixed-capacity table of ParseResult is full
+  Nbns,              // NBNS: a record of a type or layout RFC 1002 does not give it
 };
 
 enum class Section : uint8_t { Question, Answer, Authority, Additional };
@@ -117,7 +118,8 @@ struct Owner {
 
 struct ParseResult {
   static constexpr unsigned kMaxNames = 1024, kMaxLabels = 2048, kMaxLabelRefs = 8192,
-                            kMaxRRs = 1024, kMaxAddrs = 512, kTextCap = 32768, kMaxTxtMacs = 64;
+                            kMaxRRs = 1024, kMaxAddrs = 512, kTextCap = 32768, kMaxTxtMacs = 64,
+                            kMaxNbNames = 256, kMaxNbUnits = 8;
   // text[] extends past kTextCap so the parser may store a whole 16-byte
   // vector where a label's text may end anywhere up to kTextCap; text_len
   // never exceeds kTextCap.
@@ -138,6 +140,13 @@ struct ParseResult {
   // (aa:bb:cc:dd:ee:ff or with '-', standing alone between non-hex bytes).
   uint16_t n_txt_macs;
   uint16_t txt_mac[kMaxTxtMacs];
+  // NBNS node status answers (NBSTAT, RFC 1002 4.2.18): where each node
+  // name's 16 bytes start (15 characters, space-padded, and the type
+  // suffix; not encoded), and each answer's unit ID (6 bytes: the adapter's
+  // MAC). Empty for DNS.
+  uint16_t n_nb_names, n_nb_units;
+  uint16_t nb_name[kMaxNbNames];
+  uint16_t nb_unit[kMaxNbUnits];
   NameRef names[kMaxNames];
   LabelSpan labels[kMaxLabels];
   uint16_t label_refs[kMaxLabelRefs];
@@ -154,7 +163,12 @@ struct ParseResult {
 // header announces (e.g. a first IP fragment); counts that cannot fit at all
 // are Malformed. Compression pointers must point strictly before the name
 // (or run) that uses them and at the start of a label already parsed.
-Status parse(const uint8_t* msg, size_t len, ParseResult& out);
+// `nbns`: the message is the NetBIOS name service's (UDP 137, RFC 1002):
+// type 33 is NBSTAT, not SRV (its node names and unit ID are located),
+// the addresses of NB records are located, and a record of a type or
+// layout RFC 1002 does not define is Malformed (its bytes could be an
+// address nothing would rewrite).
+Status parse(const uint8_t* msg, size_t len, ParseResult& out, bool nbns = false);
 
 // A TCP stream chunk holds length-prefixed messages; several per segment,
 // the last possibly partial.
@@ -268,8 +282,10 @@ bool ecs_zero(uint8_t* msg, size_t len, const ParseResult& pr);
 size_t ecs_strip(uint8_t* msg, size_t len, const ParseResult& pr);
 
 // DNS as protocol plugins (plugin.cpp): over UDP ("dns", the runtime's
-// datagram shortcut) and over TCP ("dns-tcp", carrying dns's fields).
+// datagram shortcut), over TCP ("dns-tcp", carrying dns's fields), and the
+// NetBIOS name service ("nbns", UDP 137, carrying dns's fields).
 const ProtocolPlugin& protocol_plugin();
 const ProtocolPlugin& tcp_protocol_plugin();
+const ProtocolPlugin& nbns_protocol_plugin();
 
 }  // namespace amon::dns

@@ -41,6 +41,7 @@ struct Parser {
   const uint8_t* m;
   uint32_t len;
   ParseResult& r;
+  bool nbns;
 
   Status fail(Status s, Error e, uint32_t off) {
     r.status = s;
@@ -540,6 +541,39 @@ struct Parser {
     return Status::Ok;
   }
 
+  // An NBNS record's data (RFC 1002 4.2): only the layouts the service
+  // defines. NB: entries of 2 bytes of flags and an IPv4 address, the
+  // address a host registers, answers or defends for its name (a WACK's 2
+  // bytes are flags alone); NBSTAT: a count, that many node names of 18
+  // bytes (15 characters, the type suffix, 2 bytes of flags), then the
+  // statistics, led by the unit ID; NULL: empty; NS and A as in DNS.
+  Status nbns_rdata(uint16_t type, uint16_t klass, uint32_t rd, uint16_t rdlen, Section sec, uint16_t rr_index) {
+    if ((klass & 0x7fff) != 1) return fail(Status::Malformed, Error::Nbns, rd);
+    switch (type) {
+      case 32:
+        if (rdlen == 2) return Status::Ok;
+        if (rdlen % 6) return fail(Status::Malformed, Error::Nbns, rd);
+        for (uint32_t k = 0; k < rdlen; k += 6) {
+          if (r.n_addrs >= ParseResult::kMaxAddrs) return fail(Status::Malformed, Error::Capacity, rd);
+          r.addrs[r.n_addrs++] = {sec, uint8_t(4), rr_index, uint16_t(rd + k + 2)};
+        }
+        return Status::Ok;
+      case 33: {
+        if (rdlen < 1) return fail(Status::Malformed, Error::Nbns, rd);
+        const uint32_t n = m[rd];
+        if (1 + 18 * n + 6 > rdlen) return fail(Status::Malformed, Error::Nbns, rd);
+        if (r.n_nb_names + n > ParseResult::kMaxNbNames || r.n_nb_units >= ParseResult::kMaxNbUnits)
+          return fail(Status::Malformed, Error::Capacity, rd);
+        for (uint32_t k = 0; k < n; ++k) r.nb_name[r.n_nb_names++] = uint16_t(rd + 1 + 18 * k);
+        r.nb_unit[r.n_nb_units++] = uint16_t(rd + 1 + 18 * n);
+        return Status::Ok;
+      }
+      case 10: return rdlen ? fail(Status::Malformed, Error::Nbns, rd) : Status::Ok;
+      case 2: return rdata_names(rd, rdlen, type, sec, rr_index);
+      default: return fail(Status::Malformed, Error::Nbns, rd);
+    }
+  }
+
   Status run() {
     if (len > 0xffff) return fail(Status::Malformed, Error::TooLong, 0);
     if (len < 12) return fail(Status::Truncated, Error::ShortHeader, len);
@@ -593,6 +627,8 @@ struct Parser {
           if (rdlen != want) return fail(Status::Malformed, Error::RdataLength, rd);
           if (r.n_addrs >= ParseResult::kMaxAddrs) return fail(Status::Malformed, Error::Capacity, rd);
           r.addrs[r.n_addrs++] = {sections[s], uint8_t(type == 1 ? 4 : 6), rr_index, uint16_t(rd)};
+        } else if (nbns) {
+          if (Status st = nbns_rdata(type, klass, rd, rdlen, sections[s], rr_index); st != Status::Ok) return st;
         } else if (type == 32 && (klass & 0x7fff) == 1 && rdlen % 6 == 0) {
           // NetBIOS name service (RFC 1002) NB record: entries of 2 bytes
           // of flags and an IPv4 address each, the address a host registers
@@ -618,7 +654,7 @@ struct Parser {
 
 }  // namespace
 
-Status parse(const uint8_t* msg, size_t len, ParseResult& out) {
+Status parse(const uint8_t* msg, size_t len, ParseResult& out, bool nbns) {
   out.status = Status::Malformed;
   out.error = Error::None;
   out.error_off = 0;
@@ -631,7 +667,8 @@ Status parse(const uint8_t* msg, size_t len, ParseResult& out) {
   out.ecs = {};
   out.owner = {};
   out.n_txt_macs = 0;
-  Parser p{msg, uint32_t(len > 0x10000 ? 0x10000 : len), out};
+  out.n_nb_names = out.n_nb_units = 0;
+  Parser p{msg, uint32_t(len > 0x10000 ? 0x10000 : len), out, nbns};
   if (len > 0xffff) return p.fail(Status::Malformed, Error::TooLong, 0);
   return p.run();
 }

@@ -69,6 +69,9 @@ struct State {
   ParseResult pr;
   TcpSplit split;
   int msg = -1;  // which message of the payload pr holds (-1: none)
+  bool nbns = false;  // the NetBIOS name service's state: its messages parse as NBNS
+  // NBSTAT node names as values() hands them on: first-level encoded, lowercase.
+  char nb_text[ParseResult::kMaxNbNames][32];
 };
 
 // What one consumer's policy asks of DNS, fixed when it is loaded.
@@ -86,6 +89,11 @@ struct Consumer {
 };
 
 void* make_state() { return new State; }
+void* make_nbns_state() {
+  auto* s = new State;
+  s->nbns = true;
+  return s;
+}
 void free_state(void* s) { delete static_cast<State*>(s); }
 
 void* make_consumer(ConsumerSetup& setup) {
@@ -129,7 +137,7 @@ bool probe_udp(const uint8_t* q, uint32_t avail, uint16_t, uint16_t) {
 bool parse_datagram(void* vs, const uint8_t* payload, uint32_t len) {
   State& s = *static_cast<State*>(vs);
   s.msg = 0;
-  return parse(payload, len, s.pr) == Status::Ok;
+  return parse(payload, len, s.pr, s.nbns) == Status::Ok;
 }
 
 ProtoStatus parse_udp(void* vs, const ProtoPacket& pkt, ProtoOccs&) {
@@ -167,6 +175,7 @@ void emit_message(const State& s, uint32_t base, void (*emit)(void*, const Proto
   for (unsigned i = 0; i < pr.n_addrs; ++i) {
     ProtoOcc o;
     o.field = F.answer_addr, o.kind = pr.addrs[i].family == 4 ? OccKind::Addr4 : OccKind::Addr6;
+    o.role = s.nbns;
     o.index = uint16_t(i), o.off = base + pr.addrs[i].off, o.len = pr.addrs[i].family == 4 ? 4 : 16;
     emit(ctx, o);
   }
@@ -175,6 +184,19 @@ void emit_message(const State& s, uint32_t base, void (*emit)(void*, const Proto
     ProtoOcc o;
     o.field = F.ecs, o.kind = pr.ecs.family == 1 ? OccKind::Addr4 : OccKind::Addr6;
     o.off = base + pr.ecs.addr_off, o.len = pr.ecs.addr_len;
+    emit(ctx, o);
+  }
+  for (unsigned i = 0; i < pr.n_nb_names; ++i) {
+    ProtoOcc o;
+    o.field = F.rdata_name, o.kind = OccKind::Name, o.index = uint16_t(i);
+    o.off = base + pr.nb_name[i], o.len = 16;
+    o.text = std::string_view(s.nb_text[i], 32);
+    emit(ctx, o);
+  }
+  for (unsigned i = 0; i < pr.n_nb_units; ++i) {
+    ProtoOcc o;
+    o.field = F.eth_src, o.kind = OccKind::Mac, o.index = uint16_t(i);
+    o.off = base + pr.nb_unit[i], o.len = 6;
     emit(ctx, o);
   }
   if (pr.owner.present)
@@ -186,9 +208,18 @@ void emit_message(const State& s, uint32_t base, void (*emit)(void*, const Proto
     }
 }
 
-void values_udp(void* vs, const uint8_t*, uint32_t, void (*emit)(void*, const ProtoOcc&), void* ctx) {
-  const State& s = *static_cast<const State*>(vs);
-  if (s.msg == 0 && s.pr.status == Status::Ok) emit_message(s, 0, emit, ctx);
+// An NBSTAT node name (16 bytes: 15 characters, the type suffix) as the
+// value an NBNS name of the same node and suffix is decided on: its
+// first-level encoding (RFC 1001 14.1), lowercase.
+void nb_encode_lower(const uint8_t* name, char* out) {
+  for (unsigned i = 0; i < 16; ++i) out[2 * i] = char('a' + (name[i] >> 4)), out[2 * i + 1] = char('a' + (name[i] & 15));
+}
+
+void values_udp(void* vs, const uint8_t* payload, uint32_t, void (*emit)(void*, const ProtoOcc&), void* ctx) {
+  State& s = *static_cast<State*>(vs);
+  if (s.msg != 0 || s.pr.status != Status::Ok) return;
+  for (unsigned i = 0; i < s.pr.n_nb_names; ++i) nb_encode_lower(payload + s.pr.nb_name[i], s.nb_text[i]);
+  emit_message(s, 0, emit, ctx);
 }
 
 void values_tcp(void* vs, const uint8_t* payload, uint32_t, void (*emit)(void*, const ProtoOcc&), void* ctx) {
@@ -256,9 +287,9 @@ void reverse_apply(uint8_t* msg, const RevLabel* rl, unsigned n, RewriteHost& ho
   }
 }
 
-// mDNS, LLMNR and NBNS: their names are the names users give their
-// devices.
-bool local_port(uint16_t p) { return p == 5353 || p == 5355 || p == 137; }
+// mDNS and LLMNR (and NBNS, a plugin of its own): their names are the
+// names users give their devices.
+bool local_port(uint16_t p) { return p == 5353 || p == 5355; }
 
 // How many labels at the right of a name are the protocol's, not the
 // device's: DNS-SD service labels (`_ipp`, `_tcp`, `_sub`) and the `local`
@@ -316,6 +347,42 @@ bool txt_mac(RewriteHost& host, FieldId f, uint8_t* p) {
   return true;
 }
 
+// An NBSTAT answer's node names and unit ID. A node name is the name its
+// NBNS registrations carry, written plain: decided on the same value (its
+// first-level encoding, lowercase), by dns.rdata.name's rule or, without
+// one, the device host name's, the decision applied to its characters
+// (padding and type suffix kept). The unit ID is the adapter's MAC: the
+// source MAC's rule, as the Owner option's (an all-zero one, as Samba
+// sends, names no adapter).
+void nbstat(const ParseResult& pr, const Consumer& c, RewriteHost& host, uint8_t* msg, bool devices, uint64_t* sums) {
+  const Fields& F = Fields::get();
+  const bool rules = c.roles >> unsigned(NameRole::RdataOther) & 1;
+  if (rules || devices)
+    for (unsigned i = 0; i < pr.n_nb_names; ++i) {
+      uint8_t* p = msg + pr.nb_name[i];
+      char text[32], plain[15];
+      nb_encode_lower(p, text);
+      const std::string_view t(text, 32), shown(plain, names::netbios_plain(t, plain));
+      const names::Decision d = rules ? host.decide_name(F.rdata_name, t, false, shown)
+                                      : host.decide_name(F.hostname, t, false, shown);
+      if (d.action == names::Action::Keep) continue;
+      unsigned n = 15;
+      while (n && p[n - 1] == ' ') --n;
+      if (sums) sums[0] += csum_span_at(msg, pr.nb_name[i], 15);
+      names::apply_to_text(reinterpret_cast<char*>(p), n, d);
+      if (sums) sums[1] += csum_span_at(msg, pr.nb_name[i], 15);
+    }
+  if (c.owner_rules && host.modifies(F.eth_src))
+    for (unsigned i = 0; i < pr.n_nb_units; ++i) {
+      uint8_t* p = msg + pr.nb_unit[i];
+      static constexpr uint8_t kZero[6] = {};
+      if (std::memcmp(p, kZero, 6) == 0) continue;
+      if (sums) sums[0] += csum_span_at(msg, pr.nb_unit[i], 6);
+      if (!host.mac(F.eth_src, p)) host.drop();
+      if (sums) sums[1] += csum_span_at(msg, pr.nb_unit[i], 6);
+    }
+}
+
 // One message of a consumer's copy: every name by its role's rule (one
 // decision per label span), the reverse names' address labels, the answer
 // addresses, the ECS subnet and the mDNS Owner option's MACs. Inlined: a
@@ -326,7 +393,7 @@ bool txt_mac(RewriteHost& host, FieldId f, uint8_t* p) {
   if (s.msg != index) {
     // Parsed from the original bytes (the copy is identical in this span:
     // nothing before the application layer rewrites payload bytes).
-    parse(orig, len, s.pr);
+    parse(orig, len, s.pr, s.nbns);
     s.msg = index;
   }
   const ParseResult& pr = s.pr;
@@ -343,8 +410,8 @@ bool txt_mac(RewriteHost& host, FieldId f, uint8_t* p) {
   cx.host = &host;
   cx.F = &F;
   cx.roles = c.roles;
-  cx.nbns = at.sport == 137 || at.dport == 137;
-  const bool devices = c.device_rules && (local_port(at.sport) || local_port(at.dport));
+  cx.nbns = s.nbns;
+  const bool devices = c.device_rules && (s.nbns || local_port(at.sport) || local_port(at.dport));
   // The exchange this message belongs to: a query records its first
   // question's decision, a response recalls it for that question and for the
   // owner names equal to it. Other names (CNAME targets, rdata) are decided
@@ -388,7 +455,18 @@ bool txt_mac(RewriteHost& host, FieldId f, uint8_t* p) {
     if (sums) sums[1] += csum_span_at(msg, off, pr.trailing);
   }
   if (n_rev) reverse_apply(msg, rev, n_rev, host, sums);
-  if (c.addr_rules)
+  if (s.nbns) {
+    // The addresses a host registers, answers or defends for its name are
+    // addresses of the network: its header's rewrite where one is the
+    // packet's own, else its role's rule, as an IP header would have it.
+    for (unsigned i = 0; i < pr.n_addrs; ++i) {
+      const unsigned off = pr.addrs[i].off, n = pr.addrs[i].family == 4 ? 4 : 16;
+      if (sums) sums[0] += csum_span_at(msg, off, n);
+      if (!host.role_addr(msg + off, pr.addrs[i].family)) host.drop();
+      if (sums) sums[1] += csum_span_at(msg, off, n);
+    }
+    nbstat(pr, c, host, msg, devices, sums);
+  } else if (c.addr_rules)
     for (unsigned i = 0; i < pr.n_addrs; ++i) {
       const unsigned off = pr.addrs[i].off, n = pr.addrs[i].family == 4 ? 4 : 16;
       if (sums) sums[0] += csum_span_at(msg, off, n);
@@ -490,10 +568,7 @@ const ProtocolPlugin kUdp = {
     .name = "dns",
     .l4_proto = 17,
     .register_fields = register_dns_fields,
-    // NBNS (137) is DNS's message format with NetBIOS names as one encoded
-    // label: its device names (USER-PC) follow the DNS name rules, and a
-    // message that does not parse fails closed like a DNS one.
-    .ports = {53, 5353, 5355, 137},
+    .ports = {53, 5353, 5355},
     .probe = probe_udp,
     .make_state = make_state,
     .free_state = free_state,
@@ -505,6 +580,29 @@ const ProtocolPlugin kUdp = {
     .numbered = true,
     .shortcut = true,
     .parse_datagram = parse_datagram,
+    .values = values_udp,
+};
+
+// NBNS (UDP 137) is DNS's message format with NetBIOS names as one encoded
+// label: its device names (USER-PC) follow the DNS name rules, and a
+// message that does not parse fails closed like a DNS one. A plugin of its
+// own (carrying dns's fields, so `proto in {dns}` still takes it) because
+// its records are not DNS's (type 33 is NBSTAT, not SRV) and its addresses
+// are the network's: parsed wherever a policy protects addresses.
+const ProtocolPlugin kNbns = {
+    .name = "nbns",
+    .l4_proto = 17,
+    .ports = {137},
+    .role_addresses = true,
+    .carries = "dns",
+    .make_state = make_nbns_state,
+    .free_state = free_state,
+    .parse = parse_udp,
+    .rewrite = rewrite_udp,
+    .make_consumer = make_consumer,
+    .free_consumer = free_consumer,
+    .value = value,
+    .numbered = true,
     .values = values_udp,
 };
 
@@ -530,5 +628,6 @@ const ProtocolPlugin kTcp = {
 
 const ProtocolPlugin& protocol_plugin() { return kUdp; }
 const ProtocolPlugin& tcp_protocol_plugin() { return kTcp; }
+const ProtocolPlugin& nbns_protocol_plugin() { return kNbns; }
 
 }  // namespace amon::dns

@@ -10,9 +10,11 @@
 // name's rule (FieldDesc::split_from: dns.qname, then dhcp.hostname), as
 // the device names of mDNS, LLMNR and NBNS do where no DNS name rule applies.
 // The header's source IP takes the packet's own address treatment (a role
-// occurrence); the user data, a mailslot message that repeats the host
-// name and a comment, takes the same rule on its bytes (length kept): a
-// policy that protects the names leaves none of it in clear.
+// occurrence), parsed wherever a policy protects addresses. The user data,
+// a browser message, repeats host and workgroup names (decided as the
+// name service's <00> names, written plain) and may carry a comment (the
+// same rule on its bytes, length kept): a policy that protects the names
+// leaves none of it in clear. Other user data fails closed.
 #include <cctype>
 #include <cstring>
 
@@ -32,10 +34,19 @@ void register_fields(Registry& r) {
 // A worker's parse state: the fields' ids and the names' texts as the
 // runtime decides them (lowercase encoded), valid until the next parse.
 struct State {
+  static constexpr unsigned kNames = 2 + Datagram::kMaxValues;
   FieldId name = Registry::instance().field("netbios.name")->id;
-  char text[2][kEncodedLen];
-  char shown[2][16];
+  char text[kNames][kEncodedLen];
+  char shown[kNames][16];
 };
+
+// A name's value: its first-level encoding in lowercase (RFC 1001 14.1),
+// the value NBNS decides the same name on.
+void encoded_text(const uint8_t raw[16], char* out) {
+  uint8_t e[kEncodedLen];
+  encode_name(raw, e);
+  for (uint32_t i = 0; i < kEncodedLen; ++i) out[i] = char(e[i] | 0x20);
+}
 
 void* make_state() { return new State; }
 void free_state(void* s) { delete static_cast<State*>(s); }
@@ -66,17 +77,38 @@ ProtoStatus parse(void* vs, const ProtoPacket& pkt, ProtoOccs& out) {
     o.shown = std::string_view(s.shown[k], n);
     ok = ok && out.add(o);
   }
-  if (g.data_len) {
-    ProtoOcc d;
-    d.field = s.name, d.kind = OccKind::Bytes, d.off = g.data_off, d.len = g.data_len;
-    ok = ok && out.add(d);
+  // The browser message's names: a host's (or a workgroup's) as its NBNS
+  // registration of suffix <00> writes it (NetBIOS names are upper case),
+  // so the message's name and the name service's are one value. A name
+  // longer than NetBIOS allows, and a comment, take the rule on their bytes.
+  for (uint32_t k = 0; k < g.n_values; ++k) {
+    const Datagram::Value& v = g.values[k];
+    ProtoOcc o;
+    o.field = s.name, o.off = v.off, o.len = v.len, o.index = uint16_t(2 + k);
+    if (v.comment || v.len > 15) {
+      o.kind = OccKind::Bytes;
+    } else {
+      const uint32_t i = 2 + k;
+      uint8_t raw[16];
+      for (uint32_t j = 0; j < 15; ++j) raw[j] = j < v.len ? uint8_t(std::toupper(pkt.payload[v.off + j])) : ' ';
+      raw[15] = 0x00;
+      encoded_text(raw, s.text[i]);
+      std::memcpy(s.shown[i], pkt.payload + v.off, v.len);
+      o.kind = OccKind::Name;
+      o.text = std::string_view(s.text[i], kEncodedLen);
+      o.shown = std::string_view(s.shown[i], v.len);
+    }
+    ok = ok && out.add(o);
   }
   return ok ? ProtoStatus::Parsed : ProtoStatus::Malformed;
 }
 
 // The decision on the name's 15 characters (its padding and its type
 // suffix kept), re-encoded: every result decodes as a NetBIOS name again.
+// A browser message's name is written plain: the decision on its
+// characters, in place.
 void rewrite_name(void*, uint8_t* payload, const ProtoOcc& o, const names::Decision& d) {
+  if (o.index >= 2) return names::apply_to_text(reinterpret_cast<char*>(payload + o.off), o.len, d);
   uint8_t name[16];
   decode_name(payload + o.off, name);
   unsigned n = 15;
@@ -90,6 +122,7 @@ const ProtocolPlugin kPlugin = {
     .l4_proto = 17,
     .register_fields = register_fields,
     .ports = {kPort},
+    .role_addresses = true,
     .make_state = make_state,
     .free_state = free_state,
     .parse = parse,

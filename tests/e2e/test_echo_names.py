@@ -3,8 +3,7 @@
 rewritten wherever kept payload writes it in plain, before the NBNS message
 (offline: the pre-pass) and after it (the echo search), under the shipped
 rules/ids.amon (its `dhcp.hostname` rule decides NBNS names: no DNS name
-rule; it cuts NBNS's payload, an address carrier's) and under the same
-policy keeping NBNS's payload (the names rewritten in it).
+rule; NBNS's payload is kept, the names rewritten in it).
 
 A crafted capture from one user: a DNS query for LP-TEST-HOST.corp.example
 (a label of a name no rule hides: kept payload), a datagram naming the
@@ -20,10 +19,10 @@ host. Through `amon pcap --read FILE`:
   - the HTTP request leaves as it came: a dotted NBNS name is no device's,
     and no rule hides that DNS name.
 
-Read from standard input (no pre-pass) under the policy that keeps NBNS's
-payload, the copies before the NBNS message stay as they came, as live,
-and the one after it is rewritten: the plain form of an NBNS name its
-rewrite hid is searched for once the name is seen.
+Read from standard input (no pre-pass), the copies before the NBNS
+message stay as they came, as live, and the one after it is rewritten:
+the plain form of an NBNS name its rewrite hid is searched for once the
+name is seen.
 
 usage: test_echo_names.py AMON"""
 
@@ -69,21 +68,11 @@ def build(d):
     return path
 
 
-CARRIER_CUT = "payload            : cut() when proto in { addr_carrier }\n"
-
-
-def policy(d, name, keep_carriers=False):
-    """rules/ids.amon as shipped, with a fixed key beside it; or without its
-    cut of the address carriers' payload (NBNS among them), so that the
-    NBNS message is rewritten, not cut."""
-    text = L.shipped_ids(d)
-    if keep_carriers:
-        if CARRIER_CUT not in text:
-            raise RuntimeError("rules/ids.amon no longer cuts the address carriers' payload as this test expects")
-        text = text.replace(CARRIER_CUT, "")
+def policy(d, name):
+    """rules/ids.amon as shipped, with a fixed key beside it."""
     p = os.path.join(d, name + ".amon")
     with open(p, "w") as fh:
-        fh.write(text)
+        fh.write(L.shipped_ids(d))
     return p
 
 
@@ -108,13 +97,12 @@ def main():
     if len(copies(fin, fin)) != 3 or nb_encode(NAME) not in fin[2]:
         fails.append("the input should carry the name three times in plain and once encoded (the test's frames are wrong)")
 
-    for name, keep in (("ids", False), ("ids-carriers-kept", True)):
-        pol = policy(d, name, keep)
+    for name in ("ids",):
+        pol = policy(d, name)
         out = os.path.join(d, name + ".pcap")
         L.run_amon(amon, inp, [("ids", pol, out)])
         fout = [r[3] for r in L.read_pcap(out)[1]]
-        # Only the NBNS messages may shrink: cut() takes an address carrier's payload.
-        if len(fout) != len(fin) or any(len(a) != len(b) for k, (a, b) in enumerate(zip(fin, fout)) if k not in (2, 4)):
+        if len(fout) != len(fin) or any(len(a) != len(b) for a, b in zip(fin, fout)):
             fails.append(f"{name}: frames or their lengths changed: {[len(f) for f in fin]} -> {[len(f) for f in fout]}")
             continue
         for i, f in enumerate(fout):
@@ -129,7 +117,7 @@ def main():
 
     # Standard input cannot be read twice: no pre-pass. The NBNS message
     # rewritten (its payload kept), its name is searched for from then on.
-    pol = policy(d, "ids-carriers-kept", True)
+    pol = policy(d, "ids")
     out = os.path.join(d, "stdin.pcap")
     with open(inp, "rb") as fh:
         r = subprocess.run([amon, "pcap", "--read", "-", "--workers", "1", "--quiet", "--consumer",

@@ -1,5 +1,5 @@
-// DNS parse + TCP split: no crash, no out-of-bounds read, and every reported
-// span lies inside the message.
+// DNS parse (as DNS and as NBNS) + TCP split: no crash, no out-of-bounds
+// read, and every reported span lies inside the message.
 #include <cstdlib>
 #include <memory>
 
@@ -9,6 +9,19 @@ using namespace amon::dns;
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   static auto* r = new ParseResult();
+  // As NBNS too: NBSTAT node names (16 bytes) and unit IDs (6) inside the
+  // message, none overlapping a label (its rewrite would corrupt the name).
+  if (parse(data, size, *r, true) == Status::Ok) {
+    for (unsigned i = 0; i < r->n_addrs; ++i)
+      if (r->addrs[i].off + (r->addrs[i].family == 4 ? 4u : 16u) > size) std::abort();
+    for (unsigned i = 0; i < r->n_nb_names; ++i)
+      if (r->nb_name[i] + 16u > size) std::abort();
+    for (unsigned i = 0; i < r->n_nb_units; ++i)
+      if (r->nb_unit[i] + 6u > size) std::abort();
+    for (unsigned k = 0; k < r->n_labels; ++k)
+      for (unsigned i = 0; i < r->n_nb_names; ++i)
+        if (r->labels[k].off < r->nb_name[i] + 16u && r->nb_name[i] < r->labels[k].off + r->labels[k].len) std::abort();
+  }
   if (parse(data, size, *r) == Status::Ok) {
     for (unsigned i = 0; i < r->n_labels; ++i)
       if (r->labels[i].off + r->labels[i].len > size) std::abort();

@@ -9,9 +9,32 @@
 using namespace amon;
 using namespace amon::dns;
 
+// As NBNS: the labels rewritten and every NBSTAT node name's characters
+// too (as the plugin applies a name decision to them), the message parses
+// again with the same names, node names and unit IDs at the same places.
+static void nbns(const uint8_t* data, size_t size, ParseResult& r, ParseResult& r2) {
+  if (parse(data, size, r, true) != Status::Ok) return;
+  std::vector<uint8_t> w(data, data + size);
+  rewrite_names(w.data(), w.size(), r, [](const NameView& v) { return names::Decision::mask(v.index + 7u); });
+  for (unsigned i = 0; i < r.n_nb_names; ++i) {
+    unsigned n = 15;
+    while (n && w[r.nb_name[i] + n - 1] == ' ') --n;
+    names::apply_to_text(reinterpret_cast<char*>(w.data() + r.nb_name[i]), n, names::Decision::mask(i + 1u));
+  }
+  if (parse(w.data(), w.size(), r2, true) != Status::Ok) std::abort();
+  if (r2.n_names != r.n_names || r2.n_nb_names != r.n_nb_names || r2.n_nb_units != r.n_nb_units ||
+      r2.n_addrs != r.n_addrs)
+    std::abort();
+  for (unsigned i = 0; i < r.n_nb_names; ++i)
+    if (r2.nb_name[i] != r.nb_name[i]) std::abort();
+  for (unsigned i = 0; i < r.n_nb_units; ++i)
+    if (r2.nb_unit[i] != r.nb_unit[i]) std::abort();
+}
+
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   static auto* r = new ParseResult();
   static auto* r2 = new ParseResult();
+  nbns(data, size, *r, *r2);
   if (parse(data, size, *r) != Status::Ok) return 0;
   std::vector<uint8_t> w(data, data + size);
   const uint8_t sel = size ? data[size - 1] : 0;
