@@ -136,6 +136,7 @@ bool attributes(Parsed& r, const uint8_t* p, uint32_t off, uint32_t end, Lists& 
       }
       case 15: {  // MP_UNREACH_NLRI (RFC 4760 4)
         if (len < 3) return false;
+        if (len == 3) break;  // no routes: a family's End-of-RIB (RFC 4724 2), whatever the family
         const uint16_t afi = rd16(p + v);
         const int fam = family_index(afi, p[v + 2]);
         if (fam < 0 || !L.add(fam, afi == 1 ? 4 : 6, v + 3, v + len)) return false;

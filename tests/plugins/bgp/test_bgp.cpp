@@ -169,6 +169,9 @@ TEST_CASE("bgp: attributes, families and lengths not known refused") {
   bad({attr(16, {0x06, 0, 0, 0, 0, 0, 0, 1}, 0xc0)});         // EVPN extended community
   bad({attr(16, {0x80, 0x08, 10, 9, 0, 7, 0, 0}, 0xc0)});     // flow spec redirect to IP
   bad({attr(16, Bytes(7, 0), 0xc0)});
+  // An End-of-RIB of any family holds no route; withdrawn VPN routes do.
+  CHECK(found(update({}, {attr(15, {0, 1, 128}, 0x90)}, {})).empty());
+  bad({attr(15, {0, 1, 128, 112, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 10, 9, 0}, 0x80)});
   Bytes vpn = {0, 1, 128, 12};
   put(vpn, Bytes(8, 0)), put(vpn, kNh), put(vpn, {0});
   bad({attr(14, vpn, 0x80)});                                 // L3VPN
