@@ -2,6 +2,7 @@
 #include <mutex>
 
 #include "actions.h"
+#include "amon_bgp.hpp"
 #include "amon_dhcp.hpp"
 #include "amon_dns.hpp"
 #include "amon_http.hpp"
@@ -78,6 +79,7 @@ void register_builtin_plugins() {
     r.add_protocol(ospf_plugin::protocol_plugin());
     r.add_protocol(pim_plugin::protocol_plugin());
     r.add_protocol(lisp_plugin::protocol_plugin());
+    r.add_protocol(bgp_plugin::protocol_plugin());
     actions::register_actions(r);
   });
 }

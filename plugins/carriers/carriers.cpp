@@ -6,7 +6,6 @@ void register_ports(Registry& r) {
   r.add_addr_carrier("ftp", {21});                          // PORT, PASV, EPRT, EPSV
   r.add_addr_carrier("smtp", {25, 587});                    // Received headers, EHLO [address]
   r.add_addr_carrier("kerberos", {88});                     // ticket addresses
-  r.add_addr_carrier("bgp", {179});                         // BGP identifier, next hops, aggregator, originator, cluster list
   r.add_addr_carrier("netbios", {139});                     // sessions (NBNS, datagrams: plugins dns, netbios)
   r.add_addr_carrier("snmp", {161, 162});                   // agent addresses, tables
   r.add_addr_carrier("smb", {445});

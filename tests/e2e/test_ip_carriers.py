@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""End to end: addresses carried in the messages of SCTP, OSPF, PIM and
-LISP take the treatment the same address takes in an IP header, through
+"""End to end: addresses carried in the messages of SCTP, OSPF, PIM, LISP
+and BGP take the treatment the same address takes in an IP header, through
 `amon pcap` under rules/ids.amon (users inside `clients` Crypto-PAn'd,
 servers kept).
 
@@ -17,8 +17,11 @@ servers kept).
          LSAs: tshark decodes their address fields in the output, and
          none holds an input address; likewise LISP LCAFs (instance ID,
          source/dest key, AFI list, explicit locator path, nonce locator).
-         BGP (tcp/179) is parsed by no plugin: its identifiers leave no
-         trace in the ids output (its payload is cut as an address carrier).
+         BGP (tcp/179): a router's own address as its BGP identifier and
+         NEXT_HOP comes out as its header's pseudonym, other users'
+         addresses and prefixes (IPv4 and an IPv6 MP_REACH_NLRI, one
+         UPDATE split over two segments) are absent, tshark decodes the
+         output's messages without complaint.
 
 usage: test_ip_carriers.py AMON"""
 
@@ -399,36 +402,104 @@ def lisp_bad():
 
 # ---------------------------------------------------------------- BGP
 
-B_ID, B_NH, B_ORIG, B_CL, B_AGG = "10.1.1.1", "10.1.1.3", "10.1.1.4", "10.1.1.5", "10.1.1.6"
+# The router (the flow's client, inside `clients`) speaks to a peer outside.
+B_RTR, B_PEER = "10.1.1.1", "198.51.100.179"
+B_ORIG, B_CL, B_AGG, B_PFX = "10.1.1.4", "10.1.1.5", "10.1.1.6", "10.1.7.0"
+B_NH6, B_LL6, B_PFX6 = "fd00::1:1", "fe80::1", "fd00:1:2::"
+B_KEPT = "203.0.113.0"  # a prefix outside `clients`: ip.server's keep()
 
 
 def bgp_msg(t, body):
     return b"\xff" * 16 + struct.pack("!HB", 19 + len(body), t) + body
 
 
-def bgp_data():
-    """An OPEN (BGP identifier) and an UPDATE (NEXT_HOP, AGGREGATOR, ORIGINATOR_ID, CLUSTER_LIST)."""
-    opn = bgp_msg(1, struct.pack("!BHH4sB", 4, 65001, 180, packed(B_ID), 0))
-    attrs = bytes([0x40, 1, 1, 0]) + bytes([0x40, 2, 0]) + bytes([0x40, 3, 4]) + packed(B_NH) \
+def bgp_open(ident):
+    return bgp_msg(1, struct.pack("!BHH4sB", 4, 65001, 180, packed(ident), 8)
+                   + bytes([2, 6, 1, 4, 0, 1, 0, 1]))  # multiprotocol: IPv4 unicast
+
+
+def bgp_updates():
+    """An UPDATE whose NEXT_HOP is the router's own address (with AGGREGATOR,
+    ORIGINATOR_ID, CLUSTER_LIST and two prefixes), and one with an IPv6
+    MP_REACH_NLRI (global and link-local next hops, a /48)."""
+    attrs = bytes([0x40, 1, 1, 0]) + bytes([0x40, 2, 0]) + bytes([0x40, 3, 4]) + packed(B_RTR) \
         + bytes([0xC0, 7, 8]) + struct.pack("!I", 65001) + packed(B_AGG) \
         + bytes([0x80, 9, 4]) + packed(B_ORIG) + bytes([0x80, 10, 4]) + packed(B_CL)
-    upd = bgp_msg(2, struct.pack("!H", 0) + struct.pack("!H", len(attrs)) + attrs + bytes([24, 203, 0, 113]))
-    return opn + upd
+    nlri = bytes([24]) + packed(B_PFX)[:3] + bytes([24]) + packed(B_KEPT)[:3]
+    upd = bgp_msg(2, struct.pack("!HH", 0, len(attrs)) + attrs + nlri)
+    reach = struct.pack("!HBB", 2, 1, 32) + packed(B_NH6) + packed(B_LL6) + bytes([0, 48]) + packed(B_PFX6)[:6]
+    attrs6 = bytes([0x40, 1, 1, 0]) + bytes([0x40, 2, 0]) + bytes([0x90, 14]) + struct.pack("!H", len(reach)) + reach
+    return upd, bgp_msg(2, struct.pack("!HH", 0, len(attrs6)) + attrs6)
+
+
+def bgp_flow():
+    """The OPENs, then the two UPDATEs and a KEEPALIVE in two segments: the
+    second UPDATE starts in the first and ends in the second."""
+    t0, ms = 1_700_000_000_000_000_000, 1_000_000
+    c, s = 1000, 5000
+    upd, upd6 = bgp_updates()
+    cut = len(upd) + 30
+    data = upd + upd6 + bgp_msg(4, b"")
+    segs = [(B_RTR, B_PEER, 50179, 179, c, s, 0x02, b""), (B_PEER, B_RTR, 179, 50179, s, c + 1, 0x12, b""),
+            (B_RTR, B_PEER, 50179, 179, c + 1, s + 1, 0x10, b"")]
+    o1, o2 = bgp_open(B_RTR), bgp_open(B_PEER)
+    segs.append((B_RTR, B_PEER, 50179, 179, c + 1, s + 1, 0x18, o1))
+    segs.append((B_PEER, B_RTR, 179, 50179, s + 1, c + 1 + len(o1), 0x18, o2))
+    segs.append((B_RTR, B_PEER, 50179, 179, c + 1 + len(o1), s + 1 + len(o2), 0x18, data[:cut]))
+    segs.append((B_RTR, B_PEER, 50179, 179, c + 1 + len(o1) + cut, s + 1 + len(o2), 0x18, data[cut:]))
+    segs.append((B_PEER, B_RTR, 179, 50179, s + 1 + len(o2), c + 1 + len(o1) + len(data), 0x10, b""))
+    return [(t0 + i * ms, L.tcp4_frame(a, b, sp, dp, sq, ak, fl, pl)) for i, (a, b, sp, dp, sq, ak, fl, pl)
+            in enumerate(segs)]
 
 
 def check_bgp(amon, work, fails):
-    """No plugin parses BGP: its port is an address carrier, whose payload ids.amon cuts."""
+    """BGP through ids.amon: the router's own address (its BGP identifier,
+    the NEXT_HOP it sends) is written as its header's pseudonym wherever it
+    stands, the other users' addresses and prefixes are absent, the peer's
+    and a prefix outside `clients` are kept, and tshark decodes every
+    message, one of them split over two segments, without complaint."""
     inp, out = os.path.join(work, "bgp.pcap"), os.path.join(work, "bgp-ids.pcap")
-    flow = L.tcp_flow(1_700_000_000_000_000_000, "10.1.1.1", "10.1.1.2", 50179, 179, bgp_data())
-    L.write_pcap(inp, [(t, fr) for t, fr, _ in flow])
+    flow = bgp_flow()
+    L.write_pcap(inp, flow)
     L.run_amon(amon, inp, [("ids", os.path.join(ROOT, "rules", "ids.amon"), out)])
-    if not any(packed(B_NH) in fr for _, fr, _ in flow):
-        fails.append("bgp: the input does not carry its next hop (the test is wrong)")
-    for i, (_, _, _, fr) in enumerate(L.read_pcap(out)[1]):
-        for a in (B_ID, B_NH, B_ORIG, B_CL, B_AGG):
-            if packed(a) in fr[54:]:
+    recs = L.read_pcap(out)[1]
+    if len(recs) != len(flow):
+        fails.append(f"bgp: {len(recs)} frames out of {len(flow)}")
+        return 0
+    users = [B_ORIG, B_CL, B_AGG, B_NH6, B_LL6]
+    n = 0
+    for i, ((_, fr), (_, _, _, o)) in enumerate(zip(flow, recs)):
+        hm = header_map(fr, o)
+        rtr = packed(B_RTR)
+        for k in range(54, len(fr) - 3):
+            if fr[k:k + 4] == rtr:
+                n += 1
+                if o[k:k + 4] != hm[rtr] or hm[rtr] == rtr:
+                    fails.append(f"bgp frame {i + 1}: the router's address at {k} is not its header pseudonym")
+        for a in users:
+            if packed(a) in o[54:]:
                 fails.append(f"bgp frame {i + 1}: {a} in clear in the output")
-    return 5
+        if packed(B_PEER) in fr[54:] and packed(B_PEER) not in o[54:]:
+            fails.append(f"bgp frame {i + 1}: the peer's identifier was not kept")
+    if n != 2:
+        fails.append(f"bgp: the router's address found {n} times in the input's messages, not 2 (the test is wrong)")
+    if not any(packed(a) in fr for _, fr in flow for a in users):
+        fails.append("bgp: the input does not carry the users' addresses (the test is wrong)")
+    rows = L.tshark_fields(out, ["bgp.update.path_attribute.next_hop", "bgp.nlri_prefix",
+                                 "bgp.mp_reach_nlri_ipv6_prefix"], "bgp.type == 2")
+    got = {v for r in rows for cell in r[1:] for v in cell}
+    pseud = str(ipaddress.ip_address(header_map(flow[5][1], recs[5][3])[packed(B_RTR)]))
+    for want in (pseud, B_KEPT):
+        if want not in got:
+            fails.append(f"bgp: tshark does not read {want} in the output's UPDATEs ({sorted(got)})")
+    for bad in (B_PFX, B_PFX6, B_RTR):
+        if bad in got:
+            fails.append(f"bgp: tshark reads {bad} in the output's UPDATEs ({sorted(got)})")
+    if L.tshark_fields(out, [], "_ws.malformed || _ws.expert.severity >= error"):
+        fails.append("bgp: tshark finds malformed or erroneous frames in the output")
+    if len(L.tshark_fields(out, [], "bgp.type == 2")) != 2:
+        fails.append("bgp: tshark does not find the two UPDATEs in the output")
+    return n + len(users)
 
 
 # ---------------------------------------------------------------- checks
