@@ -5,6 +5,7 @@
 #include "amon_dhcp.hpp"
 #include "amon_dns.hpp"
 #include "amon_http.hpp"
+#include "amon_irc.hpp"
 #include "amon_lisp.hpp"
 #include "amon_netbios.hpp"
 #include "amon_ospf.hpp"
@@ -77,6 +78,7 @@ void register_builtin_plugins() {
     r.add_protocol(ospf_plugin::protocol_plugin());
     r.add_protocol(pim_plugin::protocol_plugin());
     r.add_protocol(lisp_plugin::protocol_plugin());
+    r.add_protocol(irc::protocol_plugin());
     actions::register_actions(r);
   });
 }
