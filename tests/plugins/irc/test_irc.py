@@ -18,7 +18,9 @@ Checks:
   - neither user's address is in clear anywhere in the output, in any
     form (decimal, dotted, binary);
   - tshark flags no frame the input did not, checksums stay right;
-  - `amon audit` finds no leak.
+  - `amon audit` finds no leak; and on a planted copy whose headers hide
+    the client but whose first DCC SEND names it as it came (a decimal
+    number), it reports the client's address there.
 
 usage: test_irc.py AMON"""
 
@@ -158,8 +160,24 @@ def main():
                        capture_output=True, text=True, timeout=120)
     if r.returncode != 0:
         fails.append(f"amon audit: exit {r.returncode}: {r.stdout[-800:]}{r.stderr[-400:]}")
+    # Planted: the client's first DCC SEND left as it came (its decimal
+    # number) in a copy of the output whose headers hide the client: only
+    # the audit's reading of DCC numbers can see it there.
+    planted = os.path.join(work, "planted.pcap")
+    num, frames = dec(CLIENT).encode(), []
+    for (ts, _, _, fi), (_, _, _, fo) in zip(rin, rout):
+        if b"report.pdf " + num in fi:
+            at = fi.index(num)
+            fo = fo[:at] + num + fo[at + len(num):]
+        frames.append((ts, fo))
+    L.write_pcap(planted, frames)
+    r = subprocess.run([amon, "audit", "--policy", pol, "--original", inp, "--anonymized", planted, "--format", "json"],
+                       capture_output=True, text=True, timeout=120)
+    if r.returncode != 1 or CLIENT not in r.stdout or "decimal number" not in r.stdout:
+        fails.append(f"amon audit on the planted copy: exit {r.returncode} (1 expected, naming {CLIENT} as a decimal "
+                     f"number): {r.stdout[-600:]}{r.stderr[-300:]}")
     return L.report(fails, f"irc: ok ({own} DCC addresses as their headers, {other} of another user rewritten, "
-                           f"{n_split} split request, audit clean)")
+                           f"{n_split} split request, audit clean; the planted DCC number reported)")
 
 
 if __name__ == "__main__":
