@@ -106,8 +106,8 @@ bool ProgramInstance::l7_plugin(const ProtocolPlugin& pp, void* state, uint8_t* 
     const unsigned n = family == 4 ? 4 : 16;
     uint8_t a[16], old[16];
     if (o.len > 45 || !read_addr_form(v, o.len, o.form, family, a)) {
-      // The parse said it reads as an address: bytes that do not never
-      // leave as they came.
+      // The parse said these bytes read as an address: if they do not,
+      // they leave as zeros, never as they came.
       std::memset(v, '0', o.len);
       return true;
     }
