@@ -91,6 +91,10 @@ struct Slots {
     uint32_t at, key, len;
   };
   std::vector<Coded> coded;
+  // IPv4 addresses a plugin finds written as one decimal number
+  // (ProtoOcc::form, IRC's DCC): the number's offset and length. Searched
+  // as the address it reads as, a slot of 4 bytes at its offset.
+  std::vector<std::pair<uint32_t, uint32_t>> decimal;
   void add(uint32_t off, uint32_t len) {
     auto [it, fresh] = at.emplace(off, len);
     if (!fresh) it->second = std::max(it->second, len);

@@ -10,6 +10,7 @@
 #include <set>
 #include <unordered_set>
 
+#include "addr_forms.h"
 #include "audit_impl.h"
 #include "bytes.h"
 
@@ -223,6 +224,11 @@ void Auditor::addr_slots(const Frame& fr, Slots& sl) {
     const uint32_t at = uint32_t(p - f) + o.off;
     if (o.coded && std::none_of(sl.coded.begin(), sl.coded.end(), [&](const Slots::Coded& c) { return c.at == at; }))
       sl.coded.push_back({at, uint32_t(p - f) + o.key, o.len});
+    if (o.form == AddrForm::Decimal && o.kind == OccKind::Addr4 && o.len >= 4 &&
+        std::none_of(sl.decimal.begin(), sl.decimal.end(), [&](const auto& x) { return x.first == at; })) {
+      sl.decimal.push_back({at, o.len});
+      sl.add(at, 4);
+    }
   });
 }
 
@@ -423,6 +429,31 @@ bool Auditor::search(std::string& err) {
         };
         ms.erase(std::remove_if(ms.begin() + long(before), ms.end(), [&](const M& m) { return !within(m); }), ms.end());
       }
+      // A decimal number a plugin reads as an IPv4 address is that address:
+      // its 4 bytes take the number's place in a copy, searched there.
+      const size_t decimal_from = ms.size();
+      if (!slots.decimal.empty()) {
+        std::vector<uint8_t> clear(fr.bytes);
+        for (const auto& [at, len] : slots.decimal) {
+          uint8_t a[4];
+          if (read_decimal_addr(fr.bytes.data() + at, len, a)) std::memcpy(clear.data() + at, a, 4);
+        }
+        hs_scan(db, reinterpret_cast<const char*>(clear.data()), unsigned(clear.size()), 0, scratch,
+                [](unsigned id, unsigned long long, unsigned long long to, unsigned, void* ctx) {
+                  static_cast<std::vector<M>*>(ctx)->push_back({id, to});
+                  return 0;
+                },
+                &ms);
+        // Only an address's 4 bytes where a number was: the rest was scanned above.
+        auto at_number = [&](const M& m) {
+          const uint64_t from = m.to - pats[m.id].len;
+          for (const auto& x : slots.decimal)
+            if (from == x.first && m.to == uint64_t(x.first) + 4) return pats[m.id].bin4;
+          return false;
+        };
+        ms.erase(std::remove_if(ms.begin() + long(decimal_from), ms.end(), [&](const M& m) { return !at_number(m); }),
+                 ms.end());
+      }
       if (n4 && fr.bytes.size() >= 4) {
         uint64_t opaque = fr.bytes.size() - 3 - std::min<size_t>(slots.at.size(), fr.bytes.size() - 3);
         r.opaque_bytes += opaque;
@@ -439,10 +470,12 @@ bool Auditor::search(std::string& err) {
         uint32_t from = uint32_t(m.to - pt.len);
         if (bounded(pt, fr.bytes.data(), uint32_t(fr.bytes.size()), from)) allowed_names.push_back({from, uint32_t(m.to)});
       }
-      for (auto& m : ms) {
+      for (size_t mi = 0; mi < ms.size(); ++mi) {
+        const M& m = ms[mi];
         auto& pt = pats[m.id];
         uint32_t from = uint32_t(m.to - pt.len);
-        if (!bounded(pt, fr.bytes.data(), uint32_t(fr.bytes.size()), from)) continue;
+        const bool number = mi >= decimal_from;
+        if (!number && !bounded(pt, fr.bytes.data(), uint32_t(fr.bytes.size()), from)) continue;
         auto& v = values[pt.value];
         auto& cs = sums[v.cls];
         v.found = true;
@@ -454,7 +487,8 @@ bool Auditor::search(std::string& err) {
           ++r.allowed, ++r.inside_allowed;
           continue;
         }
-        Hit h{oi + 1, from, v.cls, printable(v.kind, v.bytes), pt.enc, context(fr, from), v.rule};
+        Hit h{oi + 1, from, v.cls, printable(v.kind, v.bytes), number ? "decimal number" : pt.enc, context(fr, from),
+              v.rule};
         // The audit reads no key, so it cannot tell a key's fixed point
         // (cryptopan() giving the address back) from an address not
         // rewritten: either way it is the address in clear.

@@ -6,6 +6,7 @@
 #include <cctype>
 #include <cstring>
 
+#include "addr_forms.h"
 #include "audit_impl.h"
 #include "bytes.h"
 #include "registry.h"
@@ -170,7 +171,16 @@ void Auditor::occ_value(size_t fi, const uint8_t* f, const Decoded& d, const uin
                const std::string& user, uint64_t t) {
   std::string v(reinterpret_cast<const char*>(p + o.off), o.len);
   if (o.coded) xor_with(reinterpret_cast<uint8_t*>(v.data()), p + o.key, o.len);  // collected in clear
-  const bool addr4 = o.kind == OccKind::Addr4 && o.len == 4, addr6 = o.kind == OccKind::Addr6 && o.len == 16;
+  bool addr4 = o.kind == OccKind::Addr4 && o.len == 4, addr6 = o.kind == OccKind::Addr6 && o.len == 16;
+  if (o.form != AddrForm::Binary && (o.kind == OccKind::Addr4 || o.kind == OccKind::Addr6)) {
+    // Written as text (DCC's decimal number): collected as the address it
+    // reads as, whose text and binary forms the search looks for.
+    const uint8_t family = o.kind == OccKind::Addr4 ? 4 : 6;
+    uint8_t a[16];
+    if (!read_addr_form(p + o.off, o.len, o.form, family, a)) return;
+    v.assign(reinterpret_cast<const char*>(a), family == 4 ? 4 : 16);
+    addr4 = family == 4, addr6 = family == 6;
+  }
   if (o.role) {
     if (addr4 || addr6) role_value(fi, f, d, addr4 ? Kind::Addr4 : Kind::Addr6, v, user, t);
     return;

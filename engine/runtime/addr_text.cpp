@@ -232,6 +232,17 @@ bool fit_addr_text(const uint8_t* new_a, unsigned alen, unsigned len, char* text
   return false;
 }
 
+bool fit_addr_form(const uint8_t* new_a, unsigned alen, AddrForm f, unsigned len, char* text) {
+  if (f != AddrForm::Decimal) return fit_addr_text(new_a, alen, len, text);
+  uint32_t v = uint32_t(new_a[0]) << 24 | uint32_t(new_a[1]) << 16 | uint32_t(new_a[2]) << 8 | new_a[3];
+  unsigned need = 1;
+  for (uint32_t x = v; x >= 10; x /= 10) ++need;
+  std::memset(text, '0', len);
+  if (alen != 4 || need > len) return false;
+  for (unsigned i = len; v; v /= 10) text[--i] = char('0' + v % 10);
+  return true;
+}
+
 namespace {
 
 // The scan behind map_addrs_text (`news` given: each match rewritten) and

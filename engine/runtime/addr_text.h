@@ -8,6 +8,8 @@
 
 #include <cstdint>
 
+#include "protocol.h"
+
 namespace amon {
 
 struct AddrTextCount {
@@ -84,6 +86,11 @@ bool fit_ipv6_text(const uint8_t* a, char* out, unsigned len);
 // `new_a` (4 or 16 bytes, `alen`): its form of that length, or (false) the
 // zero address at that length.
 bool fit_addr_text(const uint8_t* new_a, unsigned alen, unsigned len, char* text);
+// The same for an address written in form f (ProtoOcc::form) by a plugin
+// that located it: Text as fit_addr_text writes it; Decimal (an IPv4
+// address as one number) padded with leading zeros, or all zeros (the
+// zero address) when the number has more digits than `len`.
+bool fit_addr_form(const uint8_t* new_a, unsigned alen, AddrForm f, unsigned len, char* text);
 // p[from, to) stands alone as an address text: no digit, dot (IPv4), hex
 // digit or colon (IPv6) around it makes it part of a longer one.
 bool addr_text_alone(const uint8_t* p, uint32_t n, uint32_t from, uint32_t to, unsigned alen);

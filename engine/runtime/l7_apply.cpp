@@ -1,6 +1,7 @@
 // The application-field rewrite: each located occurrence gets its rule's
 // action (l7_rewrite, l7_plugin, l7_by_plugin), also for headers reassembled from held
 // segments (rewrite_stream).
+#include "addr_forms.h"
 #include "runtime_impl.h"
 
 namespace amon {
@@ -97,6 +98,28 @@ bool ProgramInstance::l7_plugin(const ProtocolPlugin& pp, void* state, uint8_t* 
     std::memcpy(v, a, len);
     return ok;
   };
+  // An address written as text (ProtoOcc::form) takes the rule of the
+  // address it reads as; a changed one is written back in its form at its
+  // length, counted as the addresses in text the header's rewrite maps
+  // (addr_text, addr_text_zeroed where it could not be that short).
+  auto text_addr = [&](const ProtoOcc& o, uint8_t* v, uint8_t family) {
+    const unsigned n = family == 4 ? 4 : 16;
+    uint8_t a[16], old[16];
+    if (o.len > 45 || !read_addr_form(v, o.len, o.form, family, a)) {
+      // The parse said these bytes read as an address: if they do not,
+      // they leave as zeros, never as they came.
+      std::memset(v, '0', o.len);
+      return true;
+    }
+    std::memcpy(old, a, n);
+    const bool ok = o.role ? apply_role_addr(a, family, e) : apply_addr_occ(o.field, a, family, e);
+    if (std::memcmp(old, a, n) == 0) return ok;
+    char text[48];
+    if (fit_addr_form(a, n, o.form, o.len, text)) ++e.c->addr_text;
+    else ++e.c->addr_text_zeroed;
+    std::memcpy(v, text, o.len);
+    return ok;
+  };
   for (uint32_t i = 0; i < O.n; ++i) {
     const ProtoOcc& o = O.occ[i];
     uint8_t* v = pl + o.off;
@@ -125,8 +148,13 @@ bool ProgramInstance::l7_plugin(const ProtocolPlugin& pp, void* state, uint8_t* 
         if (dec.action != names::Action::Keep) ++hidden, pp.rewrite_name(state, pl, o, dec);
         break;
       }
-      case OccKind::Addr4: ok = o.role ? role_addr(v, o.len, 4) : apply_addr_occ(o.field, v, 4, e); break;
-      case OccKind::Addr6: ok = o.role ? role_addr(v, o.len, 6) : apply_addr_occ(o.field, v, 6, e); break;
+      case OccKind::Addr4:
+      case OccKind::Addr6: {
+        const uint8_t family = o.kind == OccKind::Addr4 ? 4 : 6;
+        if (o.form != AddrForm::Binary) ok = text_addr(o, v, family);
+        else ok = o.role ? role_addr(v, o.len, family) : apply_addr_occ(o.field, v, family, e);
+        break;
+      }
       case OccKind::Mac:
         // A MAC inside another field's value: that field's rule when the
         // MAC's own field has none (the value is protected as before).

@@ -6,6 +6,7 @@
 #include "amon_dhcp.hpp"
 #include "amon_dns.hpp"
 #include "amon_http.hpp"
+#include "amon_irc.hpp"
 #include "amon_lisp.hpp"
 #include "amon_netbios.hpp"
 #include "amon_ospf.hpp"
@@ -80,6 +81,7 @@ void register_builtin_plugins() {
     r.add_protocol(pim_plugin::protocol_plugin());
     r.add_protocol(lisp_plugin::protocol_plugin());
     r.add_protocol(bgp_plugin::protocol_plugin());
+    r.add_protocol(irc::protocol_plugin());
     actions::register_actions(r);
   });
 }

@@ -22,7 +22,6 @@ void register_ports(Registry& r) {
   r.add_addr_carrier("ws-discovery", {3702});               // XAddrs
   r.add_addr_carrier("sip", {5060});                        // SIP/SDP
   r.add_addr_carrier("babel", {6696});                      // router ids, next hops, neighbours, prefixes
-  r.add_addr_carrier("irc", {6667});                        // DCC
   r.add_addr_carrier("afs", {7001, 7003, 7005});            // Rx: callback interface lists, VL and volume server sites
   r.add_addr_carrier("hncp", {8231});                       // node endpoints, assigned prefixes and addresses
   r.add_addr_carrier("syncthing-discovery", {21027});       // a device's addresses as URLs, in its other family's announcements

@@ -57,6 +57,13 @@ inline bool ip_message_proto(uint8_t p) {
   }
 }
 
+// How an address occurrence (Addr4/Addr6) is written in the payload.
+enum class AddrForm : uint8_t {
+  Binary,   // its 4 or 16 bytes
+  Text,     // IPv4 as a dotted quad, IPv6 as RFC 4291 text (addr_forms.h reads them)
+  Decimal,  // IPv4 as one decimal number of up to 10 digits (IRC's DCC)
+};
+
 // One value of a field in the payload. Offsets are from the payload's
 // first byte; every occurrence keeps its length whatever the action.
 struct ProtoOcc {
@@ -87,6 +94,13 @@ struct ProtoOcc {
   // audit collects it in clear and looks for it XOR-ed too.
   bool coded = false;
   uint32_t key = 0;
+  // Addr4/Addr6 only: the address is written as `len` characters of text
+  // in this form. The rule applies to the address it reads as; a changed
+  // address is written back in the same form at the same length (the
+  // engine's addr_text.h: leading zeros where it is shorter, the zero
+  // address where it cannot be that short), so no length or TCP sequence
+  // number moves.
+  AddrForm form = AddrForm::Binary;
   uint16_t index = 0;      // the plugin's own number for it (its fix-ups get the occurrence back)
   uint32_t off = 0, len = 0;
   std::string_view text;   // Name: the name as dotted lowercase text (decided on this, not on the bytes)
