@@ -57,10 +57,23 @@ ProtoStatus parse_packet(void* vs, const ProtoPacket& pkt, ProtoOccs& out) {
 // After a gap the stream resumes only where a line starts for certain.
 bool message_start(const uint8_t* p, uint32_t len, bool) { return line_start(p, len); }
 
+// IRC on other ports (6660-6669, 7000, 8000 and whatever a network
+// chooses): a stream is IRC by how its first segment starts, the client's
+// registration or the server's first lines. Strict on purpose: FTP and
+// POP3 send `USER name` too, with one argument, never RFC 1459's four with
+// a trailing `:`; a server's line is a prefix, then a numeric or NOTICE.
+const char* const kPatterns[] = {
+    "^(CAP (LS|REQ)|NICK [^ \\r\\n]+\\r?\\n|USER [^ \\r\\n]+ [^ \\r\\n]+ [^ \\r\\n]+ :)",
+    "^PASS [^\\r\\n]+\\r?\\n(NICK|USER|CAP) ",
+    "^(:[^ \\r\\n]+ )?NOTICE (\\*|AUTH|[^ \\r\\n]+) :",
+    "^:[^ \\r\\n]+ [0-9]{3} [^ \\r\\n]+ ",
+    nullptr};
+
 const ProtocolPlugin kPlugin = {
     .name = "irc",
     .l4_proto = 6,
     .ports = {kPort},
+    .patterns = kPatterns,
     .holds = true,
     .role_addresses = true,
     .make_state = make_state,

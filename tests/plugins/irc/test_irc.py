@@ -6,7 +6,9 @@ SEND requests (its own address as a decimal number, then another user's,
 also inside `clients`), a DCC CHAT naming itself as a dotted quad, and a
 third DCC SEND split over two segments inside its number; the server
 welcomes it naming its address (RPL_WELCOME's nick!user@host) and relays
-another user's DCC CHAT whose prefix names that user by address.
+another user's DCC CHAT whose prefix names that user by address. The
+session runs on IRC's port (6667) and again on another (8000, where
+freenode also listened): there the stream is IRC by how it starts.
 
 Checks:
   - every IRC segment is kept at its length (nothing cut: IRC is no
@@ -46,12 +48,12 @@ def ctcp(target, body, prefix=""):
     return (prefix + "PRIVMSG " + target + " :\x01" + body + "\x01\r\n").encode()
 
 
-def trace():
+def trace(port):
     t, ms = 1_700_000_000_000_000_000, 1_000_000
     cport, c_seq, s_seq = 50123, 1000, 5000
-    frames = [(t, L.tcp4_frame(CLIENT, SERVER, cport, 6667, c_seq, 0, L.SYN)),
-              (t + ms, L.tcp4_frame(SERVER, CLIENT, 6667, cport, s_seq, c_seq + 1, L.SYN | L.ACK)),
-              (t + 2 * ms, L.tcp4_frame(CLIENT, SERVER, cport, 6667, c_seq + 1, s_seq + 1, L.ACK))]
+    frames = [(t, L.tcp4_frame(CLIENT, SERVER, cport, port, c_seq, 0, L.SYN)),
+              (t + ms, L.tcp4_frame(SERVER, CLIENT, port, cport, s_seq, c_seq + 1, L.SYN | L.ACK)),
+              (t + 2 * ms, L.tcp4_frame(CLIENT, SERVER, cport, port, c_seq + 1, s_seq + 1, L.ACK))]
     c_seq, s_seq = c_seq + 1, s_seq + 1
     split = ctcp("alice", "DCC SEND big.iso " + dec(CLIENT) + " 5002 99")
     cut = split.index(dec(CLIENT).encode()) + 5
@@ -68,10 +70,10 @@ def trace():
     at = t + 3 * ms
     for from_client, pl in segs:
         if from_client:
-            frames.append((at, L.tcp4_frame(CLIENT, SERVER, cport, 6667, c_seq, s_seq, L.ACK | L.PSH, pl)))
+            frames.append((at, L.tcp4_frame(CLIENT, SERVER, cport, port, c_seq, s_seq, L.ACK | L.PSH, pl)))
             c_seq += len(pl)
         else:
-            frames.append((at, L.tcp4_frame(SERVER, CLIENT, 6667, cport, s_seq, c_seq, L.ACK | L.PSH, pl)))
+            frames.append((at, L.tcp4_frame(SERVER, CLIENT, port, cport, s_seq, c_seq, L.ACK | L.PSH, pl)))
             s_seq += len(pl)
         at += ms
     return frames, segs
@@ -100,17 +102,26 @@ def main():
     amon = L.tool_paths(sys.argv)
     L.need_tshark()
     work = L.tmpdir("irc")
-    inp, out = os.path.join(work, "irc.pcap"), os.path.join(work, "irc-ids.pcap")
-    frames, segs = trace()
-    L.write_pcap(inp, frames)
     pol = L.write_policy(work, "ids.amon", L.shipped_ids(work))
+    fails, said = [], []
+    for port in (6667, 8000):
+        n = len(fails)
+        summary = session(amon, work, pol, port, fails)
+        said.append(f"port {port}: " + (summary if len(fails) == n else "failed"))
+        fails[n:] = [f"port {port}: {f}" for f in fails[n:]]
+    return L.report(fails, "irc: ok; " + "; ".join(said))
+
+
+def session(amon, work, pol, port, fails):
+    inp, out = os.path.join(work, f"irc-{port}.pcap"), os.path.join(work, f"irc-{port}-ids.pcap")
+    frames, segs = trace(port)
+    L.write_pcap(inp, frames)
     L.run_amon(amon, inp, [("ids", pol, out)])
-    fails = []
     _, rin = L.read_pcap(inp)
     _, rout = L.read_pcap(out)
     if len(rout) != len(rin):
         fails.append(f"{len(rin)} frames in, {len(rout)} out")
-        return L.report(fails, "")
+        return ""
     own, other, n_split = 0, 0, 0
     stream = b""
     for i, (a, b) in enumerate(zip(rin, rout)):
@@ -163,7 +174,7 @@ def main():
     # Planted: the client's first DCC SEND left as it came (its decimal
     # number) in a copy of the output whose headers hide the client: only
     # the audit's reading of DCC numbers can see it there.
-    planted = os.path.join(work, "planted.pcap")
+    planted = os.path.join(work, f"planted-{port}.pcap")
     num, frames = dec(CLIENT).encode(), []
     for (ts, _, _, fi), (_, _, _, fo) in zip(rin, rout):
         if b"report.pdf " + num in fi:
@@ -176,8 +187,8 @@ def main():
     if r.returncode != 1 or CLIENT not in r.stdout or "decimal number" not in r.stdout:
         fails.append(f"amon audit on the planted copy: exit {r.returncode} (1 expected, naming {CLIENT} as a decimal "
                      f"number): {r.stdout[-600:]}{r.stderr[-300:]}")
-    return L.report(fails, f"irc: ok ({own} DCC addresses as their headers, {other} of another user rewritten, "
-                           f"{n_split} split request, audit clean; the planted DCC number reported)")
+    return (f"{own} DCC addresses as their headers, {other} of another user rewritten, {n_split} split request, "
+            f"audit clean; the planted DCC number reported")
 
 
 if __name__ == "__main__":
