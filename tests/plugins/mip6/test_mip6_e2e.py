@@ -13,7 +13,7 @@
     packet's own destination, a Home Agent Switch listing home agents;
     each address as its header pseudonym (one address, one treatment),
     the Mobility Header checksum right as it came (over the header's
-    addresses);
+    addresses, or over the home address);
   - an unknown mobility option: the message is cut where addresses are
     protected (its frame ends after the IPv6 header);
   - a routing header listing a path (type 0): not forwarded.
@@ -97,6 +97,8 @@ def frames():
     # A Binding Update to the home agent, from the care-of address.
     bu = struct.pack("!HHH", 7, 0x8000, 100) + opt(3, a(ACOA)) + opt(4, b"\0\1\0\2")
     f.append((ipv6(COA, HA, 60, hao(135, HOME) + mh(5, bu, COA, HA)), "bu"))
+    # The same, its checksum summed over the home address (as a stack that sends from it does).
+    f.append((ipv6(COA, HA, 60, hao(135, HOME) + mh(5, bu, HOME, HA)), "bu-home"))
     # A Binding Error naming the packet's own destination; a Home Agent Switch.
     f.append((ipv6(HA, COA, 135, mh(7, b"\1\0" + a(COA), HA, COA)), "be"))
     f.append((ipv6(HA, HOME, 135, mh(12, b"\2\0" + a(HA) + a(HA2), HA, HOME)), "has"))
@@ -162,6 +164,10 @@ def check(amon, d, name, pol, fails, server_mapped):
         fails.append(f"{name}: the alternate care-of address is not its pseudonym")
     if not mh_ok(g, 78):
         fails.append(f"{name}: Binding Update checksum wrong")
+    g = by["bu-home"]
+    seg = g[78:]
+    if g[62:78] != ps[HOME] or csum16(g[62:78] + g[38:54] + struct.pack("!IxxxB", len(seg), 135) + seg) != 0:
+        fails.append(f"{name}: Binding Update checksum over the home address wrong")
     g = by["be"]
     if g[54 + 8:54 + 24] != g[38:54]:
         fails.append(f"{name}: the Binding Error's address is not its header's rewrite")
