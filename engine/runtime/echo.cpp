@@ -45,6 +45,38 @@ unsigned mac_text(const uint8_t* m, uint8_t form, char* o) {
   return unsigned(o - start);
 }
 
+// Whether a MAC's text in form `form` at [from, to) stands alone: not
+// part of a longer run of hex digits, nor of a longer address in the
+// form's own separators (an EUI-64, an IPv6 address). Two exceptions
+// that are no such run. A serial number made of the MAC in dashes and a
+// short tail (a Sonos player's "34-7E-5C-FF-A2-6E-7"): a dash, one to four
+// letters or digits, then the word ends, where an address's next group is
+// followed by another separator. And the other form's separator before it
+// (colons and dashes are never mixed in one address) joins only after a
+// word of hex digits, an address's group: "serial:34-7E-..." stands alone.
+bool mac_alone(const uint8_t* p, uint32_t n, uint32_t from, uint32_t to, uint8_t form) {
+  const bool seps = form < kMacBinary;
+  const char sep = form < 2 ? ':' : seps ? '-' : form >= 7 ? '.' : 0, other = form < 2 ? '-' : ':';
+  if (from) {
+    const uint8_t c = p[from - 1];
+    if (hexc(c) || (sep && c == sep)) return false;
+    if (seps && c == other) {
+      uint32_t k = from - 1;
+      while (k && from - 1 - k < 5 && hexc(p[k - 1])) --k;
+      const uint32_t group = from - 1 - k;
+      if (group && group <= 4 && (!k || !std::isalnum(p[k - 1]))) return false;
+    }
+  }
+  if (to == n) return true;
+  const uint8_t c = p[to];
+  if (!hexc(c) && !(sep && c == sep) && !(seps && c == other)) return true;
+  if (form < 2 || form >= kMacBinary || c != '-') return false;
+  uint32_t k = to + 1;
+  while (k < n && k - to <= 5 && std::isalnum(p[k])) ++k;
+  const uint32_t tail = k - to - 1;
+  return tail && tail <= 4 && (k == n || !(word(p[k]) || p[k] == ':'));
+}
+
 // Values that name no one: the zero and all-ones address, group MACs.
 bool anonymous(EchoKind k, std::string_view v) {
   if (k == EchoKind::Mac && (uint8_t(v[0]) & 1)) return true;
@@ -661,11 +693,7 @@ EchoCount EchoScan::apply(uint8_t* p, uint32_t n, const Span* keep, unsigned n_k
           src = reinterpret_cast<const uint8_t*>(v.repl.data());
           break;
         }
-        // Not part of a longer run of hex digits, nor of a longer address
-        // in the form's own separators (an EUI-64, an IPv6 address).
-        const char sep = h.form < 2 ? ':' : h.form < kMacBinary ? '-' : h.form >= 7 ? '.' : 0;
-        auto joins = [&](uint8_t c) { return hexc(c) || (sep && c == sep) || (h.form < kMacBinary && (c == ':' || c == '-')); };
-        if ((h.from && joins(p[h.from - 1])) || (to < n && joins(p[to]))) continue;
+        if (!mac_alone(p, n, h.from, to, h.form)) continue;
         mac_text(reinterpret_cast<const uint8_t*>(v.repl.data()), h.form, text);
         src = reinterpret_cast<const uint8_t*>(text);
         break;

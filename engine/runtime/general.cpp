@@ -378,6 +378,72 @@ Verdict ProgramInstance::undecoded(GenPacket& g) {
   return true;
 }
 
+namespace {
+// A routing header the runtime does not rewrite (Decoded::ipv6_rh_off): one
+// listing the path (type 0, RPL's 3, segment routing's 4), or a type 2 of
+// another length than Mobile IPv6's one address.
+bool v6_path_route(const uint8_t* buf, const Decoded& d) {
+  return d.ipv6_rh_off && !(buf[d.ipv6_rh_off + 2] == 2 && buf[d.ipv6_rh_off + 1] == 2);
+}
+
+// The checksum's offset in an upper layer whose checksum covers the IPv6
+// pseudo-header (TCP, UDP, ICMPv6, the Mobility Header), 0 none; and the
+// bytes it covers from d.l4_off, 0 when they were not all captured.
+uint32_t v6_sum_at(uint8_t proto) {
+  return proto == kProtoTcp ? 16 : proto == kProtoUdp ? 6 : proto == kProtoIcmpv6 ? 2 : proto == kProtoMobility ? 4 : 0;
+}
+uint32_t v6_sum_len(const uint8_t* buf, uint32_t cap, const Decoded& d, uint32_t at) {
+  const uint32_t l3 = d.l3_off;
+  if (l3 + 40 > cap || d.l4_off + at + 2 > cap) return 0;
+  uint32_t end = l3 + 40 + rd16(buf + l3 + 4);
+  if (d.l4_proto == kProtoUdp) end = std::min<uint32_t>(end, d.l4_off + rd16(buf + d.l4_off + 4));
+  return end <= cap && end >= d.l4_off + at + 2 ? end - d.l4_off : 0;
+}
+}  // namespace
+
+// Mobile IPv6's addresses in the IPv6 header chain (RFC 6275): the Home
+// Address option's, the source's own address while away from home (the
+// header holds its care-of address), and a type 2 routing header's, the
+// destination's. Each is an address of that end of the flow and takes the
+// treatment of that end's role (apply_role_addr: one address, one
+// treatment; an address the header holds takes the header's rewrite). A
+// mobile node's stack sums the upper layer's checksum over the home
+// addresses, not the header's: when the checksum was right so, and not
+// over the header's, it is computed again over their rewrite once the
+// packet is done (mobile_sum). An all-zero address names no one and stays.
+bool ProgramInstance::mobile_addrs(GenPacket& g, Eval& e) {
+  const Decoded& d = g.d;
+  if (g.alen != 16) return true;
+  uint8_t* const hao = d.ipv6_hao_off ? g.buf + d.ipv6_hao_off : nullptr;
+  uint8_t* const rh2 = d.ipv6_rh_off && !v6_path_route(g.buf, d) ? g.buf + d.ipv6_rh_off + 8 : nullptr;
+  if (!hao && !rh2) return true;
+  const uint32_t at = d.status == DecodeStatus::Ok && !(d.flags & kFlagFragment) ? v6_sum_at(d.l4_proto) : 0;
+  if (const uint32_t len = at ? v6_sum_len(g.buf, g.cap, d, at) : 0) {
+    const std::span<const uint8_t> seg{g.buf + d.l4_off, len};
+    const uint16_t ck = rd16(g.buf + d.l4_off + at);
+    const bool none = d.l4_proto == kProtoUdp && ck == 0;
+    g.home_sum = !none && ck == l4_checksum_v6(hao ? hao : g.old_src, rh2 ? rh2 : g.old_dst, d.l4_proto, seg, at) &&
+                 ck != l4_checksum_v6(g.old_src, g.old_dst, d.l4_proto, seg, at);
+  }
+  for (uint8_t* a : {hao, rh2}) {
+    if (!a || std::all_of(a, a + 16, [](uint8_t b) { return b == 0; })) continue;
+    const bool of_src = a == hao;
+    if (!apply_role_addr(a, 6, e, g.both || g.client_is_src == of_src)) return ++g.c.policy_drop, false;
+  }
+  return true;
+}
+
+void ProgramInstance::mobile_sum(GenPacket& g) {
+  const Decoded& d = g.d;
+  const uint32_t at = v6_sum_at(d.l4_proto);
+  if (!g.cut.none() && g.cut.at < d.l4_off + at + 2) return;
+  const uint32_t len = v6_sum_len(g.buf, g.cap, d, at);
+  if (!len) return;
+  const uint8_t* src = d.ipv6_hao_off ? g.buf + d.ipv6_hao_off : g.buf + g.so;
+  const uint8_t* dst = d.ipv6_rh_off && !v6_path_route(g.buf, d) ? g.buf + d.ipv6_rh_off + 8 : g.buf + g.dof;
+  wr16(g.buf + d.l4_off + at, l4_checksum_v6(src, dst, d.l4_proto, {g.buf + d.l4_off, len}, at));
+}
+
 // Each address position takes the first rule in source order naming it,
 // by position or by role, whose condition holds. false: drop (counted).
 [[gnu::always_inline]] inline bool ProgramInstance::addr_rules(GenPacket& g, Eval& e, ApplyCtx& ctx) {
@@ -681,10 +747,11 @@ Verdict ProgramInstance::general_path(uint8_t* buf, uint32_t& cap, uint32_t& wir
   g.cut.drop = pol.on_error == dsl::Policy::OnError::Drop;
   if ((d.flags & kFlagLink) && d.status == DecodeStatus::NotIp) return link_body<kL7Only>(g, e, ctx);
   if (d.status == DecodeStatus::NotIp || !d.has_ip() || d.ip_version == 0 || !ip_ok) return undecoded(g);
-  if ((d.flags & kFlagV6Routing) && g.protects_addr) {
-    // Addresses in the routing header would need the same rewrite; no
-    // consumer has asked for it, so such packets are not forwarded, or
-    // (on_error = snap) end after the fixed header.
+  if ((d.flags & kFlagV6Routing) && g.protects_addr && v6_path_route(buf, d)) {
+    // A routing header listing a path: its addresses would each need the
+    // rewrite of a hop no flow gives a role; no consumer has asked for it,
+    // so such packets are not forwarded, or (on_error = snap) end after
+    // the fixed header.
     if (!g.cut.snap) return ++c.err_drop, Verdict::Drop;
     g.error(d.l3_off + 40, c.err_cut);
   }
@@ -704,6 +771,8 @@ Verdict ProgramInstance::general_path(uint8_t* buf, uint32_t& cap, uint32_t& wir
 
   // Addresses, then what carries addresses apart from the header.
   if (!kL7Only && !addr_rules(g, e, ctx)) return Verdict::Drop;
+  if ((d.flags & kFlagV6Routing) && g.protects_addr && !mobile_addrs(g, e)) [[unlikely]]
+    return Verdict::Drop;
   if (echo_) {
     // An address kept in its header releases what only z-anonymity hid.
     if (g.addr_changed || echo_->has_z())
@@ -753,7 +822,9 @@ Verdict ProgramInstance::general_path(uint8_t* buf, uint32_t& cap, uint32_t& wir
   rw.old_sum = g.old_sum;
   rw.new_sum = new_sum;
   rw.spans = g.l7_sums;
-  return fix_lengths_checksums<false>(buf, cap, wire, d, rw);
+  const Verdict v = fix_lengths_checksums<false>(buf, cap, wire, d, rw);
+  if (g.home_sum) [[unlikely]] mobile_sum(g);
+  return v;
 }
 
 }  // namespace amon

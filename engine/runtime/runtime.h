@@ -421,6 +421,8 @@ class ProgramInstance {
   Verdict undecoded(GenPacket& g);
   bool l7_shortcut(GenPacket& g, Eval& e, Verdict& v);  // true: done, with verdict v
   bool addr_rules(GenPacket& g, Eval& e, ApplyCtx& ctx);
+  bool mobile_addrs(GenPacket& g, Eval& e);  // false: drop (counted)
+  void mobile_sum(GenPacket& g);
   bool opaque_and_bodies(GenPacket& g, Eval& e, ApplyCtx& ctx);
   bool addr_bodies(GenPacket& g, Eval& e, ApplyCtx& ctx);
   bool icmp_quote(GenPacket& g, Eval& e);

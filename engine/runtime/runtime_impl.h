@@ -101,6 +101,10 @@ struct ProgramInstance::GenPacket {
   bool client_is_src = false, both = false;
   int pos_rule[2] = {-1, -1};  // the rule each address position took (quotes, ND and RIP map with it)
   bool addr_changed = false;
+  // The transport checksum was right over Mobile IPv6's home addresses
+  // (ProgramInstance::mobile_addrs), not the header's: computed again
+  // over their rewrite at the end.
+  bool home_sum = false;
   CutState cut;
   // The payload (to the transport's end, within what was captured) and
   // its checksum's bookkeeping: its sum before any rewrite, once taken.

@@ -8,6 +8,7 @@
 #include "amon_http.hpp"
 #include "amon_irc.hpp"
 #include "amon_lisp.hpp"
+#include "amon_mip6.hpp"
 #include "amon_netbios.hpp"
 #include "amon_ospf.hpp"
 #include "amon_pim.hpp"
@@ -82,6 +83,7 @@ void register_builtin_plugins() {
     r.add_protocol(lisp_plugin::protocol_plugin());
     r.add_protocol(bgp_plugin::protocol_plugin());
     r.add_protocol(irc::protocol_plugin());
+    r.add_protocol(mip6_plugin::protocol_plugin());
     actions::register_actions(r);
   });
 }

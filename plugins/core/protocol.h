@@ -48,11 +48,12 @@ inline bool addr_carrier_port(uint16_t p) { return addr_carrier_bits[p >> 6] >> 
 // An IP protocol whose payload a plugin may parse whole
 // (ProtocolPlugin::l4_proto): not a transport with ports and not one the
 // decoder itself reads through (ICMP, ICMPv6, tunnels, IPv6 extension
-// headers, ESP/AH, no next header).
+// headers, ESP/AH, no next header). The Mobility Header (135) ends the
+// IPv6 header chain: its messages are a plugin's.
 inline bool ip_message_proto(uint8_t p) {
   switch (p) {
     case 0: case 1: case 4: case 6: case 17: case 41: case 43: case 44: case 47: case 50: case 51: case 58: case 59:
-    case 60: case 135: case 139: case 140: return false;
+    case 60: case 139: case 140: return false;
     default: return true;
   }
 }

@@ -153,7 +153,32 @@ void decode_ipv4(const uint8_t* p, uint32_t cap, Decoded& d) {
   decode_l4(p, cap, d);
 }
 
-bool v6_ext(uint8_t nh) { return nh == 0 || nh == 43 || nh == 44 || nh == 60 || nh == kProtoAh || nh == 135 || nh == 139 || nh == 140; }
+// The Mobility Header (135) is no extension header to walk through: it
+// ends the chain (its Payload Proto is always 59) and is the message a
+// protocol plugin parses.
+bool v6_ext(uint8_t nh) { return nh == 0 || nh == 43 || nh == 44 || nh == 60 || nh == kProtoAh || nh == 139 || nh == 140; }
+
+// A Destination Options header's options (RFC 8200 4.2) at [o, end): the
+// Home Address option's address (Mobile IPv6, RFC 6275 6.3: type 0xC9, 16
+// bytes) in `hao`. False when the options do not fill the header exactly,
+// or hold a Home Address option of another length or a second one: the
+// receiver discards such a packet, and an address could lie where the
+// walk cannot vouch for what the bytes are.
+bool dst_options(const uint8_t* p, uint32_t o, uint32_t end, uint16_t& hao) {
+  while (o < end) {
+    if (p[o] == 0) {  // Pad1
+      ++o;
+      continue;
+    }
+    if (end - o < 2 || end - o - 2 < p[o + 1]) return false;
+    if (p[o] == kOptHomeAddress) {
+      if (p[o + 1] != 16 || hao) return false;
+      hao = uint16_t(o + 2);
+    }
+    o += 2u + p[o + 1];
+  }
+  return true;
+}
 
 void decode_ipv6(const uint8_t* p, uint32_t cap, Decoded& d) {
   const uint32_t o = d.l3_off;
@@ -183,18 +208,30 @@ void decode_ipv6(const uint8_t* p, uint32_t cap, Decoded& d) {
       len = (p[off + 1] + 2u) * 4u;
     } else {
       len = (p[off + 1] + 1u) * 8u;
-      if (nh == 43) {
-        uint8_t rtype = p[off + 2];
-        // Type 0 (deprecated) and segment routing (4) list addresses of the
-        // path: identifiers outside the fixed header.
-        if (rtype == 0 || rtype == 4) {
-          d.flags |= kFlagV6Routing;
-          d.ipv6_rh_off = uint16_t(off);
-        }
-      }
     }
     if (off + len > end) { d.status = DecodeStatus::Malformed; return; }
     if (off + len > cap) { d.status = DecodeStatus::Truncated; return; }
+    if (nh == 43) {
+      const uint8_t rtype = p[off + 2];
+      // Type 0 (deprecated), RPL's (3, compressed addresses) and segment
+      // routing (4) list addresses of the path; Mobile IPv6's (2) holds
+      // the destination's home address: identifiers outside the fixed
+      // header. One of type 2 is the runtime's to rewrite; any other
+      // takes its place in ipv6_rh_off (the runtime cannot rewrite it).
+      // Two of type 2 are not allowed (RFC 6275 6.4).
+      if (rtype == 0 || rtype == 2 || rtype == 3 || rtype == 4) {
+        if (d.ipv6_rh_off && rtype == 2 && p[d.ipv6_rh_off + 2] == 2) {
+          d.status = DecodeStatus::Malformed;
+          return;
+        }
+        d.flags |= kFlagV6Routing;
+        if (!d.ipv6_rh_off || rtype != 2) d.ipv6_rh_off = uint16_t(off);
+      }
+    } else if (nh == 60) {
+      uint16_t hao = d.ipv6_hao_off;
+      if (!dst_options(p, off + 2, off + len, hao)) { d.status = DecodeStatus::Malformed; return; }
+      if (hao) d.flags |= kFlagV6Routing, d.ipv6_hao_off = hao;
+    }
     nh = p[off];
     off += len;
     if (d.flags & kFlagLaterFragment) break;  // the rest belongs to the fragment's data
@@ -287,7 +324,7 @@ inline int decode_fast(const uint8_t* p, uint32_t cap, uint32_t wire, Decoded& d
   d.payload_len = ip_end - pay;
   d.good_until = pay;
   d.ipv6_frag_hdr_off = 0;
-  d.ipv6_rh_off = 0;
+  d.ipv6_rh_off = d.ipv6_hao_off = 0;
   d.cap_len = cap;
   d.wire_len = wire;
   d.n_encap = 0;

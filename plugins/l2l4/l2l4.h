@@ -37,17 +37,20 @@ enum class DecodeStatus : uint8_t {
   Malformed,  // a length or header field is impossible
 };
 
+// Mobile IPv6 (RFC 6275): the Home Address destination option's type.
+constexpr uint8_t kOptHomeAddress = 0xc9;
+
 enum L4Proto : uint8_t {
   kProtoIcmp = 1, kProtoIpIp = 4, kProtoTcp = 6, kProtoUdp = 17, kProtoIpv6 = 41,
   kProtoGre = 47, kProtoEsp = 50, kProtoAh = 51, kProtoIcmpv6 = 58, kProtoNone = 59, kProtoPim = 103,
-  kProtoSctp = 132,
+  kProtoSctp = 132, kProtoMobility = 135,
 };
 
 enum : uint8_t {  // Decoded::flags
   kFlagFragment = 1,      // IPv4 MF/offset or IPv6 fragment header present
   kFlagLaterFragment = 2, // not the first fragment: no L4 header in this packet
   kFlagTunnel = 4,        // IP payload is another network layer (IP-in-IP, GRE, known UDP tunnels)
-  kFlagV6Routing = 8,     // IPv6 routing header carrying addresses (type 0 or segment routing)
+  kFlagV6Routing = 8,     // IPv6 extension headers carrying addresses: a routing header (ipv6_rh_off), the Home Address option (ipv6_hao_off)
   kFlagIcmpError = 16,    // ICMP/ICMPv6 error quoting an earlier packet's IP header
   kFlagEncap = 32,        // the L3/L4 fields are of a packet carried in the encapsulations listed in encap
   kFlagAddrBody = 64,     // addresses in a body the header rules map: ICMPv6 neighbour discovery (133-137), RIPng (UDP 521), RIP (UDP 520)
@@ -200,7 +203,8 @@ struct Decoded {
   uint32_t payload_len = 0; // payload bytes per the IP length (may exceed captured bytes)
   uint32_t good_until = 0;  // bytes up to here were decoded and are safe to keep after anonymization
   uint16_t ipv6_frag_hdr_off = 0;
-  uint16_t ipv6_rh_off = 0; // IPv6 routing header offset when kFlagV6Routing
+  uint16_t ipv6_rh_off = 0; // IPv6 routing header carrying addresses (type 0, 2, 3, 4), 0 none
+  uint16_t ipv6_hao_off = 0; // the address in a Home Address destination option (Mobile IPv6), 0 none
   uint32_t cap_len = 0;     // bytes captured
   uint32_t wire_len = 0;    // bytes on the wire (>= cap_len)
   uint8_t n_encap = 0;      // layers in encap (kFlagEncap)
@@ -220,7 +224,7 @@ struct Decoded {
     auto head = [](const Decoded& x) {
       return std::tie(x.status, x.ip_version, x.n_vlan, x.n_mpls, x.flags, x.l4_proto, x.tcp_flags, x.ethertype,
                       x.pppoe_off, x.l3_off, x.l3_hdr_len, x.l3_len, x.l4_off, x.l4_hdr_len, x.sport, x.dport,
-                      x.payload_off, x.payload_len, x.good_until, x.ipv6_frag_hdr_off, x.ipv6_rh_off, x.cap_len,
+                      x.payload_off, x.payload_len, x.good_until, x.ipv6_frag_hdr_off, x.ipv6_rh_off, x.ipv6_hao_off, x.cap_len,
                       x.wire_len, x.n_encap, x.inner_eth_off, x.tun_ctx);
     };
     if (head(*this) != head(o)) return false;

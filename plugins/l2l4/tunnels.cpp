@@ -417,7 +417,7 @@ inline bool decode_fast_tunnel(const uint8_t* p, uint32_t cap, uint32_t wire, De
   d.n_mpls = 0;
   d.pppoe_off = 0;
   d.ipv6_frag_hdr_off = 0;
-  d.ipv6_rh_off = 0;
+  d.ipv6_rh_off = d.ipv6_hao_off = 0;
   d.cap_len = cap;
   d.wire_len = wire;
   d.n_encap = 1;
@@ -435,6 +435,10 @@ inline bool decode_fast_tunnel(const uint8_t* p, uint32_t cap, uint32_t wire, De
 // nesting is too deep.
 void descend(const uint8_t* p, uint32_t cap, Decoded& d) {
   if (d.n_encap == kMaxEncap) return;
+  // The runtime rewrites the addresses of the packet's own extension
+  // headers, not a carrier's: a tunnel whose IPv6 header holds them stays
+  // the packet (its payload opaque, kFlagTunnel).
+  if (d.flags & kFlagV6Routing) return;
   EncapLayer L;
   L.l3_off = d.l3_off;
   L.l3_hdr_len = d.l3_hdr_len;
@@ -494,7 +498,7 @@ void descend(const uint8_t* p, uint32_t cap, Decoded& d) {
   d.ip_version = d.n_vlan = d.n_mpls = d.l4_proto = d.tcp_flags = 0;
   d.flags = kFlagEncap;
   d.ethertype = d.pppoe_off = d.l3_off = d.l3_hdr_len = d.l4_hdr_len = d.sport = d.dport = 0;
-  d.ipv6_frag_hdr_off = d.ipv6_rh_off = d.inner_eth_off = 0;
+  d.ipv6_frag_hdr_off = d.ipv6_rh_off = d.ipv6_hao_off = d.inner_eth_off = 0;
   d.l3_len = d.l4_off = d.payload_off = d.payload_len = 0;
   d.good_until = inner;
   switch (next) {

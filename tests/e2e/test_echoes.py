@@ -7,7 +7,8 @@ through `amon pcap` with the shipped rules/ids.amon on crafted frames:
     response's body;
   - another host's MAC (seen in an earlier frame's Ethernet header)
     written as text, in both cases and with colons or dashes, and in
-    binary, in an agent's UDP payload;
+    binary, in an agent's UDP payload; and as the start of a serial
+    number (its dash groups, a dash and a digit, as a Sonos player's);
   - another host's address (a user's, pseudonymized in its own flow)
     written as text in that payload (IPv4 in binary is not searched: four
     given bytes turn up by chance);
@@ -39,6 +40,7 @@ GW_MAC = bytes.fromhex("00005e000101")
 COOKIE = b"Zq83hF0a9LmX2kPd7"
 HOST = b"anna-laptop"
 MAC_TEXTS = [b"00:1b:21:3a:4f:5d", b"00:1B:21:3A:4F:5D", b"00-1b-21-3a-4f-5d"]
+SERIAL = b"00-1B-21-3A-4F-5D-7"
 INNER_MAC = bytes.fromhex("000a4143d080")
 INNER_MAC_TEXT = b"000a.4143.d080"
 
@@ -85,7 +87,7 @@ def dhcp_request(t):
 def agent_report(t):
     """Another host's agent reports what it saw, as text and in binary."""
     text = (b"neighbour " + USER.encode() + b" mac " + b", ".join(MAC_TEXTS) + b" host " +
-            HOST.upper() + b" cookie " + COOKIE + b"\n")
+            HOST.upper() + b" cookie " + COOKIE + b" urn:sonos:serial:" + SERIAL + b"\n")
     binary = b"BIN" + L.ip4(USER) + USER_MAC + b"END"
     fr = L.udp4_frame(AGENT, COLLECTOR, 41000, 9999, text + binary)
     return t, with_eth(fr, GW_MAC, AGENT_MAC)
@@ -111,7 +113,7 @@ def build(d):
 
 
 def secrets():
-    return [COOKIE, HOST, HOST.upper(), USER_MAC, USER.encode() + b" ", INNER_MAC, INNER_MAC_TEXT] + MAC_TEXTS
+    return [COOKIE, HOST, HOST.upper(), USER_MAC, USER.encode() + b" ", INNER_MAC, INNER_MAC_TEXT, SERIAL] + MAC_TEXTS
 
 
 def policy(d, extra=""):
@@ -165,7 +167,7 @@ def main():
     # the policy wrote before the search existed).
     _, fkeep, stk = run(d, amon, inp, policy(d, "echoes = keep\n"), "keep")
     agent = fkeep[-2]
-    for s in (COOKIE, HOST.upper(), MAC_TEXTS[0], USER.encode() + b" "):
+    for s in (COOKIE, HOST.upper(), MAC_TEXTS[0], USER.encode() + b" ", SERIAL):
         if s not in agent:
             fails.append(f"echoes = keep: {s!r} no longer in the agent's payload")
     if COOKIE not in fkeep[6]:

@@ -251,7 +251,10 @@ TEST_CASE("IPv6 with hop-by-hop, destination options, routing and fragment heade
   CHECK(d.payload_len == 10);
   CHECK(d.flags & kFlagFragment);
   CHECK_FALSE(d.flags & kFlagLaterFragment);
-  CHECK_FALSE(d.flags & kFlagV6Routing);  // type 2 (mobility) carries the home address only
+  // Mobile IPv6's type 2 holds the destination's home address: flagged, for the runtime to rewrite.
+  CHECK(d.flags & kFlagV6Routing);
+  CHECK(d.ipv6_rh_off == 14 + 40 + 8 + 16);
+  CHECK(d.ipv6_hao_off == 0);
   CHECK(d.ipv6_frag_hdr_off == 14 + 40 + 8 + 16 + 24);
   // The extension chain is one step: good_until does not stop inside it.
   truncate_everywhere(f, {14, 14 + 96, 14 + 96 + 24}, 14 + 96 + 24);
@@ -265,6 +268,46 @@ TEST_CASE("IPv6 with hop-by-hop, destination options, routing and fragment heade
   CHECK(d.ipv6_rh_off == 54);
   Bytes srh = cat({eth(0x86dd), ipv6(r, v6ext(17, 3, 4), 17, udp_hdr(1, 2, 8))});
   CHECK(dec(srh).flags & kFlagV6Routing);
+}
+
+TEST_CASE("Mobile IPv6: the Home Address option, the Mobility Header as the upper layer", "[decode]") {
+  const std::array<uint8_t, 16> home = v6("2001:db8:77::5");
+  // Destination options: PadN to the option's 8n+6 alignment, the Home Address option.
+  Bytes dopt = {6, 2, 1, 2, 0, 0, kOptHomeAddress, 16};
+  dopt.insert(dopt.end(), home.begin(), home.end());
+  V6 h;
+  h.nh = 60;
+  Bytes f = cat({eth(0x86dd), ipv6(h, dopt, 6, cat({tcp_hdr(1024, 80, 0x02, 1)}))});
+  Decoded d = dec(f);
+  CHECK(d.status == DecodeStatus::Ok);
+  CHECK(d.l4_proto == kProtoTcp);
+  CHECK(d.flags & kFlagV6Routing);
+  CHECK(d.ipv6_rh_off == 0);
+  REQUIRE(d.ipv6_hao_off == 14 + 40 + 8);
+  CHECK(std::equal(home.begin(), home.end(), f.begin() + d.ipv6_hao_off));
+
+  // A Home Address option of another length, a second one, options past their header: the packet is refused.
+  Bytes bad = dopt;
+  bad[7] = 8, bad[8 + 8] = 1, bad[8 + 9] = 6;  // 8 bytes, then a PadN of the rest
+  CHECK(dec(cat({eth(0x86dd), ipv6(h, bad, 6, tcp_hdr(1024, 80, 0x02, 1))})).status == DecodeStatus::Malformed);
+  Bytes two = {6, 5, 1, 2, 0, 0, kOptHomeAddress, 16};
+  two.insert(two.end(), home.begin(), home.end());
+  put(two, {1, 4, 0, 0, 0, 0, kOptHomeAddress, 16});
+  two.insert(two.end(), home.begin(), home.end());
+  CHECK(dec(cat({eth(0x86dd), ipv6(h, two, 6, tcp_hdr(1024, 80, 0x02, 1))})).status == DecodeStatus::Malformed);
+  Bytes past = {6, 0, 1, 9, 0, 0, 0, 0};
+  CHECK(dec(cat({eth(0x86dd), ipv6(h, past, 6, tcp_hdr(1024, 80, 0x02, 1))})).status == DecodeStatus::Malformed);
+
+  // The Mobility Header ends the chain: the IP payload a plugin parses.
+  V6 m;
+  m.nh = kProtoMobility;
+  const Bytes brr = {59, 0, 0, 0, 0, 0, 0, 0};
+  d = dec(cat({eth(0x86dd), ipv6(m, {}, kProtoMobility, brr)}));
+  CHECK(d.status == DecodeStatus::Ok);
+  CHECK(d.l4_proto == kProtoMobility);
+  CHECK(d.l4_off == 14 + 40);
+  CHECK(d.payload_off == 14 + 40);
+  CHECK(d.payload_len == 8);
 }
 
 TEST_CASE("Later fragments carry no L4 header", "[decode]") {

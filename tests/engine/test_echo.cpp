@@ -105,6 +105,26 @@ TEST_CASE("a MAC written without separators or in dotted groups of four is found
   }
 }
 
+TEST_CASE("a MAC in dashes that begins a serial number is found; inside a longer run of groups it is not") {
+  // A Sonos player's serial: its MAC in dashes, a dash and a digit, after
+  // a URN's colon. Not a MAC: one continued by a seventh group and more,
+  // by a tail too long for a serial, or after an address group and a colon.
+  const std::string pay =
+      "urn:sonos:serial:00-1B-21-3A-4F-5D-7\x86 id 00-1b-21-3a-4f-5d-a1b2; "
+      "not 00-1b-21-3a-4f-5d-00-01 nor 00-1b-21-3a-4f-5d-12345 nor ab:00-1b-21-3a-4f-5d nor 00-1b-21-3a-4f-5d-7:1"s;
+  const size_t keep_from = pay.find("not ");
+  for (const bool built : {false, true}) {
+    EchoScan s;
+    s.mac(kOldMac, kNewMac);
+    if (built) REQUIRE(s.wait_built(5000));
+    EchoCount c;
+    const std::string out = scanned(s, pay, &c);
+    CHECK(out.substr(0, keep_from) == "urn:sonos:serial:02-00-00-00-00-2A-7\x86 id 02-00-00-00-00-2a-a1b2; "s);
+    CHECK(out.substr(keep_from) == pay.substr(keep_from));
+    CHECK(c.mapped == 2);
+  }
+}
+
 TEST_CASE("the table is bounded: the oldest values leave it") {
   EchoScan s;
   uint8_t o[4] = {172, 16, 0, 0}, n[4] = {10, 0, 0, 0};
