@@ -144,7 +144,14 @@ bool attributes(Parsed& r, const uint8_t* p, uint32_t off, uint32_t end, Lists& 
       }
       case 16: if (!ext_communities(r, p, v, len)) return false; break;  // EXTENDED COMMUNITIES
       case 18: if (len != 8) return false; addr(r, v + 4, 4); break;    // AS4_AGGREGATOR (RFC 6793)
+      case 26:  // AIGP (RFC 7311): TLVs; the one defined, the 8-byte metric
+        for (uint32_t t = v; t < v + len;) {
+          if (v + len - t < 3 || p[t] != 1 || rd16(p + t + 1) != 11 || v + len - t < 11) return false;
+          t += 11;
+        }
+        break;
       case 32: if (len % 12) return false; break;                       // LARGE_COMMUNITY (RFC 8092)
+      case 35: if (len != 4) return false; break;                       // OTC (RFC 9234): an AS number
       default: return false;
     }
     off = v + len;

@@ -129,7 +129,7 @@ bool vni_header_plausible(Encap k, const uint8_t* p, uint32_t o, uint32_t end, u
 
 Encap udp_tunnel(const uint8_t* p, uint32_t o, uint32_t end, uint32_t lim, uint16_t sport, uint16_t dport) {
   if ((sport == kPortGtpU || dport == kPortGtpU) && gtpu_plausible(p, o, end, lim)) return Encap::GtpU;
-  for (const auto [port, k] : {std::pair{kPortVxlan, Encap::Vxlan}, std::pair{kPortVxlanGpe, Encap::VxlanGpe},
+  for (const auto& [port, k] : {std::pair{kPortVxlan, Encap::Vxlan}, std::pair{kPortVxlanGpe, Encap::VxlanGpe},
                                std::pair{kPortGeneve, Encap::Geneve}})
     if (dport == port && vni_header_plausible(k, p, o, end, lim)) return k;
   if ((sport == kPortTeredo || dport == kPortTeredo) && teredo_plausible(p, o, end, lim)) return Encap::Teredo;

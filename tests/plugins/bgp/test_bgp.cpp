@@ -160,12 +160,23 @@ TEST_CASE("bgp: MP_REACH_NLRI and MP_UNREACH_NLRI of IPv4 and IPv6, unicast and 
   CHECK(found(update({}, {attr(14, r46, 0x80)}, {})) == std::vector<Bytes>{kNh6, {10}});
 }
 
+TEST_CASE("bgp: AIGP metrics and Only-to-Customer hold numbers only") {
+  // RFC 7311's metric TLV and RFC 9234's OTC beside a next hop: the
+  // message parses, the next hop its one address.
+  const auto v = found(update({}, {attr(3, kNh), attr(26, {1, 0, 11, 0, 0, 0, 0, 0, 0, 0, 5}, 0x80),
+                                   attr(35, {0, 0, 0xfd, 0xe9}, 0xc0)},
+                              {24, 10, 9, 1}));
+  CHECK(v == std::vector<Bytes>{kNh, {10, 9, 1}});
+}
+
 TEST_CASE("bgp: attributes, families and lengths not known refused") {
   auto bad = [](const std::vector<Bytes>& attrs, const Bytes& nlri = {}) {
     found(update({}, attrs, nlri), bg::Result::Malformed);
   };
-  bad({attr(26, {1, 0, 11, 0, 0, 0, 0, 0, 0, 0, 5}, 0x80)});  // AIGP
-  bad({attr(35, {0, 0, 0xfd, 0xe9}, 0xc0)});                  // OTC
+  bad({attr(26, {2, 0, 11, 0, 0, 0, 0, 0, 0, 0, 5}, 0x80)});  // an AIGP TLV of an unknown type
+  bad({attr(26, {1, 0, 12, 0, 0, 0, 0, 0, 0, 0, 5, 0}, 0x80)});
+  bad({attr(26, {1, 0, 11, 0, 0, 0}, 0x80)});
+  bad({attr(35, {0, 0, 0xfd}, 0xc0)});                        // OTC of 3 bytes
   bad({attr(16, {0x06, 0, 0, 0, 0, 0, 0, 1}, 0xc0)});         // EVPN extended community
   bad({attr(16, {0x80, 0x08, 10, 9, 0, 7, 0, 0}, 0xc0)});     // flow spec redirect to IP
   bad({attr(16, Bytes(7, 0), 0xc0)});
