@@ -258,6 +258,24 @@ bool ProgramInstance::rip_body(GenPacket& g, bool ripng, Eval& e, ApplyCtx& ctx)
 // following every connection's keys, and the receiver of a capture does
 // not check it. An option of no known shape has its bytes after the
 // subtype zeroed (fail closed). The TCP checksum follows the options.
+namespace {
+// Where a TCP header's options (`n` bytes) stop being options: past the
+// End of Option List, or at an option whose length cannot be. What lies
+// after is padding, zero by RFC 9293, and no field: it may be anything.
+uint32_t tcp_options_end(const uint8_t* o, uint32_t n) {
+  for (uint32_t i = 0; i < n;) {
+    if (o[i] == 0) return i + 1;
+    if (o[i] == 1) {
+      ++i;
+      continue;
+    }
+    if (i + 1 >= n || o[i + 1] < 2 || o[i + 1] > n - i) return i;
+    i += o[i + 1];
+  }
+  return n;
+}
+}  // namespace
+
 void ProgramInstance::mptcp_addrs(GenPacket& g, Eval& e) {
   const Decoded& d = g.d;
   if (d.l4_hdr_len <= 20 || d.l4_off + d.l4_hdr_len > g.cap) return;
@@ -266,6 +284,9 @@ void ProgramInstance::mptcp_addrs(GenPacket& g, Eval& e) {
   const uint32_t n = d.l4_hdr_len - 20u;
   uint8_t before[40];
   std::memcpy(before, opts, n);
+  // Bytes past the options: zeroed (the decoder flags the header when any
+  // is not zero).
+  if (const uint32_t end = tcp_options_end(opts, n); end < n) std::memset(opts + end, 0, n - end);
   each_add_addr(opts, n, [&](const AddAddr& a) {
     uint8_t* const o = opts + a.off;
     if (!a.family) {

@@ -460,15 +460,26 @@ void decode_link(const uint8_t* p, uint32_t cap, uint32_t off, uint16_t et, Deco
 }  // namespace l2l4_decode
 
 // tcp_carries_addr's walk over options other than NOP NOP timestamp.
+// Also true when bytes that are no option are not all zero: those after
+// the End of Option List (padding, zero by RFC 9293 3.1) or from an option
+// whose length cannot be (under 2, past the header). They can be anything
+// (a fuzzer's or a broken stack's copy of the frame's own headers, MACs
+// and addresses among them), and the runtime zeroes them where it protects
+// addresses (ProgramInstance::mptcp_addrs).
 [[gnu::noinline]] bool tcp_options_walk_addr(const uint8_t* o, uint32_t n) {
+  auto junk = [&](uint32_t from) {
+    for (uint32_t k = from; k < n; ++k)
+      if (o[k]) return true;
+    return false;
+  };
   for (uint32_t i = 0; i < n;) {
-    if (o[i] == 0) return false;
+    if (o[i] == 0) return junk(i + 1);
     if (o[i] == 1) {
       ++i;
       continue;
     }
-    if (i + 2 >= n || o[i + 1] < 2) return false;
-    if (o[i] == kTcpOptMptcp && (o[i + 2] >> 4) == kMptcpAddAddr) return true;
+    if (i + 1 >= n || o[i + 1] < 2 || o[i + 1] > n - i) return junk(i);
+    if (o[i] == kTcpOptMptcp && o[i + 1] > 2 && (o[i + 2] >> 4) == kMptcpAddAddr) return true;
     i += o[i + 1];
   }
   return false;

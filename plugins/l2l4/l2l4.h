@@ -128,8 +128,9 @@ inline bool add_addr_at(const uint8_t* o, uint32_t n, AddAddr& a) {
 }
 
 // Whether a TCP header's options (`n` bytes after the fixed 20) hold an
-// MPTCP ADD_ADDR, well-formed or not (kFlagAddrBody: the runtime's
-// address-body step reads it). An established segment's options are
+// MPTCP ADD_ADDR, well-formed or not, or bytes past the options that are
+// not zero (kFlagAddrBody: the runtime's address-body step reads the
+// first and zeroes the second). An established segment's options are
 // almost always NOP NOP timestamp: one compare settles those, and the walk
 // over the others stays out of the decoder's line.
 bool tcp_options_walk_addr(const uint8_t* o, uint32_t n);

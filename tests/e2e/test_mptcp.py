@@ -10,7 +10,10 @@ tshark reading the output.
           an echo: each address equals its header pseudonym (another address
           of the client: the client's; the server's own: its header's; an
           echo: the receiver's); HMACs zeroed; an option of no known length
-          has its bytes after the subtype zeroed; checksums good.
+          has its bytes after the subtype zeroed; bytes past the options
+          (after End of Option List, or from an option whose length runs
+          past the header) zeroed, the options before them kept; checksums
+          good.
 
 usage: test_mptcp.py AMON [PCAPS_DIR]"""
 
@@ -76,6 +79,12 @@ def built():
         f.append((tcp_frame(cb, s, 40001, 80, SYN), None))
     # Of no known length: 9 bytes of an IPv4 ADD_ADDR.
     f.append((tcp_frame(C4, S4, 40000, 80, ACK, bytes([30, 9, 0x30, 0]) + packed(C4B) + b"\x07"), "bad"))
+    # Bytes past the options: after an End of Option List (the client's
+    # address and a MAC, as a broken stack or a fuzzer leaves them), and
+    # from an option whose length runs past the header.
+    f.append((tcp_frame(C4, S4, 40000, 80, ACK, bytes([2, 4, 5, 0xb4, 0]) + packed(C4) + b"\x02\0\0\0\0\x01"),
+              ("tail", 5)))
+    f.append((tcp_frame(C4, S4, 40000, 80, ACK, bytes([1, 1, 8, 30]) + packed(C4B) + b"\0\0"), ("tail", 2)))
     return f
 
 
@@ -142,6 +151,12 @@ def check_built(amon, work, fails):
             fails.append(f"built frame {i + 1}: TCP checksum bad")
         if exp is None:
             continue
+        if isinstance(exp, tuple):
+            o = outf[i][3]
+            opts = o[14 + 20 + 20:14 + 20 + (o[14 + 20 + 12] >> 4) * 4]
+            if any(opts[exp[1]:]) or opts[:exp[1]] != fr[54:54 + exp[1]]:
+                fails.append(f"built frame {i + 1}: TCP options {opts.hex()}: the options kept, the rest zero expected")
+            continue
         if exp == "bad":
             o = outf[i][3]
             at = o.find(bytes([30, 9, 0x30]))
@@ -166,7 +181,8 @@ def main():
     n = check_shared(amon, pcaps, work, fails)
     check_built(amon, work, fails)
     return L.report(fails, f"ok: {n} ADD_ADDR addresses in the shared capture's outputs equal their header pseudonyms; "
-                           "built v0/v1/echo/IPv6 options mapped, HMACs zeroed, a malformed one zeroed")
+                           "built v0/v1/echo/IPv6 options mapped, HMACs zeroed, a malformed one zeroed, bytes past the options "
+                           "zeroed")
 
 
 if __name__ == "__main__":
