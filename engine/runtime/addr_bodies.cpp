@@ -3,6 +3,7 @@
 // 4861) and RIP/RIPng route entries. Each address in them takes the
 // mapping the packet's own would; what cannot be mapped is zeroed; what
 // cannot be parsed is cut.
+#include <algorithm>
 #include "runtime_impl.h"
 
 namespace amon {
@@ -306,6 +307,73 @@ bool ProgramInstance::addr_bodies(GenPacket& g, Eval& e, ApplyCtx& ctx) {
   if (d.status != DecodeStatus::Ok) return true;
   if ((g.protects_addr || P.l7_protect_) && (d.flags & kFlagIcmpError) && !icmp_quote(g, e)) return false;
   if (!(d.flags & kFlagAddrBody)) return true;
+  // IPv4 options (RFC 791, the decoder flags every header that has them):
+  // the addresses Record Route and Timestamp (flags 1 and 3) record, a
+  // source route's hops and final destination (LSRR, SSRR) and
+  // Traceroute's originator (RFC 1393) are addresses of the network, each
+  // taking the rule of its role as in an IP header (the packet's own
+  // address exactly its header's rewrite; an all-zero slot, not yet
+  // filled, stays). Options known to hold numbers only stay; any other
+  // option's data, and the bytes past the option list, are zeroed. The
+  // header checksum follows. (A source route's final destination is the
+  // one the transport checksum covers; that checksum is not taken again
+  // over its rewrite: source-routed datagrams are refused by routers for
+  // decades.)
+  if (g.protects_addr && d.ip_version == 4 && d.l3_hdr_len > 20 && d.l3_off + d.l3_hdr_len <= g.cap) {
+    uint8_t* const ip = g.buf + d.l3_off;
+    uint8_t* const o = ip + 20;
+    const uint32_t n = d.l3_hdr_len - 20u;
+    uint8_t before[40];
+    std::memcpy(before, o, n);
+    auto map = [&](uint8_t* a) {
+      return std::all_of(a, a + 4, [](uint8_t b) { return b == 0; }) || apply_role_addr(a, 4, e);
+    };
+    bool ok = true;
+    for (uint32_t i = 0; ok && i < n;) {
+      const uint8_t t = o[i];
+      if (t == 0) {  // End of Option List: padding after it
+        std::memset(o + i + 1, 0, n - i - 1);
+        break;
+      }
+      if (t == 1) {
+        ++i;
+        continue;
+      }
+      if (i + 1 >= n || o[i + 1] < 2 || o[i + 1] > n - i) {
+        std::memset(o + i, 0, n - i);
+        break;
+      }
+      const uint32_t len = o[i + 1];
+      switch (t) {
+        case 7: case 131: case 137:  // Record Route, LSRR, SSRR: a pointer, then addresses
+          for (uint32_t k = 3; ok && k + 4 <= len; k += 4) ok = map(o + i + k);
+          if (len < 3 || (len - 3) % 4) std::memset(o + i + 2, 0, len - 2);
+          break;
+        case 68: {  // Timestamp: pointer, overflow and flag, then entries
+          const uint8_t flag = len >= 4 ? o[i + 3] & 0xf : 0xf;
+          if (flag == 1 || flag == 3) {
+            for (uint32_t k = 4; ok && k + 8 <= len; k += 8) ok = map(o + i + k);
+            if ((len - 4) % 8) std::memset(o + i + 4, 0, len - 4);
+          } else if (flag != 0) {
+            std::memset(o + i + 2, 0, len - 2);
+          }
+          break;
+        }
+        case 82:  // Traceroute: ID, hop counts, the originator's address
+          if (len == 12) ok = map(o + i + 8);
+          else std::memset(o + i + 2, 0, len - 2);
+          break;
+        case 130: case 133: case 134: case 136: case 148:  // security labels, stream ID, router alert
+        case 11: case 12: case 25:                           // MTU probe and reply, Quick-Start
+          break;
+        default:
+          std::memset(o + i + 2, 0, len - 2);
+      }
+      i += len;
+    }
+    if (std::memcmp(before, o, n) != 0) wr16(ip + 10, csum_replace(rd16(ip + 10), {before, n}, {o, n}));
+    if (!ok) return ++g.c.policy_drop, false;
+  }
   // Neighbour discovery names addresses and MACs in its body: the target
   // (NS, NA, Redirect), a Redirect's destination, link-layer address
   // options, prefixes and DNS server addresses in options (nd_body); a

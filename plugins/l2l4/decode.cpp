@@ -144,6 +144,9 @@ void decode_ipv4(const uint8_t* p, uint32_t cap, Decoded& d) {
   }
   d.l3_len = tot;
   d.l4_proto = p[o + 9];
+  // Options may record addresses (Record Route, Timestamp, a source
+  // route): the runtime's address-body step reads them.
+  if (ihl > 20) d.flags |= kFlagAddrBody;
   uint16_t frag = rd16(p + o + 6);
   if (frag & 0x3fff) {
     d.flags |= kFlagFragment;

@@ -53,7 +53,7 @@ enum : uint8_t {  // Decoded::flags
   kFlagV6Routing = 8,     // IPv6 extension headers carrying addresses: a routing header (ipv6_rh_off), the Home Address option (ipv6_hao_off)
   kFlagIcmpError = 16,    // ICMP/ICMPv6 error quoting an earlier packet's IP header
   kFlagEncap = 32,        // the L3/L4 fields are of a packet carried in the encapsulations listed in encap
-  kFlagAddrBody = 64,     // addresses in a body the header rules map: ICMPv6 neighbour discovery (133-137), RIPng (UDP 521), RIP (UDP 520)
+  kFlagAddrBody = 64,     // addresses in a body the header rules map: ICMPv6 neighbour discovery (133-137), RIPng (UDP 521), RIP (UDP 520), IPv4 options, TCP options (MPTCP ADD_ADDR, bytes past the list)
   kFlagLink = 128,        // a link layer's frame follows the stand-in Ethernet header (LinkLayer below)
 };
 
