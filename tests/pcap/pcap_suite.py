@@ -789,10 +789,30 @@ def allowed_diff_positions(d, r):
     pos.update(range(r.dst, r.dst + r.alen))
     if r.ver == 4:
         pos.update((r.off + 10, r.off + 11))
+        # IPv4 options record addresses (mapped) and unknown options' data
+        # and padding are zeroed: e2e_ip_options checks them.
+        pos.update(range(r.off + 20, r.off + (d[r.off] & 15) * 4))
     if r.l4 is not None and r.first_frag:
         co = {6: 16, 17: 6, 1: 2, 58: 2}.get(r.proto)
         if co is not None:
             pos.update((r.l4 + co, r.l4 + co + 1))
+        # TCP option bytes past the option list (after End of Option List,
+        # or from an option whose length cannot be) are zeroed (e2e_mptcp).
+        if r.proto == 6 and len(d) >= r.l4 + 20:
+            o, end = r.l4 + 20, r.l4 + (d[r.l4 + 12] >> 4) * 4
+            i = o
+            while i < min(end, len(d)):
+                if d[i] == 0:
+                    i += 1
+                    break
+                if d[i] == 1:
+                    i += 1
+                    continue
+                if i + 1 >= end or i + 1 >= len(d) or d[i + 1] < 2 or d[i + 1] > end - i:
+                    break
+                i += d[i + 1]
+            if i < end:
+                pos.update(range(i, end))
         # An ICMP error quotes a datagram whose addresses get the same
         # rewrite (or are zeroed): its addresses, its IPv4 header checksum
         # and a quoted UDP checksum may change too.
