@@ -23,26 +23,8 @@ struct State {
 void* make_state() { return new State; }
 void free_state(void* s) { delete static_cast<State*>(s); }
 
-// Each span as a role occurrence (role_addrs.h's, with a prefix's fix-up
-// wherever its length leaves bits of its last byte). An address all zero
-// names nobody.
-ProtoStatus occurrences(const Parsed& r, const uint8_t* p, ProtoOccs& out) {
-  for (unsigned i = 0; i < r.addrs.n; ++i) {
-    const AddrSpan& a = r.addrs.a[i];
-    bool zero = true;
-    for (uint32_t k = 0; k < a.len && zero; ++k) zero = p[a.off + k] == 0;
-    if (zero) continue;
-    ProtoOcc o;
-    o.role = true;
-    o.kind = a.family == 4 ? OccKind::Addr4 : OccKind::Addr6;
-    o.off = a.off, o.len = a.len;
-    o.index = uint16_t(i);
-    o.fixup = r.bits[i] % 8 != 0;
-    if (!out.add(o)) return ProtoStatus::Malformed;
-  }
-  return ProtoStatus::Parsed;
-}
-
+// Each span a role occurrence (role_addrs.h), a prefix's fix-up wherever
+// its length leaves bits of its last byte.
 ProtoStatus parse_packet(void* vs, const ProtoPacket& pkt, ProtoOccs& out) {
   State& s = *static_cast<State*>(vs);
   const int dir = pkt.from_initiator ? 0 : 1;
@@ -64,13 +46,13 @@ ProtoStatus parse_packet(void* vs, const ProtoPacket& pkt, ProtoOccs& out) {
       // Nothing more will come: the whole messages are rewritten, the one
       // cut leaves masked.
       out.mask_from = s.r.end;
-      return occurrences(s.r, pkt.payload, out);
+      return role_occurrences(s.r.addrs, pkt.payload, out, false, s.r.bits);
     }
     out.hold = true;
     out.need = s.r.need;
     return ProtoStatus::Incomplete;
   }
-  return occurrences(s.r, pkt.payload, out);
+  return role_occurrences(s.r.addrs, pkt.payload, out, false, s.r.bits);
 }
 
 // A prefix keeps its bits past its length (the byte before it) zero.

@@ -45,9 +45,12 @@ inline bool spans_sound(const AddrSpans& s, uint32_t len) {
 
 // Each span as a role occurrence. An address all zero, as sent where none
 // is known, names nobody and is left out. `prefix_fixup`: a prefix (a span
-// shorter than its family's length) comes back to the plugin's after_action.
+// shorter than its family's length) comes back to the plugin's after_action;
+// `bits` (per span, its prefix length in bits): only a prefix whose length
+// leaves bits of its last byte does.
 // Malformed when the table is full (a value left out would leave in clear).
-inline ProtoStatus role_occurrences(const AddrSpans& s, const uint8_t* p, ProtoOccs& out, bool prefix_fixup = false) {
+inline ProtoStatus role_occurrences(const AddrSpans& s, const uint8_t* p, ProtoOccs& out, bool prefix_fixup = false,
+                                    const uint8_t* bits = nullptr) {
   if (s.full) return ProtoStatus::Malformed;
   for (unsigned i = 0; i < s.n; ++i) {
     const AddrSpan& a = s.a[i];
@@ -59,7 +62,7 @@ inline ProtoStatus role_occurrences(const AddrSpans& s, const uint8_t* p, ProtoO
     o.kind = a.family == 4 ? OccKind::Addr4 : OccKind::Addr6;
     o.off = a.off, o.len = a.len;
     o.index = uint16_t(i);
-    o.fixup = prefix_fixup && a.len < (a.family == 4 ? 4u : 16u);
+    o.fixup = bits ? bits[i] % 8 != 0 : prefix_fixup && a.len < (a.family == 4 ? 4u : 16u);
     if (!out.add(o)) return ProtoStatus::Malformed;
   }
   return ProtoStatus::Parsed;
