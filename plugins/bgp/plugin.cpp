@@ -57,11 +57,7 @@ ProtoStatus parse_packet(void* vs, const ProtoPacket& pkt, ProtoOccs& out) {
 
 // A prefix keeps its bits past its length (the byte before it) zero.
 void after_action(void*, uint8_t* p, const ProtoOcc& o) {
-  const unsigned bits = p[o.off - 1];
-  for (unsigned i = 0; i < o.len; ++i) {
-    const int keep = bits >= (i + 1) * 8 ? 8 : bits > i * 8 ? int(bits - i * 8) : 0;
-    p[o.off + i] &= uint8_t(0xff00 >> keep);
-  }
+  zero_past_prefix(p + o.off, o.len, p[o.off - 1]);
 }
 
 bool starts(const uint8_t* p, uint32_t len, bool) { return message_start(p, len); }

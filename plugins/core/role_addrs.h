@@ -3,6 +3,7 @@
 // OSPF, PIM, LISP): where each lies, turned into occurrences.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 
@@ -41,6 +42,15 @@ inline bool spans_sound(const AddrSpans& s, uint32_t len) {
       if (a.off < s.a[j].off + s.a[j].len && s.a[j].off < a.off + a.len) return false;
   }
   return true;
+}
+
+// A prefix's `len` bytes at `a` keep their first `bits` bits; the rest are
+// zeroed (a rewritten prefix must not carry bits past its length).
+inline void zero_past_prefix(uint8_t* a, uint32_t len, unsigned bits) {
+  for (uint32_t i = 0; i < len; ++i) {
+    const unsigned keep = bits > i * 8 ? std::min(bits - i * 8, 8u) : 0u;
+    a[i] &= uint8_t(0xff00 >> keep);
+  }
 }
 
 // Each span as a role occurrence. An address all zero, as sent where none

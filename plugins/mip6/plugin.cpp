@@ -32,11 +32,7 @@ ProtoStatus parse_packet(void* vs, const ProtoPacket& pkt, ProtoOccs& out) {
 
 // A prefix keeps its bits past its length zero (RFC 3963 6.2, RFC 5213 8.3).
 void after_action(void*, uint8_t* p, const ProtoOcc& o) {
-  const unsigned bits = p[o.off - 1];
-  for (unsigned i = 0; i < o.len; ++i) {
-    const int keep = bits > i * 8 ? int(std::min(bits - i * 8, 8u)) : 0;
-    p[o.off + i] &= uint8_t(0xff00 >> keep);
-  }
+  zero_past_prefix(p + o.off, o.len, p[o.off - 1]);
 }
 
 bool finish(void* vs, uint8_t* p, uint32_t) {

@@ -31,11 +31,7 @@ ProtoStatus parse_packet(void* vs, const ProtoPacket& pkt, ProtoOccs& out) {
 
 // A prefix keeps its bits past its length zero (RFC 5340 A.4.1).
 void after_action(void*, uint8_t* p, const ProtoOcc& o) {
-  const unsigned bits = p[o.off - 4];
-  for (unsigned i = 0; i < o.len; ++i) {
-    const int keep = std::clamp(int(bits) - int(i * 8), 0, 8);
-    p[o.off + i] &= uint8_t(0xff00 >> keep);
-  }
+  zero_past_prefix(p + o.off, o.len, p[o.off - 4]);
 }
 
 bool finish(void* vs, uint8_t* p, uint32_t) {
